@@ -1,0 +1,43 @@
+# Two commands do all the set-up on a fresh machine:
+#   make run    installs what is missing, then opens the workbench on ./workspace
+#   make test   installs what is missing, then runs the test suite
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+# The CPU build of PyTorch; on the project's machines it comes from the local wheel.
+TORCH  ?= torch==2.13.0
+WORKSPACE ?= workspace
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test setup sysdeps bench clean
+
+setup: $(STAMP) sysdeps
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[dev]"
+	@touch $@
+
+# bubblewrap gives candidate workers a private network and filesystem view. Best effort:
+# without it the sandbox still scrubs secrets, applies rlimits and seccomp, and says so.
+sysdeps:
+	@command -v bwrap >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    (apt-get install -y -q bubblewrap >/dev/null 2>&1 || (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q bubblewrap >/dev/null 2>&1)) \
+	      && echo "installed bubblewrap" || echo "note: could not install bubblewrap; sandbox runs without network isolation"; \
+	  else echo "note: bubblewrap (bwrap) not found; install it for network isolation of candidates"; fi; }
+
+run: setup
+	@mkdir -p $(WORKSPACE)
+	cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
+
+test: setup
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/verify_latency.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

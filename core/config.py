@@ -1,0 +1,144 @@
+"""EvoKernel configuration: one pydantic model read from ``evokernel.toml``, then environment overrides.
+
+Every field has a docstring and a default that works on a laptop CPU. Environment variables:
+``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the usual OpenAI SDK ones), ``EVOKERNEL_MODEL``,
+``EVOKERNEL_BACKEND``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.errors import ConfigError
+from verifier.config import VerifyConfig
+
+
+class LLMConfig(BaseModel):
+    """Where drafts come from: any OpenAI-compatible chat-completions endpoint."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str | None = None
+    """Endpoint, e.g. http://localhost:8000/v1 (vLLM), http://localhost:11434/v1 (Ollama). Env: OPENAI_BASE_URL."""
+
+    api_key: str | None = None
+    """API key; prefer the OPENAI_API_KEY environment variable to writing it here."""
+
+    model: str | None = None
+    """Model name as the endpoint knows it. Env: EVOKERNEL_MODEL."""
+
+    temperature: float = 0.7
+    """Sampling temperature for drafts and refinements."""
+
+    max_tokens: int = 4096
+    """Most tokens one answer may have."""
+
+    concurrency: int = Field(4, ge=1)
+    """LLM requests in flight at once."""
+
+    timeout_s: float = Field(300.0, gt=0)
+    """Seconds before one request is abandoned (then retried)."""
+
+    retries: int = Field(4, ge=0)
+    """Retries on 429, 5xx and timeouts, with exponential backoff."""
+
+    price_in_per_mtok: float = 0.0
+    """Price per million prompt tokens, for the cost counter."""
+
+    price_out_per_mtok: float = 0.0
+    """Price per million completion tokens, for the cost counter."""
+
+    token_budget: int | None = None
+    """Stop a run once it has used this many tokens in all (None: no limit)."""
+
+    cost_budget: float | None = None
+    """Stop a run once it has cost this much (None: no limit)."""
+
+
+class EngineConfig(BaseModel):
+    """The draft/refine loop and the value-driven memory policy (defaults from the EvoKernel paper)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    iterations: int = Field(30, ge=1)
+    """Verifier calls per task in a run (the budget T)."""
+
+    alpha: float = Field(0.3, gt=0, le=1)
+    """Q-value learning rate: Q <- Q + alpha (r - Q)."""
+
+    epsilon: float = Field(0.1, ge=0, le=1)
+    """Exploration rate of the epsilon-greedy choice by Q."""
+
+    n_context: int = Field(4, ge=0)
+    """Experiences N put in a prompt."""
+
+    pool_factor: float = Field(2.0, ge=1)
+    """lambda: the candidate pool holds K = lambda * N similar items before choosing by Q."""
+
+    pool_growth: float = Field(0.1, ge=0)
+    """How much lambda grows per iteration (wider pools as memory fills)."""
+
+    q_floor: float = -0.8
+    """Items whose stage Q falls below this drop out of retrieval."""
+
+    adoption_weight: float = Field(1.0, ge=0)
+    """Credit weight of items the model cites as used; ignored items get ``ignored_weight``."""
+
+    ignored_weight: float = Field(0.3, ge=0)
+    """Credit weight of retrieved items the model did not cite."""
+
+    parallel_builds: int = Field(2, ge=1)
+    """Verifications running at once (timing is always one at a time)."""
+
+
+class Config(BaseModel):
+    """The whole of ``evokernel.toml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: str = "cpu"
+    """Where kernels run: cpu, cuda or ascend. Env: EVOKERNEL_BACKEND."""
+
+    suite: str = "builtin"
+    """Task suite: "builtin" or a folder of KernelBench-format files."""
+
+    size_scale: float | str | None = None
+    """Scale module-level sizes of tasks (a factor in (0, 1], or "auto" for about 4M input elements)."""
+
+    theme: str = "dark"
+    """Workbench theme: dark or light."""
+
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    verifier: VerifyConfig = Field(default_factory=VerifyConfig)
+
+
+def load_config(path: Path | None) -> Config:
+    """Read ``path`` (if it exists) and apply environment overrides."""
+    data: dict[str, Any] = {}
+    if path is not None and path.exists():
+        try:
+            data = tomllib.loads(path.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{path or 'config'}: {where}: {first['msg']}") from None
+    env = os.environ
+    if env.get("OPENAI_BASE_URL"):
+        config.llm.base_url = env["OPENAI_BASE_URL"]
+    if env.get("OPENAI_API_KEY"):
+        config.llm.api_key = env["OPENAI_API_KEY"]
+    if env.get("EVOKERNEL_MODEL"):
+        config.llm.model = env["EVOKERNEL_MODEL"]
+    if env.get("EVOKERNEL_BACKEND"):
+        config.backend = env["EVOKERNEL_BACKEND"]
+    return config

@@ -1,0 +1,71 @@
+"""A workspace: the folder a person works in.
+
+    evokernel.toml     endpoint, model, backend, budgets, hyper-parameters, suite
+    kernels/<task>/    the current candidate files of each task (hand-editable) and best/ copies
+    .evokernel/        memory.lmdb, build and reference caches, logs
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.config import Config, load_config
+
+CONFIG_NAME = "evokernel.toml"
+STATE_NAME = ".evokernel"
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def config_path(self) -> Path:
+        return self.root / CONFIG_NAME
+
+    @property
+    def kernels_dir(self) -> Path:
+        return self.root / "kernels"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / STATE_NAME
+
+    @property
+    def memory_path(self) -> Path:
+        return self.state_dir / "memory.lmdb"
+
+    @property
+    def cache_dir(self) -> Path:
+        return self.state_dir / "cache"
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.state_dir / "logs"
+
+    def exists(self) -> bool:
+        return self.config_path.exists()
+
+    def config(self) -> Config:
+        return load_config(self.config_path if self.exists() else None)
+
+    def private_paths(self) -> list[str]:
+        """What candidates must never see: the state folder and the config (it may hold a key)."""
+        return [str(self.state_dir), str(self.config_path)]
+
+    @classmethod
+    def find(cls, start: str | Path | None = None) -> "Workspace | None":
+        """The workspace containing ``start`` (default: the current directory), if any."""
+        here = Path(start or Path.cwd()).resolve()
+        for folder in (here, *here.parents):
+            if (folder / CONFIG_NAME).exists():
+                return cls(folder)
+        return None
+
+    @classmethod
+    def at(cls, path: str | Path | None) -> "Workspace":
+        """The workspace at ``path`` (or the one containing the current directory, else the cwd)."""
+        if path is not None:
+            return cls(Path(path).resolve())
+        return cls.find() or cls(Path.cwd().resolve())

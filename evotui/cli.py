@@ -1,0 +1,55 @@
+"""The ``evokernel`` command: the workbench with no arguments, headless subcommands otherwise.
+
+Each subcommand lives in its own ``evotui/cmd_*.py`` module exposing ``register(subparsers)``; a
+handler returns the process exit code. Errors of our own (``EvoKernelError`` subclasses) become one
+line on stderr and exit code 2; they never reach the user as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Subcommand modules, imported lazily so `evokernel tasks` never pays for Textual or torch.
+COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_memory", "cmd_run", "cmd_doctor", "cmd_ui")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evokernel",
+        description="EvoKernel: LLM-driven kernel synthesis with a value-driven memory. "
+        "With no command, opens the workbench on the current directory's workspace.",
+    )
+    parser.add_argument("--workspace", "-w", default=None, help="workspace directory (default: current directory)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"evotui.{name}")
+        except ModuleNotFoundError as exc:  # a command not built yet
+            if exc.name == f"evotui.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.errors import user_errors
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # no command: the workbench, when it is installed
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "ui"])
+    try:
+        return int(args.func(args) or 0)
+    except user_errors() as exc:
+        print(f"evokernel: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("evokernel: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

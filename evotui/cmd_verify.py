@@ -1,0 +1,72 @@
+"""``evokernel verify CANDIDATE_DIR --task ID``: the verdict, gate by gate.
+
+Exit 0 whenever verification ran, whatever the verdict; 2 for usage errors (unknown task, missing
+folder, broken reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("verify", help="verify a candidate folder against a task, gate by gate")
+    p.add_argument("candidate", help="folder with model.py and kernel sources")
+    p.add_argument("--task", required=True, help="task id (see `evokernel tasks`)")
+    p.add_argument("--suite", default=None, help='"builtin" (default) or a folder of KernelBench-format files')
+    p.add_argument("--backend", default=None, help="cpu (default), cuda or ascend")
+    p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
+    p.add_argument("--threads", type=int, default=None, help="threads for reference and candidate")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import WorkspaceError
+    from core.tasks import load_suite, scale_task
+    from core.verification import open_verifier
+    from core.workspace import Workspace
+
+    folder = Path(args.candidate)
+    if not folder.is_dir():
+        raise WorkspaceError(f"candidate folder {folder} does not exist")
+    ws = Workspace.at(args.workspace)
+    config = ws.config()
+    suite = load_suite(args.suite or config.suite)
+    scale = args.size_scale if args.size_scale is not None else config.size_scale
+    task = scale_task(suite.get(args.task), scale)
+    vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
+    with open_verifier(ws, args.backend, vconfig) as verifier:
+        outcome = verifier.verify(task.spec(), folder)
+        isolation = verifier.isolation
+    data = outcome.to_dict()
+    if args.json:
+        data["scaled"] = task.scale_note() or None
+        print(json.dumps(data, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    if task.size_overrides:
+        console.print(f"[yellow]{escape(task.scale_note())}[/]")
+    table = Table(box=None, show_header=False)
+    table.add_column("mark")
+    table.add_column("gate")
+    table.add_column("s", justify="right")
+    table.add_column("message", overflow="fold")
+    for g in outcome.gates:
+        table.add_row(MARKS[g.status], g.name, f"{g.seconds:.2f}" if g.status != "skipped" else "", escape(g.message))
+    console.print(f"[bold]{escape(task.id)}[/] · {outcome.backend} · {outcome.threads} threads")
+    console.print(table)
+    verdict = "[green]✓[/]" if outcome.feasible else "[red]✗[/]"
+    console.print(f"{verdict} {escape(outcome.message)}")
+    for flag in outcome.flags:
+        console.print(f"[yellow]flag:[/] {escape(flag)}")
+    console.print(f"[dim]sandbox: {escape(isolation)}[/]")
+    return 0

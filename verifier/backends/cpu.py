@@ -1,0 +1,61 @@
+"""The CPU backend: C++ sources built by g++ with OpenMP into one shared library."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+
+from verifier.backends.base import BuildPlan, Toolchain
+from verifier.machine import cpu_model
+
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
+         "-fdiagnostics-color=never", "-fmax-errors=10"]
+
+# Default tolerances by output dtype (atol, rtol).
+TOLERANCES = {"float32": (1e-4, 1e-4), "float64": (1e-7, 1e-7), "float16": (1e-2, 1e-2), "bfloat16": (2e-2, 2e-2)}
+
+
+class CpuBackend:
+    name = "cpu"
+    device = "cpu"
+    source_suffixes = (".cpp", ".cc", ".cxx")
+    header_suffixes = (".h", ".hpp")
+
+    @functools.cached_property
+    def compiler(self) -> str | None:
+        return shutil.which("g++") or shutil.which("c++")
+
+    def toolchain(self) -> Toolchain:
+        if not self.compiler:
+            return Toolchain(False, "g++ not found: install a C++ compiler (Debian/Ubuntu: apt install g++)")
+        return Toolchain(True, compiler=self.compiler, version=self._version(), device=cpu_model())
+
+    @functools.lru_cache(maxsize=1)
+    def _version(self) -> str:
+        try:
+            out = subprocess.run([self.compiler, "--version"], capture_output=True, text=True, timeout=10)
+            return out.stdout.splitlines()[0] if out.stdout else ""
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+
+    def build_key(self) -> str:
+        # -march=native ties the library to this CPU model.
+        return f"cpu|{self.compiler}|{self._version()}|{' '.join(FLAGS)}|{cpu_model()}"
+
+    def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
+        return BuildPlan(commands=[[self.compiler or "g++", *FLAGS, "-o", "libcandidate.so", *sources]],
+                         library="libcandidate.so")
+
+    def tolerance(self, dtype: str) -> tuple[float, float]:
+        return TOLERANCES.get(dtype, (1e-4, 1e-4))
+
+    def sandbox_devices(self) -> list[str]:
+        return []
+
+    def worker_env(self) -> dict[str, str]:
+        return {}
+
+    def memory_limit(self) -> bool:
+        return True

@@ -1,0 +1,171 @@
+"""The build gate's machinery: compile a candidate's sources into one shared library, cached by a
+hash of the sources and the backend's build key, with compiler diagnostics trimmed to what matters.
+
+Failed builds are cached too (the same sources fail the same way). Concurrent builds of the same
+key wait for each other instead of compiling twice.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verifier.cdecl import DeclarationError, Signature, parse_extern_c
+from verifier.sandbox import bwrap_argv, bwrap_status, run_process, scrubbed_env
+
+BUILD_FORMAT = 1
+MAX_LOG_LINES = 30
+MAX_LOG_CHARS = 3000
+
+
+@dataclass
+class BuildResult:
+    ok: bool
+    key: str
+    library: Path | None = None
+    signatures: list[Signature] = field(default_factory=list)
+    log: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+    command: list[str] = field(default_factory=list)
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "evokernel"
+
+
+def build_key(backend, files: dict[str, str]) -> str:
+    h = hashlib.sha256(f"{BUILD_FORMAT}|{backend.build_key()}".encode())
+    for name in sorted(files):
+        if name == "model.py":
+            continue
+        h.update(b"\0" + name.encode() + b"\0" + files[name].encode())
+    return h.hexdigest()[:24]
+
+
+def trim_diagnostics(text: str, workdir: str) -> str:
+    """Keep errors and the source lines they point at; drop notes, paths and repetition."""
+    text = text.replace(workdir + "/", "").replace(workdir, ".")
+    lines = text.splitlines()
+    keep: list[str] = []
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b|undefined reference|fatal|Error \d", line, re.I):
+            keep.append(line.strip())
+            # the quoted source line and caret that follow gcc's error line
+            for follow in lines[i + 1 : i + 3]:
+                if follow.startswith(" ") and ("|" in follow or "^" in follow):
+                    keep.append(follow.rstrip())
+    if not keep:
+        keep = [line for line in lines if line.strip()][-MAX_LOG_LINES:]
+    deduped: list[str] = []
+    for line in keep:
+        if line not in deduped[-3:]:
+            deduped.append(line)
+    out = "\n".join(deduped[:MAX_LOG_LINES])
+    return out[:MAX_LOG_CHARS]
+
+
+def build_candidate(backend, files: dict[str, str], cache_dir: Path | None, *, timeout: float = 120.0,
+                    sandbox: bool = True) -> BuildResult:
+    """Build the candidate's sources with ``backend``; reuse a cached result for identical sources."""
+    cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+    key = build_key(backend, files)
+    root = cache_dir / "builds"
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / key
+    with open(root / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        cached = _load(final)
+        if cached is not None:
+            return cached
+        result = _build(backend, files, root, key, timeout, sandbox)
+    return result
+
+
+def _load(final: Path) -> BuildResult | None:
+    meta_path = final / "build.json"
+    if not meta_path.exists():
+        return None
+    try:
+        meta = json.loads(meta_path.read_text())
+    except ValueError:
+        return None
+    library = final / meta["library"] if meta.get("library") else None
+    if meta["ok"] and (library is None or not library.exists()):
+        return None
+    return BuildResult(
+        ok=meta["ok"], key=meta["key"], library=library,
+        signatures=[Signature.from_dict(s) for s in meta.get("signatures", [])],
+        log=meta.get("log", ""), cached=True, seconds=meta.get("seconds", 0.0), command=meta.get("command", []),
+    )
+
+
+def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool) -> BuildResult:
+    workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
+    try:
+        for name, text in files.items():
+            (workdir / name).write_text(text)
+        sources = sorted(n for n in files if n.endswith(backend.source_suffixes))
+        meta: dict = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
+        try:
+            sigs = [s for name in sources for s in parse_extern_c(files[name])]
+        except DeclarationError as exc:
+            meta["log"] = str(exc)
+            return _store(meta, workdir, root / key)
+        if not sigs:
+            meta["log"] = ('no extern "C" function found: the runtime calls kernels through extern "C" '
+                           'launchers, e.g. extern "C" void my_kernel(const float* x, float* out, int64_t n)')
+            return _store(meta, workdir, root / key)
+        plan = backend.build_plan(sources, workdir)
+        for name, text in plan.files.items():
+            (workdir / name).write_text(text)
+        env = scrubbed_env(backend.worker_env(), home=str(workdir))
+        seconds, log = 0.0, []
+        for argv in plan.commands:
+            if sandbox and bwrap_status()[0]:
+                argv = bwrap_argv([str(workdir)], [str(root.parent)], [], str(workdir)) + argv
+            proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
+            seconds += proc.seconds
+            log.append(proc.output)
+            meta["command"] = argv
+            if proc.timed_out:
+                meta["log"] = f"the build did not finish within {timeout:.0f} s"
+                meta["seconds"] = seconds
+                return BuildResult(False, key, log=meta["log"], seconds=seconds)  # not cached: may be load
+            if proc.returncode != 0:
+                meta["log"] = trim_diagnostics("\n".join(log), str(workdir))
+                meta["seconds"] = seconds
+                return _store(meta, workdir, root / key)
+        if not (workdir / plan.library).exists():
+            meta["log"] = f"the build succeeded but produced no {plan.library}"
+            return _store(meta, workdir, root / key)
+        meta.update(ok=True, library=plan.library, signatures=[s.to_dict() for s in sigs], seconds=seconds,
+                    log=trim_diagnostics("\n".join(log), str(workdir)) if any("warning" in x for x in log) else "")
+        return _store(meta, workdir, root / key)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _store(meta: dict, workdir: Path, final: Path) -> BuildResult:
+    """Move the finished build into place atomically (rename), then load it back."""
+    (workdir / "build.json").write_text(json.dumps(meta))
+    staged = Path(str(final) + ".staged")
+    shutil.rmtree(staged, ignore_errors=True)
+    staged.mkdir()
+    for name in ("build.json", meta.get("library") or ""):
+        if name and (workdir / name).exists():
+            shutil.copy2(workdir / name, staged / name)
+    shutil.rmtree(final, ignore_errors=True)
+    os.replace(staged, final)
+    result = _load(final)
+    assert result is not None
+    result.cached = False
+    return result

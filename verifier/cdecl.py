@@ -1,0 +1,266 @@
+"""Read the ``extern "C"`` functions a candidate's sources declare: names, parameter and return types.
+
+The runtime uses these signatures to convert Python arguments (tensors to data pointers, numbers to
+the declared C types) and to reject a wrong call with a message naming the parameter. It is a small
+declaration reader, not a C++ parser: it understands what launchers look like (plain and pointer
+parameters, ``const``, ``__restrict__``) and says clearly when a declaration is beyond it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+# C scalar type -> ctypes name. Pointers to these carry a torch dtype expectation (below).
+SCALARS: dict[str, str] = {
+    "bool": "c_bool",
+    "char": "c_byte",
+    "signed char": "c_byte",
+    "unsigned char": "c_ubyte",
+    "int8_t": "c_int8",
+    "uint8_t": "c_uint8",
+    "short": "c_short",
+    "int16_t": "c_int16",
+    "unsigned short": "c_ushort",
+    "uint16_t": "c_uint16",
+    "int": "c_int",
+    "int32_t": "c_int32",
+    "unsigned": "c_uint",
+    "unsigned int": "c_uint",
+    "uint32_t": "c_uint32",
+    "long": "c_long",
+    "long long": "c_longlong",
+    "int64_t": "c_int64",
+    "unsigned long": "c_ulong",
+    "unsigned long long": "c_ulonglong",
+    "uint64_t": "c_uint64",
+    "size_t": "c_size_t",
+    "ssize_t": "c_ssize_t",
+    "ptrdiff_t": "c_ssize_t",
+    "float": "c_float",
+    "double": "c_double",
+    "void": "void",
+}
+
+# Pointer base type -> torch dtype names a tensor argument may have ("*" = any).
+POINTER_DTYPES: dict[str, tuple[str, ...]] = {
+    "float": ("float32",),
+    "double": ("float64",),
+    "int": ("int32",),
+    "int32_t": ("int32",),
+    "unsigned": ("int32",),
+    "unsigned int": ("int32",),
+    "uint32_t": ("int32", "uint32"),
+    "long": ("int64",),
+    "long long": ("int64",),
+    "int64_t": ("int64",),
+    "uint64_t": ("int64", "uint64"),
+    "size_t": ("int64",),
+    "short": ("int16",),
+    "int16_t": ("int16",),
+    "uint16_t": ("float16", "bfloat16", "int16", "uint16"),
+    "int8_t": ("int8",),
+    "char": ("int8", "uint8", "bool"),
+    "signed char": ("int8",),
+    "unsigned char": ("uint8", "bool"),
+    "uint8_t": ("uint8", "bool", "*"),  # Ascend's GM_ADDR is uint8_t*: any dtype
+    "bool": ("bool",),
+    "void": ("*",),
+    "half": ("float16",),
+    "__fp16": ("float16",),
+    "_Float16": ("float16",),
+    "__half": ("float16",),
+    "__nv_bfloat16": ("bfloat16",),
+    "bfloat16_t": ("bfloat16",),
+    "half_t": ("float16",),
+}
+
+# Opaque handle types passed as void* (device streams).
+HANDLES = {"cudaStream_t", "aclrtStream", "void*"}
+
+_QUALIFIERS = re.compile(
+    r"\b(const|volatile|restrict|__restrict__|__restrict|__gm__|struct|__global__|__aicore__|"
+    r"inline|static|__host__|__device__|__launch_bounds__\([^)]*\)|__attribute__\(\([^)]*\)\))\b"
+)
+_MACROS = {"GM_ADDR": "uint8_t *"}
+
+
+class DeclarationError(ValueError):
+    """A declaration the reader cannot turn into a callable signature."""
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    ctype: str       # normalised base type, e.g. "float", "int64_t", "cudaStream_t"
+    pointer: bool
+
+    def describe(self) -> str:
+        return f"{self.ctype}{'*' if self.pointer else ''} {self.name}".strip()
+
+
+@dataclass(frozen=True)
+class Signature:
+    name: str
+    restype: str
+    params: tuple[Param, ...]
+
+    def describe(self) -> str:
+        return f"{self.restype} {self.name}({', '.join(p.describe() for p in self.params)})"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Signature":
+        return cls(d["name"], d["restype"], tuple(Param(**p) for p in d["params"]))
+
+
+def strip_comments_and_strings(source: str, keep_strings: bool = False) -> str:
+    """Blank out comments (and string/char literals unless ``keep_strings``), keeping line breaks."""
+    out: list[str] = []
+    i, n = 0, len(source)
+    while i < n:
+        c = source[i]
+        if source.startswith("//", i):
+            j = source.find("\n", i)
+            i = n if j < 0 else j
+        elif source.startswith("/*", i):
+            j = source.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("\n" * source.count("\n", i, j))
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and source[j] != c:
+                j += 2 if source[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(source[i:j] if keep_strings else c + " " * max(0, j - i - 2) + c)
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _matching(text: str, start: int, open_: str = "{", close: str = "}") -> int:
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == open_:
+            depth += 1
+        elif text[i] == close:
+            depth -= 1
+            if depth == 0:
+                return i
+    return len(text)
+
+
+def _normalise_type(text: str) -> tuple[str, bool]:
+    for macro, expansion in _MACROS.items():
+        text = re.sub(rf"\b{macro}\b", expansion, text)
+    pointer = "*" in text or "&" in text
+    base = _QUALIFIERS.sub(" ", text.replace("*", " ").replace("&", " "))
+    base = re.sub(r"\bstd::", "", base)
+    base = " ".join(base.split())
+    return base, pointer
+
+
+def _parse_params(text: str, func: str) -> tuple[Param, ...]:
+    text = text.strip()
+    if text in ("", "void"):
+        return ()
+    params = []
+    for index, raw in enumerate(_split_top(text)):
+        raw = raw.split("=")[0].strip()
+        if "[" in raw:  # float x[] is a pointer
+            raw = raw[: raw.index("[")] + "*"
+        m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", raw, re.S)
+        if not m or not m.group(1).strip() or m.group(1).strip() in ("const",):
+            type_text, name = raw, f"arg{index}"
+        else:
+            type_text, name = m.group(1), m.group(2)
+        base, pointer = _normalise_type(type_text)
+        if base in HANDLES or base.endswith("Stream_t"):
+            params.append(Param(name, base, True))
+            continue
+        if base not in SCALARS and base not in POINTER_DTYPES:
+            raise DeclarationError(
+                f'extern "C" {func}: parameter {index + 1} ({raw.strip()}) has type {base!r}; '
+                "launchers take plain numbers and pointers (float*, int64_t, ...)"
+            )
+        if base == "void" and not pointer:
+            raise DeclarationError(f'extern "C" {func}: parameter {index + 1} is void')
+        params.append(Param(name, base, pointer))
+    return tuple(params)
+
+
+def _split_top(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "(<[":
+            depth += 1
+        elif ch in ")>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+_HEADER = re.compile(r"([A-Za-z_][\w\s\*&:<>]*?)\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:noexcept\s*)?([{;])")
+
+
+def _headers_in(segment: str) -> list[tuple[str, str, str]]:
+    """Function headers at brace depth 0 of ``segment``: (return type text, name, params)."""
+    found = []
+    depth, i, start = 0, 0, 0
+    flat = []  # depth-0 text with bodies removed
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "{":
+            if depth == 0:
+                flat.append(segment[start : i + 1] + ";")
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                start = i + 1
+        i += 1
+    if depth == 0:
+        flat.append(segment[start:])
+    for piece in flat:
+        for m in _HEADER.finditer(piece):
+            ret = m.group(1).strip()
+            if not ret or ret.split()[-1] in ("return", "else", "new"):
+                continue
+            found.append((ret, m.group(2), m.group(3)))
+    return found
+
+
+def parse_extern_c(source: str) -> list[Signature]:
+    """Every ``extern "C"`` function declared or defined in ``source``, in order."""
+    text = strip_comments_and_strings(source, keep_strings=True)
+    sigs: list[Signature] = []
+    seen: set[str] = set()
+    for m in re.finditer(r'extern\s+"C"\s*', text):
+        pos = m.end()
+        if pos < len(text) and text[pos] == "{":
+            end = _matching(text, pos)
+            headers = _headers_in(text[pos + 1 : end])
+        else:
+            stop = min((k for k in (text.find("{", pos), text.find(";", pos)) if k >= 0), default=len(text))
+            headers = _headers_in(text[pos : stop + 1])[:1]
+        for ret, name, params in headers:
+            if name in seen:
+                continue
+            restype, pointer = _normalise_type(ret)
+            if pointer:
+                restype = "void*"
+            elif restype not in SCALARS:
+                raise DeclarationError(f'extern "C" {name}: return type {ret!r} is not a plain C type')
+            sigs.append(Signature(name, restype, _parse_params(params, name)))
+            seen.add(name)
+    return sigs

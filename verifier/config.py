@@ -1,0 +1,71 @@
+"""Verifier settings: one pydantic model, every field documented, every default sane on a laptop."""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def default_threads() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class VerifyConfig(BaseModel):
+    """How candidates are checked. The ``[verifier]`` table of ``evokernel.toml`` maps onto this."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    trials: int = Field(5, ge=5, le=50)
+    """Correctness trials at the task's own shape (different seeds and input distributions); at least 5."""
+
+    second_shape: bool = True
+    """Also check at a second, ragged shape when the task's sizes are module-level integers."""
+
+    atol: float | None = None
+    """Absolute tolerance; None takes the backend's default for the dtype (CPU fp32: 1e-4)."""
+
+    rtol: float | None = None
+    """Relative tolerance; None takes the backend's default for the dtype."""
+
+    threads: int = Field(default_factory=default_threads, ge=1)
+    """Threads for both reference and candidate (torch intra-op threads and OMP_NUM_THREADS)."""
+
+    warmup_calls: int = Field(3, ge=1)
+    """Untimed calls before timing (first call loads libraries and touches pages)."""
+
+    timing_calls: int = Field(20, ge=3)
+    """Timed calls at most; fewer when ``timing_budget_s`` runs out (never fewer than 5)."""
+
+    timing_budget_s: float = Field(1.0, gt=0)
+    """Wall-clock budget for the timed calls of one side (reference or candidate)."""
+
+    flush_cache: bool = True
+    """Overwrite a buffer larger than the last-level cache before every timed call."""
+
+    implausible_speedup: float = Field(50.0, gt=1)
+    """Speedups above this are flagged for review (and also any below the memory-bandwidth bound)."""
+
+    build_timeout_s: float = Field(120.0, gt=0)
+    """Wall-clock limit of one build."""
+
+    run_timeout_s: float = Field(60.0, gt=0)
+    """Wall-clock limit of one sandboxed worker job (correctness or timing); the job is killed after."""
+
+    reference_timeout_s: float = Field(300.0, gt=0)
+    """Wall-clock limit of the reference job (outputs at every trial plus its timing)."""
+
+    memory_limit_mb: int = Field(8192, ge=256)
+    """Address-space limit of a candidate worker on the CPU backend (RLIMIT_AS)."""
+
+    max_output_mb: int = Field(1024, ge=16)
+    """Largest file a worker may write (RLIMIT_FSIZE); outputs larger than this fail the trial."""
+
+    antihack: bool = True
+    """Run the static anti-hack rules (turn off only to test the sandbox itself)."""
+
+    use_bwrap: bool = True
+    """Run workers under bubblewrap (no network, read-only system, hidden state) when it is installed."""

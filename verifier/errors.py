@@ -1,0 +1,20 @@
+"""Errors of the verifier's own making (bad arguments, missing toolchain). A failing candidate is
+an ``Outcome``, never one of these."""
+
+from __future__ import annotations
+
+
+class VerifierError(Exception):
+    """Base class: one line, actionable."""
+
+
+class UnknownBackend(VerifierError):
+    """A backend name that is not in the table; the message lists the valid ones."""
+
+
+class ToolchainMissing(VerifierError):
+    """The backend's compiler, SDK or device is not available here."""
+
+
+class SandboxError(VerifierError):
+    """The sandbox could not be started (not a candidate's failure)."""

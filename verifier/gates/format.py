@@ -1,0 +1,47 @@
+"""Gate 1, format: the candidate has the files its backend needs, of sane names and sizes, and a
+``model.py`` that parses and defines ``ModelNew``."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+MAX_FILE_BYTES = 256 * 1024
+MAX_TOTAL_BYTES = 1024 * 1024
+MAX_FILES = 16
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+
+
+def check_format(files: dict[str, str], source_suffixes: tuple[str, ...], header_suffixes: tuple[str, ...]) -> str | None:
+    """None when the candidate is well-formed, else what is wrong (one actionable sentence)."""
+    if "model.py" not in files:
+        return "model.py is missing: it must define ModelNew and call the kernels through verifier.runtime.load()"
+    sources = [n for n in files if n.endswith(source_suffixes)]
+    if not sources:
+        return f"no kernel source: add at least one {' or '.join(source_suffixes)} file with extern \"C\" launchers"
+    if len(files) > MAX_FILES:
+        return f"{len(files)} files; at most {MAX_FILES} are allowed"
+    total = 0
+    allowed = (".py", *source_suffixes, *header_suffixes)
+    for name, text in files.items():
+        if not _NAME.match(name):
+            return f"file name {name!r} is not allowed (letters, digits, '_', '.', '-'; no folders)"
+        if not name.endswith(allowed):
+            return f"{name}: unexpected file type; allowed: {', '.join(allowed)}"
+        if name.endswith(".py") and name != "model.py":
+            return f"{name}: only model.py may be Python"
+        size = len(text.encode())
+        total += size
+        if size > MAX_FILE_BYTES:
+            return f"{name} is {size // 1024} KiB; a file may be at most {MAX_FILE_BYTES // 1024} KiB"
+        if "\0" in text:
+            return f"{name} contains NUL bytes"
+    if total > MAX_TOTAL_BYTES:
+        return f"the candidate is {total // 1024} KiB in all; at most {MAX_TOTAL_BYTES // 1024} KiB"
+    try:
+        tree = ast.parse(files["model.py"], "model.py")
+    except SyntaxError as exc:
+        return f"model.py line {exc.lineno}: syntax error: {exc.msg}"
+    if not any(isinstance(n, ast.ClassDef) and n.name == "ModelNew" for n in tree.body):
+        return "model.py defines no class ModelNew at module level"
+    return None

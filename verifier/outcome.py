@@ -1,0 +1,107 @@
+"""The verifier's verdict: a plain, serialisable record that the store and the engine reuse.
+
+An ``Outcome`` holds one ``GateResult`` per gate, in order. A failed build or a wrong kernel is an
+Outcome, never an exception; only the harness's own bugs raise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+GATES: tuple[str, ...] = ("format", "anti_hack", "build", "correctness", "performance")
+
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
+
+
+@dataclass
+class GateResult:
+    """One gate's result: its name, passed/failed/skipped, a message a person or an LLM can act on."""
+
+    name: str
+    status: str = SKIPPED
+    message: str = ""
+    seconds: float = 0.0
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+
+@dataclass
+class Outcome:
+    """Everything one verification found. ``to_dict``/``from_dict`` round-trip through JSON and msgpack."""
+
+    task: str
+    backend: str
+    feasible: bool = False
+    failed_gate: str | None = None
+    message: str = ""
+    gates: list[GateResult] = field(default_factory=list)
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    latency_ms: float | None = None
+    latency_spread_ms: float | None = None
+    reference_ms: float | None = None
+    speedup: float | None = None
+    flags: list[str] = field(default_factory=list)
+    candidate_hash: str = ""
+    build_cached: bool = False
+    size_overrides: dict[str, int] = field(default_factory=dict)
+    threads: int = 0
+    seconds: float = 0.0
+    created_at: float = 0.0
+
+    @classmethod
+    def start(cls, task: str, backend: str) -> "Outcome":
+        return cls(task=task, backend=backend, gates=[GateResult(name) for name in GATES])
+
+    def gate(self, name: str) -> GateResult:
+        for g in self.gates:
+            if g.name == name:
+                return g
+        raise KeyError(name)
+
+    def pass_gate(self, name: str, message: str = "", seconds: float = 0.0, **details: Any) -> None:
+        g = self.gate(name)
+        g.status, g.message, g.seconds = PASSED, message, seconds
+        g.details.update(details)
+
+    def fail(self, name: str, message: str, seconds: float = 0.0, **details: Any) -> "Outcome":
+        """Mark gate ``name`` failed; the first failure decides ``failed_gate`` and ``message``."""
+        g = self.gate(name)
+        g.status, g.message, g.seconds = FAILED, message, g.seconds or seconds
+        g.details.update(details)
+        self.feasible = False
+        if self.failed_gate is None:
+            self.failed_gate = name
+            self.message = f"{name}: {message}"
+        return self
+
+    def finish(self) -> "Outcome":
+        """Decide feasibility: every gate passed."""
+        if self.failed_gate is None and all(g.passed for g in self.gates):
+            self.feasible = True
+            parts = [f"feasible; {self.latency_ms:.3f} ms" if self.latency_ms is not None else "feasible"]
+            if self.speedup is not None:
+                parts.append(f"{self.speedup:.2f}x vs reference {self.reference_ms:.3f} ms")
+            if self.flags:
+                parts.append("flagged: " + "; ".join(self.flags))
+            self.message = ", ".join(parts)
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["gates"] = [
+            GateResult(**{k: v for k, v in g.items() if k in {f.name for f in fields(GateResult)}})
+            for g in data.get("gates", [])
+        ]
+        return cls(**kwargs)

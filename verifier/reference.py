@@ -1,0 +1,209 @@
+"""Reference results: the task's outputs at every trial (with their rounding noise and the second
+shape the reference accepts) and its latency, computed in a clean trusted process and cached.
+
+Outputs are cached by the task's content, the trial plan and the torch version; latency by that and
+the machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures.
+Candidates never see this cache: it lives in the verifier's cache folder, hidden from the sandbox.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verifier.errors import VerifierError
+from verifier.inputs import INPUTS_VERSION, Trial
+from verifier.machine import fingerprint
+from verifier.sandbox import run_process, scrubbed_env
+from verifier.task import TaskSpec
+
+REFERENCE_FORMAT = 1
+
+
+class ReferenceFailed(VerifierError):
+    """The task's own reference could not run: the task is broken, not the candidate."""
+
+
+@dataclass
+class Reference:
+    trials: list[Trial]                       # base trials, then the second-shape trial if any
+    outputs: list[dict[str, Any]]             # per trial: {"structure", "leaves"}
+    noise: list[list[float]]                  # per trial, per output leaf
+    alt_rejected: list[str] = field(default_factory=list)
+    timing: dict[str, Any] | None = None
+    bandwidth_gbps: float | None = None
+
+
+class TimingLock:
+    """One timing at a time on this machine: a thread lock plus a file lock across processes."""
+
+    def __init__(self, path: Path):
+        self._path = path
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "TimingLock":
+        self._lock.acquire()
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._fh = open(self._path, "w")
+        fcntl.flock(self._fh, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fcntl.flock(self._fh, fcntl.LOCK_UN)
+        self._fh.close()
+        self._lock.release()
+
+
+class ReferenceCache:
+    """Computes references on demand in a subprocess and caches them on disk and in memory."""
+
+    def __init__(self, cache_dir: Path, backend, timing_lock: TimingLock, *, threads: int, timing: dict,
+                 timeout: float, memory_items: int = 16):
+        self.root = Path(cache_dir) / "reference"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.backend = backend
+        self.threads = threads
+        self.timing = timing
+        self.timeout = timeout
+        self._timing_lock = timing_lock
+        self._memory: OrderedDict[str, Reference] = OrderedDict()
+        self._memory_items = memory_items
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+
+    def _outputs_key(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict]) -> str:
+        import torch
+
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, [t.to_dict() for t in trials], alt_candidates,
+                           torch.__version__, self.backend.name], sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def _timing_key(self, task: TaskSpec) -> str:
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, fingerprint(self.threads, self.backend.name), self.timing],
+                          sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def get(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict], *, want_timing: bool = True) -> Reference:
+        key = self._outputs_key(task, trials, alt_candidates)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            ref = self._memory.get(key) or self._load(key)
+            timing_key = self._timing_key(task)
+            bandwidth_key = "bandwidth:" + fingerprint(self.threads, self.backend.name)
+            timing = self._load_timing(timing_key) if want_timing else None
+            bandwidth = self._load_timing(bandwidth_key)
+            need_outputs = ref is None
+            need_timing = want_timing and timing is None
+            if need_outputs or need_timing:
+                fresh = self._compute(task, trials, alt_candidates, key, need_outputs, need_timing,
+                                      want_bandwidth=need_timing and bandwidth is None)
+                if need_outputs:
+                    ref = fresh
+                if need_timing:
+                    timing = fresh.timing
+                    self._store_timing(timing_key, timing)
+                if fresh.bandwidth_gbps:
+                    bandwidth = fresh.bandwidth_gbps
+                    self._store_timing(bandwidth_key, bandwidth)
+            assert ref is not None
+            if timing:
+                ref.timing = timing
+            ref.bandwidth_gbps = bandwidth
+            self._memory[key] = ref
+            self._memory.move_to_end(key)
+            while len(self._memory) > self._memory_items:
+                self._memory.popitem(last=False)
+            return ref
+
+    # -- disk ---------------------------------------------------------------------------------
+
+    def _load(self, key: str) -> Reference | None:
+        folder = self.root / key
+        try:
+            meta = json.loads((folder / "meta.json").read_text())
+        except (OSError, ValueError):
+            return None
+        import torch
+
+        try:
+            payload = torch.load(folder / "outputs.pt", weights_only=True)
+        except Exception:
+            return None
+        return Reference([Trial.from_dict(t) for t in meta["trials"]], payload["trials"], payload["noise"],
+                         meta.get("alt_rejected", []))
+
+    def _load_timing(self, key: str) -> Any:
+        try:
+            return json.loads((self.root / "timing.json").read_text()).get(key)
+        except (OSError, ValueError):
+            return None
+
+    def _store_timing(self, key: str, value: Any) -> None:
+        path = self.root / "timing.json"
+        with open(self.root / "timing.json.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                data = json.loads(path.read_text())
+            except (OSError, ValueError):
+                data = {}
+            data[key] = value
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data, indent=0))
+            os.replace(tmp, path)
+
+    # -- compute ------------------------------------------------------------------------------
+
+    def _compute(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict], key: str,
+                 want_outputs: bool, want_timing: bool, want_bandwidth: bool) -> Reference:
+        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.root))
+        try:
+            job = {"kind": "reference", "task": task.to_dict(), "trials": [t.to_dict() for t in trials],
+                   "alt_candidates": alt_candidates, "threads": self.threads, "device": self.backend.device,
+                   "want_outputs": want_outputs, "want_timing": want_timing, "want_bandwidth": want_bandwidth,
+                   "timing": self.timing}
+            (job_dir / "job.json").write_text(json.dumps(job))
+            env = scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(self.threads)}, home=str(job_dir))
+            argv = [sys.executable, "-m", "verifier.worker", str(job_dir)]
+            if want_timing:
+                with self._timing_lock:
+                    proc = run_process(argv, cwd=job_dir, env=env, timeout=self.timeout)
+            else:
+                proc = run_process(argv, cwd=job_dir, env=env, timeout=self.timeout)
+            try:
+                result = json.loads((job_dir / "result.json").read_text())
+            except (OSError, ValueError):
+                last = (proc.output.strip().splitlines() or ["no output"])[-1]
+                why = f"timed out after {self.timeout:.0f} s" if proc.timed_out else f"exited with {proc.returncode}: {last}"
+                raise ReferenceFailed(f"the reference of task {task.id} failed: {why}") from None
+            if not result.get("ok"):
+                raise ReferenceFailed(f"the reference of task {task.id} failed: {result.get('error')}")
+            ref = Reference(list(trials), [], [], result.get("alt_rejected", []), result.get("timing"),
+                            result.get("bandwidth_gbps"))
+            if want_outputs:
+                import torch
+
+                payload = torch.load(job_dir / "outputs.pt", weights_only=True)
+                if result.get("alt"):
+                    ref.trials.append(Trial.from_dict(result["alt"]))
+                ref.outputs, ref.noise = payload["trials"], payload["noise"]
+                folder = self.root / key
+                staged = Path(tempfile.mkdtemp(prefix="staged-", dir=self.root))
+                shutil.move(str(job_dir / "outputs.pt"), staged / "outputs.pt")
+                (staged / "meta.json").write_text(json.dumps(
+                    {"trials": [t.to_dict() for t in ref.trials], "alt_rejected": ref.alt_rejected, "task": task.id}))
+                shutil.rmtree(folder, ignore_errors=True)
+                os.replace(staged, folder)
+            return ref
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)

@@ -1,0 +1,172 @@
+"""The runtime contract between a candidate's ``model.py`` and its compiled kernels.
+
+In ``model.py``::
+
+    from verifier.runtime import load
+    lib = load()                       # the candidate's shared library
+    ...
+    lib.relu_forward(x, out, x.numel())
+
+``load()`` returns the library built from the candidate's sources. Its ``extern "C"`` functions are
+called with torch tensors (passed as data pointers) and Python numbers (converted to the C types the
+source declares). A tensor that is non-contiguous, on the wrong device or of a dtype that does not
+match the pointer type is refused with a message naming the parameter. On device backends a trailing
+stream parameter (``cudaStream_t`` / ``aclrtStream``) may be left out: the current stream is passed.
+
+Inside the verifier the library path comes from the worker; outside it (a person running their
+``model.py`` by hand) ``load()`` builds the ``.cpp`` files beside the calling file with the CPU recipe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import inspect
+import json
+import numbers
+from pathlib import Path
+from typing import Any, Callable
+
+from verifier.cdecl import POINTER_DTYPES, SCALARS, Signature
+
+
+class KernelCallError(TypeError):
+    """A launcher was called with arguments that do not match its C declaration."""
+
+
+_active: dict[str, Any] = {"library": None, "signatures": None, "device": "cpu", "stream": None}
+_calls: dict[str, int] = {}
+
+
+def configure(library: str, signatures: list[dict], device: str = "cpu", stream: Callable[[], int] | None = None) -> None:
+    """Called by the verifier's worker before it imports ``model.py``."""
+    _active.update(library=library, signatures=signatures, device=device, stream=stream)
+
+
+def call_counts() -> dict[str, int]:
+    """How many times each launcher was called since the last ``reset_calls()``."""
+    return dict(_calls)
+
+
+def reset_calls() -> None:
+    _calls.clear()
+
+
+def load(path: str | None = None) -> "KernelLibrary":
+    """The candidate's compiled library (see the module docstring)."""
+    if path is None and _active["library"] is not None:
+        return KernelLibrary(_active["library"], _active["signatures"], _active["device"], _active["stream"])
+    if path is not None and Path(path).suffix in (".so", ".dylib"):
+        sigs_file = Path(path).with_name("signatures.json")
+        sigs = json.loads(sigs_file.read_text()) if sigs_file.exists() else []
+        return KernelLibrary(path, sigs, "cpu", None)
+    # Outside the verifier: build the sources beside the caller (or in ``path``) with the CPU recipe.
+    folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
+    from verifier.backends import get_backend
+    from verifier.build import build_candidate
+
+    files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
+    result = build_candidate(get_backend("cpu"), files, cache_dir=None)
+    if not result.ok:
+        raise KernelCallError(f"building {folder} failed:\n{result.log}")
+    return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], "cpu", None)
+
+
+class KernelLibrary:
+    """The loaded shared library; attribute access returns a checked launcher."""
+
+    def __init__(self, path: str, signatures: list[dict], device: str, stream: Callable[[], int] | None):
+        self._path = path
+        self._dll = ctypes.CDLL(path)
+        self._sigs = {s["name"]: Signature.from_dict(s) for s in signatures}
+        self._device = device
+        self._stream = stream
+        self._funcs: dict[str, KernelFunction] = {}
+
+    def __getattr__(self, name: str) -> "KernelFunction":
+        if name.startswith("_"):
+            raise AttributeError(name)
+        fn = self._funcs.get(name)
+        if fn is None:
+            sig = self._sigs.get(name)
+            if sig is None:
+                known = ", ".join(sorted(self._sigs)) or "none"
+                raise AttributeError(f'the kernel library has no extern "C" function {name!r} (it has: {known})')
+            fn = self._funcs[name] = KernelFunction(getattr(self._dll, name), sig, self._device, self._stream)
+        return fn
+
+    def __dir__(self):
+        return sorted(self._sigs)
+
+
+class KernelFunction:
+    """One ``extern "C"`` launcher: converts and checks arguments, counts calls."""
+
+    def __init__(self, cfunc: Any, sig: Signature, device: str, stream: Callable[[], int] | None):
+        self._cfunc = cfunc
+        self.signature = sig
+        self._device = device
+        self._stream = stream
+        self._converters = [_converter(p, sig, i, device) for i, p in enumerate(sig.params)]
+        cfunc.argtypes = [c for c, _ in self._converters]
+        cfunc.restype = None if sig.restype == "void" else (
+            ctypes.c_void_p if sig.restype == "void*" else getattr(ctypes, SCALARS[sig.restype])
+        )
+        last = sig.params[-1] if sig.params else None
+        self._auto_stream = last is not None and last.ctype in ("cudaStream_t", "aclrtStream")
+
+    def __call__(self, *args: Any) -> Any:
+        sig = self.signature
+        if self._auto_stream and len(args) == len(sig.params) - 1:
+            args = (*args, self._stream() if self._stream else None)
+        if len(args) != len(sig.params):
+            raise KernelCallError(
+                f"{sig.name}() takes {len(sig.params)} arguments ({sig.describe()}), got {len(args)}"
+            )
+        converted = [conv(a) for (_, conv), a in zip(self._converters, args)]
+        _calls[sig.name] = _calls.get(sig.name, 0) + 1
+        return self._cfunc(*converted)
+
+
+def _converter(param, sig: Signature, index: int, device: str):
+    where = f"{sig.name}() argument {index + 1} ({param.describe()})"
+    if param.pointer:
+        allowed = POINTER_DTYPES.get(param.ctype, ("*",))
+
+        def to_pointer(value: Any) -> int | None:
+            if value is None:
+                return None
+            if isinstance(value, int) and not isinstance(value, bool) and param.ctype in ("cudaStream_t", "aclrtStream"):
+                return value
+            try:
+                import torch
+            except ImportError:  # pragma: no cover - torch is a dependency
+                raise KernelCallError(f"{where}: torch is required")
+            if not isinstance(value, torch.Tensor):
+                raise KernelCallError(f"{where}: expected a tensor, got {type(value).__name__}")
+            if value.device.type != device:
+                raise KernelCallError(f"{where}: tensor is on {value.device}, the kernel needs {device}; move it first")
+            if not value.is_contiguous():
+                raise KernelCallError(f"{where}: tensor is not contiguous; call .contiguous() before the launch")
+            dtype = str(value.dtype).replace("torch.", "")
+            if "*" not in allowed and dtype not in allowed:
+                raise KernelCallError(f"{where}: tensor has dtype {dtype}, the pointer type needs {'/'.join(allowed)}")
+            return value.data_ptr()
+
+        return ctypes.c_void_p, to_pointer
+
+    ctype = getattr(ctypes, SCALARS[param.ctype])
+    is_float = param.ctype in ("float", "double")
+
+    def to_scalar(value: Any) -> Any:
+        if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+            value = value.item()
+        if is_float and isinstance(value, numbers.Real):
+            return float(value)
+        if not is_float and isinstance(value, numbers.Integral):
+            return int(value)
+        if param.ctype == "bool" and isinstance(value, bool):
+            return value
+        kind = "a number" if is_float else "an integer"
+        raise KernelCallError(f"{where}: expected {kind}, got {type(value).__name__}")
+
+    return ctype, to_scalar

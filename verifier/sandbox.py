@@ -1,0 +1,349 @@
+"""Where untrusted candidate code runs, and how the harness runs its own subprocesses.
+
+Layers, outermost first:
+
+* **bubblewrap** (when installed): no network, private PID/IPC namespaces, a read-only view of the
+  system, a private ``/tmp``, the workspace state and the user's credential files hidden.
+* **a fork server** started inside it with a scrubbed environment (no API keys, tokens or endpoint
+  credentials) and PyTorch already imported, so a candidate job starts in milliseconds.
+* **per job**, the forked child gets its own session, resource limits (CPU time, address space,
+  file size, open files, no core dumps) and a seccomp filter: no fork, exec, sockets other than
+  Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it.
+
+A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verifier.errors import SandboxError
+
+# Variables a worker may inherit from the host, before the secret filter below.
+_ENV_ALLOW = re.compile(
+    r"^(PATH|LANG|LANGUAGE|LC_[A-Z]+|TZ|PYTHONPATH|PYTHONHASHSEED|VIRTUAL_ENV|LD_LIBRARY_PATH|"
+    r"CUDA_VISIBLE_DEVICES|CUDA_HOME|CUDA_PATH|NVIDIA_VISIBLE_DEVICES|ASCEND_[A-Z_]+|ASCEND_RT_VISIBLE_DEVICES|"
+    r"TORCH_DEVICE_BACKEND_AUTOLOAD|TASK_QUEUE_ENABLE)$"
+)
+# Anything that looks like a credential never passes, allow-listed or not.
+_SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
+
+# Files and folders under $HOME that hold credentials; hidden from the sandbox.
+HOME_SECRETS = (".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".gnupg", ".docker",
+                ".kube", ".pypirc", ".npmrc", ".cache/evokernel", ".gitconfig")
+
+
+def scrubbed_env(extra: dict[str, str] | None = None, home: str | None = None) -> dict[str, str]:
+    """The environment a worker or compiler gets: an allow-list, minus anything secret-looking."""
+    env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
+    project_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (project_root, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    if home:
+        env["HOME"] = env["TMPDIR"] = home
+    for k, v in (extra or {}).items():
+        if not _SECRET.search(k):
+            env[k] = v
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_status() -> tuple[bool, str]:
+    """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False, "bubblewrap (bwrap) is not installed: candidates run without network isolation"
+    try:
+        probe = subprocess.run(
+            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
+             "--die-with-parent", "true"],
+            capture_output=True, text=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"bubblewrap failed to start ({exc}): candidates run without network isolation"
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
+        return False, f"bubblewrap cannot create namespaces here ({reason}): candidates run without network isolation"
+    return True, "bubblewrap: no network, private /tmp, read-only system, state hidden"
+
+
+def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str) -> list[str]:
+    """The bubblewrap prefix for a sandboxed command."""
+    argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
+            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    for dev in devices:
+        if os.path.exists(dev):
+            argv += ["--dev-bind", dev, dev]
+    home = os.path.expanduser("~")
+    for path in [*hidden, *(os.path.join(home, s) for s in HOME_SECRETS)]:
+        if os.path.isdir(path):
+            argv += ["--tmpfs", path]
+        elif os.path.exists(path):
+            argv += ["--ro-bind", "/dev/null", path]
+    for path in writable:
+        argv += ["--bind", path, path]
+    return argv + ["--chdir", cwd, "--"]
+
+
+@dataclass
+class ProcResult:
+    """How a harness subprocess (a build, the reference) ended."""
+
+    returncode: int | None
+    timed_out: bool
+    seconds: float
+    output: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+
+def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str], timeout: float,
+                output_limit: int = 64_000) -> ProcResult:
+    """Run ``argv`` in its own process group; on timeout kill the whole group. Output is combined
+    stdout and stderr, the last ``output_limit`` characters."""
+    log_path = Path(cwd) / f".proc-{os.getpid()}-{threading.get_ident()}.log"
+    started = time.perf_counter()
+    with open(log_path, "w+b") as log:
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            return ProcResult(None, False, 0.0, f"could not start {argv[0]}: {exc}")
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_group(proc.pid)
+            proc.wait()
+        log.seek(0, os.SEEK_END)
+        size = log.tell()
+        log.seek(max(0, size - output_limit))
+        output = log.read().decode(errors="replace")
+    log_path.unlink(missing_ok=True)
+    return ProcResult(proc.returncode, timed_out, time.perf_counter() - started, output)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+# ----------------------------------------------------------------------------- fork server client
+
+
+@dataclass
+class JobLimits:
+    """Resource limits of one sandboxed job."""
+
+    cpu_seconds: int
+    address_space_mb: int | None
+    file_size_mb: int
+    open_files: int = 256
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass
+class JobExit:
+    """How a sandboxed job ended."""
+
+    status: str            # "exited" | "signaled" | "timeout" | "lost"
+    code: int | None = None
+    signal: int | None = None
+    seconds: float = 0.0
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.status == "signaled" and self.signal:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            meaning = {"SIGSEGV": "segmentation fault: an out-of-bounds or null pointer access",
+                       "SIGBUS": "bus error: misaligned or unmapped memory",
+                       "SIGFPE": "arithmetic exception (integer division by zero?)",
+                       "SIGABRT": "aborted (assertion failure, or out of memory in C++)",
+                       "SIGKILL": "killed (memory or CPU-time limit)",
+                       "SIGXCPU": "CPU-time limit exceeded",
+                       "SIGXFSZ": "file-size limit exceeded (outputs too large)",
+                       "SIGSYS": "a forbidden system call"}.get(name, "")
+            return f"crashed with {name}" + (f" ({meaning})" if meaning else "")
+        if self.status == "timeout":
+            return f"did not finish within {self.seconds:.0f} s and was killed"
+        if self.status == "lost":
+            return f"the sandbox worker was lost ({self.detail})"
+        return f"exited with code {self.code}"
+
+
+@dataclass
+class _Pending:
+    event: threading.Event = field(default_factory=threading.Event)
+    pid: int | None = None
+    exit: JobExit | None = None
+
+
+class ForkServer:
+    """A long-lived sandboxed Python with torch imported that forks one child per job.
+
+    Thread-safe: jobs may be submitted from several threads; each waits for its own child.
+    """
+
+    def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
+                 hidden: list[str], devices: list[str]):
+        self.jobs_root = Path(jobs_root)
+        self._env = env
+        self._preload = preload
+        self._use_bwrap = use_bwrap and bwrap_status()[0]
+        self._hidden = hidden
+        self._devices = devices
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._ready = threading.Event()
+        self._info: dict = {}
+        self._stderr_path = self.jobs_root / "forkserver.stderr"
+
+    @property
+    def isolation(self) -> str:
+        layers = ["scrubbed environment", "rlimits"]
+        if self._info.get("seccomp"):
+            layers.append("seccomp (no fork/exec/network sockets)")
+        else:
+            layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
+        available, text = bwrap_status()
+        layers.append(text if self._use_bwrap or not available else "bubblewrap disabled by configuration")
+        return "; ".join(layers)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            self._ready.clear()
+            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps({"preload": self._preload})]
+            if self._use_bwrap:
+                argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root)) + argv
+            stderr = open(self._stderr_path, "ab")
+            try:
+                self._proc = subprocess.Popen(argv, env=self._env, cwd=self.jobs_root, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+            except OSError as exc:
+                raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
+            finally:
+                stderr.close()
+            threading.Thread(target=self._read, args=(self._proc,), name="forkserver-reader", daemon=True).start()
+        if not self._ready.wait(120) or not self._info.get("ready"):
+            tail = self._stderr_tail()
+            self.close()
+            raise SandboxError(f"the sandbox worker did not start: {tail or 'no output'}")
+
+    def _stderr_tail(self) -> str:
+        try:
+            text = self._stderr_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return text[-1] if text else ""
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if msg.get("ready"):
+                self._info = msg
+                self._ready.set()
+                continue
+            pending = self._pending.get(msg.get("id"))
+            if pending is None:
+                continue
+            if "pid" in msg and "exit" not in msg:
+                pending.pid = msg["pid"]
+            elif "exit" in msg:
+                sig = msg.get("signal")
+                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig)
+                pending.event.set()
+            elif "error" in msg:
+                pending.exit = JobExit("lost", detail=msg["error"])
+                pending.event.set()
+        # EOF: the server died; everything in flight is lost.
+        self._ready.set()
+        for pending in list(self._pending.values()):
+            if not pending.event.is_set():
+                pending.exit = JobExit("lost", detail="the fork server exited")
+                pending.event.set()
+
+    def _send(self, msg: dict) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        with self._write_lock:
+            try:
+                proc.stdin.write((json.dumps(msg) + "\n").encode())
+                proc.stdin.flush()
+                return True
+            except (BrokenPipeError, OSError, ValueError):
+                return False
+
+    def run(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobExit:
+        """Run the job in ``job_dir`` (inside ``jobs_root``) in a fresh child; wait at most ``timeout``."""
+        self.start()
+        with self._lock:
+            self._next_id += 1
+            job_id = self._next_id
+            pending = self._pending[job_id] = _Pending()
+        started = time.perf_counter()
+        try:
+            if not self._send({"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}):
+                return JobExit("lost", detail="could not reach the fork server")
+            if not pending.event.wait(timeout):
+                self._send({"id": job_id, "kill": True})
+                if not pending.event.wait(5):
+                    self.close()  # unresponsive: take the whole sandbox down
+                return JobExit("timeout", seconds=timeout)
+            result = pending.exit or JobExit("lost", detail="no exit status")
+            result.seconds = time.perf_counter() - started
+            return result
+        finally:
+            with self._lock:
+                self._pending.pop(job_id, None)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()

@@ -1,0 +1,329 @@
+"""The verifier: a candidate in, an ``Outcome`` out, gate by gate.
+
+    format -> anti_hack -> build -> correctness -> performance
+
+The build runs while the reference (cached after the first time) and the sandbox start; the
+candidate's correctness and timing jobs run in the sandbox's fork server; timing holds a
+machine-wide lock so measurements never overlap. ``Verifier`` is thread-safe: an engine may verify
+several candidates at once from worker threads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import tempfile
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from verifier.backends import Backend, get_backend
+from verifier.build import build_candidate, default_cache_dir
+from verifier.compare import Agreement, compare_outputs
+from verifier.config import VerifyConfig
+from verifier.gates.antihack import check_candidate
+from verifier.gates.format import check_format
+from verifier.inputs import trial_plan
+from verifier.machine import last_level_cache_bytes
+from verifier.outcome import Outcome
+from verifier.reference import Reference, ReferenceCache, TimingLock
+from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
+from verifier.task import TaskSpec, alt_shape_candidates
+
+MAX_READ_BYTES = 1024 * 1024
+
+
+def read_candidate(folder: Path) -> dict[str, str]:
+    """The candidate's files (top level of ``folder``; hidden files, caches and ``best/`` skipped)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"candidate folder {folder} does not exist")
+    files = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and not path.name.startswith(".") and path.suffix not in (".pyc", ".so", ".o"):
+            data = path.read_bytes()[: MAX_READ_BYTES + 1]
+            files[path.name] = data.decode("utf-8", errors="replace")
+    return files
+
+
+def candidate_hash(files: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+class Verifier:
+    """Verifies candidates for one backend. Close it (or use ``with``) to stop its sandbox."""
+
+    def __init__(self, backend: str | Backend = "cpu", config: VerifyConfig | None = None,
+                 cache_dir: str | Path | None = None, hidden_paths: list[str] | None = None):
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.config = config or VerifyConfig()
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        # Jobs exchange outputs through files: in memory (/dev/shm) where there is one.
+        shm = Path("/dev/shm")
+        self.jobs_root = Path(tempfile.mkdtemp(prefix="evokernel-jobs-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+        self._job_counter = 0
+        self._job_lock = threading.Lock()
+        cfg = self.config
+        self._timing_lock = TimingLock(self.cache_dir / "timing.lock")
+        self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
+                        "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
+        self.references = ReferenceCache(self.cache_dir, self.backend, self._timing_lock, threads=cfg.threads,
+                                         timing=self._timing, timeout=cfg.reference_timeout_s)
+        preload = ["torch", "torch._dynamo", "verifier.worker"] + (["torch_npu"] if self.backend.device == "npu" else [])
+        self.server = ForkServer(
+            self.jobs_root,
+            env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)}, home=str(self.jobs_root)),
+            preload=preload, use_bwrap=cfg.use_bwrap,
+            hidden=[str(self.cache_dir), *(hidden_paths or [])], devices=self.backend.sandbox_devices(),
+        )
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        self._warm: Future | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Start the sandbox in the background (it takes a second or two to import torch)."""
+        if self._warm is None:
+            self._warm = self._pool.submit(self.server.start)
+
+    def close(self) -> None:
+        self.server.close()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(self.jobs_root, ignore_errors=True)
+
+    def __enter__(self) -> "Verifier":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @property
+    def isolation(self) -> str:
+        """How candidates are isolated here, in words (for ``doctor`` and the README)."""
+        return self.server.isolation
+
+    # -- verification ---------------------------------------------------------------------------
+
+    def tolerance_for(self, task: TaskSpec):
+        def tolerance(dtype: str) -> tuple[float, float]:
+            atol, rtol = self.backend.tolerance(dtype)
+            atol = task.atol if task.atol is not None else self.config.atol if self.config.atol is not None else atol
+            rtol = task.rtol if task.rtol is not None else self.config.rtol if self.config.rtol is not None else rtol
+            return atol, rtol
+        return tolerance
+
+    def reference(self, task: TaskSpec, want_timing: bool = True) -> Reference:
+        alt = alt_shape_candidates(task.source, task.size_overrides) if self.config.second_shape else []
+        return self.references.get(task, trial_plan(self.config.trials), alt, want_timing=want_timing)
+
+    def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str]) -> Outcome:
+        """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs)."""
+        started = time.perf_counter()
+        out = Outcome.start(task.id, self.backend.name)
+        out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
+        try:
+            files = candidate if isinstance(candidate, dict) else read_candidate(Path(candidate))
+        except OSError as exc:
+            return out.fail("format", f"cannot read the candidate: {exc}").finish()
+        out.candidate_hash = candidate_hash(files)
+        try:
+            self._run_gates(task, files, out)
+        finally:
+            out.seconds = time.perf_counter() - started
+        return out.finish()
+
+    def _run_gates(self, task: TaskSpec, files: dict[str, str], out: Outcome) -> None:
+        backend, cfg = self.backend, self.config
+        t = time.perf_counter()
+        problem = check_format(files, backend.source_suffixes, backend.header_suffixes)
+        if problem:
+            out.fail("format", problem, time.perf_counter() - t)
+            return
+        out.pass_gate("format", seconds=time.perf_counter() - t)
+
+        t = time.perf_counter()
+        problem = check_candidate(files, backend.source_suffixes, backend.header_suffixes) if cfg.antihack else None
+        if problem:
+            out.fail("anti_hack", problem, time.perf_counter() - t)
+            return
+        out.pass_gate("anti_hack", "static rules passed" if cfg.antihack else "static rules off",
+                      seconds=time.perf_counter() - t)
+
+        # The reference and the sandbox get ready while the compiler works.
+        reference = self._pool.submit(self.reference, task)
+        self.warm_up()
+        t = time.perf_counter()
+        build = build_candidate(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap)
+        out.build_cached = build.cached
+        if not build.ok:
+            out.fail("build", f"the build failed:\n{build.log}", time.perf_counter() - t)
+            return
+        out.pass_gate("build", "cached" if build.cached else f"built in {build.seconds:.2f} s",
+                      seconds=time.perf_counter() - t, warnings=build.log)
+
+        ref = reference.result()
+        if self._warm is not None:
+            self._warm.result()
+        t = time.perf_counter()
+        if not self._correctness(task, files, build, ref, out):
+            out.gate("correctness").seconds = out.gate("correctness").seconds or time.perf_counter() - t
+            return
+        out.gate("correctness").seconds = time.perf_counter() - t
+        t = time.perf_counter()
+        self._performance(task, files, build, ref, out)
+        out.gate("performance").seconds = time.perf_counter() - t
+
+    # -- jobs -----------------------------------------------------------------------------------
+
+    def _new_job(self, kind: str, files: dict[str, str], build, job: dict) -> Path:
+        with self._job_lock:
+            self._job_counter += 1
+            job_dir = self.jobs_root / f"{self._job_counter:05d}-{kind}"
+        job_dir.mkdir()
+        (job_dir / "model.py").write_text(files["model.py"])
+        shutil.copy2(build.library, job_dir / build.library.name)
+        job.update(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
+                   model="model.py", threads=self.config.threads, device=self.backend.device)
+        (job_dir / "job.json").write_text(json.dumps(job))
+        return job_dir
+
+    def _limits(self) -> JobLimits:
+        cfg = self.config
+        return JobLimits(
+            cpu_seconds=int(cfg.run_timeout_s * max(1, cfg.threads) + 10),
+            address_space_mb=cfg.memory_limit_mb if self.backend.memory_limit() else None,
+            file_size_mb=cfg.max_output_mb,
+        )
+
+    def _run_job(self, job_dir: Path) -> tuple[JobExit, dict | None, dict | None]:
+        exit_ = self.server.run(job_dir, self._limits(), self.config.run_timeout_s)
+        result = outputs = None
+        try:
+            result = json.loads((job_dir / "result.json").read_text())
+        except (OSError, ValueError):
+            pass
+        path = job_dir / "outputs.pt"
+        if result and result.get("ok") and path.exists():
+            if path.stat().st_size > self.config.max_output_mb << 20:
+                result = {"ok": False, "error": "outputs larger than the output limit"}
+            else:
+                import torch
+
+                try:
+                    outputs = torch.load(path, weights_only=True)  # never unpickles code
+                except Exception as exc:
+                    result = {"ok": False, "error": f"unreadable outputs: {type(exc).__name__}"}
+        return exit_, result, outputs
+
+    def _job_failure(self, job_dir: Path, exit_: JobExit, result: dict | None) -> str:
+        """Why a job produced no usable result, in one paragraph."""
+        if result is not None and not result.get("ok"):
+            return str(result.get("error") or "the job failed")
+        where = ""
+        try:
+            where = f" during {(job_dir / 'progress.txt').read_text().strip()}"
+        except OSError:
+            pass
+        text = f"the candidate {exit_.describe()}{where}"
+        tail = _tail(job_dir / "stderr.txt")
+        return text + (f"; stderr: {tail}" if tail else "")
+
+    def _correctness(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> bool:
+        job_dir = self._new_job("candidate", files, build, {"task": task.to_dict(),
+                                                           "trials": [tr.to_dict() for tr in ref.trials]})
+        try:
+            exit_, result, outputs = self._run_job(job_dir)
+            if not result or not result.get("ok") or outputs is None:
+                out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds)
+                return False
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        tolerance = self.tolerance_for(task)
+        max_abs = max_rel = 0.0
+        for i, (trial, report) in enumerate(zip(ref.trials, result["trials"])):
+            what = f"trial {i + 1} ({trial.describe()})"
+            if report["forbidden_ops"]:
+                ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(report["forbidden_ops"].items()))
+                out.fail("anti_hack", f"forward ran PyTorch compute ({ops}): the kernel must do the work")
+                out.gate("anti_hack").details["dynamic"] = report["forbidden_ops"]
+                return False
+            if not report["calls"]:
+                out.fail("anti_hack", "forward never called the kernel library: the result must come from your kernels")
+                return False
+            if report["inputs_changed"]:
+                out.fail("correctness", f"{what}: forward modified input {report['inputs_changed'][0]} in place; "
+                                        "inputs must be left unchanged")
+                return False
+            verdict = compare_outputs(ref.outputs[i], outputs["trials"][i], ref.noise[i], tolerance, what=what)
+            if not isinstance(verdict, Agreement):
+                out.max_abs_error, out.max_rel_error = verdict.max_abs_error, verdict.max_rel_error
+                out.fail("correctness", verdict.message, trial=i)
+                return False
+            max_abs, max_rel = max(max_abs, verdict.max_abs_error), max(max_rel, verdict.max_rel_error)
+        out.max_abs_error, out.max_rel_error = max_abs, max_rel
+        shape_note = "" if any(t.overrides for t in ref.trials) else " (no second shape: the reference accepts none)"
+        out.pass_gate("correctness", f"{len(ref.trials)} trials agree; max abs error {max_abs:.2e}{shape_note}",
+                      trials=len(ref.trials))
+        return True
+
+    def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> None:
+        base = [t for t in ref.trials if not t.overrides][:2]
+        checks = sorted(random.SystemRandom().sample(range(5), 2))  # spot-checked timed calls
+        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing, "checks": checks}
+        job_dir = self._new_job("perf", files, build, job)
+        try:
+            with self._timing_lock:
+                exit_, result, outputs = self._run_job(job_dir)
+            if not result or not result.get("ok") or outputs is None:
+                out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds)
+                return
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
+        tolerance = self.tolerance_for(task)
+        for check, got in zip(result["checks"], outputs["checks"]):
+            trial = check["trial"]
+            what = f"timed call {check['call'] + 1} ({base[trial].describe()})"
+            verdict = compare_outputs(ref.outputs[trial], got, ref.noise[trial], tolerance, what=what)
+            if not isinstance(verdict, Agreement):
+                out.fail("correctness", f"results changed under repeated calls: {verdict.message}")
+                out.gate("performance").status = "failed"
+                return
+        timing = result["timing"]
+        out.latency_ms, out.latency_spread_ms = timing["median_ms"], timing["spread_ms"]
+        if ref.timing:
+            out.reference_ms = ref.timing["median_ms"]
+            out.speedup = out.reference_ms / max(out.latency_ms, 1e-9)
+        self._flag(ref, outputs, out)
+        message = f"{out.latency_ms:.3f} ms (IQR {out.latency_spread_ms:.3f}, {timing['calls']} calls)"
+        if out.speedup is not None:
+            message += f"; reference {out.reference_ms:.3f} ms; speedup {out.speedup:.2f}x"
+        out.pass_gate("performance", message, timing=timing, reference_timing=ref.timing)
+
+    def _flag(self, ref: Reference, outputs: dict, out: Outcome) -> None:
+        if out.speedup is not None and out.speedup > self.config.implausible_speedup:
+            out.flags.append(f"speedup {out.speedup:.1f}x exceeds {self.config.implausible_speedup:g}x: review before trusting")
+        if ref.bandwidth_gbps and out.latency_ms:
+            nbytes = sum(leaf.numel() * leaf.element_size() for leaf in ref.outputs[0]["leaves"])
+            nbytes += ref.timing.get("input_bytes", 0) if ref.timing else 0
+            floor_ms = nbytes / (ref.bandwidth_gbps * 1e9) * 1e3
+            if out.latency_ms < 0.5 * floor_ms:
+                out.flags.append(f"{out.latency_ms:.3f} ms is below the memory-bandwidth floor {floor_ms:.3f} ms "
+                                 f"for writing the outputs: review before trusting")
+
+
+def _tail(path: Path, limit: int = 400) -> str:
+    try:
+        text = path.read_text(errors="replace").strip()
+    except OSError:
+        return ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    return " | ".join(lines[-3:])[-limit:]

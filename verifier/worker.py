@@ -1,0 +1,412 @@
+"""Jobs that run in a worker process: the reference (outputs, second shape, timing) and the candidate
+(correctness trials, timing). The candidate's jobs run in the sandbox and never see reference
+outputs; the harness compares what each job wrote.
+
+A job is a folder holding ``job.json``; the worker writes ``result.json`` (a small JSON summary),
+``outputs.pt`` (tensors, loaded by the harness with ``weights_only=True``) and ``progress.txt``
+(the step in flight, so a crash can be located).
+
+Run a job by hand: ``python -m verifier.worker JOB_DIR``.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import os
+import random
+import sys
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from verifier import runtime
+from verifier.inputs import Trial, make_inputs
+from verifier.task import TaskSpec, load_task_module
+from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_calls
+
+# aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
+# PyTorch doing the computation the kernel should do.
+ALLOWED_OPS = frozenset(
+    """empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
+    new_ones full full_like new_full zero_ fill_ view _unsafe_view reshape _reshape_alias as_strided t
+    transpose permute expand expand_as squeeze unsqueeze flatten unflatten select slice narrow split
+    split_with_sizes chunk unbind detach alias clone contiguous copy_ _to_copy to lift_fresh
+    lift_fresh_copy view_as resize_ diagonal unfold movedim _local_scalar_dense item sym_size sym_stride
+    sym_numel sym_storage_offset is_contiguous set_ _has_compatible_shallow_copy_type""".split()
+)
+
+
+class CandidateFailure(Exception):
+    """The candidate did something wrong at a known step; carries the stage and trial."""
+
+    def __init__(self, stage: str, message: str, trial: int | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.trial = trial
+
+
+class OpTrace(TorchDispatchMode):
+    """Counts the aten ops run while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+    def forbidden(self) -> dict[str, int]:
+        return {name: n for name, n in self.ops.items() if name not in ALLOWED_OPS}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _progress(job_dir: Path, text: str) -> None:
+    (job_dir / "progress.txt").write_text(text)
+
+
+def flatten(value: Any) -> tuple[Any, list[torch.Tensor]]:
+    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors."""
+    leaves: list[torch.Tensor] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            leaves.append(v.detach().to("cpu").contiguous().clone())
+            return {"t": "tensor", "device": v.device.type}
+        if isinstance(v, (tuple, list)):
+            return {"t": type(v).__name__, "items": [walk(x) for x in v]}
+        if isinstance(v, bool):
+            leaves.append(torch.tensor(v))
+            return {"t": "bool"}
+        if isinstance(v, int):
+            leaves.append(torch.tensor(v))
+            return {"t": "int"}
+        if isinstance(v, float):
+            leaves.append(torch.tensor(v, dtype=torch.float64))
+            return {"t": "float"}
+        if v is None:
+            return {"t": "None"}
+        return {"t": type(v).__name__, "unsupported": True}
+
+    return walk(value), leaves
+
+
+def _snapshot(inputs: list[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    if a.is_floating_point():  # NaN != NaN: compare NaN positions, then the rest
+        return torch.equal(torch.isnan(a), torch.isnan(b)) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    return torch.equal(a, b)
+
+
+def _changed(before: list[Any], after: list[Any]) -> list[int]:
+    """Indices of tensor inputs whose values differ after the call."""
+    return [i for i, (a, b) in enumerate(zip(before, after)) if isinstance(a, torch.Tensor) and not _identical(a, b)]
+
+
+def _to_device(inputs: list[Any], device: str) -> list[Any]:
+    if device == "cpu":
+        return inputs
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _synchronize(device: str):
+    if device == "cuda":
+        return torch.cuda.synchronize
+    if device == "npu":
+        return torch.npu.synchronize  # type: ignore[attr-defined]
+    return lambda: None
+
+
+def _load_candidate(job: dict, job_dir: Path):
+    device = job.get("device", "cpu")
+    stream = None
+    if device == "cuda":
+        stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
+    elif device == "npu":
+        stream = lambda: torch.npu.current_stream().npu_stream  # type: ignore[attr-defined]  # noqa: E731
+    runtime.configure(str(job_dir / job["library"]), job["signatures"], device, stream)
+    path = job_dir / job.get("model", "model.py")
+    spec = importlib.util.spec_from_file_location("candidate_model", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["candidate_model"] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise CandidateFailure("correctness", f"importing model.py failed: {_describe(exc)}") from exc
+    if not hasattr(module, "ModelNew"):
+        raise CandidateFailure("correctness", "model.py defines no ModelNew")
+    return module.ModelNew
+
+
+def _describe(exc: BaseException) -> str:
+    """One line: exception type and message, plus where in the candidate's code it happened."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "candidate_model" in f.filename or f.filename.endswith("model.py")]
+    where = f" (model.py line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}{where}"[:600]
+
+
+def _save(job_dir: Path, payload: dict) -> None:
+    tmp = job_dir / "outputs.pt.tmp"
+    torch.save(payload, tmp)
+    os.replace(tmp, job_dir / "outputs.pt")
+
+
+def _setup(job: dict) -> None:
+    threads = int(job.get("threads", 1))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    torch.set_num_threads(threads)
+    if job.get("device") == "npu":
+        import torch_npu  # noqa: F401
+
+        torch.npu.set_device(0)  # type: ignore[attr-defined]
+
+
+# ----------------------------------------------------------------------------- reference
+
+
+def _reference(job: dict, job_dir: Path) -> dict:
+    spec = TaskSpec.from_dict(job["task"])
+    device = job.get("device", "cpu")
+    trials = [Trial.from_dict(t) for t in job["trials"]]
+    result: dict[str, Any] = {"alt": None, "alt_rejected": []}
+    payload: dict[str, Any] = {"trials": [], "noise": []}
+    module = load_task_module(spec)
+    init_inputs = module.get_init_inputs()
+
+    def run(mod, trial: Trial) -> tuple[Any, list[torch.Tensor], list[float]]:
+        torch.manual_seed(trial.seed)
+        model = mod.Model(*mod.get_init_inputs()).to(device)
+        inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
+        with torch.no_grad():
+            out = model(*inputs)
+        structure, leaves = flatten(out)
+        noise = _noise(model, inputs, leaves)
+        return structure, leaves, noise
+
+    if job.get("want_outputs", True):
+        for i, trial in enumerate(trials):
+            _progress(job_dir, f"reference trial {i}")
+            structure, leaves, noise = run(module, trial)
+            payload["trials"].append({"structure": structure, "leaves": leaves})
+            payload["noise"].append(noise)
+        for overrides in job.get("alt_candidates", []):
+            alt = Trial(seed=2000, distribution="normal", overrides=tuple(sorted(overrides.items())))
+            _progress(job_dir, f"reference second shape {overrides}")
+            try:
+                alt_module = load_task_module(spec, overrides)
+                structure, leaves, noise = run(alt_module, alt)
+            except Exception as exc:  # the reference does not accept this shape: try the next
+                result["alt_rejected"].append(f"{overrides}: {_describe(exc)}")
+                continue
+            payload["trials"].append({"structure": structure, "leaves": leaves})
+            payload["noise"].append(noise)
+            result["alt"] = alt.to_dict()
+            break
+        _save(job_dir, payload)
+
+    if job.get("want_timing", True):
+        _progress(job_dir, "reference timing")
+        torch.manual_seed(trials[0].seed)
+        model = module.Model(*init_inputs).to(device)
+        timing, _ = _time_model(model, module, trials[:2], job, device)
+        result["timing"] = timing
+    if job.get("want_bandwidth") and device == "cpu":
+        result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
+    return result
+
+
+def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]) -> list[float]:
+    """RMS difference between the float32 reference and the same model in float64, per output leaf:
+    the rounding noise a correct reordering of the computation may also show."""
+    if not any(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in inputs):
+        return [0.0] * len(leaves)
+    try:
+        model64 = copy.deepcopy(model).double()
+        inputs64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        with torch.no_grad():
+            _, leaves64 = flatten(model64(*inputs64))
+    except Exception:
+        return [0.0] * len(leaves)
+    out = []
+    for a, b in zip(leaves, leaves64):
+        if a.is_floating_point() and a.shape == b.shape and a.numel():
+            d = a.double() - b
+            d = d[torch.isfinite(d)]
+            out.append(float(d.pow(2).mean().sqrt()) if d.numel() else 0.0)
+        else:
+            out.append(0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------- candidate
+
+
+def _candidate(job: dict, job_dir: Path) -> dict:
+    spec = TaskSpec.from_dict(job["task"])
+    device = job.get("device", "cpu")
+    trials = [Trial.from_dict(t) for t in job["trials"]]
+    ModelNew = _load_candidate(job, job_dir)
+    sync = _synchronize(device)
+    reports, saved = [], []
+    buffers: list[Any] | None = None
+    modules: dict[tuple, Any] = {}
+    for i, trial in enumerate(trials):
+        _progress(job_dir, f"trial {i}: {trial.describe()}")
+        key = trial.overrides
+        if key not in modules:
+            modules[key] = load_task_module(spec, dict(trial.overrides))
+        module = modules[key]
+        fresh = _to_device(make_inputs(module.get_inputs, trial), device)
+        # Reuse the previous trial's buffers when shapes match, so results keyed by pointer go stale.
+        if buffers is not None and _same_layout(buffers, fresh):
+            for buf, new in zip(buffers, fresh):
+                if isinstance(buf, torch.Tensor):
+                    buf.copy_(new)
+            inputs = buffers
+        else:
+            inputs = buffers = fresh
+        init_inputs = module.get_init_inputs()
+        torch.manual_seed(trial.seed)
+        try:
+            model = ModelNew(*init_inputs).to(device)
+        except Exception as exc:
+            raise CandidateFailure("correctness", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}", i) from exc
+        before = _snapshot(inputs)
+        runtime.reset_calls()
+        trace = OpTrace()
+        try:
+            with torch.no_grad(), trace:
+                out = model(*inputs)
+            sync()
+        except Exception as exc:
+            raise CandidateFailure("correctness", f"forward raised {_describe(exc)}", i) from exc
+        structure, leaves = flatten(out)
+        saved.append({"structure": structure, "leaves": leaves})
+        reports.append({
+            "calls": runtime.call_counts(),
+            "forbidden_ops": trace.forbidden(),
+            "inputs_changed": _changed(before, inputs),
+        })
+    _save(job_dir, {"trials": saved})
+    return {"trials": reports}
+
+
+def _same_layout(a: list[Any], b: list[Any]) -> bool:
+    return len(a) == len(b) and all(
+        (not isinstance(x, torch.Tensor) and x == y)
+        or (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.shape == y.shape and x.dtype == y.dtype)
+        for x, y in zip(a, b)
+    )
+
+
+def _perf(job: dict, job_dir: Path) -> dict:
+    spec = TaskSpec.from_dict(job["task"])
+    device = job.get("device", "cpu")
+    trials = [Trial.from_dict(t) for t in job["trials"]]
+    ModelNew = _load_candidate(job, job_dir)
+    module = load_task_module(spec)
+    torch.manual_seed(trials[0].seed)
+    try:
+        model = ModelNew(*module.get_init_inputs()).to(device)
+    except Exception as exc:
+        raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
+    runtime.reset_calls()
+    timing, checks = _time_model(model, module, trials, job, device, checks=set(job.get("checks", [])))
+    _save(job_dir, {"checks": [{"structure": s, "leaves": l} for _, s, l in checks]})
+    return {"timing": timing, "checks": [{"call": c, "trial": t} for (c, t), _, _ in checks],
+            "calls": runtime.call_counts()}
+
+
+def _time_model(model, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
+    """Time ``model`` on the inputs of ``trials`` (alternating, copied into fixed buffers before each
+    call). Returns the timing (a dict, with the bytes of one input set) and, for the call indices in
+    ``checks`` and one more call after timing, the outputs."""
+    t = job["timing"]
+    sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
+    buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
+    flush = CacheFlusher(int(t["flush_bytes"]), device) if t.get("flush_bytes") else None
+    sync = _synchronize(device)
+    current = {"trial": 0}
+    captured: list[tuple[tuple[int, int], Any, list[torch.Tensor]]] = []
+
+    def before(i: int) -> None:
+        current["trial"] = i % len(sets)
+        for buf, new in zip(buffers, sets[current["trial"]]):
+            if isinstance(buf, torch.Tensor):
+                buf.copy_(new)
+        if flush is not None:
+            flush()
+
+    def call():
+        with torch.no_grad():
+            return model(*buffers)
+
+    def after(i: int, out: Any) -> None:
+        if checks and i in checks:
+            s, leaves = flatten(out)
+            captured.append(((i, current["trial"]), s, leaves))
+        last[0] = out
+
+    last: list[Any] = [None]
+    timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
+                        budget_s=float(t["budget_s"]), synchronize=sync, after=after)
+    if checks is not None:
+        # The re-check after timing: new values in the same buffers, one more call.
+        before(timing.calls)
+        s, leaves = flatten(call())
+        sync()
+        captured.append(((timing.calls, current["trial"]), s, leaves))
+    input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
+    return {**timing.to_dict(), "input_bytes": input_bytes}, captured
+
+
+# ----------------------------------------------------------------------------- entry points
+
+HANDLERS = {"reference": _reference, "candidate": _candidate, "perf": _perf}
+
+
+def run_job(job_dir: Path) -> int:
+    """Run the job in ``job_dir``; always writes result.json unless the process itself dies."""
+    job = json.loads((job_dir / "job.json").read_text())
+    random.seed(0)
+    result: dict[str, Any] = {"ok": False}
+    try:
+        _setup(job)
+        result.update(HANDLERS[job["kind"]](job, job_dir))
+        result["ok"] = True
+    except CandidateFailure as exc:
+        result.update(stage=exc.stage, error=str(exc), trial=exc.trial)
+    except Exception as exc:  # the task or the candidate raised somewhere we did not expect
+        result.update(stage="worker", error=_describe(exc), traceback=traceback.format_exc()[-4000:])
+    tmp = job_dir / "result.json.tmp"
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, job_dir / "result.json")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python -m verifier.worker JOB_DIR", file=sys.stderr)
+        return 2
+    return run_job(Path(args[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
