@@ -9,6 +9,7 @@ three names); the reference itself first runs when a candidate is verified.
 from __future__ import annotations
 
 import ast
+import difflib
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,7 +90,8 @@ class Suite:
         for task in self.tasks:
             if task.id == task_id:
                 return task
-        close = [t.id for t in self.tasks if task_id.lower() in t.id.lower()][:5]
+        ids = [t.id for t in self.tasks]
+        close = difflib.get_close_matches(task_id, ids, n=4, cutoff=0.6) or [i for i in ids if task_id.lower() in i.lower()][:4]
         hint = f"; did you mean {', '.join(close)}?" if close else f"; `evokernel tasks --suite {self.name}` lists them"
         raise TaskError(f"no task {task_id!r} in suite {self.name}{hint}")
 

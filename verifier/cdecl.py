@@ -172,14 +172,16 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
     params = []
     for index, raw in enumerate(_split_top(text)):
         raw = raw.split("=")[0].strip()
-        if "[" in raw:  # float x[] is a pointer
-            raw = raw[: raw.index("[")] + "*"
+        array = "[" in raw  # float x[] is a pointer
+        if array:
+            raw = raw[: raw.index("[")].strip()
         m = re.match(r"^(.*?)([A-Za-z_]\w*)\s*$", raw, re.S)
         if not m or not m.group(1).strip() or m.group(1).strip() in ("const",):
             type_text, name = raw, f"arg{index}"
         else:
             type_text, name = m.group(1), m.group(2)
         base, pointer = _normalise_type(type_text)
+        pointer = pointer or array
         if base in HANDLES or base.endswith("Stream_t"):
             params.append(Param(name, base, True))
             continue

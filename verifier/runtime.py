@@ -56,8 +56,9 @@ def load(path: str | None = None) -> "KernelLibrary":
     if path is None and _active["library"] is not None:
         return KernelLibrary(_active["library"], _active["signatures"], _active["device"], _active["stream"])
     if path is not None and Path(path).suffix in (".so", ".dylib"):
-        sigs_file = Path(path).with_name("signatures.json")
-        sigs = json.loads(sigs_file.read_text()) if sigs_file.exists() else []
+        # A library from the build cache: its signatures are recorded beside it.
+        meta = Path(path).with_name("build.json")
+        sigs = json.loads(meta.read_text()).get("signatures", []) if meta.exists() else []
         return KernelLibrary(path, sigs, "cpu", None)
     # Outside the verifier: build the sources beside the caller (or in ``path``) with the CPU recipe.
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent

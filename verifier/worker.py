@@ -222,9 +222,11 @@ def _reference(job: dict, job_dir: Path) -> dict:
 
     if job.get("want_timing", True):
         _progress(job_dir, "reference timing")
-        torch.manual_seed(trials[0].seed)
-        model = module.Model(*init_inputs).to(device)
-        timing, _ = _time_model(model, module, trials[:2], job, device)
+        models = []
+        for trial in trials[:2]:
+            torch.manual_seed(trial.seed)
+            models.append(module.Model(*init_inputs).to(device))
+        timing, _ = _time_model(models, module, trials[:2], job, device)
         result["timing"] = timing
     if job.get("want_bandwidth") and device == "cpu":
         result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
@@ -321,21 +323,23 @@ def _perf(job: dict, job_dir: Path) -> dict:
     trials = [Trial.from_dict(t) for t in job["trials"]]
     ModelNew = _load_candidate(job, job_dir)
     module = load_task_module(spec)
-    torch.manual_seed(trials[0].seed)
-    try:
-        model = ModelNew(*module.get_init_inputs()).to(device)
-    except Exception as exc:
-        raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
+    models = []
+    for trial in trials:  # one instance per trial, seeded like the reference's
+        torch.manual_seed(trial.seed)
+        try:
+            models.append(ModelNew(*module.get_init_inputs()).to(device))
+        except Exception as exc:
+            raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
-    timing, checks = _time_model(model, module, trials, job, device, checks=set(job.get("checks", [])))
+    timing, checks = _time_model(models, module, trials, job, device, checks=set(job.get("checks", [])))
     _save(job_dir, {"checks": [{"structure": s, "leaves": l} for _, s, l in checks]})
     return {"timing": timing, "checks": [{"call": c, "trial": t} for (c, t), _, _ in checks],
             "calls": runtime.call_counts()}
 
 
-def _time_model(model, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
-    """Time ``model`` on the inputs of ``trials`` (alternating, copied into fixed buffers before each
-    call). Returns the timing (a dict, with the bytes of one input set) and, for the call indices in
+def _time_model(models: list, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
+    """Time ``models[k]`` on the inputs of ``trials[k]``, alternating k (inputs copied into fixed buffers
+    before each call). Returns the timing (a dict, with the bytes of one input set) and, for the call indices in
     ``checks`` and one more call after timing, the outputs."""
     t = job["timing"]
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
@@ -355,7 +359,7 @@ def _time_model(model, module, trials: list[Trial], job: dict, device: str, chec
 
     def call():
         with torch.no_grad():
-            return model(*buffers)
+            return models[current["trial"]](*buffers)
 
     def after(i: int, out: Any) -> None:
         if checks and i in checks:

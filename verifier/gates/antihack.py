@@ -204,6 +204,8 @@ class _ModelRules(ast.NodeVisitor):
         func = node.func
         dotted = _dotted(func)
         root = dotted.split(".")[0] if dotted else ""
+        if "functional" in dotted.split("."):
+            self.fail(node, "nn.functional computes what your kernel must compute")
         if isinstance(func, ast.Name) and func.id == "getattr":
             if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant) or str(node.args[1].value).startswith("_"):
                 self.fail(node, "getattr is allowed only with a literal, public attribute name")

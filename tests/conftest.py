@@ -1,0 +1,52 @@
+"""Shared fixtures: the small test suite, a session-wide verifier, candidate folders."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))  # shared candidate sources: `import candidates`
+SUITE = FIXTURES / "suite"
+
+
+@pytest.fixture(scope="session")
+def suite():
+    from core.tasks import load_suite
+
+    return load_suite(SUITE)
+
+
+@pytest.fixture(scope="session")
+def fast_config():
+    """Full checks, short timing: tests assert on verdicts, never on wall-clock time."""
+    from verifier import VerifyConfig
+
+    return VerifyConfig(trials=5, timing_calls=5, timing_budget_s=0.2, warmup_calls=1, run_timeout_s=20,
+                        memory_limit_mb=4096, threads=2)
+
+
+@pytest.fixture(scope="session")
+def verifier(tmp_path_factory, fast_config):
+    from verifier.verify import Verifier
+
+    v = Verifier("cpu", fast_config, cache_dir=tmp_path_factory.mktemp("verifier-cache"))
+    yield v
+    v.close()
+
+
+@pytest.fixture
+def make_candidate(tmp_path):
+    """Write a candidate folder from {name: text} and return its path."""
+    counter = iter(range(1000))
+
+    def make(files: dict[str, str]) -> Path:
+        folder = tmp_path / f"cand{next(counter)}"
+        folder.mkdir()
+        for name, text in files.items():
+            (folder / name).write_text(text)
+        return folder
+
+    return make

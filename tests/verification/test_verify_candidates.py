@@ -1,0 +1,193 @@
+"""Real builds, real sandboxed runs: correct kernels pass every gate, adversarial ones fail at the
+right gate with a message that says why."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import candidates as C
+
+pytestmark = pytest.mark.slow
+
+
+def verify(verifier, suite, task_id, files, make_candidate):
+    return verifier.verify(suite.get(task_id).spec(), make_candidate(files))
+
+
+# ----------------------------------------------------------------------------- accepted
+
+
+def test_correct_elementwise_kernel_passes_every_gate(verifier, suite, make_candidate):
+    out = verify(verifier, suite, "relu", C.elementwise(C.RELU), make_candidate)
+    assert out.feasible, out.message
+    assert [g.status for g in out.gates] == ["passed"] * 5
+    assert out.failed_gate is None
+    assert out.latency_ms > 0 and out.reference_ms > 0
+    assert out.speedup == pytest.approx(out.reference_ms / out.latency_ms)
+    assert out.max_abs_error == 0.0
+    # five base trials and the second (ragged) shape
+    assert out.gate("correctness").details["trials"] == 6
+
+
+def test_reassociated_reduction_is_accepted(verifier, suite, make_candidate):
+    out = verify(verifier, suite, "sum_dim", {"model.py": C.ROWSUM_MODEL, "kernel.cpp": C.ROWSUM_REASSOCIATED},
+                 make_candidate)
+    assert out.feasible, out.message
+    assert out.max_abs_error > 0  # reordering changes the rounding, within tolerance
+
+
+def test_scratch_buffer_from_init_is_accepted(verifier, suite, make_candidate):
+    out = verify(verifier, suite, "softmax", {"model.py": C.SOFTMAX_SCRATCH_MODEL, "kernel.cpp": C.SOFTMAX_SCRATCH},
+                 make_candidate)
+    assert out.feasible, out.message
+
+
+def test_parameters_initialised_like_the_reference(verifier, suite, make_candidate):
+    out = verify(verifier, suite, "scale_bias", {"model.py": C.SCALE_BIAS_MODEL, "kernel.cpp": C.SCALE_BIAS},
+                 make_candidate)
+    assert out.feasible, out.message
+
+
+def test_outcome_round_trips_through_json(verifier, suite, make_candidate):
+    from verifier import Outcome
+
+    out = verify(verifier, suite, "relu", C.elementwise(C.RELU), make_candidate)
+    again = Outcome.from_dict(json.loads(json.dumps(out.to_dict())))
+    assert again == out
+
+
+def test_reverification_uses_the_build_cache(verifier, suite, make_candidate):
+    files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // cached"))
+    first = verify(verifier, suite, "relu", files, make_candidate)
+    second = verify(verifier, suite, "relu", files, make_candidate)
+    assert first.feasible and second.feasible
+    assert not first.build_cached and second.build_cached
+
+
+# ----------------------------------------------------------------------------- rejected
+
+
+@pytest.mark.parametrize(
+    "name, files, gate, words",
+    [
+        ("identity", C.elementwise(C.IDENTITY), "correctness", "values differ"),
+        ("constant", C.elementwise(C.CONSTANT), "correctness", "values differ"),
+        ("hard-coded size", C.elementwise(C.HARDCODED_SIZE), "correctness", "second shape"),
+        ("input overwrite", {"model.py": C.INPUT_OVERWRITE_MODEL, "kernel.cpp": C.RELU}, "correctness",
+         "modified input 0"),
+        ("pointer-keyed cache", C.elementwise(C.POINTER_CACHE), "correctness", "values differ"),
+        ("stale after a few calls", C.elementwise(C.GOES_STALE), "correctness", "repeated calls"),
+        ("torch fallback", {"model.py": C.TORCH_FALLBACK_MODEL, "kernel.cpp": C.RELU}, "anti_hack", "torch.relu"),
+        ("torch via operators", {"model.py": C.TORCH_OPERATOR_MODEL, "kernel.cpp": C.RELU}, "anti_hack",
+         "ran PyTorch compute"),
+        ("kernel never called", {"model.py": C.NEVER_CALLS_MODEL, "kernel.cpp": C.RELU}, "anti_hack",
+         "never called"),
+        ("fork bomb", C.elementwise(C.FORK_BOMB), "anti_hack", "processes"),
+        ("secret leak", C.elementwise(C.LEAK_SECRET), "anti_hack", "getenv"),
+        ("compile error", C.elementwise(C.COMPILE_ERROR), "build", "undefined_name"),
+        ("no model", {"kernel.cpp": C.RELU}, "format", "model.py is missing"),
+    ],
+)
+def test_bad_candidates_fail_at_the_right_gate(verifier, suite, make_candidate, name, files, gate, words):
+    out = verify(verifier, suite, "relu", files, make_candidate)
+    assert not out.feasible
+    assert out.failed_gate == gate, (name, out.message)
+    assert words in out.message, (name, out.message)
+    # nothing after the failing gate passed (the build may have: run-time anti-hack checks follow it)
+    order = [g.name for g in out.gates]
+    for later in out.gates[order.index(gate) + 1:]:
+        assert later.status != "passed" or later.name == "build", (name, later)
+
+
+def test_hanging_kernel_is_killed(verifier, suite, make_candidate, fast_config):
+    out = verify(verifier, suite, "relu", C.elementwise(C.HANG), make_candidate)
+    assert out.failed_gate == "correctness"
+    assert "did not finish" in out.message
+    assert out.gate("correctness").seconds < fast_config.run_timeout_s + 15
+
+
+def test_segfault_is_an_outcome(verifier, suite, make_candidate):
+    out = verify(verifier, suite, "relu", C.elementwise(C.SEGFAULT), make_candidate)
+    assert out.failed_gate == "correctness"
+    assert "SIGSEGV" in out.message and "trial 0" in out.message
+
+
+# ----------------------------------------------------------------------------- the sandbox itself
+
+
+@pytest.fixture(scope="module")
+def unguarded(tmp_path_factory, fast_config):
+    """A verifier with the static anti-hack rules off: what the sandbox alone contains."""
+    from verifier.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "memory_limit_mb": 2048}),
+                 cache_dir=tmp_path_factory.mktemp("unguarded-cache"))
+    yield v
+    v.close()
+
+
+def _forked_workers() -> list[int]:
+    """Processes forked from a fork server (same command line, parent is a fork server)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+            parent = open(f"/proc/{ppid}/cmdline", "rb").read()
+            comms = open(f"/proc/{pid}/comm").read() + open(f"/proc/{ppid}/comm").read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"verifier.forkserver" in cmd and b"verifier.forkserver" in parent and "bwrap" not in comms:
+            found.append(int(pid))
+    return found
+
+
+def test_sandbox_stops_a_fork_bomb_that_evades_static_rules(unguarded, suite, make_candidate):
+    out = verify(unguarded, suite, "relu", C.elementwise(C.FORK_BOMB_EVASIVE), make_candidate)
+    assert out.failed_gate == "correctness"
+    # seccomp refused every fork: the kernel counted zero children, and none are left behind
+    assert "got 0, expected" in out.message
+    assert _forked_workers() == []
+
+
+def test_sandbox_environment_holds_no_secrets(unguarded, suite, make_candidate, monkeypatch):
+    secret = "sk-test-" + "s3cr3t" * 4
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    monkeypatch.setenv("HF_TOKEN", secret)
+    unguarded.server.close()  # restart so the fork server is spawned from this environment
+    out = verify(unguarded, suite, "relu", C.elementwise(C.LEAK_SECRET), make_candidate)
+    text = json.dumps(out.to_dict())
+    assert out.failed_gate == "correctness"
+    assert "SIGABRT" in out.message
+    assert "stolen key: (none)" in out.message
+    assert secret not in text
+
+
+def test_memory_hog_is_contained(unguarded, suite, make_candidate):
+    out = verify(unguarded, suite, "relu", C.elementwise(C.MEMORY_HOG), make_candidate)
+    assert out.failed_gate == "correctness"
+    assert "crashed" in out.message or "did not finish" in out.message
+
+
+def test_sandbox_has_no_network(unguarded, suite, make_candidate):
+    """An internet socket fails inside the sandbox even when the static rules are off."""
+    out = verify(unguarded, suite, "relu", C.elementwise(C.OPEN_SOCKET), make_candidate)
+    assert out.failed_gate == "correctness"
+    assert "got 1, expected" in out.message  # every output is errno EPERM from socket()
+
+
+def test_bubblewrap_blocks_network_when_installed():
+    from verifier.sandbox import bwrap_argv, bwrap_status
+
+    ok, why = bwrap_status()
+    if not ok:
+        pytest.skip(why)
+    argv = bwrap_argv([], [], [], "/") + ["python3", "-c",
+                                          "import socket; s=socket.socket(); s.settimeout(2); s.connect(('1.1.1.1', 53))"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    assert proc.returncode != 0
+    assert "unreachable" in proc.stderr.lower() or "network" in proc.stderr.lower()
