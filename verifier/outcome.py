@@ -7,7 +7,7 @@ Outcome, never an exception; only the harness's own bugs raise.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 GATES: tuple[str, ...] = ("format", "anti_hack", "build", "correctness", "performance")
 
@@ -54,6 +54,7 @@ class Outcome:
     threads: int = 0
     seconds: float = 0.0
     created_at: float = 0.0
+    listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
     def start(cls, task: str, backend: str) -> "Outcome":
@@ -69,12 +70,16 @@ class Outcome:
         g = self.gate(name)
         g.status, g.message, g.seconds = PASSED, message, seconds
         g.details.update(details)
+        if self.listener is not None:
+            self.listener(g)
 
     def fail(self, name: str, message: str, seconds: float = 0.0, **details: Any) -> "Outcome":
         """Mark gate ``name`` failed; the first failure decides ``failed_gate`` and ``message``."""
         g = self.gate(name)
         g.status, g.message, g.seconds = FAILED, message, g.seconds or seconds
         g.details.update(details)
+        if self.listener is not None:
+            self.listener(g)
         self.feasible = False
         if self.failed_gate is None:
             self.failed_gate = name
@@ -94,7 +99,9 @@ class Outcome:
         return self
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("listener", None)
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Outcome":

@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from verifier.backends import Backend, get_backend
 from verifier.build import build_candidate, default_cache_dir
@@ -30,7 +30,7 @@ from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 from verifier.inputs import trial_plan
 from verifier.machine import last_level_cache_bytes
-from verifier.outcome import Outcome
+from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache, TimingLock
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
@@ -125,10 +125,14 @@ class Verifier:
         alt = alt_shape_candidates(task.source, task.size_overrides) if self.config.second_shape else []
         return self.references.get(task, trial_plan(self.config.trials), alt, want_timing=want_timing)
 
-    def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str]) -> Outcome:
-        """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs)."""
+    def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
+               on_gate: Callable[[GateResult], None] | None = None) -> Outcome:
+        """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
+        ``on_gate`` is called (from this thread) as each gate gets its verdict."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
+        if on_gate is not None:
+            out.listener = on_gate
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
         try:
             files = candidate if isinstance(candidate, dict) else read_candidate(Path(candidate))
@@ -139,6 +143,7 @@ class Verifier:
             self._run_gates(task, files, out)
         finally:
             out.seconds = time.perf_counter() - started
+            out.listener = None
         return out.finish()
 
     def _run_gates(self, task: TaskSpec, files: dict[str, str], out: Outcome) -> None:

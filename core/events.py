@@ -1,0 +1,154 @@
+"""Typed engine events. The headless reporter and the workbench consume the same stream.
+
+Subscribers are plain callables invoked in the engine's event loop thread, in emission order; they
+must be quick (the TUI posts a message, the reporter updates a table). A subscriber that raises is
+counted in ``EventBus.dropped`` and otherwise ignored: it never stops the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base class; ``at`` is a wall-clock timestamp."""
+
+    at: float = field(default_factory=time.time, kw_only=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": type(self).__name__, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    run_id: str
+    method: str
+    tasks: tuple[str, ...]
+    iterations: int
+    model: str
+    backend: str
+    resumed: bool = False
+
+
+@dataclass(frozen=True)
+class IterationStarted(Event):
+    run_id: str
+    iteration: int
+    active_tasks: int
+
+
+@dataclass(frozen=True)
+class TaskStageChanged(Event):
+    task: str
+    stage: str            # "draft" | "refine" | "done"
+
+
+@dataclass(frozen=True)
+class PromptSent(Event):
+    task: str
+    iteration: int
+    stage: str
+    context_ids: tuple[str, ...]
+    start_point: str | None = None
+    chars: int = 0
+
+
+@dataclass(frozen=True)
+class ResponseReceived(Event):
+    task: str
+    iteration: int
+    tokens_in: int
+    tokens_out: int
+    cost: float
+    seconds: float
+    cached: bool
+    files: tuple[str, ...] = ()
+    problem: str = ""      # why the answer held no usable candidate ("" if it did)
+
+
+@dataclass(frozen=True)
+class GateChecked(Event):
+    task: str
+    iteration: int
+    gate: str
+    status: str
+    message: str
+
+
+@dataclass(frozen=True)
+class AttemptRecorded(Event):
+    task: str
+    iteration: int
+    experience_id: str
+    parent_id: str | None
+    stage: str
+    source: str
+    feasible: bool
+    failed_gate: str | None
+    message: str
+    latency_ms: float | None
+    speedup: float | None
+    reward: float
+    new_best: bool = False
+
+
+@dataclass(frozen=True)
+class ValuesUpdated(Event):
+    task: str
+    stage: str
+    reward: float
+    changes: tuple[tuple[str, float, float], ...]   # (experience id, Q before, Q after)
+
+
+@dataclass(frozen=True)
+class BudgetSpent(Event):
+    task: str
+    iterations: int
+
+
+@dataclass(frozen=True)
+class UsageUpdated(Event):
+    tokens_in: int
+    tokens_out: int
+    cost: float
+
+
+@dataclass(frozen=True)
+class EngineProblem(Event):
+    """Something went wrong that the user should see (an endpoint down, a broken task)."""
+
+    message: str
+    task: str | None = None
+    fatal: bool = False
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    run_id: str
+    status: str            # "finished" | "stopped" | "failed" | "budget"
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+Subscriber = Callable[[Event], None]
+
+
+class EventBus:
+    """Fan-out of events to subscribers, and an optional log of everything emitted."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Subscriber] = []
+        self.dropped = 0
+
+    def subscribe(self, fn: Subscriber) -> Callable[[], None]:
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def emit(self, event: Event) -> None:
+        for fn in list(self._subscribers):
+            try:
+                fn(event)
+            except Exception:  # a broken subscriber must not stop the engine
+                self.dropped += 1

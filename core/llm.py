@@ -1,0 +1,225 @@
+"""LLM access: the ``openai`` SDK (async) against any OpenAI-compatible endpoint.
+
+Concurrency limit, retries with exponential backoff and jitter on 429, 5xx, timeouts and dropped
+connections (honouring ``Retry-After``), token and cost accounting with optional budgets, and a
+response cache keyed by a hash of the request, so a run can be replayed offline (``replay=True``
+answers only from the cache). Errors the user must fix (bad key, unknown model, no endpoint) are
+``LLMError`` with one line saying what to do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from core.config import LLMConfig
+from core.errors import LLMError
+
+
+class BudgetExceeded(LLMError):
+    """The run's token or cost budget is spent."""
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: tuple[tuple[str, str], ...]        # (role, content)
+    temperature: float = 0.7
+    max_tokens: int = 4096
+    sample: int = 0                                # tells independent samples of one prompt apart
+
+    def key(self) -> str:
+        text = json.dumps([self.model, self.messages, round(self.temperature, 4), self.max_tokens, self.sample])
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def chars(self) -> int:
+        return sum(len(c) for _, c in self.messages)
+
+
+@dataclass
+class ChatAnswer:
+    text: str
+    tokens_in: int
+    tokens_out: int
+    finish_reason: str = "stop"
+    model: str = ""
+    cached: bool = False
+    seconds: float = 0.0
+    cost: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ResponseCache(Protocol):
+    def cache_get(self, key: str) -> dict | None: ...
+    def cache_put(self, key: str, value: dict) -> None: ...
+
+
+@dataclass
+class Usage:
+    """Tokens and cost so far, against optional budgets."""
+
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    requests: int = 0
+    cached: int = 0
+    token_budget: int | None = None
+    cost_budget: float | None = None
+
+    def check(self) -> None:
+        if self.token_budget is not None and self.tokens_in + self.tokens_out >= self.token_budget:
+            raise BudgetExceeded(f"token budget spent ({self.tokens_in + self.tokens_out:,} of {self.token_budget:,})")
+        if self.cost_budget is not None and self.cost >= self.cost_budget:
+            raise BudgetExceeded(f"cost budget spent (${self.cost:.2f} of ${self.cost_budget:.2f})")
+
+
+class LLMClient(Protocol):
+    """What the engine needs from a model."""
+
+    model: str
+    usage: Usage
+
+    async def complete(self, request: ChatRequest) -> ChatAnswer:
+        """Answer one chat request (from the cache when it holds it)."""
+
+    async def close(self) -> None:
+        """Release connections."""
+
+
+@dataclass
+class _Retryable(Exception):
+    reason: str
+    retry_after: float | None = None
+
+
+class OpenAIClient:
+    """An OpenAI-compatible endpoint through the official SDK."""
+
+    def __init__(self, config: LLMConfig, cache: ResponseCache | None = None, *, replay: bool = False,
+                 backoff_base: float = 1.0, usage: Usage | None = None):
+        if not config.model:
+            raise LLMError("no model configured: set EVOKERNEL_MODEL or `model` under [llm] in evokernel.toml")
+        if not replay and not config.base_url and not config.api_key:
+            raise LLMError("no LLM endpoint configured: set OPENAI_BASE_URL (and OPENAI_API_KEY if it needs one), "
+                           "or `base_url` under [llm] in evokernel.toml")
+        self.config = config
+        self.model = config.model
+        self.cache = cache
+        self.replay = replay
+        self.usage = usage or Usage(token_budget=config.token_budget, cost_budget=config.cost_budget)
+        self._backoff = backoff_base
+        self._sem = asyncio.Semaphore(config.concurrency)
+        self._client = None
+
+    def _sdk(self):
+        if self._client is None:
+            from openai import AsyncOpenAI
+
+            self._client = AsyncOpenAI(base_url=self.config.base_url, api_key=self.config.api_key or "not-needed",
+                                       timeout=self.config.timeout_s, max_retries=0)
+        return self._client
+
+    def _price(self, tokens_in: int, tokens_out: int) -> float:
+        c = self.config
+        return tokens_in / 1e6 * c.price_in_per_mtok + tokens_out / 1e6 * c.price_out_per_mtok
+
+    async def complete(self, request: ChatRequest) -> ChatAnswer:
+        key = request.key()
+        if self.cache is not None:
+            hit = await asyncio.to_thread(self.cache.cache_get, key)
+            if hit is not None:
+                answer = ChatAnswer(**{k: v for k, v in hit.items() if k in ChatAnswer.__dataclass_fields__})
+                answer.cached, answer.seconds, answer.cost = True, 0.0, 0.0
+                self.usage.cached += 1
+                return answer
+        if self.replay:
+            raise LLMError("replay: this request is not in the response cache (the run diverged from the recorded one)")
+        self.usage.check()
+        async with self._sem:
+            answer = await self._with_retries(request)
+        self.usage.tokens_in += answer.tokens_in
+        self.usage.tokens_out += answer.tokens_out
+        self.usage.cost += answer.cost
+        self.usage.requests += 1
+        if self.cache is not None:
+            await asyncio.to_thread(self.cache.cache_put, key, {**answer.to_dict(), "request_chars": request.chars()})
+        return answer
+
+    async def _with_retries(self, request: ChatRequest) -> ChatAnswer:
+        last = ""
+        for attempt in range(self.config.retries + 1):
+            try:
+                return await self._once(request)
+            except _Retryable as exc:
+                last = exc.reason
+                if attempt == self.config.retries:
+                    break
+                delay = exc.retry_after if exc.retry_after is not None else self._backoff * 2**attempt
+                await asyncio.sleep(min(delay, 60.0) * (0.5 + random.random()))
+        raise LLMError(f"the LLM endpoint kept failing after {self.config.retries + 1} tries: {last}")
+
+    async def _once(self, request: ChatRequest) -> ChatAnswer:
+        import openai
+
+        started = time.perf_counter()
+        try:
+            resp = await self._sdk().chat.completions.create(
+                model=request.model,
+                messages=[{"role": r, "content": c} for r, c in request.messages],
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+            )
+        except openai.RateLimitError as exc:
+            raise _Retryable("429 rate limited", _retry_after(exc)) from None
+        except openai.APITimeoutError:
+            raise _Retryable(f"no answer within {self.config.timeout_s:.0f} s") from None
+        except openai.APIConnectionError as exc:
+            raise _Retryable(f"connection failed ({exc.__cause__ or exc})") from None
+        except openai.AuthenticationError:
+            raise LLMError("the endpoint refused the API key (401): check OPENAI_API_KEY") from None
+        except openai.NotFoundError:
+            raise LLMError(f"the endpoint does not know model {request.model!r} (404): check EVOKERNEL_MODEL "
+                           "or the base URL (it usually ends in /v1)") from None
+        except openai.BadRequestError as exc:
+            raise LLMError(f"the endpoint rejected the request (400): {_short(exc)}") from None
+        except openai.APIStatusError as exc:
+            if exc.status_code >= 500 or exc.status_code in (408, 409):
+                raise _Retryable(f"server error {exc.status_code}", _retry_after(exc)) from None
+            raise LLMError(f"the endpoint answered {exc.status_code}: {_short(exc)}") from None
+        except openai.APIError as exc:  # e.g. a body that is not a completion
+            raise _Retryable(f"malformed answer ({_short(exc)})") from None
+        choices = getattr(resp, "choices", None) or []
+        if not choices:
+            raise _Retryable("an answer without choices")
+        message = choices[0].message
+        text = (message.content if message is not None else None) or ""
+        usage = getattr(resp, "usage", None)
+        tokens_in = getattr(usage, "prompt_tokens", None) or request.chars() // 4
+        tokens_out = getattr(usage, "completion_tokens", None) or len(text) // 4
+        return ChatAnswer(text=text, tokens_in=int(tokens_in), tokens_out=int(tokens_out),
+                          finish_reason=choices[0].finish_reason or "stop", model=getattr(resp, "model", "") or "",
+                          seconds=time.perf_counter() - started, cost=self._price(int(tokens_in), int(tokens_out)))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def _retry_after(exc: Any) -> float | None:
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value else None
+    except (AttributeError, ValueError):
+        return None
+
+
+def _short(exc: Exception) -> str:
+    text = str(getattr(exc, "message", "") or exc)
+    return " ".join(text.split())[:200]

@@ -1,0 +1,115 @@
+"""Turning an LLM answer into candidate files, and reading which memory items it says it used.
+
+The model answers with fenced blocks that name their file (```cpp file=kernel.cpp). Common variants
+are accepted too: ``title="kernel.cpp"``, a ``// kernel.cpp`` first line, or a heading / bold name /
+``File: kernel.cpp`` on the line before the fence. Unnamed blocks are named by content (a Python
+block defining ``ModelNew`` is ``model.py``; C++ blocks are ``kernel.cpp``, ``kernel_2.cpp``...).
+An answer with no usable code is a ``Parsed`` with a ``problem``, never an exception.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
+_NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([\w./-]+)[\"']?")
+_NAME_BEFORE = re.compile(r"(?:^|[\s`*#:])([\w-]+\.(?:py|cpp|cc|cxx|h|hpp|cu|cuh|asc))\b")
+_CITATION = re.compile(r"\bmem:([0-9a-zA-Z_-]{4,40})")
+_LANG_SUFFIX = {"python": ".py", "py": ".py", "cpp": ".cpp", "c++": ".cpp", "cc": ".cpp", "cxx": ".cpp",
+                "c": ".cpp", "cuda": ".cu", "cu": ".cu", "h": ".h", "hpp": ".hpp"}
+
+
+@dataclass
+class Parsed:
+    files: dict[str, str] = field(default_factory=dict)
+    cited: list[str] = field(default_factory=list)
+    problem: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem
+
+
+def _blocks(text: str) -> tuple[list[tuple[str, str, str]], bool]:
+    """(info, body, text before the fence) for each block, and whether the last block is unclosed."""
+    blocks = []
+    pos = 0
+    while True:
+        m = _FENCE.search(text, pos)
+        if not m:
+            return blocks, False
+        fence = m.group("fence")
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        end = close.search(text, m.end() + 1)
+        before = text[max(0, m.start() - 200): m.start()]
+        if not end:
+            blocks.append((m.group("info").strip(), text[m.end() + 1:], before))
+            return blocks, True
+        blocks.append((m.group("info").strip(), text[m.end() + 1: end.start()], before))
+        pos = end.end()
+
+
+def _name_for(info: str, body: str, before: str) -> str | None:
+    m = _NAME_IN_INFO.search(info)
+    if m:
+        return m.group(1)
+    first = body.lstrip().splitlines()[0] if body.strip() else ""
+    m = re.match(r"^(?://|#)\s*(?:file:?\s*)?([\w-]+\.(?:py|cpp|cc|cxx|h|hpp|cu|cuh|asc))\s*$", first.strip(), re.I)
+    if m:
+        return m.group(1)
+    last_line = before.rstrip().splitlines()[-1] if before.strip() else ""
+    m = _NAME_BEFORE.search(last_line)
+    if m and len(last_line) < 120:
+        return m.group(1)
+    return None
+
+
+def parse_answer(text: str, *, source_suffix: str = ".cpp", truncated: bool = False) -> Parsed:
+    """Candidate files in ``text``. ``truncated``: the endpoint said the answer hit its length limit."""
+    if not text or not text.strip():
+        return Parsed(problem="the answer was empty")
+    blocks, unclosed = _blocks(text)
+    if not blocks:
+        return Parsed(problem="the answer has no fenced code blocks; answer with ```cpp file=kernel.cpp ... ``` "
+                              "and ```python file=model.py ... ``` blocks")
+    files: dict[str, str] = {}
+    unnamed = 0
+    for info, body, before in blocks:
+        if not body.strip():
+            continue
+        name = _name_for(info, body, before)
+        if name is None:
+            lang = info.split()[0].lower() if info else ""
+            if "class ModelNew" in body:
+                name = "model.py"
+            elif _LANG_SUFFIX.get(lang) == ".py" or (not lang and "import torch" in body):
+                continue  # a Python snippet that is not the model: usage examples, tests
+            else:
+                suffix = _LANG_SUFFIX.get(lang, source_suffix)
+                if suffix == ".py":
+                    continue
+                unnamed += 1
+                name = f"kernel{suffix}" if unnamed == 1 else f"kernel_{unnamed}{suffix}"
+        name = name.rsplit("/", 1)[-1]
+        files[name] = body if body.endswith("\n") else body + "\n"
+    if unclosed or truncated:
+        last = list(files)[-1] if files else "the answer"
+        return Parsed(files=files, problem=f"the answer was cut off inside {last} (length limit); "
+                                           "write a shorter kernel")
+    if not files:
+        return Parsed(problem="the answer's code blocks are empty")
+    if "model.py" not in files:
+        return Parsed(files=files, problem="the answer has no model.py (a Python block defining ModelNew)")
+    if not any(n.endswith((source_suffix, ".cpp", ".cu", ".cc", ".asc")) for n in files):
+        return Parsed(files=files, problem=f"the answer has no kernel source ({source_suffix})")
+    return Parsed(files=files, cited=cited_ids(text))
+
+
+def cited_ids(text: str) -> list[str]:
+    """Memory ids the answer cites (``mem:<id>``), in order, without repeats."""
+    seen: list[str] = []
+    for m in _CITATION.finditer(text):
+        if m.group(1) not in seen:
+            seen.append(m.group(1))
+    return seen

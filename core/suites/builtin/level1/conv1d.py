@@ -1,0 +1,31 @@
+"""1-D convolution of a (batch, in_channels, length) signal, kernel 3, no padding."""
+import torch
+import torch.nn as nn
+
+CATEGORY = "convolution"
+
+
+class Model(nn.Module):
+    """nn.Conv1d(in_channels, out_channels, kernel_size) with bias."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int):
+        super().__init__()
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x)
+
+
+batch_size = 16
+in_channels = 32
+out_channels = 64
+length = 4096
+kernel_size = 3
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, length)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size]

@@ -1,0 +1,37 @@
+"""Transposed 2-D convolution (3x3, stride 2) upsampling a (batch, in_channels, height, width) image 2x."""
+import torch
+import torch.nn as nn
+
+CATEGORY = "convolution"
+
+
+class Model(nn.Module):
+    """nn.ConvTranspose2d with padding 1 and output_padding 1: output is (2*height, 2*width)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, stride: int, padding: int,
+                 output_padding: int):
+        super().__init__()
+        self.deconv = nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride=stride,
+                                         padding=padding, output_padding=output_padding)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.deconv(x)
+
+
+batch_size = 8
+in_channels = 32
+out_channels = 16
+height = 64
+width = 64
+kernel_size = 3
+stride = 2
+padding = 1
+output_padding = 1
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_channels, height, width)]
+
+
+def get_init_inputs():
+    return [in_channels, out_channels, kernel_size, stride, padding, output_padding]

@@ -1,0 +1,27 @@
+"""Log-softmax over the last dimension of a (batch, dim) tensor."""
+import torch
+import torch.nn as nn
+
+CATEGORY = "activation"
+
+
+class Model(nn.Module):
+    """Applies x - logsumexp(x) along each row."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(x, dim=-1)
+
+
+batch_size = 128
+dim = 65536
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []

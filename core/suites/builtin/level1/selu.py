@@ -1,0 +1,27 @@
+"""SELU activation over a (batch, dim) tensor."""
+import torch
+import torch.nn as nn
+
+CATEGORY = "activation"
+
+
+class Model(nn.Module):
+    """Applies scale * (max(0, x) + min(0, alpha * (exp(x) - 1))) with the fixed SELU constants."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.selu(x)
+
+
+batch_size = 128
+dim = 65536
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
