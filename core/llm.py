@@ -31,7 +31,7 @@ class ChatRequest:
     messages: tuple[tuple[str, str], ...]        # (role, content)
     temperature: float = 0.7
     max_tokens: int = 4096
-    sample: int = 0                                # tells independent samples of one prompt apart
+    sample: str = ""                               # tells samples apart: "<run>:<task>:<iteration>"
 
     def key(self) -> str:
         text = json.dumps([self.model, self.messages, round(self.temperature, 4), self.max_tokens, self.sample])
@@ -133,7 +133,7 @@ class OpenAIClient:
     async def complete(self, request: ChatRequest) -> ChatAnswer:
         key = request.key()
         if self.cache is not None:
-            hit = await asyncio.to_thread(self.cache.cache_get, key)
+            hit = await asyncio.to_thread(self._cached, key, request)
             if hit is not None:
                 answer = ChatAnswer(**{k: v for k, v in hit.items() if k in ChatAnswer.__dataclass_fields__})
                 answer.cached, answer.seconds, answer.cost = True, 0.0, 0.0
@@ -149,8 +149,22 @@ class OpenAIClient:
         self.usage.cost += answer.cost
         self.usage.requests += 1
         if self.cache is not None:
-            await asyncio.to_thread(self.cache.cache_put, key, {**answer.to_dict(), "request_chars": request.chars()})
+            await asyncio.to_thread(self._remember, key, request, answer)
         return answer
+
+    def _cached(self, key: str, request: ChatRequest) -> dict | None:
+        """The cached answer to ``request``; when replaying, also the answer recorded for the same
+        sample (run, task, iteration) even if the prompt differs (timing noise can change a choice)."""
+        hit = self.cache.cache_get(key)
+        if hit is None and self.replay and request.sample:
+            alias = self.cache.cache_get("sample:" + request.sample)
+            hit = self.cache.cache_get(alias["key"]) if alias else None
+        return hit
+
+    def _remember(self, key: str, request: ChatRequest, answer: ChatAnswer) -> None:
+        self.cache.cache_put(key, {**answer.to_dict(), "request_chars": request.chars()})
+        if request.sample:
+            self.cache.cache_put("sample:" + request.sample, {"key": key})
 
     async def _with_retries(self, request: ChatRequest) -> ChatAnswer:
         last = ""

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # Subcommand modules, imported lazily so `evokernel tasks` never pays for Textual or torch.
-COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_memory", "cmd_run", "cmd_doctor", "cmd_ui")
+COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_run", "cmd_report", "cmd_memory", "cmd_doctor", "cmd_ui")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,435 @@
+"""The engine: draft/refine loops over a batch of tasks, in lockstep iterations, with the memory.
+
+Per iteration every active task prepares its prompt first (so what any task learned in iteration t
+is visible to all in t + 1, and none sees another's iteration-t writes), then the LLM calls run
+concurrently under the client's limit, verifications in a small pool (timing is exclusive inside
+the verifier), and each attempt is committed to the store in one transaction as soon as it is
+verified: the experience, the value updates, the task state and the run's progress. A kill loses
+at most the attempts in flight; ``run(resume=...)`` continues from the store.
+
+Methods: ``evokernel`` (the paper's), and the baselines ``passk`` (independent samples, no memory)
+and ``refinement`` (feedback from the last attempt only, no shared memory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core import events as ev
+from core import policy, prompts
+from core.config import Config
+from core.errors import EvoKernelError, LLMError
+from core.llm import BudgetExceeded, ChatRequest, LLMClient
+from core.responses import parse_answer
+from core.seeds import GENERAL_TASK, api_items, ensure_seeded
+from core.tasks import Task
+from core.workspace_files import write_best, write_best_only
+from store import Experience, RunRecord, Store, TaskState
+from verifier import Outcome
+from verifier.reference import ReferenceFailed
+
+METHODS = ("evokernel", "passk", "refinement")
+BASELINE_KIND = "baseline_trace"
+RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
+RULE_MIN_Q = 0.3
+MAX_RULES = 5
+
+
+class RunStopped(EvoKernelError):
+    """The run was asked to stop; its state is committed and it can be resumed."""
+
+
+@dataclass
+class Attempt:
+    """Everything one step produced, before it is committed."""
+
+    task: Task
+    iteration: int
+    stage: str
+    context: list[Experience] = field(default_factory=list)
+    start: Experience | None = None
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    cited: list[str] = field(default_factory=list)
+    outcome: Outcome | None = None
+    tokens: tuple[int, int] = (0, 0)
+    problem: str = ""
+
+
+class Engine:
+    """Runs methods over tasks. ``store`` and ``verifier`` are owned by the caller."""
+
+    def __init__(self, config: Config, store: Store, verifier: Any, llm: LLMClient | None,
+                 bus: ev.EventBus | None = None, kernels_dir: Path | None = None):
+        self.config = config
+        self.store = store
+        self.verifier = verifier
+        self.llm = llm
+        self.bus = bus or ev.EventBus()
+        self.kernels_dir = kernels_dir
+        self.backend = getattr(getattr(verifier, "backend", None), "name", config.backend)
+        self._verify_slots = asyncio.Semaphore(config.engine.parallel_builds)
+        self._stop = asyncio.Event()
+        self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
+
+    # -- public ---------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Finish the attempts in flight, commit, and end the run as "stopped" (resumable)."""
+        self._stop.set()
+
+    async def run(self, tasks: list[Task], *, method: str = "evokernel", iterations: int | None = None,
+                  resume: RunRecord | None = None, seed: int = 0, run_config: dict | None = None) -> RunRecord:
+        """Run ``method`` over ``tasks`` for ``iterations`` verifier calls each (or continue ``resume``)."""
+        if method not in METHODS:
+            raise EvoKernelError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+        if self.llm is None:
+            raise LLMError("no LLM endpoint configured: set OPENAI_BASE_URL and EVOKERNEL_MODEL "
+                           "(or [llm] base_url and model in evokernel.toml) to generate kernels")
+        await asyncio.to_thread(ensure_seeded, self.store, self.backend)
+        run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
+        run.status = "running"
+        self.store.put_run(run)
+        self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],
+                                    self.llm.model, self.backend, resumed=resume is not None))
+        status = "finished"
+        try:
+            await self._loop(run, tasks)
+        except RunStopped:
+            status = "stopped"
+        except BudgetExceeded as exc:
+            status = "budget"
+            self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
+        except LLMError as exc:
+            status = "failed"
+            self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
+        except asyncio.CancelledError:
+            status = "stopped"
+            raise
+        finally:
+            run.status = status
+            self._account(run)
+            self.store.put_run(run)
+            self.bus.emit(ev.RunFinished(run.id, status, self.summary(run)))
+        return run
+
+    async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None) -> tuple[Experience, Outcome]:
+        """Verify a person's edit and log it as a human experience (a start point if feasible).
+
+        It is rewarded like an attempt of the task's stage; when it refines a parent, the parent's
+        Q2 learns from it, and a feasible, faster edit becomes the new best."""
+        await asyncio.to_thread(ensure_seeded, self.store, self.backend)
+        outcome = await self._verify(task, -1, files)
+        state = self.store.get_task(task.id) or TaskState(task.id)
+        parent = self.store.get(parent_id) if parent_id else None
+        stage = "refine" if state.feasible and parent is not None else "draft"
+        with self.store.transaction():
+            if stage == "draft":
+                reward = policy.draft_reward(outcome.feasible)
+            else:
+                reward = policy.refine_reward_raw(outcome.feasible, state.best_latency_ms, outcome.latency_ms)
+            exp = Experience(
+                task_id=task.id, kind="human_edit", backend=self.backend, stage=stage,
+                title=f"{task.id} hand edit: {'feasible' if outcome.feasible else 'failed at ' + str(outcome.failed_gate)}",
+                text=prompts.attempt_text(outcome.to_dict()), files=files, outcome=outcome.to_dict(), reward=reward,
+                parent_id=parent.id if parent else None, source="human", model="", signature=task.signature(),
+            )
+            exp.id, _ = self.store.add_experience(exp)
+            if parent is not None and stage == "refine":
+                self.store.update_values([parent.id], stage="refine", reward=reward, alpha=self.config.engine.alpha,
+                                         task_id=task.id)
+            new_best = False
+            if outcome.feasible and outcome.latency_ms is not None:
+                state.feasible, state.stage = True, "refine"
+                if exp.id not in state.start_points:
+                    state.start_points.append(exp.id)
+                if state.best_latency_ms is None or outcome.latency_ms < state.best_latency_ms:
+                    state.best_latency_ms, state.best_id, new_best = outcome.latency_ms, exp.id, True
+                if state.first_feasible_latency_ms is None:
+                    state.first_feasible_latency_ms = outcome.latency_ms
+                self.store.put_task(state)
+        self.bus.emit(ev.AttemptRecorded(task.id, -1, exp.id, exp.parent_id, stage, "human", outcome.feasible,
+                                         outcome.failed_gate, outcome.message, outcome.latency_ms, outcome.speedup,
+                                         reward, new_best))
+        if new_best and self.kernels_dir is not None:
+            write_best_only(self.kernels_dir / task.id, files)
+        return exp, outcome
+
+    def summary(self, run: RunRecord) -> dict[str, Any]:
+        feasible = sum(1 for p in run.progress.values() if p.get("feasible"))
+        return {"tasks": len(run.tasks), "feasible": feasible, "iteration": run.iteration,
+                "tokens": run.tokens_in + run.tokens_out, "cost": run.cost}
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def _new_run(self, tasks: list[Task], method: str, iterations: int, seed: int, extra: dict | None) -> RunRecord:
+        run_id = time.strftime("%Y%m%d-%H%M%S-") + hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]
+        config = {"iterations": iterations, "seed": seed, "backend": self.backend, "model": self.llm.model,
+                  "engine": self.config.engine.model_dump(), **(extra or {})}
+        progress = {t.id: {"iterations_used": 0, "feasible": False, "best_ms": None, "first_ms": None,
+                           "reference_ms": None, "attempts": [], "stage": "draft"} for t in tasks}
+        return RunRecord(id=run_id, method=method, config=config, tasks=[t.id for t in tasks],
+                         started_at=time.time(), progress=progress)
+
+    async def _loop(self, run: RunRecord, tasks: list[Task]) -> None:
+        budget = run.config["iterations"]
+        by_id = {t.id: t for t in tasks}
+        while True:
+            if self._stop.is_set():
+                raise RunStopped("stopped")
+            active = [by_id[i] for i in run.tasks if i in by_id and run.progress[i]["iterations_used"] < budget
+                      and not run.progress[i].get("broken")]
+            if not active:
+                return
+            iteration = min(run.progress[t.id]["iterations_used"] for t in active)
+            run.iteration = iteration
+            now = [t for t in active if run.progress[t.id]["iterations_used"] == iteration]
+            self.bus.emit(ev.IterationStarted(run.id, iteration, len(now)))
+            started = time.perf_counter()
+            attempts = [self._prepare(run, t, iteration) for t in now]   # all prompts before any write
+            self.timings["engine"] += time.perf_counter() - started
+            results = await asyncio.gather(*(self._execute(run, a) for a in attempts), return_exceptions=True)
+            for attempt, result in zip(attempts, results):
+                if isinstance(result, (LLMError, asyncio.CancelledError)):
+                    raise result
+                if isinstance(result, ReferenceFailed):
+                    run.progress[attempt.task.id]["broken"] = str(result)
+                    self.store.put_run(run)
+                    self.bus.emit(ev.EngineProblem(str(result), task=attempt.task.id))
+                elif isinstance(result, BaseException):
+                    raise result
+            self._consolidate_rules(run)
+
+    # -- preparing a prompt -------------------------------------------------------------------
+
+    def _rng(self, run: RunRecord, task: Task, iteration: int) -> random.Random:
+        return random.Random(f"{run.id}|{run.config.get('seed', 0)}|{task.id}|{iteration}")
+
+    def _prepare(self, run: RunRecord, task: Task, iteration: int) -> Attempt:
+        cfg = self.config.engine
+        rng = self._rng(run, task, iteration)
+        progress = run.progress[task.id]
+        api_all = api_items(self.store, self.backend)
+        words = policy.words_of(" ".join([task.id, task.category, *task.ops]))
+        if run.method == "passk":
+            attempt = Attempt(task, iteration, "draft")
+            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [])
+            return attempt
+        if run.method == "refinement":
+            last = self.store.get(progress["attempts"][-1]) if progress["attempts"] else None
+            best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
+            attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last)
+            code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
+            attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
+                                                       last, best)
+            return attempt
+
+        state = self.store.get_task(task.id) or TaskState(task.id)
+        points = [p for p in self.store.get_many(state.start_points) if p.files and p.backend == self.backend]
+        stage = "refine" if points else "draft"
+        attempt = Attempt(task, iteration, stage)
+        query = task.signature()["text"]
+        exclude: list[str] = []
+        if stage == "refine":
+            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng)
+            exclude.append(attempt.start.id)
+            query += " " + " ".join(attempt.start.files.get(n, "") for n in attempt.start.files if n != "model.py")[:2000]
+            words |= policy.words_of(" ".join(attempt.start.files.values()))
+        k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
+        pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
+                                   kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
+        attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
+        rules = self.store.query(kind="rule", backend=self.backend, sort="q1", limit=MAX_RULES) + \
+            self.store.query(kind="rule", backend="", sort="q1", limit=MAX_RULES)
+        api = policy.select_api(api_all, words)
+        if stage == "draft":
+            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context)
+        else:
+            children = sorted(self.store.children(attempt.start.id), key=lambda e: e.created_at)[-5:]
+            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context,
+                                                     attempt.start, children, state.best_latency_ms)
+        return attempt
+
+    # -- running an attempt ---------------------------------------------------------------------
+
+    async def _execute(self, run: RunRecord, attempt: Attempt) -> None:
+        task, progress = attempt.task, run.progress[attempt.task.id]
+        self.bus.emit(ev.PromptSent(task.id, attempt.iteration, attempt.stage, tuple(e.id for e in attempt.context),
+                                    attempt.start.id if attempt.start else None,
+                                    sum(len(c) for _, c in attempt.messages)))
+        request = ChatRequest(model=self.llm.model, messages=tuple(attempt.messages),
+                              temperature=self.config.llm.temperature, max_tokens=self.config.llm.max_tokens,
+                              sample=f"{run.config.get('sample_key', run.id)}:{task.id}:{attempt.iteration}")
+        t0 = time.perf_counter()
+        answer = await self.llm.complete(request)
+        self.timings["llm"] += time.perf_counter() - t0
+        parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
+                              truncated=answer.finish_reason == "length")
+        attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
+        attempt.tokens = (answer.tokens_in, answer.tokens_out)
+        run.tokens_in += answer.tokens_in if not answer.cached else 0
+        run.tokens_out += answer.tokens_out if not answer.cached else 0
+        run.cost += answer.cost
+        self.bus.emit(ev.ResponseReceived(task.id, attempt.iteration, answer.tokens_in, answer.tokens_out, answer.cost,
+                                          answer.seconds, answer.cached, tuple(parsed.files), parsed.problem))
+        self.bus.emit(ev.UsageUpdated(run.tokens_in, run.tokens_out, run.cost))
+        if parsed.ok:
+            attempt.outcome = await self._verify(task, attempt.iteration, parsed.files)
+        else:
+            attempt.outcome = Outcome.start(task.id, self.backend).fail("format", parsed.problem).finish()
+            self.bus.emit(ev.GateChecked(task.id, attempt.iteration, "format", "failed", parsed.problem))
+        t0 = time.perf_counter()
+        self._commit(run, attempt)
+        self.timings["engine"] += time.perf_counter() - t0
+        if progress["iterations_used"] >= run.config["iterations"]:
+            self.bus.emit(ev.BudgetSpent(task.id, progress["iterations_used"]))
+
+    async def _verify(self, task: Task, iteration: int, files: dict[str, str]) -> Outcome:
+        loop = asyncio.get_running_loop()
+
+        def on_gate(g) -> None:
+            loop.call_soon_threadsafe(self.bus.emit, ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
+
+        async with self._verify_slots:
+            t0 = time.perf_counter()
+            try:
+                return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate)
+            finally:
+                self.timings["verify"] += time.perf_counter() - t0
+
+    # -- committing -----------------------------------------------------------------------------
+
+    def _reward(self, run: RunRecord, attempt: Attempt, best_before: float | None) -> float:
+        out = attempt.outcome
+        if attempt.stage == "draft":
+            return policy.draft_reward(out.feasible)
+        raw = policy.refine_reward_raw(out.feasible, best_before, out.latency_ms)
+        if not out.feasible:
+            return raw
+        stats = self.store.reward_stats(f"refine:{self.backend}")
+        reward = policy.normalise(raw, stats)
+        self.store.update_reward_stats(f"refine:{self.backend}", raw)
+        return reward
+
+    def _commit(self, run: RunRecord, attempt: Attempt) -> None:
+        cfg = self.config.engine
+        task, out = attempt.task, attempt.outcome
+        progress = run.progress[task.id]
+        evokernel = run.method == "evokernel"
+        with self.store.transaction():
+            state = self.store.get_task(task.id) or TaskState(task.id)
+            best_before = state.best_latency_ms if evokernel else progress.get("best_ms")
+            reward = self._reward(run, attempt, best_before)
+            kind = (f"{attempt.stage}_trace" if evokernel else BASELINE_KIND)
+            exp = Experience(
+                task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
+                title=f"{task.id} {attempt.stage} #{attempt.iteration + 1}: "
+                      f"{'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
+                text=prompts.attempt_text(out.to_dict()), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                parent_id=attempt.start.id if attempt.start is not None and attempt.stage == "refine" else None,
+                source="llm", model=self.llm.model, run_id=run.id, iteration=attempt.iteration,
+                signature=task.signature(),
+                extra={"context": [e.id for e in attempt.context], "cited": attempt.cited, "method": run.method,
+                       "tokens": list(attempt.tokens), "problem": attempt.problem},
+            )
+            exp_id, _ = self.store.add_experience(exp)
+            exp.id = exp_id
+            changes: list[tuple[str, float, float]] = []
+            if evokernel:
+                changes = self._credit(task, attempt, reward)
+            new_best = self._update_state(run, state, progress, attempt, exp, evokernel)
+            progress["iterations_used"] += 1
+            progress["attempts"].append(exp_id)
+            progress["stage"] = "refine" if progress["feasible"] else "draft"
+            self._account(run)
+            self.store.put_run(run)
+        if changes:
+            self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
+        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage, "llm",
+                                         out.feasible, out.failed_gate, out.message, out.latency_ms, out.speedup,
+                                         reward, new_best))
+        if new_best and evokernel:
+            self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
+        if new_best:
+            self._write_workspace(task, attempt.files, exp_id)
+
+    def _credit(self, task: Task, attempt: Attempt, reward: float) -> list[tuple[str, float, float]]:
+        cfg = self.config.engine
+        ids = [e.id for e in attempt.context]
+        weights = policy.credit_weights(ids, attempt.cited, cfg.adoption_weight, cfg.ignored_weight)
+        if attempt.start is not None and attempt.stage == "refine":
+            ids.append(attempt.start.id)
+            weights[attempt.start.id] = 1.0
+        before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
+        after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
+                                         weights=weights)
+        self.store.record_retrieval(task.id, [e.id for e in attempt.context])
+        adopted = [i for i in attempt.cited if i in set(ids)]
+        if adopted:
+            self.store.record_adoption(task.id, adopted)
+        return [(i, before.get(i, 0.0), q) for i, q in after.items()]
+
+    def _update_state(self, run: RunRecord, state: TaskState, progress: dict, attempt: Attempt, exp: Experience,
+                      evokernel: bool) -> bool:
+        out = attempt.outcome
+        if out.reference_ms:
+            progress["reference_ms"] = out.reference_ms
+        if not out.feasible or out.latency_ms is None:
+            if evokernel:
+                state.iterations_used += 1
+                self.store.put_task(state)
+            return False
+        progress["feasible"] = True
+        if progress.get("first_ms") is None:
+            progress["first_ms"] = out.latency_ms
+        new_best = progress.get("best_ms") is None or out.latency_ms < progress["best_ms"]
+        if new_best:
+            progress["best_ms"], progress["best_id"] = out.latency_ms, exp.id
+        if evokernel:
+            state.iterations_used += 1
+            state.feasible = True
+            state.stage = "refine"
+            if exp.id not in state.start_points:
+                state.start_points.append(exp.id)
+            if state.first_feasible_latency_ms is None:
+                state.first_feasible_latency_ms = out.latency_ms
+            if state.best_latency_ms is None or out.latency_ms < state.best_latency_ms:
+                state.best_latency_ms, state.best_id = out.latency_ms, exp.id
+            self.store.put_task(state)
+        return new_best
+
+    def _account(self, run: RunRecord) -> None:
+        run.updated_at = time.time()
+
+    # -- beyond the paper: resident rules ----------------------------------------------------------
+
+    def _consolidate_rules(self, run: RunRecord) -> None:
+        """Items adopted with positive value by several operators become short resident rules."""
+        if run.method != "evokernel":
+            return
+        existing = {e.extra.get("from") for e in self.store.query(kind="rule", limit=None)}
+        for exp in self.store.query(backend=self.backend, sort="adoptions", limit=20):
+            if exp.kind == "rule" or exp.id in existing or len(exp.adopted_by) < RULE_MIN_TASKS:
+                continue
+            if max(exp.q1, exp.q2) < RULE_MIN_Q:
+                continue
+            lesson = exp.text if exp.kind in ("best_practice", "api_template") else prompts.verdict(exp.outcome)
+            rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
+                              title=f"Adopted by {len(exp.adopted_by)} operators ({', '.join(exp.adopted_by[:4])})",
+                              text=f"{exp.title}: {lesson[:400]}", source=exp.source, model=exp.model,
+                              run_id=run.id, extra={"from": exp.id}, q1=exp.q1, q2=exp.q2, signature=exp.signature)
+            self.store.add_experience(rule)
+            existing.add(exp.id)
+
+    # -- the workspace ----------------------------------------------------------------------------
+
+    def _write_workspace(self, task: Task, files: dict[str, str], attempt_id: str) -> None:
+        """A new best goes to kernels/<task>/best/, and to kernels/<task>/ unless a person changed it."""
+        if self.kernels_dir is not None:
+            write_best(self.kernels_dir / task.id, files, attempt_id)

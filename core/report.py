@@ -1,0 +1,141 @@
+"""The paper's metrics for runs, and their plots.
+
+- CR: share of generated kernels (attempts whose answer held code) that build.
+- Acc: share of tasks with a feasible kernel within the budget.
+- fast_1: share of tasks with a feasible kernel faster than the reference.
+- speedup of the best kernel over the first feasible one, and over the reference: median and IQR.
+- per-iteration correctness: share of tasks with a feasible kernel by each iteration.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store import Experience, RunRecord, Store
+
+
+@dataclass
+class RunMetrics:
+    run_id: str
+    method: str
+    model: str
+    tasks: int
+    iterations: int
+    attempts: int
+    generated: int
+    built: int
+    feasible_tasks: int
+    fast_tasks: int
+    cr: float
+    acc: float
+    fast_1: float
+    speedup_over_first: list[float] = field(default_factory=list)
+    speedup_over_reference: list[float] = field(default_factory=list)
+    curve: list[float] = field(default_factory=list)          # share of tasks feasible by iteration t+1
+    per_task: dict[str, dict] = field(default_factory=dict)
+
+    @staticmethod
+    def median_iqr(values: list[float]) -> tuple[float, float, float] | None:
+        if not values:
+            return None
+        if len(values) == 1:
+            return values[0], values[0], values[0]
+        q = statistics.quantiles(values, n=4, method="inclusive")
+        return statistics.median(values), q[0], q[2]
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["speedup_over_first_median_iqr"] = self.median_iqr(self.speedup_over_first)
+        d["speedup_over_reference_median_iqr"] = self.median_iqr(self.speedup_over_reference)
+        return d
+
+
+def _gate_passed(exp: Experience, gate: str) -> bool:
+    for g in (exp.outcome or {}).get("gates", []):
+        if g.get("name") == gate:
+            return g.get("status") == "passed"
+    return False
+
+
+def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
+    budget = int(run.config.get("iterations", 0))
+    attempts = generated = built = 0
+    feasible_at: dict[str, int] = {}
+    per_task: dict[str, dict] = {}
+    over_first, over_ref = [], []
+    for task_id in run.tasks:
+        progress = run.progress.get(task_id, {})
+        exps = [e for e in store.get_many(progress.get("attempts", [])) if e is not None]
+        first_ms = best_ms = ref_ms = None
+        for i, e in enumerate(exps):
+            attempts += 1
+            if e.files:
+                generated += 1
+                built += _gate_passed(e, "build")
+            out = e.outcome or {}
+            if out.get("feasible") and out.get("latency_ms"):
+                feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
+                first_ms = first_ms or out["latency_ms"]
+                best_ms = min(best_ms or out["latency_ms"], out["latency_ms"])
+                ref_ms = out.get("reference_ms") or ref_ms
+        row = {"attempts": len(exps), "first_ms": first_ms, "best_ms": best_ms, "reference_ms": ref_ms,
+               "feasible_at": feasible_at.get(task_id)}
+        if best_ms:
+            row["speedup_over_first"] = first_ms / best_ms
+            over_first.append(first_ms / best_ms)
+            if ref_ms:
+                row["speedup"] = ref_ms / best_ms
+                over_ref.append(ref_ms / best_ms)
+        per_task[task_id] = row
+    n = max(1, len(run.tasks))
+    curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
+    fast = sum(1 for r in per_task.values() if r.get("speedup", 0) > 1.0)
+    return RunMetrics(
+        run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
+        iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
+        fast_tasks=fast, cr=built / generated if generated else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
+        speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
+    )
+
+
+def plot(metrics: list[RunMetrics], out_dir: Path) -> list[Path]:
+    """Per-iteration correctness curves and the speedup distribution, as PNG files."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m in metrics:
+        ax.plot(range(1, len(m.curve) + 1), [100 * c for c in m.curve], marker=".", label=f"{m.method} ({m.run_id})")
+    ax.set_xlabel("iteration (verifier calls per task)")
+    ax.set_ylabel("tasks with a feasible kernel (%)")
+    ax.set_ylim(0, 100)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / "correctness_by_iteration.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    data = [m.speedup_over_reference for m in metrics if m.speedup_over_reference]
+    if data:
+        ax.boxplot(data, tick_labels=[f"{m.method}\n{m.run_id}" for m in metrics if m.speedup_over_reference])
+        ax.set_yscale("log")
+    ax.axhline(1.0, color="grey", lw=0.8, ls="--")
+    ax.set_ylabel("speedup of best kernel over PyTorch")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = out_dir / "speedup_distribution.png"
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    paths.append(path)
+    return paths

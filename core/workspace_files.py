@@ -1,0 +1,81 @@
+"""Candidate files in the workspace: ``kernels/<task>/`` (what a person edits) and its ``best/`` copy.
+
+The engine never overwrites a person's work: it writes a new best to ``best/`` always, and to the
+task folder only when that folder is empty or still holds exactly what the engine last wrote there
+(recorded by hash in ``.evokernel-written``). The watcher uses the same record to tell a person's
+saves from the engine's own writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+MARK = ".evokernel-written"
+CANDIDATE_SUFFIXES = (".py", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".asc")
+
+
+def read_candidate_files(folder: Path) -> dict[str, str]:
+    """The candidate files directly in ``folder`` (not best/, not hidden files)."""
+    if not folder.is_dir():
+        return {}
+    return {p.name: p.read_text(errors="replace") for p in sorted(folder.iterdir())
+            if p.is_file() and not p.name.startswith(".") and p.suffix in CANDIDATE_SUFFIXES}
+
+
+def files_hash(files: dict[str, str]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def engine_wrote(folder: Path) -> str | None:
+    """The hash of what the engine last wrote to ``folder`` (None if it never did)."""
+    try:
+        return (folder / MARK).read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _write_all(folder: Path, files: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in read_candidate_files(folder):
+        if old not in files:
+            (folder / old).unlink()
+    for name, text in files.items():
+        tmp = folder / f".{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, folder / name)
+
+
+def write_candidate(folder: Path, files: dict[str, str], attempt_id: str | None = None) -> None:
+    """Put ``files`` in ``folder`` as the engine's, noting which attempt they are."""
+    _write_all(folder, files)
+    (folder / MARK).write_text(f"{files_hash(files)} {attempt_id or ''}\n")
+
+
+def attempt_in(folder: Path) -> str | None:
+    """The attempt id the engine last put in ``folder`` (the parent of a person's edit)."""
+    try:
+        parts = (folder / MARK).read_text().split()
+        return parts[1] if len(parts) > 1 else None
+    except OSError:
+        return None
+
+
+def write_best(folder: Path, files: dict[str, str], attempt_id: str | None = None) -> bool:
+    """Write a new best: always to ``best/``; to ``folder`` unless a person changed it. Returns
+    whether the task folder was updated."""
+    _write_all(folder / "best", files)
+    current = read_candidate_files(folder)
+    if current and files_hash(current) != engine_wrote(folder):
+        return False
+    write_candidate(folder, files, attempt_id)
+    return True
+
+
+def write_best_only(folder: Path, files: dict[str, str]) -> None:
+    """Copy a person's new best to ``best/`` (their own folder already holds it)."""
+    _write_all(folder / "best", files)

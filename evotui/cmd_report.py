@@ -1,0 +1,72 @@
+"""``evokernel report [RUN ...]``: the paper's metrics as a table, and PNG curves."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="metrics of runs (CR, Acc, fast_1, speedups) and PNG curves")
+    p.add_argument("runs", nargs="*", help="run ids (default: every run in the workspace)")
+    p.add_argument("--out", default=None, help="folder for the PNG files (default: .evokernel/reports/)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--tasks", action="store_true", help="also list every task of each run")
+    p.set_defaults(func=run)
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    med, lo, hi = v
+    return f"{med:.2f}x ({lo:.2f}-{hi:.2f})"
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.errors import WorkspaceError
+    from core.report import plot, run_metrics
+    from core.workspace import Workspace
+    from store import Store
+
+    ws = Workspace.at(args.workspace)
+    if not ws.memory_path.exists():
+        raise WorkspaceError(f"no memory in {ws.root} yet: run `evokernel run` first")
+    with Store.open(ws.memory_path, readonly=True) as store:
+        runs = [store.get_run(r) for r in args.runs] if args.runs else store.list_runs()
+        if any(r is None for r in runs):
+            missing = [i for i, r in zip(args.runs, runs) if r is None]
+            raise WorkspaceError(f"no run {', '.join(missing)}; `evokernel report` lists all")
+        if not runs:
+            raise WorkspaceError("no runs in this workspace yet")
+        metrics = [run_metrics(store, r) for r in runs]
+    out_dir = Path(args.out) if args.out else ws.state_dir / "reports"
+    pngs = plot(metrics, out_dir)
+    if args.json:
+        print(json.dumps({"runs": [m.to_dict() for m in metrics], "plots": [str(p) for p in pngs]}, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold", title="runs")
+    for col in ("run", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first", "best/ref"):
+        table.add_column(col)
+    for m in metrics:
+        table.add_row(m.run_id, m.method, m.model, str(m.tasks), str(m.iterations), f"{100 * m.cr:.0f}%",
+                      f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
+                      _fmt(m.median_iqr(m.speedup_over_reference)))
+    console = Console()
+    console.print(table)
+    if args.tasks:
+        for m in metrics:
+            t = Table(box=None, header_style="bold", title=f"{m.run_id} by task")
+            for col in ("task", "attempts", "feasible at", "first ms", "best ms", "speedup"):
+                t.add_column(col)
+            for task, r in m.per_task.items():
+                t.add_row(task, str(r["attempts"]), str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
+                          f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
+                          f"{r['speedup']:.2f}x" if r.get("speedup") else "-")
+            console.print(t)
+    for p in pngs:
+        console.print(f"wrote {p}")
+    return 0

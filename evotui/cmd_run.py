@@ -1,0 +1,146 @@
+"""``evokernel run``: a headless run (or resume, or replay) with a live progress table."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run EvoKernel (or a baseline) over tasks, headless")
+    p.add_argument("--suite", default=None, help='"builtin" (default) or a folder of KernelBench-format files')
+    p.add_argument("--level", type=int, default=None, help="only tasks of this level")
+    p.add_argument("--tasks", default=None, help="comma-separated task ids")
+    p.add_argument("--backend", default=None, help="cpu (default), cuda or ascend")
+    p.add_argument("--iterations", type=int, default=None, help="verifier calls per task (default 30)")
+    p.add_argument("--method", default="evokernel", choices=["evokernel", "passk", "refinement"])
+    p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--resume", nargs="?", const="", default=None, metavar="RUN",
+                   help="continue an interrupted run (the latest unfinished one by default)")
+    p.add_argument("--replay", nargs="?", const="", default=None, metavar="RUN",
+                   help="run a recorded run again from the LLM response cache, without the endpoint")
+    p.add_argument("--quiet", action="store_true", help="no live table; one line per attempt")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.session import Session
+    from core.workspace import Workspace
+
+    ws = Workspace.at(args.workspace)
+    with Session(ws, replay=args.replay is not None, backend=args.backend) as session:
+        reporter = Reporter(quiet=args.quiet or not sys.stdout.isatty())
+        session.bus.subscribe(reporter.on_event)
+        if args.resume is not None:
+            record = session.find_run(args.resume or None, unfinished=True)
+            coro = session.resume(record)
+        elif args.replay is not None:
+            coro = session.replay(session.find_run(args.replay or None))
+        else:
+            ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+            tasks = session.tasks(ids, level=args.level, suite=args.suite, scale=args.size_scale)
+            problem = session.llm_problem()
+            if problem:
+                from core.errors import LLMError
+
+                raise LLMError(problem)
+            for t in tasks:
+                if t.size_overrides:
+                    print(f"{t.id}: {t.scale_note()}", file=sys.stderr)
+            coro = session.run(tasks, method=args.method, iterations=args.iterations, suite=args.suite,
+                               scale=args.size_scale, seed=args.seed)
+        with reporter:
+            try:
+                record = asyncio.run(_with_close(session, coro))
+            except KeyboardInterrupt:
+                print("\ninterrupted: progress is saved; continue with `evokernel run --resume`", file=sys.stderr)
+                return 130
+    print(f"run {record.id}: {record.status}; "
+          f"{sum(1 for p in record.progress.values() if p.get('feasible'))}/{len(record.tasks)} tasks feasible; "
+          f"`evokernel report {record.id}` for the tables")
+    return 0 if record.status in ("finished", "budget") else 1
+
+
+async def _with_close(session, coro):
+    try:
+        return await coro
+    finally:
+        await session.close_async()
+
+
+class Reporter:
+    """Renders engine events: a live table on a terminal, plain lines otherwise."""
+
+    def __init__(self, quiet: bool):
+        from rich.console import Console
+
+        self.quiet = quiet
+        self.console = Console(stderr=False)
+        self.rows: dict[str, dict] = {}
+        self.header = ""
+        self.lines: list[str] = []
+        self._live = None
+
+    def __enter__(self) -> "Reporter":
+        if not self.quiet:
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.__exit__(*exc)
+
+    def _render(self):
+        from rich.console import Group
+        from rich.table import Table
+
+        table = Table(box=None, header_style="bold")
+        for col in ("task", "stage", "iter", "best ms", "speedup", "last"):
+            table.add_column(col, overflow="ellipsis", no_wrap=True)
+        for task, r in self.rows.items():
+            table.add_row(task, r.get("stage", "draft"), str(r.get("iter", 0)),
+                          f"{r['best']:.3f}" if r.get("best") else "-",
+                          f"{r['speedup']:.2f}x" if r.get("speedup") else "-", r.get("last", "")[:60])
+        return Group(self.header, table, *self.lines[-6:])
+
+    def on_event(self, event) -> None:
+        from core import events as ev
+        from rich.markup import escape
+
+        name = type(event).__name__
+        if isinstance(event, ev.RunStarted):
+            self.header = (f"[bold]run {event.run_id}[/] · {event.method} · {event.backend} · model {escape(event.model)} · "
+                           f"{len(event.tasks)} tasks x {event.iterations}{' (resumed)' if event.resumed else ''}")
+            self.rows = {t: {} for t in event.tasks}
+        elif isinstance(event, ev.AttemptRecorded):
+            row = self.rows.setdefault(event.task, {})
+            row["iter"] = event.iteration + 1
+            row["stage"] = event.stage
+            row["last"] = "feasible" if event.feasible else f"{event.failed_gate}"
+            if event.feasible and (row.get("best") is None or event.latency_ms < row["best"]):
+                row["best"], row["speedup"] = event.latency_ms, event.speedup
+            line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
+                    f"{'✓ ' + format(event.latency_ms, '.3f') + ' ms' if event.feasible else '✗ ' + str(event.failed_gate)}"
+                    f" reward {event.reward:+.2f}")
+            self._line(line)
+        elif isinstance(event, ev.EngineProblem):
+            self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")
+        elif isinstance(event, ev.UsageUpdated):
+            self.header = self.header.split(" · tok")[0] + f" · tok {event.tokens_in + event.tokens_out:,} · ${event.cost:.2f}"
+        elif isinstance(event, ev.RunFinished):
+            self._line(f"run {event.status}: {event.summary}")
+        if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem"):
+            self._live.update(self._render())
+
+    def _line(self, text: str) -> None:
+        if self.quiet:
+            self.console.print(text, highlight=False)
+        else:
+            self.lines.append(text)
