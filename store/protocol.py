@@ -1,0 +1,78 @@
+"""The seam between the engine and its memory: what core/ may call, as a Protocol.
+
+``store.Store`` implements it on LMDB; a test may pass any object with these methods instead.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from typing import Iterable, Protocol
+
+from store.records import Experience, RunRecord, TaskState
+
+
+class Memory(Protocol):
+    """Experiences with stage values Q1/Q2, task states, runs and the LLM cache of one workspace."""
+
+    def add_experience(self, exp: Experience) -> tuple[str, bool]:
+        """Store ``exp``: (id, True), or (existing id, False) for a stored id or a near-duplicate."""
+
+    def get(self, exp_id: str) -> Experience | None:
+        """The experience ``exp_id`` with files, values and history, or None."""
+
+    def get_many(self, ids: Iterable[str]) -> list[Experience]:
+        """The stored experiences among ``ids``, in the order given."""
+
+    def children(self, parent_id: str) -> list[Experience]:
+        """The attempts made from ``parent_id``, oldest first."""
+
+    def attempt_tree(self, task_id: str) -> list[tuple[str, str | None]]:
+        """(id, parent id) of every experience of ``task_id``, in creation order."""
+
+    def retrieve(
+        self, query: str, *, k: int, backend: str | None = None, stage: str | None = None,
+        q_floor: float | None = None, kinds: Iterable[str] | None = None, exclude_ids: Iterable[str] = (),
+    ) -> list[tuple[Experience, float]]:
+        """The ``k`` most similar experiences by BM25 (best first), filtered; the caller picks by Q."""
+
+    def update_values(
+        self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
+        weights: dict[str, float] | None = None,
+    ) -> dict[str, float]:
+        """In one transaction, Q ← Q + α·w·(r − Q) on Q1 ("draft") or Q2 ("refine"); the new values."""
+
+    def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
+        """Count one retrieval of each id for ``task_id``."""
+
+    def record_adoption(self, task_id: str, ids: Iterable[str]) -> None:
+        """Note that ``task_id`` adopted (cited) each id."""
+
+    def update_reward_stats(self, key: str, value: float) -> dict:
+        """Add ``value`` to running statistics ``key``; returns count, mean, var, std."""
+
+    def reward_stats(self, key: str) -> dict:
+        """The running statistics ``key``."""
+
+    def get_task(self, task_id: str) -> TaskState | None:
+        """The stored state of ``task_id``, or None."""
+
+    def put_task(self, state: TaskState) -> None:
+        """Store a task's state."""
+
+    def put_run(self, run: RunRecord) -> None:
+        """Store a run's configuration and progress."""
+
+    def get_run(self, run_id: str) -> RunRecord | None:
+        """The run ``run_id``, or None."""
+
+    def list_runs(self) -> list[RunRecord]:
+        """Every run, oldest first."""
+
+    def cache_get(self, key: str) -> dict | None:
+        """The cached LLM response for request hash ``key``, or None."""
+
+    def cache_put(self, key: str, value: dict) -> None:
+        """Cache an LLM response under its request hash."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """Group the writes of this thread inside the block into one transaction."""

@@ -1,0 +1,160 @@
+"""Records the store holds: experiences, task states and runs, as plain dataclasses.
+
+Each converts to and from a plain dict (``to_dict`` / ``from_dict``) of JSON- and msgpack-friendly
+values; ``from_dict`` ignores keys it does not know, so a newer export still imports.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
+
+KINDS = (
+    "api_template",
+    "success",
+    "failure",
+    "draft_trace",
+    "refine_trace",
+    "best_practice",
+    "human_edit",
+    "rule",
+    "baseline_trace",   # attempts of the pass@k / refinement baselines: kept for reports, never retrieved
+)
+STAGES = ("draft", "refine", "")
+SOURCES = ("seed", "llm", "human")
+# How many value updates an experience remembers (newest last).
+HISTORY_CAP = 32
+
+_id_lock = threading.Lock()
+_last_id = (0, 0)
+
+
+def new_id() -> str:
+    """A new experience id: 12 hex digits of milliseconds then 8 random hex digits.
+
+    Ids sort by creation time; within one process, ids made in the same millisecond still sort in
+    the order they were made (the random part counts up).
+    """
+    global _last_id
+    ms = int(time.time() * 1000) & 0xFFFF_FFFF_FFFF
+    with _id_lock:
+        last_ms, last_rand = _last_id
+        if ms <= last_ms:
+            ms, rand = last_ms, last_rand + 1
+            if rand > 0xFFFF_FFFF:
+                ms, rand = last_ms + 1, int.from_bytes(os.urandom(3), "big")
+        else:
+            rand = int.from_bytes(os.urandom(3), "big")  # leaves room to count up within the ms
+        _last_id = (ms, rand)
+    return f"{ms:012x}{rand:08x}"
+
+
+T = TypeVar("T")
+
+
+def _from_dict(cls: type[T], data: dict[str, Any]) -> T:
+    known = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@dataclass
+class Experience:
+    """One attempt or piece of knowledge in memory, with its learned stage values Q1 and Q2."""
+
+    task_id: str
+    kind: str
+    backend: str
+    stage: str = ""
+    title: str = ""
+    text: str = ""
+    files: dict[str, str] = field(default_factory=dict)
+    outcome: dict | None = None
+    reward: float | None = None
+    parent_id: str | None = None
+    source: str = "llm"
+    model: str = ""
+    run_id: str | None = None
+    iteration: int | None = None
+    signature: dict = field(default_factory=dict)
+    id: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    q1: float = 0.0
+    q2: float = 0.0
+    n1: int = 0
+    n2: int = 0
+    q_history: list = field(default_factory=list)
+    adoptions: int = 0
+    adopted_by: list[str] = field(default_factory=list)
+    retrieved_by: dict[str, int] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data (files with their contents)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Experience":
+        """An experience from ``to_dict`` output; unknown keys are ignored."""
+        return _from_dict(cls, data)
+
+    def q(self, stage: str) -> float:
+        """The value for ``stage``: Q1 when drafting, Q2 when refining."""
+        return self.q1 if stage == "draft" else self.q2
+
+
+@dataclass
+class TaskState:
+    """Where a task stands: stage, best-so-far latency, start points P(x) and budget used."""
+
+    task_id: str
+    stage: str = "draft"
+    feasible: bool = False
+    best_latency_ms: float | None = None
+    best_id: str | None = None
+    first_feasible_latency_ms: float | None = None
+    start_points: list[str] = field(default_factory=list)
+    iterations_used: int = 0
+    budget: int = 0
+    updated_at: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskState":
+        """A task state from ``to_dict`` output; unknown keys are ignored."""
+        return _from_dict(cls, data)
+
+
+@dataclass
+class RunRecord:
+    """A run: its configuration, tasks and progress, enough to resume it after a crash."""
+
+    id: str
+    method: str
+    config: dict
+    tasks: list[str]
+    status: str = "running"
+    iteration: int = 0
+    started_at: float = 0.0
+    updated_at: float = 0.0
+    progress: dict = field(default_factory=dict)
+    tokens_in: int = 0
+    tokens_out: int = 0
+    cost: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as plain data."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+        """A run from ``to_dict`` output; unknown keys are ignored."""
+        return _from_dict(cls, data)

@@ -1,0 +1,82 @@
+"""Schema: the named sub-databases of a memory, its version, and migrations between versions.
+
+Tables (LMDB named databases), keys → values:
+
+* ``meta``      ``schema`` → version, ``store_id`` → random hex, ``seq`` → last insertion number,
+                ``created_at``, ``rstats:<key>`` → running reward statistics
+* ``exp``       id → immutable body of an experience (files as content addresses)
+* ``row``       id → the small part every list, filter and sort reads (kind, task, Q1, Q2, …)
+* ``hist``      id → what grows: Q history, adopting tasks, retrievals per task
+* ``blob``      SHA-256 → file content (stored once however many experiences hold it)
+* ``bytask``    task id, NUL, id → parent id (the attempt tree, in id = creation order)
+* ``byparent``  parent id, NUL, id → empty (children of an attempt)
+* ``bykind``    kind, NUL, id → empty (rules and templates without scanning every row)
+* ``dedup``     fingerprint → id (near-duplicate detection)
+* ``order``     insertion number → id (what the retrieval index has not seen yet)
+* ``tasks``     task id → TaskState;  ``runs`` run id → RunRecord;  ``cache`` request hash → response
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from store.codec import pack
+
+SCHEMA_VERSION = 1
+
+TABLES = ("meta", "exp", "row", "hist", "blob", "bytask", "byparent", "bykind", "dedup", "order", "tasks", "runs",
+          "cache")
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Open handles of every named database of one environment."""
+
+    meta: object
+    exp: object
+    row: object
+    hist: object
+    blob: object
+    bytask: object
+    byparent: object
+    bykind: object
+    dedup: object
+    order: object
+    tasks: object
+    runs: object
+    cache: object
+
+
+# MIGRATIONS[v] upgrades a memory of schema v to v + 1 inside one write transaction:
+# fn(txn, tables). A version with no entry here cannot be migrated forward.
+MIGRATIONS: dict[int, Callable[[object, Tables], None]] = {}
+
+
+def migration_path(found: int) -> list[int] | None:
+    """The versions to migrate through to reach SCHEMA_VERSION from ``found``, or None if impossible."""
+    steps = list(range(found, SCHEMA_VERSION))
+    return steps if all(v in MIGRATIONS for v in steps) else None
+
+
+def apply_migrations(txn, tables: Tables, found: int) -> None:
+    """Upgrade a memory of schema ``found`` to SCHEMA_VERSION inside the write transaction ``txn``."""
+    for version in migration_path(found) or []:
+        MIGRATIONS[version](txn, tables)
+        txn.put(b"schema", pack(version + 1), db=tables.meta)
+
+
+def newer_message(path: str, found: int) -> str:
+    """What to say when a memory was written by a newer evokernel."""
+    return (
+        f"memory at {path} was written by store schema v{found}, newer than this evokernel reads "
+        f"(v{SCHEMA_VERSION}); upgrade evokernel, or export it with the newer one and import the file here"
+    )
+
+
+def older_message(path: str, found: int) -> str:
+    """What to say when a memory was written by an older evokernel that cannot be migrated."""
+    return (
+        f"memory at {path} was written by store schema v{found}, older than this evokernel's "
+        f"v{SCHEMA_VERSION}, and cannot be migrated; export it with the older evokernel and import the file here"
+    )

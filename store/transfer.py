@@ -1,0 +1,109 @@
+"""Transfer: a memory's experiences to and from JSON Lines, so one memory can seed another.
+
+The file starts with a header line ``{"type": "evokernel-memory", "format": 1, ...}``; each further
+line is ``{"type": "experience", ...}`` with every field of the experience, files inline, values and
+history included. Import checks the whole file before writing anything, then writes in batches of
+one transaction each; already-present ids and near-duplicates are skipped, so an interrupted import
+is finished by running it again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from store import experiences
+from store.errors import ImportFormatError, InvalidRecord, StoreError
+from store.records import Experience
+from store.schema import SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from store.store import Store
+
+FORMAT = 1
+HEADER_TYPE = "evokernel-memory"
+BATCH = 2000
+
+
+def export_jsonl(store: "Store", path: Path, filters: dict[str, str | None]) -> int:
+    """Write the experiences passing ``filters`` to ``path`` (atomically); returns how many."""
+    wanted = experiences.active_filters(filters)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    count = 0
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as out:
+            header = {"type": HEADER_TYPE, "format": FORMAT, "schema": SCHEMA_VERSION,
+                      "exported_at": time.time(), "source_path": str(store.path), "filters": wanted}
+            out.write(json.dumps(header) + "\n")
+            for exp in store.iter_experiences(**wanted):
+                out.write(json.dumps({"type": "experience", **exp.to_dict()}, ensure_ascii=False) + "\n")
+                count += 1
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise StoreError(f"cannot write export {path}: {exc.strerror or exc}") from exc
+    return count
+
+
+def read_jsonl(path: Path) -> Iterator[Experience]:
+    """The experiences of an export file, one at a time; a bad line raises ImportFormatError."""
+    try:
+        handle = open(path, encoding="utf-8")
+    except FileNotFoundError:
+        raise StoreError(f"no such file {path}; give the path of a file made by `evokernel memory export`") from None
+    except OSError as exc:
+        raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with handle:
+        for lineno, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ImportFormatError(f"{path}:{lineno}: not JSON ({exc.msg}); is this a memory export?") from None
+            if not isinstance(data, dict):
+                raise ImportFormatError(f"{path}:{lineno}: expected a JSON object; is this a memory export?")
+            kind = data.pop("type", "experience")
+            if kind == HEADER_TYPE:
+                if int(data.get("format", 0)) > FORMAT:
+                    raise ImportFormatError(
+                        f"{path} is export format {data.get('format')}, newer than this evokernel reads "
+                        f"({FORMAT}); upgrade evokernel")
+                continue
+            if kind != "experience":
+                continue  # a record type of a newer version: nothing to import here
+            try:
+                exp = Experience.from_dict(data)
+                experiences.validate(exp)
+            except TypeError as exc:
+                raise ImportFormatError(f"{path}:{lineno}: not an experience ({exc})") from None
+            except InvalidRecord as exc:
+                raise ImportFormatError(f"{path}:{lineno}: {exc}") from None
+            yield exp
+
+
+def import_jsonl(store: "Store", path: Path) -> tuple[int, int]:
+    """Add the experiences of ``path`` to ``store``: (added, skipped as present or near-duplicate).
+
+    A first pass checks every line (nothing is written if one is bad); the second writes, in batches.
+    """
+    for _ in read_jsonl(path):
+        pass
+    added = seen = 0
+    batch: list[Experience] = []
+    for exp in read_jsonl(path):
+        batch.append(exp)
+        if len(batch) == BATCH:
+            added += sum(created for _, created in store.add_experiences(batch))
+            seen += len(batch)
+            batch = []
+    if batch:
+        added += sum(created for _, created in store.add_experiences(batch))
+        seen += len(batch)
+    return added, seen - added
