@@ -47,6 +47,9 @@ class LLMConfig(BaseModel):
     retries: int = Field(4, ge=0)
     """Retries on 429, 5xx and timeouts, with exponential backoff."""
 
+    backoff_s: float = Field(1.0, ge=0)
+    """First retry delay in seconds (doubling each retry, with jitter) unless the server says Retry-After."""
+
     price_in_per_mtok: float = 0.0
     """Price per million prompt tokens, for the cost counter."""
 

@@ -338,7 +338,7 @@ class Engine:
                 extra={"context": [e.id for e in attempt.context], "cited": attempt.cited, "method": run.method,
                        "tokens": list(attempt.tokens), "problem": attempt.problem},
             )
-            exp_id, _ = self.store.add_experience(exp)
+            exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
             changes: list[tuple[str, float, float]] = []
             if evokernel:
@@ -353,7 +353,7 @@ class Engine:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage, "llm",
                                          out.feasible, out.failed_gate, out.message, out.latency_ms, out.speedup,
-                                         reward, new_best))
+                                         reward, new_best, duplicate=not created))
         if new_best and evokernel:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best:

@@ -93,6 +93,7 @@ class AttemptRecorded(Event):
     speedup: float | None
     reward: float
     new_best: bool = False
+    duplicate: bool = False   # the answer repeated an attempt already in memory (same normalised code)
 
 
 @dataclass(frozen=True)

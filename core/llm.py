@@ -103,7 +103,7 @@ class OpenAIClient:
     """An OpenAI-compatible endpoint through the official SDK."""
 
     def __init__(self, config: LLMConfig, cache: ResponseCache | None = None, *, replay: bool = False,
-                 backoff_base: float = 1.0, usage: Usage | None = None):
+                 usage: Usage | None = None):
         if not config.model:
             raise LLMError("no model configured: set EVOKERNEL_MODEL or `model` under [llm] in evokernel.toml")
         if not replay and not config.base_url and not config.api_key:
@@ -114,7 +114,7 @@ class OpenAIClient:
         self.cache = cache
         self.replay = replay
         self.usage = usage or Usage(token_budget=config.token_budget, cost_budget=config.cost_budget)
-        self._backoff = backoff_base
+        self._backoff = config.backoff_s
         self._sem = asyncio.Semaphore(config.concurrency)
         self._client = None
 
@@ -209,6 +209,8 @@ class OpenAIClient:
             raise LLMError(f"the endpoint answered {exc.status_code}: {_short(exc)}") from None
         except openai.APIError as exc:  # e.g. a body that is not a completion
             raise _Retryable(f"malformed answer ({_short(exc)})") from None
+        except ValueError as exc:  # a body that is not JSON at all
+            raise _Retryable(f"malformed answer ({type(exc).__name__}: {_short(exc)})") from None
         choices = getattr(resp, "choices", None) or []
         if not choices:
             raise _Retryable("an answer without choices")

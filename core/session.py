@@ -28,7 +28,7 @@ class Session:
         if backend:
             self.config.backend = backend
         self.bus = bus or EventBus()
-        self.replay = replay
+        self.replaying = replay
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(workspace.memory_path)
         self._verifier = None
@@ -54,7 +54,7 @@ class Session:
 
     def _client(self):
         if self._llm is None:
-            self._llm = OpenAIClient(self.config.llm, cache=self.store, replay=self.replay)
+            self._llm = OpenAIClient(self.config.llm, cache=self.store, replay=self.replaying)
         return self._llm
 
     @property
