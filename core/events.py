@@ -97,6 +97,14 @@ class AttemptRecorded(Event):
 
 
 @dataclass(frozen=True)
+class EditDetected(Event):
+    """A person saved a candidate in kernels/<task>/; it is being verified."""
+
+    task: str
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class ValuesUpdated(Event):
     task: str
     stage: str

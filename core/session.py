@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
 from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
@@ -16,8 +17,10 @@ from core.events import EventBus
 from core.llm import OpenAIClient
 from core.tasks import Suite, Task, load_suite, scale_task
 from core.verification import open_verifier
+from core.watcher import EditWatcher
 from core.workspace import Workspace
-from store import RunRecord, Store
+from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
+from store import Experience, RunRecord, Store
 
 
 class Session:
@@ -123,6 +126,82 @@ class Session:
         extra["replay_of"] = run.id
         return await self.engine.run(tasks, method=run.method, iterations=run.config["iterations"],
                                      seed=run.config.get("seed", 0), run_config=extra)
+
+    # -- hand edits and the workspace folder ------------------------------------------------------
+
+    def edit_watcher(self) -> EditWatcher:
+        """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
+        tasks = {t.id: t for t in self.tasks()}
+
+        async def verify(task_id: str, files: dict[str, str], parent: str | None):
+            return await self.engine.record_human(tasks[task_id], files, parent)
+
+        return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
+
+    def task_folder(self, task_id: str, *, create: bool = True) -> Path:
+        """kernels/<task>/, seeded with the best attempt or a starter candidate when empty."""
+        folder = self.workspace.kernels_dir / task_id
+        if create and not read_candidate_files(folder):
+            state = self.store.get_task(task_id)
+            best = self.store.get(state.best_id) if state and state.best_id else None
+            if best is not None and best.files:
+                write_candidate(folder, best.files, best.id)
+            else:
+                write_candidate(folder, starter_candidate(task_id))
+        return folder
+
+    def promote(self, exp_id: str) -> Path:
+        """Put an attempt's files in kernels/<task>/ (the person asked: it replaces what is there)."""
+        exp = self.store.get(exp_id)
+        if exp is None or not exp.files:
+            raise WorkspaceError(f"attempt {exp_id} has no files to promote")
+        folder = self.workspace.kernels_dir / exp.task_id
+        write_candidate(folder, exp.files, exp.id)
+        return folder
+
+    def verify_files(self, task_id: str, files: dict[str, str]):
+        """Verify files for a task without recording anything (the re-verify key)."""
+        task = next(t for t in self.tasks() if t.id == task_id)
+        return self.verifier.verify(task.spec(), files)
+
+    # -- the workbench's views: read-only, quick, safe from any thread -----------------------------
+
+    def task_rows(self) -> list[TaskRow]:
+        """One row per task of the suite: stage, progress in its latest run, best speedup."""
+        return task_rows(self.store, self.tasks(), self.config.engine.iterations)
+
+    def attempts(self, task_id: str) -> list[AttemptLine]:
+        """The task's attempts as a tree, flattened for display."""
+        return attempt_lines(self.store, task_id)
+
+    def attempt(self, exp_id: str) -> tuple[Experience | None, Experience | None]:
+        """An experience with its files, and its parent (for a diff)."""
+        return attempt_with_parent(self.store, exp_id)
+
+    def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
+                      limit: int | None = 500) -> tuple[list[dict], int]:
+        """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and
+        how many pass in all."""
+        from core.memory import summary
+
+        active = {k: v for k, v in filters.items() if v is not None}
+        items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
+        return [summary(e) for e in items], self.store.count(**active)
+
+    def memory_backends(self) -> list[str]:
+        """The backends the memory holds experiences for ("" is backend-agnostic knowledge)."""
+        return sorted(self.store.stats()["by_backend"])
+
+    # -- stopping and restarting runs -------------------------------------------------------------
+
+    def stop_run(self) -> None:
+        """Ask the run in flight to stop after its attempts in flight (call from the engine's loop)."""
+        if self._engine is not None:
+            self._engine.stop()
+
+    def reset_engine(self) -> None:
+        """Give the next run a fresh engine: a stopped engine stays stopped (call between runs)."""
+        self._engine = None
 
     async def close_async(self) -> None:
         if self._llm is not None:

@@ -15,6 +15,26 @@ from core.config import Config, load_config
 CONFIG_NAME = "evokernel.toml"
 STATE_NAME = ".evokernel"
 
+CONFIG_TEMPLATE = """# EvoKernel workspace. Every key is optional; see the README for all of them.
+backend = "cpu"          # cpu, cuda or ascend
+suite = "builtin"        # or a folder of KernelBench-format task files
+# size_scale = "auto"    # scale task sizes down (a factor in (0, 1], or "auto") for GPU-sized suites
+theme = "dark"
+
+[llm]
+# Any OpenAI-compatible endpoint. The OPENAI_BASE_URL / OPENAI_API_KEY / EVOKERNEL_MODEL
+# environment variables override these; keep keys out of this file.
+# base_url = "http://localhost:8000/v1"   # vLLM;  Ollama: http://localhost:11434/v1
+# model = "qwen3-coder"
+concurrency = 4
+
+[engine]
+iterations = 30          # verifier calls per task in a run
+
+[verifier]
+# threads = 2            # default: every core this process may use
+"""
+
 
 @dataclass(frozen=True)
 class Workspace:
@@ -53,6 +73,19 @@ class Workspace:
     def private_paths(self) -> list[str]:
         """What candidates must never see: the state folder and the config (it may hold a key)."""
         return [str(self.state_dir), str(self.config_path)]
+
+    def init(self) -> list[str]:
+        """Create what is missing (config, kernels/, .evokernel/); returns what was created."""
+        created = []
+        self.root.mkdir(parents=True, exist_ok=True)
+        if not self.config_path.exists():
+            self.config_path.write_text(CONFIG_TEMPLATE)
+            created.append(CONFIG_NAME)
+        for folder, name in ((self.kernels_dir, "kernels/"), (self.state_dir, f"{STATE_NAME}/")):
+            if not folder.exists():
+                folder.mkdir(parents=True)
+                created.append(name)
+        return created
 
     @classmethod
     def find(cls, start: str | Path | None = None) -> "Workspace | None":

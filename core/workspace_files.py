@@ -79,3 +79,39 @@ def write_best(folder: Path, files: dict[str, str], attempt_id: str | None = Non
 def write_best_only(folder: Path, files: dict[str, str]) -> None:
     """Copy a person's new best to ``best/`` (their own folder already holds it)."""
     _write_all(folder / "best", files)
+
+
+STARTER_KERNEL = '''// {task_id}: write the kernel here. Launchers are extern "C" functions taking pointers and numbers.
+#include <cstdint>
+
+extern "C" void {task_id}_forward(const float* x, float* out, int64_t n) {{
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i];  // TODO: compute {task_id}
+}}
+'''
+
+STARTER_MODEL = '''import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    """{task_id}: the same constructor arguments as the reference Model."""
+
+    def __init__(self, *init_inputs):
+        super().__init__()
+
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        lib.{task_id}_forward(x, out, x.numel())
+        return out
+'''
+
+
+def starter_candidate(task_id: str) -> dict[str, str]:
+    """A first candidate for a person to edit (CPU contract; compiles, but is not correct yet)."""
+    ident = "".join(c if c.isalnum() else "_" for c in task_id)
+    return {"kernel.cpp": STARTER_KERNEL.format(task_id=ident), "model.py": STARTER_MODEL.format(task_id=ident)}

@@ -1,5 +1,9 @@
 """Reference results: the task's outputs at every trial (with their rounding noise and the second
-shape the reference accepts) and its latency, computed in a clean trusted process and cached.
+shape the reference accepts) and its latency, computed in a clean process and cached.
+
+Reference jobs run in a fork server of their own (PyTorch imported once; each job a fresh forked
+child with the same rlimits and seccomp filter as candidates), separate from the candidates'
+sandbox so no candidate can ever see a reference's outputs.
 
 Outputs are cached by the task's content, the trial plan and the torch version; latency by that and
 the machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures.
@@ -13,7 +17,6 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tempfile
 import threading
 from collections import OrderedDict
@@ -24,7 +27,7 @@ from typing import Any
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.machine import fingerprint
-from verifier.sandbox import run_process, scrubbed_env
+from verifier.sandbox import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
 REFERENCE_FORMAT = 1
@@ -45,30 +48,32 @@ class Reference:
 
 
 class TimingLock:
-    """One timing at a time on this machine: a thread lock plus a file lock across processes."""
+    """One timing at a time on this machine, across threads and processes: each holder takes an
+    exclusive ``flock`` on its own open of the lock file (the reference worker takes the same lock
+    itself, around its timing only)."""
 
     def __init__(self, path: Path):
-        self._path = path
-        self._lock = threading.Lock()
+        self.path = Path(path)
+        self._local = threading.local()
 
     def __enter__(self) -> "TimingLock":
-        self._lock.acquire()
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        self._fh = open(self._path, "w")
-        fcntl.flock(self._fh, fcntl.LOCK_EX)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a")
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        self._local.fh = fh
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        fcntl.flock(self._fh, fcntl.LOCK_UN)
-        self._fh.close()
-        self._lock.release()
+        fh = self._local.fh
+        fcntl.flock(fh, fcntl.LOCK_UN)
+        fh.close()
 
 
 class ReferenceCache:
     """Computes references on demand in a subprocess and caches them on disk and in memory."""
 
     def __init__(self, cache_dir: Path, backend, timing_lock: TimingLock, *, threads: int, timing: dict,
-                 timeout: float, memory_items: int = 16):
+                 timeout: float, server: ForkServer, memory_items: int = 16):
         self.root = Path(cache_dir) / "reference"
         self.root.mkdir(parents=True, exist_ok=True)
         self.backend = backend
@@ -76,6 +81,7 @@ class ReferenceCache:
         self.timing = timing
         self.timeout = timeout
         self._timing_lock = timing_lock
+        self._server = server
         self._memory: OrderedDict[str, Reference] = OrderedDict()
         self._memory_items = memory_items
         self._locks: dict[str, threading.Lock] = {}
@@ -88,8 +94,14 @@ class ReferenceCache:
                            torch.__version__, self.backend.name], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
+    def _machine(self) -> str:
+        """What reference timings depend on besides the CPU: on a device backend, the device itself."""
+        if self.backend.device == "cpu":
+            return self.backend.name
+        return f"{self.backend.name}|{self.backend.toolchain().device}"
+
     def _timing_key(self, task: TaskSpec) -> str:
-        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, fingerprint(self.threads, self.backend.name), self.timing],
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, fingerprint(self.threads, self._machine()), self.timing],
                           sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
@@ -166,26 +178,26 @@ class ReferenceCache:
 
     def _compute(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict], key: str,
                  want_outputs: bool, want_timing: bool, want_bandwidth: bool) -> Reference:
-        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self.root))
+        self._server.jobs_root.mkdir(parents=True, exist_ok=True)
+        job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self._server.jobs_root))
         try:
             job = {"kind": "reference", "task": task.to_dict(), "trials": [t.to_dict() for t in trials],
                    "alt_candidates": alt_candidates, "threads": self.threads, "device": self.backend.device,
                    "want_outputs": want_outputs, "want_timing": want_timing, "want_bandwidth": want_bandwidth,
-                   "timing": self.timing}
+                   "timing": self.timing, "timing_lock": str(self._timing_lock.path)}
             (job_dir / "job.json").write_text(json.dumps(job))
-            env = scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(self.threads)}, home=str(job_dir))
-            argv = [sys.executable, "-m", "verifier.worker", str(job_dir)]
-            if want_timing:
-                with self._timing_lock:
-                    proc = run_process(argv, cwd=job_dir, env=env, timeout=self.timeout)
-            else:
-                proc = run_process(argv, cwd=job_dir, env=env, timeout=self.timeout)
+            limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
+                               file_size_mb=4096)
+            exit_ = self._server.run(job_dir, limits, self.timeout)
             try:
                 result = json.loads((job_dir / "result.json").read_text())
             except (OSError, ValueError):
-                last = (proc.output.strip().splitlines() or ["no output"])[-1]
-                why = f"timed out after {self.timeout:.0f} s" if proc.timed_out else f"exited with {proc.returncode}: {last}"
-                raise ReferenceFailed(f"the reference of task {task.id} failed: {why}") from None
+                try:
+                    last = (job_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()[-1]
+                except (OSError, IndexError):
+                    last = ""
+                raise ReferenceFailed(f"the reference of task {task.id} {exit_.describe()}"
+                                      + (f": {last}" if last else "")) from None
             if not result.get("ok"):
                 raise ReferenceFailed(f"the reference of task {task.id} failed: {result.get('error')}")
             ref = Reference(list(trials), [], [], result.get("alt_rejected", []), result.get("timing"),

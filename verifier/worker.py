@@ -11,7 +11,9 @@ Run a job by hand: ``python -m verifier.worker JOB_DIR``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import fcntl
 import importlib.util
 import json
 import os
@@ -124,22 +126,55 @@ def _to_device(inputs: list[Any], device: str) -> list[Any]:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _synchronize(device: str):
+def _device_module(device: str):
+    """``torch.cuda`` or ``torch.npu`` (None on the CPU)."""
     if device == "cuda":
-        return torch.cuda.synchronize
+        return torch.cuda
     if device == "npu":
-        return torch.npu.synchronize  # type: ignore[attr-defined]
-    return lambda: None
+        return torch.npu  # type: ignore[attr-defined]
+    return None
+
+
+def _synchronize(device: str):
+    """Device-wide synchronisation (every stream)."""
+    module = _device_module(device)
+    return module.synchronize if module is not None else (lambda: None)
+
+
+def _stream_synchronize(device: str):
+    """Synchronisation with the current stream only: all a caller reading the outputs may rely on."""
+    module = _device_module(device)
+    return (lambda: module.current_stream().synchronize()) if module is not None else (lambda: None)
+
+
+def _events(device: str):
+    """A maker of (start, end) timing events on the device, or None on the CPU."""
+    module = _device_module(device)
+    if module is None:
+        return None
+    return lambda: (module.Event(enable_timing=True), module.Event(enable_timing=True))
+
+
+# Bytes to overwrite before each timed call on a device: twice its L2 (the NPU's is assumed to be
+# 192 MiB, Ascend 910B's; torch_npu does not report it).
+NPU_L2_BYTES = 192 << 20
+
+
+def _flush_bytes(device: str, requested: int) -> int:
+    """The cache-flush buffer size: ``requested`` (twice the CPU's last-level cache) on the CPU, twice
+    the device's L2 on a device."""
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+        return 2 * l2 if l2 else 256 << 20
+    if device == "npu":
+        return 2 * NPU_L2_BYTES
+    return requested
 
 
 def _load_candidate(job: dict, job_dir: Path):
     device = job.get("device", "cpu")
-    stream = None
-    if device == "cuda":
-        stream = lambda: torch.cuda.current_stream().cuda_stream  # noqa: E731
-    elif device == "npu":
-        stream = lambda: torch.npu.current_stream().npu_stream  # type: ignore[attr-defined]  # noqa: E731
-    runtime.configure(str(job_dir / job["library"]), job["signatures"], device, stream)
+    runtime.configure(str(job_dir / job["library"]), job["signatures"], device, runtime.current_stream(device))
     path = job_dir / job.get("model", "model.py")
     spec = importlib.util.spec_from_file_location("candidate_model", path)
     module = importlib.util.module_from_spec(spec)
@@ -159,6 +194,20 @@ def _describe(exc: BaseException) -> str:
     where = f" (model.py line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}{where}"[:600]
+
+
+@contextlib.contextmanager
+def _exclusive(lock_path: str | None):
+    """Hold the machine-wide timing lock (a flock on ``lock_path``) while timing."""
+    if not lock_path:
+        yield
+        return
+    with open(lock_path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _save(job_dir: Path, payload: dict) -> None:
@@ -221,15 +270,17 @@ def _reference(job: dict, job_dir: Path) -> dict:
         _save(job_dir, payload)
 
     if job.get("want_timing", True):
-        _progress(job_dir, "reference timing")
+        _progress(job_dir, "reference timing (waiting for the machine)")
         models = []
         for trial in trials[:2]:
             torch.manual_seed(trial.seed)
             models.append(module.Model(*init_inputs).to(device))
-        timing, _ = _time_model(models, module, trials[:2], job, device)
-        result["timing"] = timing
-    if job.get("want_bandwidth") and device == "cpu":
-        result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
+        with _exclusive(job.get("timing_lock")):  # one timing at a time on this machine
+            _progress(job_dir, "reference timing")
+            timing, _ = _time_model(models, module, trials[:2], job, device)
+            result["timing"] = timing
+            if job.get("want_bandwidth") and device == "cpu":
+                result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
     return result
 
 
@@ -265,6 +316,7 @@ def _candidate(job: dict, job_dir: Path) -> dict:
     trials = [Trial.from_dict(t) for t in job["trials"]]
     ModelNew = _load_candidate(job, job_dir)
     sync = _synchronize(device)
+    stream_sync = _stream_synchronize(device)
     reports, saved = [], []
     buffers: list[Any] | None = None
     modules: dict[tuple, Any] = {}
@@ -295,15 +347,26 @@ def _candidate(job: dict, job_dir: Path) -> dict:
         try:
             with torch.no_grad(), trace:
                 out = model(*inputs)
-            sync()
+            stream_sync()
         except Exception as exc:
             raise CandidateFailure("correctness", f"forward raised {_describe(exc)}", i) from exc
+        # Read the outputs once the current stream is done (what any caller may rely on) and, on a
+        # device, again after a device-wide sync: a difference is work that escaped the stream.
         structure, leaves = flatten(out)
+        escaped: list[int] = []
+        if device != "cpu":
+            try:
+                sync()
+            except Exception as exc:
+                raise CandidateFailure("correctness", f"the device failed after forward: {_describe(exc)}", i) from exc
+            _, settled = flatten(out)
+            escaped = [k for k, (a, b) in enumerate(zip(leaves, settled)) if not _identical(a, b)]
         saved.append({"structure": structure, "leaves": leaves})
         reports.append({
             "calls": runtime.call_counts(),
             "forbidden_ops": trace.forbidden(),
             "inputs_changed": _changed(before, inputs),
+            "escaped_stream": escaped,
         })
     _save(job_dir, {"trials": saved})
     return {"trials": reports}
@@ -338,20 +401,27 @@ def _perf(job: dict, job_dir: Path) -> dict:
 
 
 def _time_model(models: list, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
-    """Time ``models[k]`` on the inputs of ``trials[k]``, alternating k (inputs copied into fixed buffers
-    before each call). Returns the timing (a dict, with the bytes of one input set) and, for the call indices in
-    ``checks`` and one more call after timing, the outputs."""
+    """Time ``models[k]`` on the inputs of ``trials[k]`` for the first two trials, alternating k (inputs
+    copied into fixed buffers before each call). Returns the timing (a dict, with the bytes of one input
+    set) and, for the call indices in ``checks``, the outputs; with ``checks``, one more call after timing
+    on the third trial's inputs, which this process has never seen (a result computed once and replayed,
+    or a kernel that stops working after a few calls, cannot match them)."""
     t = job["timing"]
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
+    timed = sets[:2]
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
-    flush = CacheFlusher(int(t["flush_bytes"]), device) if t.get("flush_bytes") else None
+    flush = CacheFlusher(_flush_bytes(device, int(t["flush_bytes"])), device) if t.get("flush_bytes") else None
     sync = _synchronize(device)
     current = {"trial": 0}
     captured: list[tuple[tuple[int, int], Any, list[torch.Tensor]]] = []
 
     def before(i: int) -> None:
-        current["trial"] = i % len(sets)
-        for buf, new in zip(buffers, sets[current["trial"]]):
+        current["trial"] = i % len(timed)
+        load(current["trial"])
+
+    def load(k: int) -> None:
+        current["trial"] = k
+        for buf, new in zip(buffers, sets[k]):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(new)
         if flush is not None:
@@ -369,10 +439,10 @@ def _time_model(models: list, module, trials: list[Trial], job: dict, device: st
 
     last: list[Any] = [None]
     timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
-                        budget_s=float(t["budget_s"]), synchronize=sync, after=after)
+                        budget_s=float(t["budget_s"]), synchronize=sync, after=after, events=_events(device))
     if checks is not None:
-        # The re-check after timing: new values in the same buffers, one more call.
-        before(timing.calls)
+        # The re-check after timing: unseen values in the same buffers, one more call.
+        load(len(sets) - 1)
         s, leaves = flatten(call())
         sync()
         captured.append(((timing.calls, current["trial"]), s, leaves))

@@ -1,0 +1,89 @@
+"""Hand edits: watch ``kernels/``, re-verify a saved candidate in the background, log it as a human
+experience (a start point if it is feasible and faster).
+
+Saves are grouped: ``watchfiles`` debounces a burst of writes, and while a task's edit is being
+verified, newer saves of that task wait and only the latest is verified next. The engine's own
+writes (a new best put in the folder) are recognised by hash and ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Awaitable, Callable
+
+from core import events as ev
+from core.workspace_files import attempt_in, engine_wrote, files_hash, read_candidate_files
+
+Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
+
+
+class EditWatcher:
+    """Re-verifies saved candidates. ``verify(task_id, files, parent_id)`` does the work."""
+
+    def __init__(self, kernels_dir: Path, task_ids: set[str], verify: Verify, bus: ev.EventBus,
+                 debounce_ms: int = 400):
+        self.kernels_dir = Path(kernels_dir)
+        self.task_ids = task_ids
+        self._verify = verify
+        self.bus = bus
+        self.debounce_ms = debounce_ms
+        self._last: dict[str, str] = {}          # task -> hash last verified (or seen)
+        self._pending: dict[str, bool] = {}
+        self._running: dict[str, asyncio.Task] = {}
+        self.stop_event = asyncio.Event()
+
+    def task_of(self, path: Path) -> str | None:
+        """The task a changed path belongs to: kernels/<task>/<file> (not best/, not hidden files)."""
+        try:
+            rel = Path(path).resolve().relative_to(self.kernels_dir.resolve())
+        except ValueError:
+            return None
+        if len(rel.parts) != 2 or rel.parts[1].startswith(".") or rel.parts[0] not in self.task_ids:
+            return None
+        return rel.parts[0]
+
+    def remember(self, task_id: str) -> None:
+        """Treat the folder's current content as seen (no verification for it)."""
+        self._last[task_id] = files_hash(read_candidate_files(self.kernels_dir / task_id))
+
+    async def run(self) -> None:
+        """Watch until ``stop_event`` is set."""
+        from watchfiles import awatch
+
+        self.kernels_dir.mkdir(parents=True, exist_ok=True)
+        for task_id in self.task_ids:
+            if (self.kernels_dir / task_id).is_dir():
+                self.remember(task_id)
+        async for changes in awatch(self.kernels_dir, debounce=self.debounce_ms, step=50,
+                                    stop_event=self.stop_event, recursive=True):
+            for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
+                self.changed(task_id)
+        for task in list(self._running.values()):
+            await task
+
+    def changed(self, task_id: str) -> None:
+        """A save happened in ``task_id``'s folder: verify it now, or after the one in flight."""
+        if task_id in self._running:
+            self._pending[task_id] = True
+            return
+        self._running[task_id] = asyncio.create_task(self._settle(task_id))
+
+    async def _settle(self, task_id: str) -> None:
+        try:
+            while True:
+                self._pending[task_id] = False
+                folder = self.kernels_dir / task_id
+                files = read_candidate_files(folder)
+                digest = files_hash(files)
+                if files and digest != self._last.get(task_id) and digest != engine_wrote(folder):
+                    self._last[task_id] = digest
+                    self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files))))
+                    try:
+                        await self._verify(task_id, files, attempt_in(folder))
+                    except Exception as exc:  # noqa: BLE001 - shown to the user, the watcher goes on
+                        self.bus.emit(ev.EngineProblem(f"verifying the edit of {task_id} failed: {exc}", task=task_id))
+                if not self._pending.get(task_id):
+                    return
+        finally:
+            self._running.pop(task_id, None)
