@@ -252,3 +252,30 @@ def test_run_without_endpoint_says_what_to_configure(workspace, monkeypatch):
                           env=dict(os.environ), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert "OPENAI_BASE_URL" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_report_gives_the_papers_metrics_and_plots(workspace, llm_env, unique):
+    answers = iter([C.elementwise(C.IDENTITY), C.elementwise(C.COMPILE_ERROR)])
+
+    def script(req, n):
+        task = task_of(req)
+        if task == "relu":
+            files = next(answers, None) or variant(GOOD["relu"], str(unique()))
+            return Reply(answer_with(files))
+        return Reply("no code today")
+
+    llm_env(script)
+    with session_for(workspace) as session:
+        record = run(session, ["relu", "softmax"], iterations=3)
+    proc = subprocess.run([sys.executable, "-m", "evotui.cli", "report", record.id, "--json"], cwd=workspace.root,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    m = data["runs"][0]
+    # relu: wrong, does not build, feasible; softmax: three answers without code
+    assert m["attempts"] == 6 and m["generated"] == 3 and m["built"] == 2
+    assert m["cr"] == pytest.approx(2 / 3) and m["acc"] == 0.5
+    assert m["curve"] == [0.0, 0.0, 0.5]
+    assert m["per_task"]["relu"]["feasible_at"] == 2
+    for path in data["plots"]:
+        assert Path(path).stat().st_size > 1000
