@@ -22,12 +22,13 @@ class EditWatcher:
     """Re-verifies saved candidates. ``verify(task_id, files, parent_id)`` does the work."""
 
     def __init__(self, kernels_dir: Path, task_ids: set[str], verify: Verify, bus: ev.EventBus,
-                 debounce_ms: int = 400):
+                 quiet_ms: int = 200, debounce_ms: int = 1600):
         self.kernels_dir = Path(kernels_dir)
         self.task_ids = task_ids
         self._verify = verify
         self.bus = bus
-        self.debounce_ms = debounce_ms
+        self.quiet_ms = quiet_ms          # a burst ends after this long without a write
+        self.debounce_ms = debounce_ms    # ... or after this long in all
         self._last: dict[str, str] = {}          # task -> hash last verified (or seen)
         self._pending: dict[str, bool] = {}
         self._running: dict[str, asyncio.Task] = {}
@@ -55,7 +56,7 @@ class EditWatcher:
         for task_id in self.task_ids:
             if (self.kernels_dir / task_id).is_dir():
                 self.remember(task_id)
-        async for changes in awatch(self.kernels_dir, debounce=self.debounce_ms, step=50,
+        async for changes in awatch(self.kernels_dir, debounce=self.debounce_ms, step=self.quiet_ms,
                                     stop_event=self.stop_event, recursive=True):
             for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
                 self.changed(task_id)

@@ -1,0 +1,99 @@
+"""Hand edits: saves in kernels/<task>/ are re-verified (coalesced), the engine's own writes are not,
+and a verified edit becomes a human experience."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import candidates as C
+from core.events import EventBus
+from core.watcher import EditWatcher
+from core.workspace_files import write_candidate
+
+
+async def _until(predicate, timeout=30.0):
+    end = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < end:
+        if predicate():
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def test_saves_coalesce_and_engine_writes_are_ignored(tmp_path):
+    kernels = tmp_path / "kernels"
+    (kernels / "relu").mkdir(parents=True)
+    calls: list[tuple[str, dict, str | None]] = []
+
+    async def verify(task_id, files, parent):
+        calls.append((task_id, files, parent))
+        await asyncio.sleep(0.5)  # a verification takes a while; saves during it wait
+
+    async def scenario():
+        watcher = EditWatcher(kernels, {"relu", "softmax"}, verify, EventBus())
+        runner = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.5)
+        folder = kernels / "relu"
+        write_candidate(folder, {"kernel.cpp": "// engine\n", "model.py": "x = 1\n"}, "a1")   # the engine's write
+        await asyncio.sleep(0.8)
+        assert calls == []
+        for i in range(5):                                                                   # a burst of saves
+            (folder / "kernel.cpp").write_text(f"// edit {i}\n")
+            await asyncio.sleep(0.03)
+        assert await _until(lambda: len(calls) >= 1)
+        (folder / "kernel.cpp").write_text("// edit during verification\n")
+        await asyncio.sleep(0.1)
+        (folder / "kernel.cpp").write_text("// the last edit\n")
+        assert await _until(lambda: len(calls) >= 2)
+        await asyncio.sleep(1.0)
+        (kernels / "relu" / "best").mkdir(exist_ok=True)
+        (kernels / "relu" / "best" / "kernel.cpp").write_text("// best copies are not edits\n")
+        (kernels / "relu" / ".hidden.tmp").write_text("editor swap file\n")
+        await asyncio.sleep(0.8)
+        watcher.stop_event.set()
+        await runner
+
+    asyncio.run(scenario())
+    assert [c[0] for c in calls] == ["relu", "relu"]
+    assert calls[0][1]["kernel.cpp"] == "// edit 4\n"          # the burst became one verification
+    assert calls[1][1]["kernel.cpp"] == "// the last edit\n"    # saves during it coalesced into the next
+    assert calls[0][2] == "a1"                                   # the parent is what the engine put there
+
+
+@pytest.mark.slow
+def test_a_saved_edit_becomes_a_human_experience(workspace, monkeypatch):
+    from core.session import Session
+
+    ws = workspace
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    bus = EventBus()
+    seen = []
+    bus.subscribe(seen.append)
+
+    async def scenario(session):
+        watcher = session.edit_watcher()
+        runner = asyncio.create_task(watcher.run())
+        await asyncio.sleep(0.5)
+        folder = session.task_folder("relu")                     # a starter candidate, written by us
+        await asyncio.sleep(0.5)
+        (folder / "model.py").write_text("def broken(:\n")       # a syntax error: an outcome, not a crash
+        assert await _until(lambda: any(type(e).__name__ == "AttemptRecorded" for e in seen), 120)
+        for name, text in C.elementwise(C.RELU).items():
+            (folder / name).write_text(text)
+        assert await _until(lambda: sum(type(e).__name__ == "AttemptRecorded" for e in seen) >= 2, 180)
+        watcher.stop_event.set()
+        await runner
+
+    with Session(ws, bus=bus) as session:
+        asyncio.run(scenario(session))
+        recorded = [e for e in seen if type(e).__name__ == "AttemptRecorded"]
+        assert [r.source for r in recorded] == ["human", "human"]
+        assert recorded[0].failed_gate == "format" and "syntax error" in recorded[0].message
+        assert recorded[1].feasible and recorded[1].new_best
+        exp = session.store.get(recorded[1].experience_id)
+        assert exp.kind == "human_edit" and exp.source == "human" and exp.reward == 1.0
+        state = session.store.get_task("relu")
+        assert state.feasible and exp.id in state.start_points
+        assert (ws.kernels_dir / "relu" / "best" / "kernel.cpp").read_text() == exp.files["kernel.cpp"]
