@@ -17,6 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from verifier.backends.base import BuildPlanError
 from verifier.cdecl import DeclarationError, Signature, parse_extern_c
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, scrubbed_env
 
@@ -57,12 +58,22 @@ def trim_diagnostics(text: str, workdir: str) -> str:
     lines = text.splitlines()
     keep: list[str] = []
     for i, line in enumerate(lines):
+        if re.match(r"\s*g?make(\[\d+\])?: \*\*\*", line):  # make's recursion echoes the failure: noise
+            continue
         if re.search(r"\berror\b|undefined reference|fatal|Error \d", line, re.I):
             keep.append(line.strip())
-            # the quoted source line and caret that follow gcc's error line
+            # the quoted source line and caret that follow gcc's error line (nvcc's, "file.cu(12): error",
+            # quotes the source line without a "|")
+            nvcc_style = re.search(r"\(\d+\): (?:error|warning)", line) is not None
             for follow in lines[i + 1 : i + 3]:
-                if follow.startswith(" ") and ("|" in follow or "^" in follow):
+                if follow.startswith(" ") and ("|" in follow or "^" in follow or nvcc_style):
                     keep.append(follow.rstrip())
+            if line.startswith("CMake Error"):  # cmake explains on the indented lines that follow
+                for follow in lines[i + 1 : i + 8]:
+                    if follow.strip() and not follow.startswith(" "):
+                        break
+                    if follow.strip():
+                        keep.append(follow.rstrip())
     if not keep:
         keep = [line for line in lines if line.strip()][-MAX_LOG_LINES:]
     deduped: list[str] = []
@@ -108,6 +119,15 @@ def _load(final: Path) -> BuildResult | None:
     )
 
 
+def _launchers(backend, sources: dict[str, str]) -> list[Signature]:
+    """The functions the runtime may call: the backend's reading of its sources (device backends drop
+    device kernels or turn them into launch entries), else every ``extern "C"`` function."""
+    find = getattr(backend, "launchers", None)
+    if find is not None:
+        return list(find(sources))
+    return [s for text in sources.values() for s in parse_extern_c(text)]
+
+
 def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
@@ -116,7 +136,7 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         sources = sorted(n for n in files if n.endswith(backend.source_suffixes))
         meta: dict = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
         try:
-            sigs = [s for name in sources for s in parse_extern_c(files[name])]
+            sigs = _launchers(backend, {name: files[name] for name in sources})
         except DeclarationError as exc:
             meta["log"] = str(exc)
             return _store(meta, workdir, root / key)
@@ -124,7 +144,11 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
             meta["log"] = ('no extern "C" function found: the runtime calls kernels through extern "C" '
                            'launchers, e.g. extern "C" void my_kernel(const float* x, float* out, int64_t n)')
             return _store(meta, workdir, root / key)
-        plan = backend.build_plan(sources, workdir)
+        try:
+            plan = backend.build_plan(sources, workdir)
+        except BuildPlanError as exc:
+            meta["log"] = str(exc)
+            return _store(meta, workdir, root / key)
         for name, text in plan.files.items():
             (workdir / name).write_text(text)
         env = scrubbed_env(backend.worker_env(), home=str(workdir))

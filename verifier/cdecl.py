@@ -266,3 +266,21 @@ def parse_extern_c(source: str) -> list[Signature]:
             sigs.append(Signature(name, restype, _parse_params(params, name)))
             seen.add(name)
     return sigs
+
+
+_LAUNCH_ATTRIBUTES = re.compile(r"__(?:launch_bounds|maxnreg|cluster_dims)__\s*\([^)]*\)")
+
+
+def global_functions(source: str, qualifier: str = "__global__") -> list[str]:
+    """Names of functions declared with ``qualifier`` in ``source``, in order: ``__global__`` finds
+    device kernels (CUDA or Ascend C), ``__device__`` CUDA device functions."""
+    text = _LAUNCH_ATTRIBUTES.sub(" ", strip_comments_and_strings(source))
+    pattern = re.compile(rf"{re.escape(qualifier)}\s+(?:[\w:<>,\*&\s]*?\s)?([A-Za-z_]\w*)\s*\(")
+    names: list[str] = []
+    for m in pattern.finditer(text):
+        name = m.group(1)
+        if qualifier == "__device__" and "__host__" in text[max(0, m.start() - 40): m.end()]:
+            continue  # __host__ __device__: callable from the host too
+        if name not in names:
+            names.append(name)
+    return names

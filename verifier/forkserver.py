@@ -6,6 +6,12 @@ Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` to start a
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
 Run as ``python -m verifier.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
+
+With ``"spawn": true`` (device backends) the server imports nothing heavy and each forked child,
+after taking its session, limits and output files, execs a fresh interpreter
+(``python -m verifier.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
+torch_npu), installs the seccomp filter on all its threads, then runs the job. A device runtime is
+therefore never inherited through fork, and a device error dies with its own process.
 """
 
 from __future__ import annotations
@@ -31,15 +37,18 @@ _AF_UNIX = 1
 _CLONE_THREAD = 0x00010000
 
 
-def lock_down(pid: int) -> str | None:
-    """Install the seccomp filter in this (single-threaded) process; threads created later inherit it.
-    Returns None on success or the reason it is unavailable."""
+def lock_down(pid: int, all_threads: bool = False) -> str | None:
+    """Install the seccomp filter in this process; threads created later inherit it. With
+    ``all_threads`` the filter also goes onto threads that already exist (TSYNC), else the process
+    must be single-threaded. Returns None on success or the reason it is unavailable."""
     try:
         import pyseccomp as seccomp
     except Exception as exc:  # library or libseccomp.so missing
         return f"pyseccomp unavailable: {exc}"
     try:
         f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        if all_threads:
+            f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
         for name in _DENY:
             try:
                 f.add_rule(seccomp.ERRNO(errno.EPERM), name)
@@ -69,7 +78,7 @@ def _limit(which: int, value: int) -> None:
             resource.setrlimit(which, (min(value, hard), hard))
 
 
-def _child(job_dir: str, limits: dict, fds: list[int]) -> int:
+def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None) -> int:
     os.setsid()
     for fd in fds:
         os.close(fd)
@@ -89,6 +98,11 @@ def _child(job_dir: str, limits: dict, fds: list[int]) -> int:
     _limit(resource.RLIMIT_NOFILE, int(limits.get("open_files", 256)))
     if limits.get("address_space_mb"):
         _limit(resource.RLIMIT_AS, int(limits["address_space_mb"]) << 20)
+    if spawn is not None:
+        # A fresh interpreter: nothing of this process (or a device runtime) is inherited but the
+        # session, limits, working folder and output files set above.
+        argv = [sys.executable, "-m", "verifier.forkserver", "--job", job_dir, json.dumps(spawn)]
+        os.execv(sys.executable, argv)
     problem = lock_down(os.getpid())
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
@@ -105,8 +119,25 @@ def _send(msg: dict) -> None:
         data = data[n:]
 
 
+def _spawned(job_dir: str, config: dict) -> int:
+    """A spawned job's process: trusted imports, the seccomp filter on every thread, then the job."""
+    for name in ["verifier.worker", *config.get("job_preload", [])]:
+        importlib.import_module(name)
+    problem = lock_down(os.getpid(), all_threads=True)
+    if problem:
+        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    from pathlib import Path
+
+    from verifier.worker import run_job
+
+    return run_job(Path(job_dir))
+
+
 def main() -> int:
+    if len(sys.argv) > 2 and sys.argv[1] == "--job":
+        return _spawned(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    spawn = {"job_preload": config.get("job_preload", [])} if config.get("spawn") else None
     for name in config.get("preload", []):
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -171,7 +202,7 @@ def main() -> int:
             if pid == 0:
                 code = 70
                 try:
-                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w])
+                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn)
                 except BaseException:
                     traceback.print_exc()
                 finally:

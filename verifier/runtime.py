@@ -10,11 +10,18 @@ In ``model.py``::
 ``load()`` returns the library built from the candidate's sources. Its ``extern "C"`` functions are
 called with torch tensors (passed as data pointers) and Python numbers (converted to the C types the
 source declares). A tensor that is non-contiguous, on the wrong device or of a dtype that does not
-match the pointer type is refused with a message naming the parameter. On device backends a trailing
-stream parameter (``cudaStream_t`` / ``aclrtStream``) may be left out: the current stream is passed.
+match the pointer type is refused with a message naming the parameter. On device backends the stream
+parameter (``cudaStream_t`` / ``aclrtStream``, wherever it is in the list) may be left out: the
+current stream is passed.
+
+Device backends add checks after each call: on CUDA the library's own ``cudaGetLastError()`` (a bad
+launch configuration raises with CUDA's words); on Ascend a non-zero return of an
+``aclrtlaunch_<kernel>`` entry raises. An Ascend kernel ``k`` is callable as ``lib.k(block_dim, ...)``
+as well as by its entry name ``lib.aclrtlaunch_k``.
 
 Inside the verifier the library path comes from the worker; outside it (a person running their
-``model.py`` by hand) ``load()`` builds the ``.cpp`` files beside the calling file with the CPU recipe.
+``model.py`` by hand) ``load()`` builds the sources beside the calling file: ``.cu`` files with the
+CUDA recipe, ``.cpp`` files holding ``__aicore__`` kernels with the Ascend recipe, else the CPU one.
 """
 
 from __future__ import annotations
@@ -30,7 +37,12 @@ from verifier.cdecl import POINTER_DTYPES, SCALARS, Signature
 
 
 class KernelCallError(TypeError):
-    """A launcher was called with arguments that do not match its C declaration."""
+    """A launcher was called with arguments that do not match its C declaration, or its launch failed."""
+
+
+STREAM_TYPES = ("cudaStream_t", "aclrtStream")
+ASCEND_ENTRY = "aclrtlaunch_"          # prefix of the launch entries the Ascend build generates
+CUDA_CHECK = "evokernel_cuda_last_error"  # exported by the CUDA build: the library's cudaGetLastError()
 
 
 _active: dict[str, Any] = {"library": None, "signatures": None, "device": "cpu", "stream": None}
@@ -60,16 +72,41 @@ def load(path: str | None = None) -> "KernelLibrary":
         meta = Path(path).with_name("build.json")
         sigs = json.loads(meta.read_text()).get("signatures", []) if meta.exists() else []
         return KernelLibrary(path, sigs, "cpu", None)
-    # Outside the verifier: build the sources beside the caller (or in ``path``) with the CPU recipe.
+    # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
     from verifier.backends import get_backend
     from verifier.build import build_candidate
 
     files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
-    result = build_candidate(get_backend("cpu"), files, cache_dir=None)
+    backend = get_backend(backend_for(files))
+    result = build_candidate(backend, files, cache_dir=None)
     if not result.ok:
         raise KernelCallError(f"building {folder} failed:\n{result.log}")
-    return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], "cpu", None)
+    return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], backend.device,
+                         current_stream(backend.device))
+
+
+def backend_for(files: dict[str, str]) -> str:
+    """The backend a folder's sources are written for: ``.cu`` -> cuda, ``__aicore__`` kernels -> ascend."""
+    if any(name.endswith(".cu") for name in files):
+        return "cuda"
+    if any(name.endswith(".cpp") and "__aicore__" in text for name, text in files.items()):
+        return "ascend"
+    return "cpu"
+
+
+def current_stream(device: str) -> Callable[[], int] | None:
+    """A getter of the device's current stream handle (None on the CPU). On Ascend the getter drains
+    torch_npu's task queue first, so queued fills and events are issued before the kernel."""
+    if device == "cuda":
+        import torch
+
+        return lambda: torch.cuda.current_stream().cuda_stream
+    if device == "npu":
+        import torch
+
+        return lambda: torch.npu.current_stream().npu_stream  # type: ignore[attr-defined]
+    return None
 
 
 class KernelLibrary:
@@ -88,12 +125,32 @@ class KernelLibrary:
             raise AttributeError(name)
         fn = self._funcs.get(name)
         if fn is None:
-            sig = self._sigs.get(name)
+            sig = self._sigs.get(name) or self._sigs.get(f"{ASCEND_ENTRY}{name}")
             if sig is None:
                 known = ", ".join(sorted(self._sigs)) or "none"
                 raise AttributeError(f'the kernel library has no extern "C" function {name!r} (it has: {known})')
-            fn = self._funcs[name] = KernelFunction(getattr(self._dll, name), sig, self._device, self._stream)
+            fn = self._funcs[name] = KernelFunction(getattr(self._dll, sig.name), sig, self._device, self._stream,
+                                                    self._launch_check())
         return fn
+
+    def _launch_check(self) -> Callable[[str], None] | None:
+        """On CUDA, a check of the library's last launch error (exported by the build), run after each call."""
+        if self._device != "cuda":
+            return None
+        try:
+            last_error = getattr(self._dll, CUDA_CHECK)
+        except AttributeError:
+            return None
+        last_error.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        last_error.restype = ctypes.c_int
+
+        def check(name: str) -> None:
+            buf = ctypes.create_string_buffer(256)
+            code = last_error(buf, len(buf))
+            if code:
+                raise KernelCallError(f"{name}(): CUDA error {code} after the launch: {buf.value.decode(errors='replace')}")
+
+        return check
 
     def __dir__(self):
         return sorted(self._sigs)
@@ -102,30 +159,41 @@ class KernelLibrary:
 class KernelFunction:
     """One ``extern "C"`` launcher: converts and checks arguments, counts calls."""
 
-    def __init__(self, cfunc: Any, sig: Signature, device: str, stream: Callable[[], int] | None):
+    def __init__(self, cfunc: Any, sig: Signature, device: str, stream: Callable[[], int] | None,
+                 check: Callable[[str], None] | None = None):
         self._cfunc = cfunc
         self.signature = sig
         self._device = device
         self._stream = stream
+        self._check = check
         self._converters = [_converter(p, sig, i, device) for i, p in enumerate(sig.params)]
         cfunc.argtypes = [c for c, _ in self._converters]
         cfunc.restype = None if sig.restype == "void" else (
             ctypes.c_void_p if sig.restype == "void*" else getattr(ctypes, SCALARS[sig.restype])
         )
-        last = sig.params[-1] if sig.params else None
-        self._auto_stream = last is not None and last.ctype in ("cudaStream_t", "aclrtStream")
+        streams = [i for i, p in enumerate(sig.params) if p.ctype in STREAM_TYPES]
+        self._stream_at = streams[0] if len(streams) == 1 else None
+        self._status_entry = sig.name.startswith(ASCEND_ENTRY) and sig.restype != "void"
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
-        if self._auto_stream and len(args) == len(sig.params) - 1:
-            args = (*args, self._stream() if self._stream else None)
+        if self._stream_at is not None and len(args) == len(sig.params) - 1:
+            # the stream is read at each call: after any torch-side work queued before it
+            stream = self._stream() if self._stream else None
+            args = (*args[: self._stream_at], stream, *args[self._stream_at:])
         if len(args) != len(sig.params):
             raise KernelCallError(
                 f"{sig.name}() takes {len(sig.params)} arguments ({sig.describe()}), got {len(args)}"
+                + (" (the stream may be left out)" if self._stream_at is not None else "")
             )
         converted = [conv(a) for (_, conv), a in zip(self._converters, args)]
         _calls[sig.name] = _calls.get(sig.name, 0) + 1
-        return self._cfunc(*converted)
+        result = self._cfunc(*converted)
+        if self._status_entry and result:
+            raise KernelCallError(f"{sig.name}() returned {result}: the kernel launch failed")
+        if self._check is not None:
+            self._check(sig.name)
+        return result
 
 
 def _converter(param, sig: Signature, index: int, device: str):
@@ -136,7 +204,7 @@ def _converter(param, sig: Signature, index: int, device: str):
         def to_pointer(value: Any) -> int | None:
             if value is None:
                 return None
-            if isinstance(value, int) and not isinstance(value, bool) and param.ctype in ("cudaStream_t", "aclrtStream"):
+            if isinstance(value, int) and not isinstance(value, bool) and param.ctype in STREAM_TYPES:
                 return value
             try:
                 import torch

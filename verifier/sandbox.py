@@ -5,7 +5,9 @@ Layers, outermost first:
 * **bubblewrap** (when installed): no network, private PID/IPC namespaces, a read-only view of the
   system, a private ``/tmp``, the workspace state and the user's credential files hidden.
 * **a fork server** started inside it with a scrubbed environment (no API keys, tokens or endpoint
-  credentials) and PyTorch already imported, so a candidate job starts in milliseconds.
+  credentials) and PyTorch already imported, so a candidate job starts in milliseconds. For device
+  backends (``spawn``) the server imports nothing heavy and each job's child execs a fresh
+  interpreter instead: a CUDA or CANN runtime must never be inherited through fork.
 * **per job**, the forked child gets its own session, resource limits (CPU time, address space,
   file size, open files, no core dumps) and a seccomp filter: no fork, exec, sockets other than
   Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it.
@@ -78,6 +80,24 @@ def bwrap_status() -> tuple[bool, str]:
         reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
         return False, f"bubblewrap cannot create namespaces here ({reason}): candidates run without network isolation"
     return True, "bubblewrap: no network, private /tmp, read-only system, state hidden"
+
+
+@functools.lru_cache(maxsize=1)
+def seccomp_status() -> tuple[bool, str]:
+    """Whether the per-job seccomp filter can be installed here (libseccomp binding and kernel support)."""
+    try:
+        import pyseccomp
+
+        pyseccomp.SyscallFilter(defaction=pyseccomp.ALLOW)  # builds a filter context; loads nothing
+    except Exception as exc:
+        return False, f"seccomp unavailable ({type(exc).__name__}: {exc}): candidates may fork, exec and open sockets"
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        status = ""
+    if status and "Seccomp:" not in status:
+        return False, "the kernel has no seccomp support: candidates may fork, exec and open sockets"
+    return True, "seccomp: no fork, exec, non-Unix sockets, ptrace or signals to other processes"
 
 
 def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str) -> list[str]:
@@ -211,10 +231,12 @@ class ForkServer:
     """
 
     def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
-                 hidden: list[str], devices: list[str]):
+                 hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None):
         self.jobs_root = Path(jobs_root)
         self._env = env
         self._preload = preload
+        self._spawn = spawn
+        self._job_preload = list(job_preload or [])
         self._use_bwrap = use_bwrap and bwrap_status()[0]
         self._hidden = hidden
         self._devices = devices
@@ -230,6 +252,8 @@ class ForkServer:
     @property
     def isolation(self) -> str:
         layers = ["scrubbed environment", "rlimits"]
+        if self._spawn:
+            layers.append("a fresh process per job")
         if self._info.get("seccomp"):
             layers.append("seccomp (no fork/exec/network sockets)")
         else:
@@ -243,7 +267,8 @@ class ForkServer:
             if self._proc is not None and self._proc.poll() is None:
                 return
             self._ready.clear()
-            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps({"preload": self._preload})]
+            config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload}
+            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
             if self._use_bwrap:
                 argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root)) + argv
             stderr = open(self._stderr_path, "ab")

@@ -1,5 +1,10 @@
 """Timing one side (reference or candidate) the same way: warm-up, then individually timed calls
-with fresh input values copied in and the caches flushed before each, median and spread."""
+with fresh input values copied in and the caches flushed before each, median and spread.
+
+On the CPU a call is timed by the wall clock around the call and a synchronisation. On devices each
+call is timed by a pair of device events (CUDA or NPU) on the current stream, followed by a
+device-wide synchronisation; the wall-clock time of the same calls is kept too, so work that
+escaped the current stream (a side stream the events do not see) shows as a gap between the two."""
 
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ class Timing:
     min_ms: float
     mean_ms: float
     calls: int
+    clock: str = "wall"                  # "wall" or "events"
+    wall_median_ms: float | None = None  # with events: the wall-clock median of the same calls
 
     @property
     def spread_ms(self) -> float:
@@ -51,24 +58,33 @@ def time_calls(
     synchronize: Callable[[], None] = lambda: None,
     after: Callable[[int, Any], None] | None = None,
     min_calls: int = 5,
+    events: Callable[[], tuple[Any, Any]] | None = None,
 ) -> Timing:
     """Time ``call`` repeatedly. ``before(i)`` runs untimed before call ``i`` (copy inputs, flush);
-    ``after(i, result)`` runs untimed after it (spot checks)."""
+    ``after(i, result)`` runs untimed after it (spot checks). ``events()`` returns a fresh (start, end)
+    pair of device events with ``record()`` and ``elapsed_time()``; given, they time each call."""
     for i in range(warmup):
         before(i)
         call()
         synchronize()
     samples: list[float] = []
+    wall: list[float] = []
     started = time.perf_counter()
     i = 0
     while i < max_calls and (i < min_calls or time.perf_counter() - started < budget_s):
         before(i)
         synchronize()
+        pair = events() if events is not None else None
         t0 = time.perf_counter_ns()
+        if pair is not None:
+            pair[0].record()
         result = call()
+        if pair is not None:
+            pair[1].record()
         synchronize()
         t1 = time.perf_counter_ns()
-        samples.append((t1 - t0) / 1e6)
+        wall.append((t1 - t0) / 1e6)
+        samples.append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[-1])
         if after is not None:
             after(i, result)
         i += 1
@@ -80,6 +96,8 @@ def time_calls(
         min_ms=min(samples),
         mean_ms=statistics.fmean(samples),
         calls=len(samples),
+        clock="events" if events is not None else "wall",
+        wall_median_ms=statistics.median(wall) if events is not None else None,
     )
 
 

@@ -6,6 +6,9 @@ The build runs while the reference (cached after the first time) and the sandbox
 candidate's correctness and timing jobs run in the sandbox's fork server; timing holds a
 machine-wide lock so measurements never overlap. ``Verifier`` is thread-safe: an engine may verify
 several candidates at once from worker threads.
+
+A backend whose toolchain or device is missing is refused when the ``Verifier`` is made
+(``ToolchainMissing``, one line naming the fix): that is not the candidate's failure.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from verifier.backends import Backend, get_backend
 from verifier.build import build_candidate, default_cache_dir
 from verifier.compare import Agreement, compare_outputs
 from verifier.config import VerifyConfig
+from verifier.errors import ToolchainMissing
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 from verifier.inputs import trial_plan
@@ -64,6 +68,9 @@ class Verifier:
     def __init__(self, backend: str | Backend = "cpu", config: VerifyConfig | None = None,
                  cache_dir: str | Path | None = None, hidden_paths: list[str] | None = None):
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        toolchain = self.backend.toolchain()
+        if not toolchain.available:
+            raise ToolchainMissing(f"the {self.backend.name} backend cannot run here: {toolchain.reason}")
         self.config = config or VerifyConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
@@ -76,15 +83,31 @@ class Verifier:
         self._timing_lock = TimingLock(self.cache_dir / "timing.lock")
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
                         "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
-        self.references = ReferenceCache(self.cache_dir, self.backend, self._timing_lock, threads=cfg.threads,
-                                         timing=self._timing, timeout=cfg.reference_timeout_s)
-        preload = ["torch", "torch._dynamo", "verifier.worker"] + (["torch_npu"] if self.backend.device == "npu" else [])
+        # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
+        # then imports nothing heavy and never touches the device.
+        spawn = getattr(self.backend, "process_model", "fork") == "spawn"
+        device_modules = ["torch_npu"] if self.backend.device == "npu" else []
+        preload = [] if spawn else ["torch", "torch._dynamo", "verifier.worker", *device_modules]
         self.server = ForkServer(
             self.jobs_root,
             env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)}, home=str(self.jobs_root)),
             preload=preload, use_bwrap=cfg.use_bwrap,
             hidden=[str(self.cache_dir), *(hidden_paths or [])], devices=self.backend.sandbox_devices(),
+            spawn=spawn, job_preload=device_modules,
         )
+        # References are the user's own trusted code: their fork server runs outside the sandbox, in
+        # the cache folder the sandbox hides, so no candidate can see a reference's outputs.
+        reference_jobs = self.cache_dir / "reference" / f"jobs-{os.getpid()}-{id(self):x}"
+        reference_jobs.mkdir(parents=True, exist_ok=True)
+        self.reference_server = ForkServer(
+            reference_jobs, env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)},
+                                             home=str(reference_jobs)),
+            preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
+            spawn=spawn, job_preload=device_modules,
+        )
+        self.references = ReferenceCache(self.cache_dir, self.backend, self._timing_lock, threads=cfg.threads,
+                                         timing=self._timing, timeout=cfg.reference_timeout_s,
+                                         server=self.reference_server)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self._warm: Future | None = None
 
@@ -97,8 +120,10 @@ class Verifier:
 
     def close(self) -> None:
         self.server.close()
+        self.reference_server.close()
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.jobs_root, ignore_errors=True)
+        shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
 
     def __enter__(self) -> "Verifier":
         return self
@@ -156,7 +181,7 @@ class Verifier:
         out.pass_gate("format", seconds=time.perf_counter() - t)
 
         t = time.perf_counter()
-        problem = check_candidate(files, backend.source_suffixes, backend.header_suffixes) if cfg.antihack else None
+        problem = check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend.name) if cfg.antihack else None
         if problem:
             out.fail("anti_hack", problem, time.perf_counter() - t)
             return
@@ -197,7 +222,8 @@ class Verifier:
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
         job.update(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
-                   model="model.py", threads=self.config.threads, device=self.backend.device)
+                   model="model.py", threads=self.config.threads, device=self.backend.device,
+                   timer=getattr(self.backend, "timer", "wall"))
         (job_dir / "job.json").write_text(json.dumps(job))
         return job_dir
 
@@ -230,9 +256,9 @@ class Verifier:
         return exit_, result, outputs
 
     def _job_failure(self, job_dir: Path, exit_: JobExit, result: dict | None) -> str:
-        """Why a job produced no usable result, in one paragraph."""
+        """Why a job produced no usable result, in one paragraph (with the device error's meaning)."""
         if result is not None and not result.get("ok"):
-            return str(result.get("error") or "the job failed")
+            return self._explained(str(result.get("error") or "the job failed"), job_dir)
         where = ""
         try:
             where = f" during {(job_dir / 'progress.txt').read_text().strip()}"
@@ -240,7 +266,15 @@ class Verifier:
             pass
         text = f"the candidate {exit_.describe()}{where}"
         tail = _tail(job_dir / "stderr.txt")
-        return text + (f"; stderr: {tail}" if tail else "")
+        return self._explained(text + (f"; stderr: {tail}" if tail else ""), job_dir)
+
+    def _explained(self, message: str, job_dir: Path) -> str:
+        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
+        explain = getattr(self.backend, "explain", None)
+        if explain is None:
+            return message
+        meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
+        return f"{message}\n{meaning}" if meaning and meaning not in message else message
 
     def _correctness(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> bool:
         job_dir = self._new_job("candidate", files, build, {"task": task.to_dict(),
@@ -264,6 +298,11 @@ class Verifier:
             if not report["calls"]:
                 out.fail("anti_hack", "forward never called the kernel library: the result must come from your kernels")
                 return False
+            if report.get("escaped_stream"):
+                out.fail("anti_hack", f"{what}: output {report['escaped_stream'][0]} changed after the current stream "
+                                      "had finished: the kernel's work ran outside the stream passed to the launcher "
+                                      "(a side stream or the per-thread default stream); launch on that stream")
+                return False
             if report["inputs_changed"]:
                 out.fail("correctness", f"{what}: forward modified input {report['inputs_changed'][0]} in place; "
                                         "inputs must be left unchanged")
@@ -281,7 +320,7 @@ class Verifier:
         return True
 
     def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> None:
-        base = [t for t in ref.trials if not t.overrides][:2]
+        base = [t for t in ref.trials if not t.overrides][:3]  # two timed, a third for the re-check
         checks = sorted(random.SystemRandom().sample(range(5), 2))  # spot-checked timed calls
         job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing, "checks": checks}
         job_dir = self._new_job("perf", files, build, job)
@@ -307,13 +346,19 @@ class Verifier:
         if ref.timing:
             out.reference_ms = ref.timing["median_ms"]
             out.speedup = out.reference_ms / max(out.latency_ms, 1e-9)
-        self._flag(ref, outputs, out)
+        self._flag(ref, outputs, out, timing)
         message = f"{out.latency_ms:.3f} ms (IQR {out.latency_spread_ms:.3f}, {timing['calls']} calls)"
         if out.speedup is not None:
             message += f"; reference {out.reference_ms:.3f} ms; speedup {out.speedup:.2f}x"
         out.pass_gate("performance", message, timing=timing, reference_timing=ref.timing)
 
-    def _flag(self, ref: Reference, outputs: dict, out: Outcome) -> None:
+    def _flag(self, ref: Reference, outputs: dict, out: Outcome, timing: dict | None = None) -> None:
+        if timing and timing.get("clock") == "events" and timing.get("wall_median_ms") is not None:
+            gap = timing["wall_median_ms"] - timing["median_ms"]
+            if gap > max(0.1, timing["median_ms"]):
+                out.flags.append(f"device events saw {timing['median_ms']:.3f} ms but each call took "
+                                 f"{timing['wall_median_ms']:.3f} ms until the device was idle: work may run outside "
+                                 "the current stream; review before trusting")
         if out.speedup is not None and out.speedup > self.config.implausible_speedup:
             out.flags.append(f"speedup {out.speedup:.1f}x exceeds {self.config.implausible_speedup:g}x: review before trusting")
         if ref.bandwidth_gbps and out.latency_ms:

@@ -155,6 +155,11 @@ def _events(device: str):
     return lambda: (module.Event(enable_timing=True), module.Event(enable_timing=True))
 
 
+def _timer(job: dict, device: str) -> str:
+    """How calls are timed: the backend's declared method, else device events on devices."""
+    return job.get("timer") or ("wall" if device == "cpu" else "events")
+
+
 # Bytes to overwrite before each timed call on a device: twice its L2 (the NPU's is assumed to be
 # 192 MiB, Ascend 910B's; torch_npu does not report it).
 NPU_L2_BYTES = 192 << 20
@@ -439,7 +444,8 @@ def _time_model(models: list, module, trials: list[Trial], job: dict, device: st
 
     last: list[Any] = [None]
     timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
-                        budget_s=float(t["budget_s"]), synchronize=sync, after=after, events=_events(device))
+                        budget_s=float(t["budget_s"]), synchronize=sync, after=after,
+                        events=_events(device) if _timer(job, device) == "events" else None)
     if checks is not None:
         # The re-check after timing: unseen values in the same buffers, one more call.
         load(len(sets) - 1)

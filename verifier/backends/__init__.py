@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from verifier.backends.base import Backend, BuildPlan, Toolchain
+from verifier.backends.base import Backend, BuildPlan, BuildPlanError, Toolchain
 from verifier.errors import UnknownBackend
 
 BACKENDS: dict[str, str] = {
@@ -25,4 +25,4 @@ def get_backend(name: str) -> Backend:
     return getattr(module, cls_name)()
 
 
-__all__ = ["BACKENDS", "Backend", "BuildPlan", "Toolchain", "get_backend"]
+__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "Toolchain", "get_backend"]

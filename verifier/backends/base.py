@@ -1,16 +1,27 @@
 """The verifier backend seam: what each backend declares. A new backend is one module here plus one
-seed-knowledge folder under ``core/knowledge/<name>/``."""
+seed-knowledge folder under ``core/knowledge/<name>/``.
+
+Every backend keeps the same candidate and runtime contract: kernel sources built into one shared
+library whose ``extern "C"`` launchers ``model.py`` calls through ``verifier.runtime``, on device
+backends with the current stream filled in.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from verifier.cdecl import Signature
 
 
 @dataclass
 class Toolchain:
-    """Whether the backend can build and run here, and if not, the one-line reason and its fix."""
+    """Whether the backend can build and run here, and if not, the one-line reason and its fix.
+
+    ``toolchain_ok`` (compiler/SDK present) and ``device_ok`` (a device to run on) say which half is
+    missing; both default to ``available``. ``problems`` lists every reason; ``reason`` joins them."""
 
     available: bool
     reason: str = ""
@@ -18,6 +29,22 @@ class Toolchain:
     version: str = ""
     device: str = ""
     details: dict[str, str] = field(default_factory=dict)
+    toolchain_ok: bool | None = None
+    device_ok: bool | None = None
+    problems: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.toolchain_ok is None:
+            self.toolchain_ok = self.available
+        if self.device_ok is None:
+            self.device_ok = self.available
+        if self.reason and not self.problems:
+            self.problems = [self.reason]
+        if self.problems and not self.reason:
+            self.reason = "; ".join(self.problems)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
 
 
 @dataclass
@@ -29,6 +56,10 @@ class BuildPlan:
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
 
 
+class BuildPlanError(ValueError):
+    """The candidate cannot be built as written (a build-gate failure with this message)."""
+
+
 class Backend(Protocol):
     """A place kernels run: CPU, CUDA GPU or Ascend NPU."""
 
@@ -36,15 +67,22 @@ class Backend(Protocol):
     device: str                        # torch device type tensors must be on ("cpu", "cuda", "npu")
     source_suffixes: tuple[str, ...]   # kernel sources the build compiles (".cpp", ".cu", ...)
     header_suffixes: tuple[str, ...]   # sources included by others, not compiled alone
+    process_model: str                 # "fork": jobs fork from a warm server; "spawn": a fresh interpreter per job
+    timer: str                         # "wall" (perf_counter around a synchronised call) or "events" (device events)
 
     def toolchain(self) -> Toolchain:
-        """Discover the compiler/SDK and device; never raises."""
+        """Discover the compiler/SDK and device; never raises. Cached: call it as often as needed."""
 
     def build_key(self) -> str:
         """Everything besides the sources that changes the built library (compiler version, flags, target)."""
 
+    def launchers(self, sources: dict[str, str]) -> list[Signature]:
+        """The C functions the runtime may call, read from the kernel sources (name -> text). Raises
+        ``verifier.cdecl.DeclarationError`` with an actionable message when there are none."""
+
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
-        """The commands that build ``sources`` (names in ``workdir``) into one shared library."""
+        """The commands that build ``sources`` (names in ``workdir``) into one shared library. May raise
+        ``BuildPlanError`` for a candidate that cannot be built as written."""
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
@@ -57,3 +95,6 @@ class Backend(Protocol):
 
     def memory_limit(self) -> bool:
         """Whether an address-space limit (RLIMIT_AS) is safe; device drivers map huge ranges."""
+
+    def explain(self, text: str) -> str:
+        """A one-line meaning of a device error found in ``text`` (a worker's error or stderr), or ""."""

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 from verifier.backends.base import BuildPlan, Toolchain
+from verifier.cdecl import Signature, parse_extern_c
 from verifier.machine import cpu_model
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
@@ -22,6 +23,8 @@ class CpuBackend:
     device = "cpu"
     source_suffixes = (".cpp", ".cc", ".cxx")
     header_suffixes = (".h", ".hpp")
+    process_model = "fork"   # torch is imported once in the fork server; each job is a forked child
+    timer = "wall"
 
     @functools.cached_property
     def compiler(self) -> str | None:
@@ -29,7 +32,8 @@ class CpuBackend:
 
     def toolchain(self) -> Toolchain:
         if not self.compiler:
-            return Toolchain(False, "g++ not found: install a C++ compiler (Debian/Ubuntu: apt install g++)")
+            return Toolchain(False, "g++ not found: install a C++ compiler (Debian/Ubuntu: apt install g++)",
+                             device=cpu_model(), toolchain_ok=False, device_ok=True)
         return Toolchain(True, compiler=self.compiler, version=self._version(), device=cpu_model())
 
     @functools.lru_cache(maxsize=1)
@@ -43,6 +47,9 @@ class CpuBackend:
     def build_key(self) -> str:
         # -march=native ties the library to this CPU model.
         return f"cpu|{self.compiler}|{self._version()}|{' '.join(FLAGS)}|{cpu_model()}"
+
+    def launchers(self, sources: dict[str, str]) -> list[Signature]:
+        return [sig for text in sources.values() for sig in parse_extern_c(text)]
 
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
         return BuildPlan(commands=[[self.compiler or "g++", *FLAGS, "-o", "libcandidate.so", *sources]],
@@ -59,3 +66,6 @@ class CpuBackend:
 
     def memory_limit(self) -> bool:
         return True
+
+    def explain(self, text: str) -> str:
+        return ""

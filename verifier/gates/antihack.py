@@ -8,6 +8,10 @@ no patching of torch, timers or the runtime; no ``importlib``/``gc``/``inspect``
 
 Kernel sources (text, comments and strings blanked): no torch/BLAS/Python headers, no process,
 file, network, environment, timer or signal calls, no inline assembly, no code run at load time.
+Device backends add their own rules: on CUDA no streams, graphs, events or device allocation of the
+kernel's own (work must run on the stream the runtime passes, timed by the verifier) and every
+``<<<...>>>`` launch names its stream; on Ascend no ACL runtime calls (the runtime launches the kernel
+on torch_npu's stream) and the CANN kernel headers may be included with quotes.
 
 The worker adds a dynamic check of the same idea (the aten ops ``forward`` actually ran).
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 
 from verifier.cdecl import strip_comments_and_strings
 
@@ -263,7 +268,7 @@ _BANNED_INCLUDES = [
     (r"fstream|filesystem|dirent\.h|sys/stat\.h|fcntl\.h", "no file access in kernels"),
     (r"unistd\.h|sys/syscall\.h|dlfcn\.h|spawn\.h|sys/ptrace\.h|sys/mman\.h|sys/wait\.h|csignal|signal\.h",
      "no system calls, processes or signals in kernels"),
-    (r"chrono|ctime|time\.h|sys/time\.h", "no timers in kernels"),
+    (r"(?:^|/)(?:chrono|ctime|time\.h)$", "no timers in kernels"),
 ]
 _BANNED_WORDS = {
     "process": ["fork", "vfork", "execl", "execlp", "execle", "execv", "execvp", "execvpe", "execve", "system",
@@ -280,13 +285,108 @@ _BANNED_WORDS = {
 _BARE_WORDS = {"environ", "__environ", "asm", "__asm__", "__asm"}
 
 
-def check_kernel_source(name: str, source: str, local_files: set[str]) -> str | None:
-    """None when a kernel source follows the rules, else the first violation."""
+@dataclass(frozen=True)
+class DeviceRules:
+    """Kernel-source rules one device backend adds to the common ones."""
+
+    words: dict[str, tuple[tuple[str, ...], str]]       # what -> (banned call names, why/what to do instead)
+    includes: tuple[tuple[str, str], ...] = ()          # (pattern, why)
+    sdk_headers: frozenset[str] = frozenset()            # SDK headers that may be included with quotes
+    prefixes: tuple[tuple[str, str], ...] = ()          # (call-name regex, why)
+    launch_needs_stream: bool = False
+
+
+_CUDA_STREAM_WHY = "work must run on the cudaStream_t the runtime passes to your launcher"
+DEVICE_RULES: dict[str, DeviceRules] = {
+    "cuda": DeviceRules(
+        words={
+            "streams": (("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+                         "cudaStreamDestroy", "cudaStreamBeginCapture", "cudaStreamEndCapture",
+                         "cudaStreamAttachMemAsync"), _CUDA_STREAM_WHY),
+            "graphs": (("cudaGraphCreate", "cudaGraphInstantiate", "cudaGraphLaunch", "cudaGraphAddKernelNode"),
+                       _CUDA_STREAM_WHY),
+            "timer": (("cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventElapsedTime",
+                       "clock64", "__nanosleep"), "the verifier does the timing"),
+            "device control": (("cudaDeviceReset", "cudaSetDevice", "cudaDeviceSetLimit", "cudaSetDeviceFlags",
+                                "cudaDeviceSetCacheConfig"), "the device belongs to the verifier"),
+            "device allocation": (("cudaMalloc", "cudaMallocAsync", "cudaMallocManaged", "cudaMallocHost",
+                                   "cudaMallocPitch", "cudaHostAlloc", "cudaFree", "cudaFreeAsync", "cudaFreeHost"),
+                                  "allocate buffers in model.py with torch.empty(..., device=x.device) and pass them in"),
+        },
+        includes=((r"^thrust/", "thrust allocates and launches on its own streams; write the kernel"),),
+        sdk_headers=frozenset({"cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "device_launch_parameters.h",
+                               "cooperative_groups.h", "mma.h", "cuda_pipeline.h"}),
+        prefixes=((r"cudaStreamPerThread|cudaStreamLegacy", _CUDA_STREAM_WHY),),
+        launch_needs_stream=True,
+    ),
+    "ascend": DeviceRules(
+        words={},
+        includes=((r"^acl/|^aclnn|^hccl", "kernels are device code; the runtime launches them on torch_npu's stream"),),
+        sdk_headers=frozenset({"kernel_operator.h", "lib/matmul_intf.h", "kernel_tiling/kernel_tiling.h",
+                               "lib/matrix/matmul/matmul.h"}),
+        prefixes=((r"acl(?:rt|nn|op)?[A-Z]\w*\s*\(", "kernels may not call the ACL runtime (streams, memory, "
+                   "devices): the runtime launches them on torch_npu's stream"),),
+    ),
+}
+
+
+def _device_rule(name: str, code: str, rules: DeviceRules) -> str | None:
+    for what, (words, why) in rules.words.items():
+        for word in words:
+            m = re.search(rf"(?<![\w.]){re.escape(word)}\s*\(", code)
+            if m:
+                lineno = code.count("\n", 0, m.start()) + 1
+                return f"{name} line {lineno}: {word} is not allowed in kernels ({what}): {why}"
+    for pattern, why in rules.prefixes:
+        m = re.search(rf"(?<![\w.])(?:{pattern})", code)
+        if m:
+            lineno = code.count("\n", 0, m.start()) + 1
+            return f"{name} line {lineno}: {m.group(0).rstrip('( ')} is not allowed in kernels: {why}"
+    if rules.launch_needs_stream:
+        for m in re.finditer(r"<<<(.*?)>>>", code, re.S):
+            parts = _split_launch(m.group(1))
+            lineno = code.count("\n", 0, m.start()) + 1
+            if len(parts) < 4:
+                return (f"{name} line {lineno}: kernel launch <<<{m.group(1).strip()}>>> names no stream: pass the "
+                        "launcher's cudaStream_t as the fourth launch parameter, <<<grid, block, shared_bytes, stream>>>")
+            if parts[3] in ("0", "nullptr", "NULL", "0L", "cudaStreamDefault"):
+                return (f"{name} line {lineno}: kernel launch on stream {parts[3]}: pass the launcher's "
+                        "cudaStream_t as the fourth launch parameter")
+    return None
+
+
+def _split_launch(text: str) -> list[str]:
+    parts, depth, cur = [], 0, []
+    for ch in text:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur).strip())
+    return parts
+
+
+def check_kernel_source(name: str, source: str, local_files: set[str], backend: str = "cpu") -> str | None:
+    """None when a kernel source follows the rules (the common ones plus ``backend``'s), else the first
+    violation."""
+    rules = DEVICE_RULES.get(backend)
     no_comments = strip_comments_and_strings(source, keep_strings=True)
     for lineno, line in enumerate(no_comments.splitlines(), 1):
         m = re.match(r"\s*#\s*include\s*([<\"])([^>\"]*)[>\"]", line)
         if m:
             target = m.group(2).strip()
+            if rules is not None:
+                for pattern, why in rules.includes:
+                    if re.search(pattern, target):
+                        return f"{name} line {lineno}: #include <{target}>: {why}"
+            sdk = rules is not None and target in rules.sdk_headers
+            if sdk:
+                continue
             if m.group(1) == '"' and target not in local_files:
                 return f"{name} line {lineno}: #include \"{target}\": only the candidate's own files may be included with quotes"
             if target.startswith("/") or ".." in target:
@@ -309,18 +409,21 @@ def check_kernel_source(name: str, source: str, local_files: set[str]) -> str | 
             if m:
                 lineno = code.count("\n", 0, m.start()) + 1
                 return f"{name} line {lineno}: {word} is not allowed in kernels ({what})"
+    if rules is not None:
+        return _device_rule(name, code, rules)
     return None
 
 
-def check_candidate(files: dict[str, str], source_suffixes: tuple[str, ...], header_suffixes: tuple[str, ...]) -> str | None:
-    """The anti-hack gate over a whole candidate."""
+def check_candidate(files: dict[str, str], source_suffixes: tuple[str, ...], header_suffixes: tuple[str, ...],
+                    backend: str = "cpu") -> str | None:
+    """The anti-hack gate over a whole candidate (``backend`` adds its device rules)."""
     problem = check_model(files["model.py"])
     if problem:
         return problem
     local = set(files)
     for name, text in files.items():
         if name.endswith((*source_suffixes, *header_suffixes)):
-            problem = check_kernel_source(name, text, local)
+            problem = check_kernel_source(name, text, local, backend)
             if problem:
                 return problem
     return None

@@ -1,0 +1,108 @@
+"""``evokernel doctor [--json] [--backend NAME]``: what can run here.
+
+For every backend (cpu, cuda, ascend): is its toolchain present (compiler, SDK, version), is there a
+device, and if not, the exact reason with its fix. Then how candidates are isolated (bubblewrap,
+seccomp). Device runtimes are probed in subprocesses, never imported here. Always exits 0: a missing
+toolchain is a finding, not an error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="which backends can build and run here, and why not")
+    p.add_argument("--backend", default=None, help="check only this backend (cpu, cuda or ascend)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def backend_report(name: str) -> dict[str, Any]:
+    """One backend's findings; never raises."""
+    from verifier.backends import get_backend
+
+    try:
+        tc = get_backend(name).toolchain()
+    except Exception as exc:  # a probe of ours broke: report it, do not crash
+        problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
+        return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
+                "reason": problem, "problems": [problem], "details": {}}
+    return {
+        "available": tc.available,
+        "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
+        "device": {"present": bool(tc.device_ok), "name": tc.device},
+        "reason": tc.reason,
+        "problems": list(tc.problems),
+        "details": dict(tc.details),
+    }
+
+
+def diagnose(names: list[str] | None = None) -> dict[str, Any]:
+    """Everything ``doctor`` reports, as plain data."""
+    from verifier.backends import BACKENDS
+    from verifier.sandbox import bwrap_status, seccomp_status
+
+    bwrap_ok, bwrap_detail = bwrap_status()
+    seccomp_ok, seccomp_detail = seccomp_status()
+    return {
+        "backends": {name: backend_report(name) for name in (names or list(BACKENDS))},
+        "sandbox": {"bubblewrap": {"available": bwrap_ok, "detail": bwrap_detail},
+                    "seccomp": {"available": seccomp_ok, "detail": seccomp_detail}},
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "torch_npu": _version("torch_npu"),
+        "evokernel": _version("evokernel"),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from verifier.backends import BACKENDS
+
+    if args.backend is not None and args.backend not in BACKENDS:
+        print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}", file=sys.stderr)
+        return 2
+    data = diagnose([args.backend] if args.backend else None)
+    if args.json:
+        print(json.dumps(data, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console()
+    table = Table(box=None, show_header=True, header_style="bold")
+    table.add_column("backend")
+    table.add_column("status")
+    table.add_column("toolchain", overflow="fold")
+    table.add_column("device", overflow="fold")
+    for name, b in data["backends"].items():
+        tool = b["toolchain"]
+        dev = b["device"]
+        tool_text = ("[green]✓[/] " if tool["present"] else "[red]✗[/] ") + escape(tool.get("version") or tool.get("compiler") or "")
+        dev_text = ("[green]✓[/] " if dev["present"] else "[red]✗[/] ") + escape(dev.get("name") or "")
+        table.add_row(name, "[green]ready[/]" if b["available"] else "[red]unavailable[/]", tool_text, dev_text)
+    console.print(table)
+    for name, b in data["backends"].items():
+        for problem in b["problems"]:
+            console.print(f"[red]✗[/] {name}: {escape(problem)}")
+    for layer in ("bubblewrap", "seccomp"):
+        entry = data["sandbox"][layer]
+        mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"
+        console.print(f"{mark} {escape(entry['detail'])}")
+    versions = f"python {data['python']}, torch {data['torch'] or 'not installed'}"
+    versions += f", torch_npu {data['torch_npu']}" if data["torch_npu"] else ", torch_npu not installed (pip install 'evokernel[npu]')"
+    console.print(f"[dim]{escape(versions)}[/]")
+    return 0

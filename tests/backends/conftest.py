@@ -1,0 +1,23 @@
+"""Fixtures of the backend tests; the fake toolchain builders live in ``fake_toolchains``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # `import fake_toolchains`
+
+
+@pytest.fixture
+def bare_env(tmp_path) -> dict[str, str]:
+    """An environment whose PATH is one empty folder of our own: nothing real is found unless a test
+    puts it there."""
+    (tmp_path / "bin").mkdir()
+    return {"PATH": str(tmp_path / "bin"), "HOME": str(tmp_path / "home")}
+
+
+@pytest.fixture
+def tool_bin(bare_env) -> Path:
+    return Path(bare_env["PATH"])

@@ -1,0 +1,173 @@
+"""Fake toolchain trees for the backend tests: CANN installs of each layout, CUDA toolkits, and the
+``nvcc`` / ``nvidia-smi`` / ``npu-smi`` commands as small shell scripts."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+
+NPU_SMI_910B2 = """\
++------------------------------------------------------------------------------------------------+
+| npu-smi 24.1.rc2                 Version: 24.1.rc2                                             |
++---------------------------+---------------+----------------------------------------------------+
+| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|
+| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |
++===========================+===============+====================================================+
+| 0     910B2               | OK            | 93.6        37                0    / 0             |
+| 0                         | 0000:C1:00.0  | 0           0    / 0          3161 / 65536         |
++===========================+===============+====================================================+
+| 1     910B2               | OK            | 90.1        36                0    / 0             |
+| 0                         | 0000:C2:00.0  | 0           0    / 0          3161 / 65536         |
++===========================+===============+====================================================+
++---------------------------+---------------+----------------------------------------------------+
+| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |
++===========================+===============+====================================================+
+| No running processes found in NPU 0                                                            |
++===========================+===============+====================================================+
+"""
+
+# Where each CANN flavour keeps its Ascend C CMake support, relative to the toolkit root.
+CMAKE_LAYOUTS = {
+    "compiler": "compiler/tikcpp/ascendc_kernel_cmake",     # CANN 7/8 toolkit
+    "tools": "tools/tikcpp/ascendc_kernel_cmake",           # newer 8.x toolkits
+    "devkit": "ascendc_devkit/tikcpp/samples/cmake",        # older samples layout
+}
+
+
+def write_script(path: Path, body: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return path
+
+
+def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", version: str = "8.0.RC3",
+              socs: tuple[str, ...] = ("Ascend910B2", "Ascend910B3"), version_file: str = "version.cfg",
+              set_env: str | None = None) -> Path:
+    """A fake CANN toolkit root. ``layout``: one of CMAKE_LAYOUTS, or "asc" (CANN 9, ASC package only),
+    or "runtime" (no kernel build support at all)."""
+    root.mkdir(parents=True, exist_ok=True)
+    if layout in CMAKE_LAYOUTS:
+        module = root / CMAKE_LAYOUTS[layout]
+        module.mkdir(parents=True)
+        (module / "ascendc.cmake").write_text("# fake ascendc.cmake\n")
+    elif layout == "asc":
+        package = root / f"{arch}-linux/lib64/cmake/ASC"
+        package.mkdir(parents=True)
+        (package / "ASCConfig.cmake").write_text("# fake ASC package\n")
+    if layout != "runtime":
+        write_script(root / f"{arch}-linux/ccec_compiler/bin/bisheng", "echo bisheng\n")
+    (root / f"{arch}-linux/lib64").mkdir(parents=True, exist_ok=True)
+    if version_file == "version.cfg":
+        (root / "version.cfg").write_text(f"# version\ntoolkit_running_version=[8.0.0.1.200:{version}]\n")
+    elif version_file == "install.info":
+        (root / f"{arch}-linux/ascend_toolkit_install.info").write_text(
+            f"package_name=Ascend-cann-toolkit\nversion={version}\ninnerversion=V100R001C19\n")
+    platform = root / f"{arch}-linux/data/platform_config"
+    platform.mkdir(parents=True, exist_ok=True)
+    for soc in socs:
+        (platform / f"{soc}.ini").write_text("[version]\n")
+    if set_env is not None:
+        (root / "set_env.sh").write_text(set_env)
+    return root
+
+
+FAKE_NVCC = """\
+case "$1" in
+  --version) echo "nvcc: NVIDIA (R) Cuda compiler driver"; echo "Cuda compilation tools, release 12.4, V12.4.131" ;;
+  --list-gpu-arch) printf 'compute_50\\ncompute_60\\ncompute_70\\ncompute_75\\ncompute_80\\ncompute_86\\ncompute_89\\ncompute_90\\n' ;;
+  *) echo "fake nvcc: $*" ; exit 1 ;;
+esac
+"""
+
+
+def make_cuda(root: Path, release: str = "12.4") -> Path:
+    """A fake CUDA toolkit folder whose bin/nvcc prints ``release``."""
+    write_script(root / "bin/nvcc", FAKE_NVCC.replace("12.4", release))
+    return root
+
+
+def has_real(command: str) -> bool:
+    import shutil
+
+    found = shutil.which(command)
+    return found is not None and os.access(found, os.X_OK)
+
+
+# A stand-in for CANN's ascendc.cmake: builds the kernels for the host with g++ and generates the
+# aclrtlaunch_<kernel> entries (each runs the kernel once per block), so the generated project, the
+# command lines, the library copy and the runtime's calling convention run for real without CANN.
+FAKE_ASCENDC_CMAKE = r'''
+find_program(EVOKERNEL_FAKE_PYTHON NAMES python3 python REQUIRED)
+function(ascendc_library target kind)
+  set(sources)
+  foreach(s ${ARGN})
+    get_filename_component(abs "${s}" ABSOLUTE)
+    list(APPEND sources "${abs}")
+  endforeach()
+  set(gen "${CMAKE_BINARY_DIR}/auto_gen/${target}_launch.cpp")
+  execute_process(COMMAND "${EVOKERNEL_FAKE_PYTHON}" "${ASCENDC_CMAKE_DIR}/gen_launch.py" "${gen}" ${sources}
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gen_launch.py failed")
+  endif()
+  add_library(${target} ${kind} ${sources} ${gen})
+  target_include_directories(${target} PRIVATE "${ASCEND_CANN_PACKAGE_PATH}/include")
+  set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
+  file(WRITE "${CMAKE_BINARY_DIR}/seen.txt" "SOC_VERSION=${SOC_VERSION}\nRUN_MODE=${RUN_MODE}\n")
+endfunction()
+function(ascendc_compile_definitions target scope)
+  target_compile_definitions(${target} ${scope} ${ARGN})
+  file(APPEND "${CMAKE_BINARY_DIR}/seen.txt" "definitions=${ARGN}\n")
+endfunction()
+'''
+
+FAKE_GEN_LAUNCH = r'''
+import re
+import sys
+
+out, *sources = sys.argv[1:]
+lines = ["#include <cstdint>", "typedef void* aclrtStream;",
+         'extern "C" { uint32_t evokernel_block = 0, evokernel_blocks = 1; }']
+for src in sources:
+    text = open(src).read()
+    for m in re.finditer(r'extern "C" __global__ __aicore__ void (\w+)\(([^)]*)\)', text):
+        name = m.group(1)
+        params = [p.strip() for p in m.group(2).split(",") if p.strip()]
+        decl = ", ".join(p.replace("GM_ADDR", "uint8_t*") for p in params)
+        args = ", ".join(p.split()[-1] for p in params)
+        lines.append(f'extern "C" void {name}({decl});')
+        lines.append(f'extern "C" uint32_t aclrtlaunch_{name}(uint32_t blockDim, aclrtStream stream, {decl}) {{ '
+                     f"evokernel_blocks = blockDim; for (uint32_t b = 0; b < blockDim; ++b) {{ evokernel_block = b; "
+                     f"{name}({args}); }} return 0; }}")
+import os
+os.makedirs(os.path.dirname(out), exist_ok=True)
+open(out, "w").write("\n".join(lines) + "\n")
+'''
+
+FAKE_KERNEL_OPERATOR_H = r'''
+#pragma once
+#include <cstdint>
+#define __global__
+#define __aicore__
+#define __gm__
+typedef uint8_t* GM_ADDR;
+extern "C" uint32_t evokernel_block, evokernel_blocks;
+namespace AscendC {
+inline uint32_t GetBlockIdx() { return evokernel_block; }
+inline uint32_t GetBlockNum() { return evokernel_blocks; }
+}
+'''
+
+
+def make_host_cann(root: Path) -> Path:
+    """A fake CANN whose kernel-launch module builds for the host (see FAKE_ASCENDC_CMAKE)."""
+    make_cann(root, "compiler")
+    module = root / CMAKE_LAYOUTS["compiler"]
+    (module / "ascendc.cmake").write_text(FAKE_ASCENDC_CMAKE)
+    (module / "gen_launch.py").write_text(FAKE_GEN_LAUNCH)
+    (root / "include").mkdir(exist_ok=True)
+    (root / "include/kernel_operator.h").write_text(FAKE_KERNEL_OPERATOR_H)
+    return root

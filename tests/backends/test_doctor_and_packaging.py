@@ -1,0 +1,153 @@
+"""What a machine without accelerators sees: ``evokernel doctor`` (JSON and text), a CUDA or Ascend
+verification attempt ending in one clear line, the GPU check's clean refusal, and the packaging
+(installing EvoKernel never pulls torch_npu)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def evokernel(*args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evotui.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def doctor(tmp_path_factory) -> dict:
+    proc = evokernel("doctor", "--json", cwd=tmp_path_factory.mktemp("doctor"))
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_doctor_reports_every_backend(doctor):
+    assert set(doctor["backends"]) == {"cpu", "cuda", "ascend"}
+    for entry in doctor["backends"].values():
+        assert set(entry) >= {"available", "toolchain", "device", "reason", "problems", "details"}
+        assert entry["available"] == (not entry["problems"])
+        if not entry["available"]:
+            assert entry["reason"] and all(p.strip() for p in entry["problems"])
+
+
+def test_doctor_cpu_is_present(doctor):
+    cpu = doctor["backends"]["cpu"]
+    assert cpu["available"] and cpu["toolchain"]["present"] and cpu["device"]["present"]
+    assert cpu["toolchain"]["version"]
+
+
+def test_doctor_explains_a_missing_gpu(doctor):
+    cuda = doctor["backends"]["cuda"]
+    if cuda["available"]:
+        pytest.skip("this machine has a usable GPU")
+    assert not cuda["device"]["present"]
+    text = " ".join(cuda["problems"])
+    assert "nvcc missing" in text or "no CUDA device" in text
+    if not cuda["toolchain"]["present"]:
+        assert "install the CUDA toolkit or set CUDA_HOME" in text
+
+
+def test_doctor_explains_a_missing_npu(doctor):
+    ascend = doctor["backends"]["ascend"]
+    if ascend["available"]:
+        pytest.skip("this machine has a usable NPU")
+    text = " ".join(ascend["problems"])
+    assert "CANN not found" in text or "CANN at" in text or "cmake" in text or "SoC" in text
+    assert "torch_npu not importable" in text or "no NPU device" in text
+
+
+def test_doctor_reports_the_sandbox(doctor):
+    for layer in ("bubblewrap", "seccomp"):
+        assert isinstance(doctor["sandbox"][layer]["available"], bool) and doctor["sandbox"][layer]["detail"]
+
+
+def test_doctor_text_and_single_backend(tmp_path):
+    proc = evokernel("doctor", cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr
+    assert "cpu" in proc.stdout and "cuda" in proc.stdout and "ascend" in proc.stdout
+    proc = evokernel("doctor", "--json", "--backend", "cpu", cwd=tmp_path)
+    assert proc.returncode == 0 and list(json.loads(proc.stdout)["backends"]) == ["cpu"]
+    proc = evokernel("doctor", "--backend", "tpu", cwd=tmp_path)
+    assert proc.returncode == 2 and "choose one of: cpu, cuda, ascend" in proc.stderr
+
+
+def test_doctor_never_imports_device_runtimes_itself():
+    code = ("import sys; from evotui.cmd_doctor import diagnose; diagnose(); "
+            "print(sorted(m for m in ('torch', 'torch_npu') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("backend", ["cuda", "ascend"])
+def test_verifier_refuses_a_backend_that_cannot_run_here(backend, tmp_path):
+    from verifier.backends import get_backend
+    from verifier.errors import ToolchainMissing
+    from verifier.verify import Verifier
+
+    if get_backend(backend).toolchain().available:
+        pytest.skip(f"{backend} can run here")
+    with pytest.raises(ToolchainMissing, match=f"the {backend} backend cannot run here: "):
+        Verifier(backend, cache_dir=tmp_path)
+
+
+def test_cli_verify_on_cuda_ends_in_one_clear_line(tmp_path):
+    from verifier.backends import get_backend
+
+    if get_backend("cuda").toolchain().available:
+        pytest.skip("cuda can run here")
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench/gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    for name, text in gpu_check.CANDIDATES["relu"]["correct"][0].items():
+        (cand / name).write_text(text)
+    proc = evokernel("verify", str(cand), "--task", "relu", "--backend", "cuda", cwd=tmp_path,
+                     env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evokernel: the cuda backend cannot run here: ")
+
+
+def test_gpu_check_fails_cleanly_without_a_gpu():
+    from verifier.backends import get_backend
+
+    if get_backend("cuda").toolchain().available:
+        pytest.skip("cuda can run here: the script would run for real")
+    proc = subprocess.run([sys.executable, str(ROOT / "bench/gpu_check.py")], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    out = proc.stdout.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith("gpu_check: the CUDA backend cannot run here: ")
+
+
+def _default_requirements(requires: list[str]) -> list[str]:
+    """Requirements without an extra marker: what ``pip install evokernel`` installs."""
+    return [r for r in requires if "extra ==" not in r]
+
+
+def test_installing_evokernel_does_not_pull_torch_npu():
+    requires = metadata.requires("evokernel") or []
+    default = _default_requirements(requires)
+    assert default, "the installed metadata lists no requirements"
+    assert not [r for r in default if r.lower().replace("-", "_").startswith("torch_npu")]
+    assert any(r.lower().replace("-", "_").startswith("torch_npu") and 'extra == "npu"' in r for r in requires)
+
+
+def test_pyproject_keeps_torch_npu_an_optional_extra():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert not [d for d in project["dependencies"] if d.lower().replace("-", "_").startswith("torch_npu")]
+    assert project["optional-dependencies"]["npu"] == ["torch_npu"]

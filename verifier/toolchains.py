@@ -1,0 +1,618 @@
+"""Toolchain and device discovery for every backend, in one place.
+
+Where the compilers and SDKs are, which device is present, and — when something is missing — the
+one-line reason and its fix. Every function takes what it reads (an environment mapping, the home
+folder, the file-system root, the Python that probes torch) as parameters with the live defaults, so
+the rules run unchanged against fake directory trees in tests.
+
+The CANN rules follow the project's Ascend plan (public CANN samples, torch_npu sources); none of
+them has run against a real NPU workstation yet. Each assumption sits in one constant below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+# ----------------------------------------------------------------------------- running commands
+
+
+@dataclass
+class Ran:
+    """How a probe command ended: ``code`` is None when it could not start or timed out."""
+
+    code: int | None
+    out: str
+
+
+def run(argv: list[str], env: Mapping[str, str] | None = None, timeout: float = 30.0) -> Ran:
+    """Run a probe command; never raises."""
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
+                              env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return Ran(None, f"{Path(argv[0]).name} did not answer within {timeout:.0f} s")
+    except OSError as exc:
+        return Ran(None, f"could not run {argv[0]}: {exc.strerror or exc}")
+    return Ran(proc.returncode, (proc.stdout or "") + (proc.stderr or ""))
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def _first_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+PROBE_MARK = "EVOKERNEL-PROBE "
+
+
+def probe_python(code: str, *, python: str | None = None, env: Mapping[str, str] | None = None,
+                 timeout: float = 120.0) -> dict:
+    """Run ``code`` in a fresh Python (never in this process: importing a device runtime can break or
+    poison it) and return the JSON it printed after ``PROBE_MARK``; ``{"error": ...}`` on failure."""
+    ran = run([python or sys.executable, "-c", code], env=env, timeout=timeout)
+    for line in reversed(ran.out.splitlines()):
+        if line.startswith(PROBE_MARK):
+            try:
+                return json.loads(line[len(PROBE_MARK):])
+            except ValueError:
+                break
+    tail = [line for line in ran.out.strip().splitlines() if line.strip()]
+    return {"error": tail[-1].strip() if tail else f"the probe exited with {ran.code}"}
+
+
+def probe_env(env: Mapping[str, str] | None = None, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a torch probe runs in: the host's, without autoloading device plugins (a broken
+    torch_npu would otherwise make ``import torch`` itself fail)."""
+    out = dict(os.environ if env is None else env)
+    out.update(extra or {})
+    out["TORCH_DEVICE_BACKEND_AUTOLOAD"] = "0"
+    return out
+
+
+# ----------------------------------------------------------------------------- CUDA
+
+
+def find_nvcc(env: Mapping[str, str], system_root: str | Path = "/") -> tuple[Path | None, list[str]]:
+    """``nvcc``: ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, then ``PATH``, then ``/usr/local/cuda/bin``.
+    Returns the path (or None) and where it looked, for the message."""
+    looked: list[str] = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        base = env.get(var)
+        if not base:
+            looked.append(f"${var} (unset)")
+            continue
+        candidate = Path(base) / "bin" / "nvcc"
+        looked.append(str(candidate))
+        if _executable(candidate):
+            return candidate, looked
+    on_path = shutil.which("nvcc", path=env.get("PATH", ""))
+    looked.append("PATH")
+    if on_path:
+        return Path(on_path), looked
+    fallback = Path(system_root) / "usr/local/cuda/bin/nvcc"
+    looked.append(str(fallback))
+    if _executable(fallback):
+        return fallback, looked
+    return None, looked
+
+
+def nvcc_version(nvcc: Path, env: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(short version such as "12.4", the full ``release`` line) from ``nvcc --version``."""
+    ran = run([str(nvcc), "--version"], env=env, timeout=30)
+    m = re.search(r"release\s+(\d+\.\d+)", ran.out)
+    line = next((ln.strip() for ln in ran.out.splitlines() if "release" in ln), _first_line(ran.out))
+    return (m.group(1) if m else ""), line
+
+
+def nvcc_arches(nvcc: Path, env: Mapping[str, str] | None = None) -> list[int]:
+    """Compute capabilities this nvcc can target (``--list-gpu-arch``), e.g. [75, 80, 86, 89, 90]."""
+    ran = run([str(nvcc), "--list-gpu-arch"], env=env, timeout=30)
+    if ran.code != 0:
+        return []
+    return sorted({int(m) for m in re.findall(r"compute_(\d+)", ran.out)})
+
+
+def parse_compute_caps(text: str) -> list[int]:
+    """``nvidia-smi --query-gpu=compute_cap --format=csv,noheader`` lines ("9.0") -> [90]."""
+    caps = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", line)
+        if m:
+            caps.append(int(m.group(1)) * 10 + int(m.group(2)))
+    return caps
+
+
+def query_nvidia_smi(env: Mapping[str, str]) -> tuple[list[int], str]:
+    """Compute capabilities of the GPUs ``nvidia-smi`` sees, or ([], why not)."""
+    exe = shutil.which("nvidia-smi", path=env.get("PATH", ""))
+    if not exe:
+        return [], "nvidia-smi not found (no NVIDIA driver?)"
+    ran = run([exe, "--query-gpu=compute_cap", "--format=csv,noheader"], env=env, timeout=30)
+    if ran.code != 0:
+        return [], f"nvidia-smi failed: {_first_line(ran.out)}"
+    caps = parse_compute_caps(ran.out)
+    return caps, "" if caps else "nvidia-smi lists no GPU"
+
+
+def choose_cuda_arch(capability: int | None, supported: list[int], override: str | None = None) -> tuple[str | None, str]:
+    """The ``-arch`` for nvcc: the device's own ``sm_XY``. Returns (arch or None, problem or "")."""
+    if override:
+        digits = re.sub(r"\D", "", override)
+        if not digits:
+            return None, f"EVOKERNEL_CUDA_ARCH={override!r} is not an architecture (use e.g. sm_90)"
+        return f"sm_{digits}", ""
+    if capability is None:
+        return None, "no CUDA device to take -arch from (set EVOKERNEL_CUDA_ARCH=sm_XY to build without one)"
+    if supported and capability not in supported:
+        newest = max(supported)
+        why = "newer than this nvcc knows" if capability > newest else "no longer supported by this nvcc"
+        return None, (f"the GPU is sm_{capability}, {why} (it targets sm_{min(supported)}..sm_{newest}): "
+                      "install a CUDA toolkit that supports the device")
+    return f"sm_{capability}", ""
+
+
+PROBE_TORCH_CUDA = f"""
+import json
+out = {{}}
+try:
+    import torch
+    out["torch"] = torch.__version__
+    out["cuda"] = torch.version.cuda
+    out["available"] = bool(torch.cuda.is_available())
+    if out["available"]:
+        out["count"] = torch.cuda.device_count()
+        out["name"] = torch.cuda.get_device_name(0)
+        major, minor = torch.cuda.get_device_capability(0)
+        out["capability"] = major * 10 + minor
+except Exception as exc:
+    text = str(exc).strip().splitlines()
+    out["error"] = type(exc).__name__ + ": " + (text[0] if text else "")
+print({PROBE_MARK!r} + json.dumps(out))
+"""
+
+
+@dataclass
+class CudaFindings:
+    """What CUDA discovery found; ``problems`` are one-line reasons with their fix."""
+
+    nvcc: Path | None = None
+    nvcc_looked: list[str] = field(default_factory=list)
+    version: str = ""
+    version_line: str = ""
+    supported: list[int] = field(default_factory=list)
+    torch: dict = field(default_factory=dict)
+    smi_caps: list[int] = field(default_factory=list)
+    smi_note: str = ""
+    arch: str | None = None
+    device: str = ""
+    toolchain_problems: list[str] = field(default_factory=list)
+    device_problems: list[str] = field(default_factory=list)
+
+
+def discover_cuda(env: Mapping[str, str] | None = None, *, system_root: str | Path = "/",
+                  python: str | None = None, probe_torch: bool = True) -> CudaFindings:
+    """nvcc, its version and targets; the device (torch probe in a subprocess, then nvidia-smi) and
+    the ``-arch`` to build for."""
+    env = dict(os.environ if env is None else env)
+    f = CudaFindings()
+    f.nvcc, f.nvcc_looked = find_nvcc(env, system_root)
+    if f.nvcc is None:
+        f.toolchain_problems.append(
+            f"nvcc missing: not found in {', '.join(f.nvcc_looked)}; install the CUDA toolkit or set CUDA_HOME")
+    else:
+        f.version, f.version_line = nvcc_version(f.nvcc, env)
+        f.supported = nvcc_arches(f.nvcc, env)
+        if not f.version:
+            f.toolchain_problems.append(f"{f.nvcc} --version did not name a CUDA release")
+    capability: int | None = None
+    if probe_torch:
+        f.torch = probe_python(PROBE_TORCH_CUDA, python=python, env=probe_env(env))
+        if f.torch.get("error") and "torch" not in f.torch:
+            f.device_problems.append(f"PyTorch could not be imported: {f.torch['error']}")
+        elif not f.torch.get("cuda"):
+            f.device_problems.append(f"no CUDA device usable: PyTorch {f.torch.get('torch', '?')} is a CPU-only build; "
+                                     "install a CUDA build of torch")
+        elif not f.torch.get("available"):
+            why = f.torch.get("error") or "torch.cuda.is_available() is False"
+            f.device_problems.append(f"no CUDA device: {why} (driver not loaded, or CUDA_VISIBLE_DEVICES hides it)")
+        else:
+            capability = f.torch.get("capability")
+            f.device = f"{f.torch.get('name', 'GPU')} (sm_{capability})"
+    if capability is None:
+        f.smi_caps, f.smi_note = query_nvidia_smi(env)
+        if f.smi_caps and not f.device_problems:
+            capability = f.smi_caps[0]
+        elif not f.smi_caps:
+            f.device_problems.append(f"no CUDA device: {f.smi_note}")
+    f.arch, problem = choose_cuda_arch(capability, f.supported, env.get("EVOKERNEL_CUDA_ARCH"))
+    if problem and f.nvcc is not None and not f.device_problems:
+        f.device_problems.append(problem)
+    return f
+
+
+# ----------------------------------------------------------------------------- Ascend (CANN)
+
+# Where the Ascend C kernel-launch CMake module lives, first match wins (CANN 6.x..8.x layouts).
+ASCENDC_CMAKE_DIRS = (
+    "compiler/tikcpp/ascendc_kernel_cmake",
+    "tools/tikcpp/ascendc_kernel_cmake",
+    "ascendc_devkit/tikcpp/samples/cmake",
+)
+# CANN 9's ASC language package (find_package(ASC)); searched under these, relative to the root.
+ASC_PACKAGE_BASES = ("{arch}-linux/lib64/cmake", "lib64/cmake", "{arch}-linux/cmake", "cmake")
+ASC_CONFIG_NAMES = ("ASCConfig.cmake", "asc-config.cmake")
+BISHENG_PATHS = ("{arch}-linux/ccec_compiler/bin/bisheng", "compiler/ccec_compiler/bin/bisheng",
+                 "tools/ccec_compiler/bin/bisheng", "{arch}-linux/bin/bisheng", "bin/bisheng")
+SET_ENV_PATHS = ("set_env.sh", "../set_env.sh", "bin/setenv.bash")
+# SoC version prefix -> bisheng --npu-arch (ASC flow).
+NPU_ARCH = (("Ascend310P", "dav-2002"), ("Ascend910B", "dav-2201"), ("Ascend910_93", "dav-2201"),
+            ("Ascend950", "dav-3510"))
+# Variables a sourced set_env.sh may contribute to the worker and compiler environment.
+_CANN_ENV_KEYS = re.compile(r"^(PATH|LD_LIBRARY_PATH|PYTHONPATH|ASCEND_[A-Z_]+|TOOLCHAIN_HOME)$")
+
+
+@dataclass
+class CannInstall:
+    """A CANN toolkit found on this machine and what its layout offers."""
+
+    root: Path
+    found_by: str                      # the search rule that found it, e.g. "$ASCEND_HOME_PATH"
+    arch: str                          # host architecture folder prefix: "aarch64" or "x86_64"
+    version: str = "unknown"
+    flow: str | None = None            # "ascendc_library" (CANN <= 8) | "asc" (CANN 9) | None
+    cmake_dir: Path | None = None      # ascendc_kernel_cmake folder, or the ASC package folder
+    bisheng: Path | None = None
+    set_env: Path | None = None
+
+    @property
+    def problem(self) -> str:
+        """Why this install cannot build kernels ("" when it can)."""
+        if self.flow is None:
+            looked = ", ".join(ASCENDC_CMAKE_DIRS)
+            return (f"CANN at {self.root} has no Ascend C CMake module ({looked}) nor the CANN 9 ASC package: "
+                    "install the CANN toolkit package, not only the runtime")
+        if self.bisheng is None:
+            return f"CANN at {self.root} has no bisheng compiler: install the CANN toolkit package"
+        return ""
+
+
+def cann_candidates(env: Mapping[str, str], home: str | Path, system_root: str | Path = "/") -> list[tuple[str, Path]]:
+    """The CANN roots to try, in order: ``$ASCEND_INSTALL_PATH``, ``$ASCEND_HOME_PATH`` (each as the
+    toolkit root itself or an install folder holding one), ``~/Ascend``, then ``/usr/local/Ascend``;
+    per install folder the classic ``ascend-toolkit/latest`` before CANN 9's ``cann``."""
+    out: list[tuple[str, Path]] = []
+    for var in ("ASCEND_INSTALL_PATH", "ASCEND_HOME_PATH"):
+        value = env.get(var)
+        if value:
+            base = Path(value)
+            out += [(f"${var}", base), (f"${var}/ascend-toolkit/latest", base / "ascend-toolkit/latest"),
+                    (f"${var}/cann", base / "cann"), (f"${var}/latest", base / "latest")]
+    for label, install in (("~/Ascend", Path(home) / "Ascend"), ("/usr/local/Ascend", Path(system_root) / "usr/local/Ascend")):
+        out += [(f"{label}/ascend-toolkit/latest", install / "ascend-toolkit/latest"), (f"{label}/cann", install / "cann")]
+    return out
+
+
+def _looks_like_cann(path: Path) -> bool:
+    if not path.is_dir():
+        return False
+    markers = ("version.cfg", "set_env.sh", "bin/setenv.bash", "compiler", "tools", "lib64", "include")
+    return any((path / m).exists() for m in markers) or any(path.glob("*-linux"))
+
+
+def _host_arch(root: Path, machine: str | None = None) -> str:
+    machine = machine or platform.machine()
+    if (root / f"{machine}-linux").is_dir():
+        return machine
+    for found in sorted(root.glob("*-linux")):
+        return found.name[: -len("-linux")]
+    return machine
+
+
+def cann_version(root: Path, arch: str) -> str:
+    """The toolkit version: ``version.cfg``, else ``<arch>-linux/ascend_toolkit_install.info``, else a
+    version-looking part of the resolved path (``8.0.RC3``, ``cann-9.0.0``)."""
+    try:
+        text = (root / "version.cfg").read_text(errors="replace")
+        m = re.search(r"toolkit_running_version=\[[^\]:]*:([^\]]+)\]", text) or re.search(r"^\s*version\s*=\s*(\S+)", text, re.M)
+        if m:
+            return m.group(1).strip()
+    except OSError:
+        pass
+    for info in (root / f"{arch}-linux/ascend_toolkit_install.info", root / "ascend_toolkit_install.info"):
+        try:
+            m = re.search(r"^\s*version\s*=\s*(\S+)", info.read_text(errors="replace"), re.M)
+        except OSError:
+            continue
+        if m:
+            return m.group(1).strip()
+    for part in reversed(root.resolve().parts):
+        m = re.search(r"(\d+\.\d+(?:\.[A-Za-z0-9]+)*)", part)
+        if m:
+            return m.group(1)
+    return "unknown"
+
+
+def ascendc_cmake_dir(root: Path) -> Path | None:
+    for rel in ASCENDC_CMAKE_DIRS:
+        if (root / rel / "ascendc.cmake").is_file():
+            return root / rel
+    return None
+
+
+def asc_package_dir(root: Path, arch: str) -> Path | None:
+    """The folder to give ``find_package(ASC ... HINTS)``: one holding ``ASCConfig.cmake`` directly or
+    in an ``ASC*`` subfolder."""
+    for rel in ASC_PACKAGE_BASES:
+        base = root / rel.format(arch=arch)
+        if not base.is_dir():
+            continue
+        for name in ASC_CONFIG_NAMES:
+            if (base / name).is_file() or any(base.glob(f"[Aa][Ss][Cc]*/{name}")):
+                return base
+    return None
+
+
+def inspect_cann(root: Path, found_by: str, machine: str | None = None) -> CannInstall:
+    arch = _host_arch(root, machine)
+    install = CannInstall(root=root, found_by=found_by, arch=arch, version=cann_version(root, arch))
+    classic = ascendc_cmake_dir(root)
+    if classic is not None:
+        install.flow, install.cmake_dir = "ascendc_library", classic
+    else:
+        asc = asc_package_dir(root, arch)
+        if asc is not None:
+            install.flow, install.cmake_dir = "asc", asc
+    for rel in BISHENG_PATHS:
+        path = root / rel.format(arch=arch)
+        if path.is_file():
+            install.bisheng = path
+            break
+    for rel in SET_ENV_PATHS:
+        path = root / rel
+        if path.is_file():
+            install.set_env = path.resolve()
+            break
+    return install
+
+
+def find_cann(env: Mapping[str, str] | None = None, home: str | Path | None = None, system_root: str | Path = "/",
+              machine: str | None = None) -> tuple[CannInstall | None, list[str]]:
+    """The first CANN root in ``cann_candidates`` order, and the rules tried (for the message)."""
+    env = os.environ if env is None else env
+    home = Path(home) if home is not None else Path(os.path.expanduser("~"))
+    tried: list[str] = []
+    seen: set[str] = set()
+    for label, path in cann_candidates(env, home, system_root):
+        if str(path) in seen:
+            continue
+        seen.add(str(path))
+        tried.append(label)
+        if _looks_like_cann(path):
+            return inspect_cann(path, label, machine), tried
+    return None, tried
+
+
+def cann_env(install: CannInstall, env: Mapping[str, str] | None = None, timeout: float = 30.0) -> dict[str, str]:
+    """The variables CANN's ``set_env.sh`` would set, for workers and compilers. Nothing when the user
+    already sourced it; else the script is sourced in ``bash`` and its effect captured; else a minimal
+    fallback (home path and library folders)."""
+    env = dict(os.environ if env is None else env)
+    if env.get("ASCEND_HOME_PATH") and env.get("ASCEND_OPP_PATH"):
+        return {}
+    if install.set_env is not None and shutil.which("bash"):
+        ran = run(["bash", "-c", 'source "$1" >/dev/null 2>&1; env -0', "evokernel-cann-env", str(install.set_env)],
+                  env=env, timeout=timeout)
+        if ran.code == 0:
+            after = dict(item.split("=", 1) for item in ran.out.split("\0") if "=" in item)
+            return {k: v for k, v in after.items() if _CANN_ENV_KEYS.match(k) and env.get(k) != v}
+    root = install.root
+    libs = [str(p) for p in (root / "lib64", root / f"{install.arch}-linux/lib64", root / "runtime/lib64",
+                             Path("/usr/local/Ascend/driver/lib64/driver"), Path("/usr/local/Ascend/driver/lib64/common"))
+            if p.is_dir()]
+    out = {"ASCEND_HOME_PATH": str(root), "ASCEND_TOOLKIT_HOME": str(root), "ASCEND_OPP_PATH": str(root / "opp")}
+    if libs:
+        out["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])])
+    return out
+
+
+def parse_npu_smi(text: str) -> list[str]:
+    """The Name column of ``npu-smi info`` per NPU (``["910B3", "910B3"]``); chip and process rows skipped."""
+    names = []
+    for line in text.splitlines():
+        m = re.match(r"^\|\s*(\d+)\s+([A-Za-z0-9][A-Za-z0-9_\-]*)\s*\|\s*([A-Za-z]+)\s*\|", line)
+        if m and not m.group(2).isdigit():
+            names.append(m.group(2))
+    return names
+
+
+def soc_from_name(name: str) -> str:
+    """A device name as CMake's ``SOC_VERSION`` spells it: "910B2" -> "Ascend910B2"."""
+    name = name.strip()
+    return name if name.lower().startswith("ascend") else f"Ascend{name}"
+
+
+def npu_arch(soc: str) -> str | None:
+    """bisheng ``--npu-arch`` for a SoC version (CANN 9's ASC flow)."""
+    for prefix, arch in NPU_ARCH:
+        if soc.startswith(prefix):
+            return arch
+    return None
+
+
+def soc_supported(install: CannInstall, soc: str) -> bool | None:
+    """Whether the toolkit ships a platform config for ``soc``; None when it has no such folder."""
+    for rel in (f"{install.arch}-linux/data/platform_config", "compiler/data/platform_config", "data/platform_config"):
+        folder = install.root / rel
+        if folder.is_dir():
+            return (folder / f"{soc}.ini").is_file()
+    return None
+
+
+def query_npu_smi(env: Mapping[str, str], system_root: str | Path = "/") -> tuple[list[str], str]:
+    """NPU names from ``npu-smi info``, or ([], why not)."""
+    exe = shutil.which("npu-smi", path=env.get("PATH", "")) or next(
+        (str(p) for p in (Path(system_root) / "usr/local/sbin/npu-smi", Path(system_root) / "usr/local/bin/npu-smi")
+         if _executable(p)), None)
+    if not exe:
+        return [], "npu-smi not found (no Ascend driver?)"
+    ran = run([exe, "info"], env=env, timeout=30)
+    if ran.code != 0:
+        return [], f"npu-smi info failed: {_first_line(ran.out)}"
+    names = parse_npu_smi(ran.out)
+    return names, "" if names else "npu-smi info lists no NPU"
+
+
+PROBE_TORCH_NPU = f"""
+import json
+out = {{}}
+try:
+    import torch
+    out["torch"] = torch.__version__
+except Exception as exc:
+    text = str(exc).strip().splitlines()
+    out["error"] = "import torch failed: " + type(exc).__name__ + ": " + (text[0] if text else "")
+else:
+    try:
+        import torch_npu
+        out["torch_npu"] = getattr(torch_npu, "__version__", "?")
+    except Exception as exc:
+        text = str(exc).strip().splitlines()
+        out["error"] = "import torch_npu failed: " + type(exc).__name__ + ": " + (text[0] if text else "")
+    else:
+        try:
+            out["count"] = torch.npu.device_count()
+            if out["count"]:
+                out["name"] = torch.npu.get_device_name(0)
+        except Exception as exc:
+            text = str(exc).strip().splitlines()
+            out["device_error"] = type(exc).__name__ + ": " + (text[0] if text else "")
+print({PROBE_MARK!r} + json.dumps(out))
+"""
+
+
+def explain_torch_npu_error(error: str, torch_version: str = "") -> str:
+    """One line with the fix for a failed ``import torch_npu``."""
+    if "No module named 'torch_npu'" in error:
+        return "torch_npu not importable: it is not installed; pip install 'evokernel[npu]' (the torch_npu release " \
+               f"built for torch {torch_version or 'your torch'} and your CANN)"
+    if "undefined symbol" in error:
+        return f"torch_npu not importable ({error}): it does not match torch {torch_version or ''} or CANN; " \
+               "install the torch_npu built for both"
+    if re.search(r"lib(ascendcl|hccl|acl_op_compiler|runtime|ge_runner)[^ ]*\.so", error):
+        return f"torch_npu not importable ({error}): CANN libraries not found; source <CANN>/set_env.sh first"
+    return f"torch_npu not importable: {error}"
+
+
+def _distribution_version(name: str, python: str | None = None) -> str:
+    """An installed distribution's version for the probing Python, without importing it ("" if absent)."""
+    if python is None or Path(python).resolve() == Path(sys.executable).resolve():
+        from importlib import metadata
+
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return ""
+    ran = run([python, "-c", f"from importlib import metadata; print(metadata.version({name!r}))"], timeout=60)
+    return ran.out.strip() if ran.code == 0 else ""
+
+
+def torch_npu_installed(python: str | None = None) -> bool:
+    """Whether a torch_npu distribution is installed for the probing Python (no import)."""
+    if python is None or Path(python).resolve() == Path(sys.executable).resolve():
+        import importlib.util
+
+        return importlib.util.find_spec("torch_npu") is not None
+    ran = run([python, "-c", "import importlib.util,sys; sys.exit(0 if importlib.util.find_spec('torch_npu') else 1)"],
+              timeout=60)
+    return ran.code == 0
+
+
+@dataclass
+class AscendFindings:
+    """What Ascend discovery found; ``problems`` are one-line reasons with their fix."""
+
+    install: CannInstall | None = None
+    tried: list[str] = field(default_factory=list)
+    cmake: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    torch: dict = field(default_factory=dict)
+    smi_names: list[str] = field(default_factory=list)
+    smi_note: str = ""
+    soc: str | None = None
+    soc_source: str = ""
+    device: str = ""
+    toolchain_problems: list[str] = field(default_factory=list)
+    device_problems: list[str] = field(default_factory=list)
+
+
+def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | None = None,
+                    system_root: str | Path = "/", machine: str | None = None, python: str | None = None,
+                    soc: str | None = None, probe_torch: bool = True) -> AscendFindings:
+    """CANN root and layout, cmake, torch_npu (probed in a subprocess with device autoload off), the
+    NPU and its SoC. ``soc`` (or ``$EVOKERNEL_ASCEND_SOC``) names the SoC when there is no device to
+    ask, and must then match the device when there is one."""
+    env = dict(os.environ if env is None else env)
+    f = AscendFindings()
+    f.install, f.tried = find_cann(env, home, system_root, machine)
+    if f.install is None:
+        f.toolchain_problems.append(
+            f"CANN not found (tried {', '.join(f.tried)}): install the CANN toolkit and source its set_env.sh, "
+            "or set ASCEND_HOME_PATH")
+    else:
+        if f.install.problem:
+            f.toolchain_problems.append(f.install.problem)
+        f.env = cann_env(f.install, env)
+    f.cmake = shutil.which("cmake", path=env.get("PATH", ""))
+    if f.cmake is None:
+        f.toolchain_problems.append("cmake not found: install CMake 3.16 or newer (Debian/Ubuntu: apt install cmake)")
+
+    explicit = soc or env.get("EVOKERNEL_ASCEND_SOC") or None
+    detected: str | None = None
+    if probe_torch:
+        if not torch_npu_installed(python):
+            f.torch = {"error": "No module named 'torch_npu'", "torch": _distribution_version("torch", python)}
+        else:
+            f.torch = probe_python(PROBE_TORCH_NPU, python=python, env=probe_env(env, f.env))
+        if f.torch.get("error"):
+            f.device_problems.append(explain_torch_npu_error(f.torch["error"], f.torch.get("torch", "")))
+        elif f.torch.get("device_error"):
+            f.device_problems.append(f"no NPU device: {f.torch['device_error']}")
+        elif not f.torch.get("count"):
+            f.device_problems.append("no NPU device: torch.npu.device_count() is 0 (driver not loaded, or "
+                                     "ASCEND_RT_VISIBLE_DEVICES hides it)")
+        elif f.torch.get("name"):
+            detected, f.soc_source = soc_from_name(f.torch["name"]), "torch.npu.get_device_name(0)"
+    if detected is None:
+        f.smi_names, f.smi_note = query_npu_smi(env, system_root)
+        if f.smi_names:
+            detected, f.soc_source = soc_from_name(f.smi_names[0]), "npu-smi info"
+        else:
+            f.device_problems.append(f"no NPU device: {f.smi_note}")
+    if explicit and detected and explicit != detected:
+        f.device_problems.append(f"SoC mismatch: EVOKERNEL_ASCEND_SOC is {explicit} but the device is {detected} "
+                                 f"({f.soc_source}); unset it or build for {detected}")
+    f.soc = explicit or detected
+    if explicit and not detected:
+        f.soc_source = "EVOKERNEL_ASCEND_SOC" if not soc else "configured"
+    if f.soc:
+        f.device = f.soc
+        if f.install is not None:
+            supported = soc_supported(f.install, f.soc)
+            if supported is False:
+                f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no platform "
+                                            f"config for {f.soc}; install a CANN release that supports it")
+            if f.install.flow == "asc" and npu_arch(f.soc) is None:
+                f.toolchain_problems.append(f"no --npu-arch known for SoC {f.soc} (the ASC flow needs one)")
+    return f
