@@ -21,6 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--backend", default=None, help="cpu (default), cuda or ascend")
     p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
     p.add_argument("--threads", type=int, default=None, help="threads for reference and candidate")
+    p.add_argument("--fresh", action="store_true",
+                   help="verify again even if this exact candidate was verified before (new timing)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -41,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     task = scale_task(suite.get(args.task), scale)
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        outcome = verifier.verify(task.spec(), folder)
+        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh)
         isolation = verifier.isolation
     data = outcome.to_dict()
     if args.json:
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     table.add_column("message", overflow="fold")
     for g in outcome.gates:
         table.add_row(MARKS[g.status], g.name, f"{g.seconds:.2f}" if g.status != "skipped" else "", escape(g.message))
-    console.print(f"[bold]{escape(task.id)}[/] · {outcome.backend} · {outcome.threads} threads")
+    cached = " · [dim]recorded verdict (same files verified before; --fresh to re-run)[/]" if outcome.from_cache else ""
+    console.print(f"[bold]{escape(task.id)}[/] · {outcome.backend} · {outcome.threads} threads{cached}")
     console.print(table)
     verdict = "[green]✓[/]" if outcome.feasible else "[red]✗[/]"
     console.print(f"{verdict} {escape(outcome.message)}")

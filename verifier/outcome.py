@@ -54,6 +54,7 @@ class Outcome:
     threads: int = 0
     seconds: float = 0.0
     created_at: float = 0.0
+    from_cache: bool = False
     listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod

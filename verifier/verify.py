@@ -33,13 +33,14 @@ from verifier.errors import ToolchainMissing
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 from verifier.inputs import trial_plan
-from verifier.machine import last_level_cache_bytes
+from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache, TimingLock
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
 MAX_READ_BYTES = 1024 * 1024
+OUTCOME_FORMAT = 1  # bump when the gates change what they decide
 
 
 def read_candidate(folder: Path) -> dict[str, str]:
@@ -151,25 +152,61 @@ class Verifier:
         return self.references.get(task, trial_plan(self.config.trials), alt, want_timing=want_timing)
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
-               on_gate: Callable[[GateResult], None] | None = None) -> Outcome:
+               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False) -> Outcome:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
-        ``on_gate`` is called (from this thread) as each gate gets its verdict."""
+        ``on_gate`` is called (from this thread) as each gate gets its verdict. A byte-identical
+        candidate verified before on this machine with the same settings returns its recorded Outcome
+        (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
+        measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
-        if on_gate is not None:
-            out.listener = on_gate
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
         try:
             files = candidate if isinstance(candidate, dict) else read_candidate(Path(candidate))
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
+        key = self._outcome_key(task, out.candidate_hash)
+        if not fresh:
+            cached = self._cached_outcome(key)
+            if cached is not None:
+                for g in cached.gates:
+                    if on_gate is not None and g.status != "skipped":
+                        on_gate(g)
+                cached.from_cache, cached.seconds = True, time.perf_counter() - started
+                return cached
+        if on_gate is not None:
+            out.listener = on_gate
         try:
             self._run_gates(task, files, out)
         finally:
             out.seconds = time.perf_counter() - started
             out.listener = None
-        return out.finish()
+        out.finish()
+        if not any(g.details.get("transient") for g in out.gates):
+            self._remember_outcome(key, out)
+        return out
+
+    # -- the outcome cache ----------------------------------------------------------------------
+
+    def _outcome_key(self, task: TaskSpec, cand_hash: str) -> str:
+        text = json.dumps([OUTCOME_FORMAT, cand_hash, task.key, task.atol, task.rtol, self.backend.build_key(),
+                           self.config.model_dump(mode="json"), fingerprint(self.config.threads, self.backend.name)],
+                          sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def _cached_outcome(self, key: str) -> Outcome | None:
+        try:
+            return Outcome.from_dict(json.loads((self.cache_dir / "outcomes" / f"{key}.json").read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def _remember_outcome(self, key: str, out: Outcome) -> None:
+        folder = self.cache_dir / "outcomes"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{threading.get_ident()}.tmp"
+        tmp.write_text(json.dumps(out.to_dict()))
+        os.replace(tmp, folder / f"{key}.json")
 
     def _run_gates(self, task: TaskSpec, files: dict[str, str], out: Outcome) -> None:
         backend, cfg = self.backend, self.config
@@ -282,7 +319,8 @@ class Verifier:
         try:
             exit_, result, outputs = self._run_job(job_dir)
             if not result or not result.get("ok") or outputs is None:
-                out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds)
+                out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
+                         transient=exit_.status in ("timeout", "lost"))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -328,7 +366,8 @@ class Verifier:
             with self._timing_lock:
                 exit_, result, outputs = self._run_job(job_dir)
             if not result or not result.get("ok") or outputs is None:
-                out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds)
+                out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds,
+                         transient=exit_.status in ("timeout", "lost"))
                 return
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)

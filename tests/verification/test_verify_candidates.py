@@ -60,12 +60,16 @@ def test_outcome_round_trips_through_json(verifier, suite, make_candidate):
     assert again == out
 
 
-def test_reverification_uses_the_build_cache(verifier, suite, make_candidate):
+def test_reverification_uses_the_caches(verifier, suite, make_candidate):
     files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // cached"))
-    first = verify(verifier, suite, "relu", files, make_candidate)
-    second = verify(verifier, suite, "relu", files, make_candidate)
-    assert first.feasible and second.feasible
-    assert not first.build_cached and second.build_cached
+    task = suite.get("relu").spec()
+    first = verifier.verify(task, make_candidate(files))
+    recorded = verifier.verify(task, make_candidate(files))
+    fresh = verifier.verify(task, make_candidate(files), fresh=True)
+    assert first.feasible and recorded.feasible and fresh.feasible
+    assert not first.from_cache and recorded.from_cache and not fresh.from_cache
+    assert recorded.latency_ms == first.latency_ms          # the recorded verdict, timing included
+    assert not first.build_cached and fresh.build_cached     # a fresh run still reuses the build
 
 
 # ----------------------------------------------------------------------------- rejected
@@ -108,6 +112,8 @@ def test_hanging_kernel_is_killed(verifier, suite, make_candidate, fast_config):
     assert out.failed_gate == "correctness"
     assert "did not finish" in out.message
     assert out.gate("correctness").seconds < fast_config.run_timeout_s + 15
+    # a timeout may be the machine's load: it is not recorded as the candidate's verdict
+    assert verifier._cached_outcome(verifier._outcome_key(suite.get("relu").spec(), out.candidate_hash)) is None
 
 
 def test_segfault_is_an_outcome(verifier, suite, make_candidate):
