@@ -8,7 +8,8 @@ reward: Q <- Q + alpha * w * (r - Q), where w is larger for items the answer say
 
 Rewards: drafting r1 = +1 if feasible else -1; refining r2 = -1 if infeasible, else
 tanh(log b - log l) for best-so-far latency b and new latency l, normalised by the running mean and
-deviation of past refine rewards (PopArt-style) and clipped to [-1, 1].
+deviation of past refine rewards (PopArt-style) and clipped to [-0.9, 1] (a correct but slower
+variant always scores above a broken one).
 """
 
 from __future__ import annotations
@@ -70,11 +71,15 @@ def refine_reward_raw(feasible: bool, best_ms: float | None, latency_ms: float |
     return math.tanh(math.log(best_ms) - math.log(latency_ms))
 
 
+FEASIBLE_FLOOR = -0.9  # a feasible variant, however slow, is always rewarded above an infeasible one (-1)
+
+
 def normalise(raw: float, stats: dict) -> float:
-    """PopArt-style: (raw - mean) / std over past feasible refine rewards, clipped to [-1, 1]."""
+    """PopArt-style: (raw - mean) / std over past feasible refine rewards, clipped to [-0.9, 1] so a
+    slow but correct variant still scores above a broken one."""
     if stats.get("count", 0) < MIN_STATS_FOR_NORMALISING or not stats.get("std"):
-        return raw
-    return max(-1.0, min(1.0, (raw - stats["mean"]) / max(stats["std"], 1e-6)))
+        return max(FEASIBLE_FLOOR, raw)
+    return max(FEASIBLE_FLOOR, min(1.0, (raw - stats["mean"]) / max(stats["std"], 1e-6)))
 
 
 def credit_weights(context_ids: Sequence[str], cited: Sequence[str], adopted: float, ignored: float) -> dict[str, float]:
