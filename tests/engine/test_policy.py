@@ -37,7 +37,7 @@ def test_rewards():
     assert policy.refine_reward_raw(True, 1.0, 0.5) == pytest.approx(math.tanh(math.log(2.0)))
     assert policy.refine_reward_raw(True, 1.0, 2.0) < 0
     stats = {"count": 10, "mean": 0.1, "std": 0.05}
-    assert policy.normalise(0.15, stats) == 1.0
+    assert policy.normalise(0.25, stats) == 1.0                              # clipped
     assert policy.normalise(-0.9, stats) == policy.FEASIBLE_FLOOR > -1.0   # slow but correct beats broken
     assert policy.normalise(0.3, {"count": 1}) == 0.3                        # too few to normalise
 
