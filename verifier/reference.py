@@ -26,6 +26,7 @@ from typing import Any
 
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
+from verifier.machine_lock import MachineLock
 from verifier.machine import fingerprint
 from verifier.sandbox import ForkServer, JobLimits
 from verifier.task import TaskSpec
@@ -47,32 +48,10 @@ class Reference:
     bandwidth_gbps: float | None = None
 
 
-class TimingLock:
-    """One timing at a time on this machine, across threads and processes: each holder takes an
-    exclusive ``flock`` on its own open of the lock file (the reference worker takes the same lock
-    itself, around its timing only)."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-        self._local = threading.local()
-
-    def __enter__(self) -> "TimingLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a")
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        self._local.fh = fh
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        fh = self._local.fh
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
-
-
 class ReferenceCache:
     """Computes references on demand in a subprocess and caches them on disk and in memory."""
 
-    def __init__(self, cache_dir: Path, backend, timing_lock: TimingLock, *, threads: int, timing: dict,
+    def __init__(self, cache_dir: Path, backend, lock: MachineLock, *, threads: int, timing: dict,
                  timeout: float, server: ForkServer, memory_items: int = 16):
         self.root = Path(cache_dir) / "reference"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -80,7 +59,7 @@ class ReferenceCache:
         self.threads = threads
         self.timing = timing
         self.timeout = timeout
-        self._timing_lock = timing_lock
+        self._lock = lock
         self._server = server
         self._memory: OrderedDict[str, Reference] = OrderedDict()
         self._memory_items = memory_items
@@ -184,7 +163,7 @@ class ReferenceCache:
             job = {"kind": "reference", "task": task.to_dict(), "trials": [t.to_dict() for t in trials],
                    "alt_candidates": alt_candidates, "threads": self.threads, "device": self.backend.device,
                    "want_outputs": want_outputs, "want_timing": want_timing, "want_bandwidth": want_bandwidth,
-                   "timing": self.timing, "timing_lock": str(self._timing_lock.path)}
+                   "timing": self.timing, "machine_lock": str(self._lock.path)}
             (job_dir / "job.json").write_text(json.dumps(job))
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
                                file_size_mb=4096)

@@ -35,7 +35,8 @@ from verifier.gates.format import check_format
 from verifier.inputs import trial_plan
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
-from verifier.reference import Reference, ReferenceCache, TimingLock
+from verifier.machine_lock import MachineLock
+from verifier.reference import Reference, ReferenceCache
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
@@ -81,7 +82,8 @@ class Verifier:
         self._job_counter = 0
         self._job_lock = threading.Lock()
         cfg = self.config
-        self._timing_lock = TimingLock(self.cache_dir / "timing.lock")
+        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine_lock).
+        self._lock = MachineLock(self.cache_dir / "timing.lock")
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
                         "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
@@ -106,7 +108,7 @@ class Verifier:
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules,
         )
-        self.references = ReferenceCache(self.cache_dir, self.backend, self._timing_lock, threads=cfg.threads,
+        self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
@@ -229,7 +231,8 @@ class Verifier:
         reference = self._pool.submit(self.reference, task)
         self.warm_up()
         t = time.perf_counter()
-        build = build_candidate(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap)
+        with self._lock.shared():  # compilers stop while something is being timed
+            build = build_candidate(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap)
         out.build_cached = build.cached
         if not build.ok:
             out.fail("build", f"the build failed:\n{build.log}", time.perf_counter() - t)
@@ -317,7 +320,8 @@ class Verifier:
         job_dir = self._new_job("candidate", files, build, {"task": task.to_dict(),
                                                            "trials": [tr.to_dict() for tr in ref.trials]})
         try:
-            exit_, result, outputs = self._run_job(job_dir)
+            with self._lock.shared():  # trials stop while something is being timed
+                exit_, result, outputs = self._run_job(job_dir)
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
                          transient=exit_.status in ("timeout", "lost"))
@@ -363,7 +367,7 @@ class Verifier:
         job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing, "checks": checks}
         job_dir = self._new_job("perf", files, build, job)
         try:
-            with self._timing_lock:
+            with self._lock.exclusive():
                 exit_, result, outputs = self._run_job(job_dir)
             if not result or not result.get("ok") or outputs is None:
                 out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds,

@@ -11,9 +11,7 @@ Run a job by hand: ``python -m verifier.worker JOB_DIR``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import fcntl
 import importlib.util
 import json
 import os
@@ -29,6 +27,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier import runtime
 from verifier.inputs import Trial, make_inputs
+from verifier.machine_lock import held
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_calls
 
@@ -201,20 +200,6 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}{where}"[:600]
 
 
-@contextlib.contextmanager
-def _exclusive(lock_path: str | None):
-    """Hold the machine-wide timing lock (a flock on ``lock_path``) while timing."""
-    if not lock_path:
-        yield
-        return
-    with open(lock_path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _save(job_dir: Path, payload: dict) -> None:
     tmp = job_dir / "outputs.pt.tmp"
     torch.save(payload, tmp)
@@ -254,24 +239,8 @@ def _reference(job: dict, job_dir: Path) -> dict:
         return structure, leaves, noise
 
     if job.get("want_outputs", True):
-        for i, trial in enumerate(trials):
-            _progress(job_dir, f"reference trial {i}")
-            structure, leaves, noise = run(module, trial)
-            payload["trials"].append({"structure": structure, "leaves": leaves})
-            payload["noise"].append(noise)
-        for overrides in job.get("alt_candidates", []):
-            alt = Trial(seed=2000, distribution="normal", overrides=tuple(sorted(overrides.items())))
-            _progress(job_dir, f"reference second shape {overrides}")
-            try:
-                alt_module = load_task_module(spec, overrides)
-                structure, leaves, noise = run(alt_module, alt)
-            except Exception as exc:  # the reference does not accept this shape: try the next
-                result["alt_rejected"].append(f"{overrides}: {_describe(exc)}")
-                continue
-            payload["trials"].append({"structure": structure, "leaves": leaves})
-            payload["noise"].append(noise)
-            result["alt"] = alt.to_dict()
-            break
+        with held(job.get("machine_lock"), "shared"):  # computing: waits while something is timed
+            _reference_outputs(job_dir, spec, module, trials, job, result, payload, run)
         _save(job_dir, payload)
 
     if job.get("want_timing", True):
@@ -280,13 +249,36 @@ def _reference(job: dict, job_dir: Path) -> dict:
         for trial in trials[:2]:
             torch.manual_seed(trial.seed)
             models.append(module.Model(*init_inputs).to(device))
-        with _exclusive(job.get("timing_lock")):  # one timing at a time on this machine
+        with held(job.get("machine_lock"), "exclusive"):  # nothing of ours runs beside a timing
             _progress(job_dir, "reference timing")
             timing, _ = _time_model(models, module, trials[:2], job, device)
             result["timing"] = timing
             if job.get("want_bandwidth") and device == "cpu":
                 result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
     return result
+
+
+def _reference_outputs(job_dir: Path, spec: TaskSpec, module, trials: list[Trial], job: dict, result: dict,
+                       payload: dict, run) -> None:
+    """The reference's outputs at every trial, then at the first second shape it accepts."""
+    for i, trial in enumerate(trials):
+        _progress(job_dir, f"reference trial {i}")
+        structure, leaves, noise = run(module, trial)
+        payload["trials"].append({"structure": structure, "leaves": leaves})
+        payload["noise"].append(noise)
+    for overrides in job.get("alt_candidates", []):
+        alt = Trial(seed=2000, distribution="normal", overrides=tuple(sorted(overrides.items())))
+        _progress(job_dir, f"reference second shape {overrides}")
+        try:
+            alt_module = load_task_module(spec, overrides)
+            structure, leaves, noise = run(alt_module, alt)
+        except Exception as exc:  # the reference does not accept this shape: try the next
+            result["alt_rejected"].append(f"{overrides}: {_describe(exc)}")
+            continue
+        payload["trials"].append({"structure": structure, "leaves": leaves})
+        payload["noise"].append(noise)
+        result["alt"] = alt.to_dict()
+        break
 
 
 def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]) -> list[float]:

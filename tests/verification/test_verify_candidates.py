@@ -136,19 +136,30 @@ def unguarded(tmp_path_factory, fast_config):
     v.close()
 
 
+def _ppid(pid: int) -> int:
+    return int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+
+
 def _forked_workers() -> list[int]:
-    """Processes forked from a fork server (same command line, parent is a fork server)."""
-    found = []
+    """Processes forked from one of this test process's fork servers (descendants of this process
+    whose parent is itself a fork server): a worker left behind."""
+    me, found = os.getpid(), []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
+            pid = int(pid)
+            chain, p = [], pid
+            while p > 1 and len(chain) < 12:
+                chain.append(p)
+                p = _ppid(p)
+            if me not in chain[1:] and p != me:
+                continue
             cmd = open(f"/proc/{pid}/cmdline", "rb").read()
-            ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
-            parent = open(f"/proc/{ppid}/cmdline", "rb").read()
-            comms = open(f"/proc/{pid}/comm").read() + open(f"/proc/{ppid}/comm").read()
+            parent = open(f"/proc/{_ppid(pid)}/cmdline", "rb").read()
+            comms = open(f"/proc/{pid}/comm").read() + open(f"/proc/{_ppid(pid)}/comm").read()
         except (OSError, ValueError, IndexError):
             continue
         if b"verifier.forkserver" in cmd and b"verifier.forkserver" in parent and "bwrap" not in comms:
-            found.append(int(pid))
+            found.append(pid)
     return found
 
 
