@@ -47,12 +47,16 @@ class Reference:
     timing: dict[str, Any] | None = None
     bandwidth_gbps: float | None = None
 
+    @property
+    def nbytes(self) -> int:
+        return sum(leaf.numel() * leaf.element_size() for trial in self.outputs for leaf in trial["leaves"])
+
 
 class ReferenceCache:
     """Computes references on demand in a subprocess and caches them on disk and in memory."""
 
     def __init__(self, cache_dir: Path, backend, lock: MachineLock, *, threads: int, timing: dict,
-                 timeout: float, server: ForkServer, memory_items: int = 16):
+                 timeout: float, server: ForkServer, memory_bytes: int = 512 << 20):
         self.root = Path(cache_dir) / "reference"
         self.root.mkdir(parents=True, exist_ok=True)
         self.backend = backend
@@ -62,7 +66,7 @@ class ReferenceCache:
         self._lock = lock
         self._server = server
         self._memory: OrderedDict[str, Reference] = OrderedDict()
-        self._memory_items = memory_items
+        self._memory_bytes = memory_bytes  # references kept in memory, least recently used dropped first
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
 
@@ -113,7 +117,7 @@ class ReferenceCache:
             ref.bandwidth_gbps = bandwidth
             self._memory[key] = ref
             self._memory.move_to_end(key)
-            while len(self._memory) > self._memory_items:
+            while len(self._memory) > 1 and sum(r.nbytes for r in self._memory.values()) > self._memory_bytes:
                 self._memory.popitem(last=False)
             return ref
 
