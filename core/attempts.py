@@ -1,0 +1,131 @@
+"""What the workbench shows of a workspace, as plain data: one row per task, a task's attempts as a
+tree (drafts are roots, refinements hang under the start point they came from), and one attempt
+with its parent for a diff.
+
+Read-only and quick (a few LMDB reads); safe from any thread. Nothing here knows about Textual.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from store import Experience, RunRecord, Store, TaskState
+from verifier.outcome import GATES
+
+ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace")
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One line of the task table."""
+
+    id: str
+    level: int
+    category: str
+    stage: str                   # draft | refine
+    used: int                    # verifier calls spent in the latest run of this task (or 0)
+    budget: int
+    best_speedup: float | None   # over the reference, of the best feasible attempt
+    best_ms: float | None
+    feasible: bool
+    attempts: int = 0
+
+
+@dataclass(frozen=True)
+class AttemptLine:
+    """One attempt in a task's tree, in display order (depth-first, oldest child first)."""
+
+    id: str
+    index: int                   # 1-based, in creation order among the task's attempts
+    parent_id: str | None
+    parent_index: int | None
+    depth: int
+    stage: str
+    source: str                  # llm | human
+    kind: str
+    gates: tuple[tuple[str, str], ...]   # (gate, passed|failed|skipped) in gate order
+    feasible: bool
+    failed_gate: str | None
+    message: str
+    latency_ms: float | None
+    speedup: float | None
+    reward: float | None
+    best: bool = False
+    last_child: bool = True      # no later sibling (for drawing the tree)
+    ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
+
+
+def gate_states(outcome: dict | None) -> tuple[tuple[str, str], ...]:
+    """Every gate's status, in order; gates an outcome does not mention count as skipped."""
+    found = {g.get("name"): g.get("status", "skipped") for g in (outcome or {}).get("gates", [])}
+    return tuple((g, found.get(g, "skipped")) for g in GATES)
+
+
+def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | None = None) -> list[TaskRow]:
+    """The task table: each task's stage and best result from the store, progress from its latest run."""
+    runs = runs if runs is not None else store.list_runs()
+    latest: dict[str, RunRecord] = {}
+    for run in runs:                      # oldest first: later runs win
+        for task_id in run.tasks:
+            latest[task_id] = run
+    states = {s.task_id: s for s in store.list_tasks()}
+    best_ids = [s.best_id for s in states.values() if s.best_id]
+    best = {e.id: e for e in store.get_many(best_ids)}
+    rows = []
+    for task in tasks:
+        state = states.get(task.id) or TaskState(task.id)
+        run = latest.get(task.id)
+        progress = run.progress.get(task.id, {}) if run else {}
+        exp = best.get(state.best_id or "")
+        outcome = (exp.outcome or {}) if exp else {}
+        rows.append(TaskRow(
+            id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
+            used=int(progress.get("iterations_used", 0)), budget=int(run.config.get("iterations", budget)) if run else budget,
+            best_speedup=outcome.get("speedup"), best_ms=state.best_latency_ms, feasible=state.feasible,
+            attempts=len(progress.get("attempts", [])),
+        ))
+    return rows
+
+
+def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
+    """The task's attempts as a tree, flattened depth-first for display."""
+    pairs = store.attempt_tree(task_id)
+    exps = [e for e in store.get_many([i for i, _ in pairs]) if e.kind in ATTEMPT_KINDS]
+    state = store.get_task(task_id)
+    best_id = state.best_id if state else None
+    index = {e.id: n for n, e in enumerate(exps, 1)}
+    children: dict[str | None, list[Experience]] = {}
+    for e in exps:
+        parent = e.parent_id if e.parent_id in index else None
+        children.setdefault(parent, []).append(e)
+    lines: list[AttemptLine] = []
+
+    def walk(parent: str | None, depth: int, ancestors: tuple[bool, ...]) -> None:
+        kids = children.get(parent, [])
+        for n, e in enumerate(kids):
+            last = n == len(kids) - 1
+            out = e.outcome or {}
+            lines.append(AttemptLine(
+                id=e.id, index=index[e.id], parent_id=e.parent_id if e.parent_id in index else None,
+                parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,
+                gates=gate_states(out), feasible=bool(out.get("feasible")), failed_gate=out.get("failed_gate"),
+                message=out.get("message", ""), latency_ms=out.get("latency_ms"), speedup=out.get("speedup"),
+                reward=e.reward, best=e.id == best_id, last_child=last, ancestors_last=ancestors,
+            ))
+            walk(e.id, depth + 1, (*ancestors, last))
+
+    walk(None, 0, ())
+    return lines
+
+
+def default_attempt(lines: list[AttemptLine]) -> AttemptLine | None:
+    """The attempt to show first: the task's best, else its newest."""
+    best = [line for line in lines if line.best]
+    return best[0] if best else max(lines, key=lambda line: line.index, default=None)
+
+
+def attempt_with_parent(store: Store, exp_id: str) -> tuple[Experience | None, Experience | None]:
+    """An attempt (or any experience) with its files, and its parent's (None when it has none)."""
+    exp = store.get(exp_id)
+    parent = store.get(exp.parent_id) if exp is not None and exp.parent_id else None
+    return exp, parent

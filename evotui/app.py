@@ -1,0 +1,200 @@
+"""The workbench app. ``make_app`` builds it for the CLI and the tests alike.
+
+The app owns the engine host (the Session on its own thread), the run state shown in the header and
+the theme; screens own their panes. Core events arrive as ``EngineEvent`` messages and are handed to
+the main screen in order. Readers (``evotui.readers``) and commands (``evotui.run_control``) are
+mixed in from their own modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import WorkerState
+
+from core import events as ev
+from core.errors import EvoKernelError
+from core.workspace import Workspace
+from evotui import appearance
+from evotui.engine_host import EngineHost
+from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
+from evotui.preferences import Preferences
+from evotui.readers import Readers
+from evotui.run_control import RunControl
+from evotui.screens.first_run import FirstRunScreen
+from evotui.screens.main import MainScreen
+from evotui.screens.memory import MemoryScreen
+from evotui.widgets.run_header import RunStatus
+
+# A run's end status -> the state shown; "paused" and "failed" runs are resumed by r.
+KEEP = object()
+FINISHED_STATE = {"finished": "finished", "stopped": "paused", "failed": "failed", "budget": "budget spent"}
+
+
+class EvoKernelApp(RunControl, Readers, App):
+    """The EvoKernel workbench on one workspace."""
+
+    TITLE = "EvoKernel"
+    CSS_PATH = appearance.css_paths()
+    BINDINGS = [
+        Binding("m", "memory", "Memory"),
+        Binding("t", "next_theme", "Theme"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
+
+    def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True) -> None:
+        super().__init__()
+        self.workspace = workspace
+        self.created = list(created or [])
+        self.prefs = Preferences.load(workspace.state_dir)
+        self.config = workspace.config()
+        self.host = EngineHost(workspace, self.post_message, watch=watch)
+        self.main = MainScreen()
+        self._memory: MemoryScreen | None = None
+        self._before_start: tuple[str, str | None] = ("idle", None)
+        self._theme_ready = False
+        for theme in appearance.textual_themes():
+            self.register_theme(theme)
+        names = appearance.theme_names()
+        wanted = self.prefs.theme or self.config.theme
+        self.theme = appearance.full_name(wanted if wanted in names else names[0])   # before any pane draws
+        self._theme_ready = True
+        self.set_reactive(EvoKernelApp.run_status, RunStatus(workspace=workspace.root.name,
+                                                             backend=self.config.backend,
+                                                             model=self.config.llm.model or ""))
+
+    def get_default_screen(self) -> Screen:
+        return self.main
+
+    def on_mount(self) -> None:
+        if self.created:
+            ready = bool(self.config.llm.base_url and self.config.llm.model)
+            self.push_screen(FirstRunScreen(str(self.workspace.root), self.created, ready))
+
+    def start_engine_host(self) -> None:
+        """Open the session in the background (the main screen calls this once it is drawn)."""
+        if self.host.loop is None:
+            self.host.start()
+
+    async def on_unmount(self) -> None:
+        await asyncio.to_thread(self.host.close)
+
+    # -- run state ----------------------------------------------------------------------------------
+
+    def set_run_state(self, state: str, run_id: str | None | object = KEEP, **changes) -> None:
+        """The run state in the header (and a ``RunStateChanged`` message); the run id stays unless given."""
+        self.run_status = self.run_status.but(state=state, run_id=self.run_status.run_id if run_id is KEEP else run_id,
+                                              **changes)
+        self.post_message(RunStateChanged(state, self.run_status.run_id))
+
+    def on_workspace_opened(self, message: WorkspaceOpened) -> None:
+        # What is loaded by now (PyTorch, the suite, the store) lives as long as the app: keep it out
+        # of the collector's full passes, which would otherwise stall the interface for ~0.2 s each.
+        gc.freeze()
+        self.run_status = self.run_status.but(state="idle", model=message.model, backend=message.backend,
+                                              llm_ok=message.llm_problem is None)
+        self.main.show_tasks(message.tasks)
+        llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
+               else message.llm_problem)
+        self.main.note(f"workspace {message.name}: {len(message.tasks)} tasks, {message.backend} backend · {llm}",
+                       "" if message.llm_problem is None else "warn")
+        run = message.resumable
+        if run is not None:
+            self.set_run_state("paused", run.id, iteration=run.iteration, iterations=run.config.get("iterations"),
+                               tokens=run.tokens_in + run.tokens_out, cost=run.cost)
+            self.main.note(f"run {run.id} ({len(run.tasks)} tasks) did not finish ({run.status}): r resumes it")
+
+    def on_workspace_failed(self, message: WorkspaceFailed) -> None:
+        self.run_status = self.run_status.but(state="failed")
+        self.main.note(f"cannot open the workspace: {message.message}", "fail")
+        self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30)
+
+    def on_engine_event(self, message: EngineEvent) -> None:
+        e = message.event
+        if isinstance(e, ev.RunStarted):
+            gc.freeze()   # the LLM client and the sandbox's modules are loaded now too
+            self.set_run_state("running", e.run_id, model=e.model, iteration=None, iterations=e.iterations)
+            self.load_task_rows(self.main)
+        elif isinstance(e, ev.IterationStarted):
+            self.run_status = self.run_status.but(iteration=e.iteration)
+        elif isinstance(e, ev.UsageUpdated):
+            self.run_status = self.run_status.but(tokens=e.tokens_in + e.tokens_out, cost=e.cost)
+        elif isinstance(e, ev.RunFinished):
+            self.set_run_state(FINISHED_STATE.get(e.status, e.status), e.run_id)
+            self.load_task_rows(self.main)
+        self.main.apply_event(e)
+
+    def on_worker_state_changed(self, event) -> None:
+        """The one place a failed worker ends up: a notification and a line in the log, never a crash."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        text = str(error) if isinstance(error, EvoKernelError) else f"{type(error).__name__}: {error}"
+        if event.worker.group == "run":
+            self.set_run_state("failed")
+        self.main.note(f"{event.worker.name} failed: {text}", "fail")
+        self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+
+    # -- screens and themes -------------------------------------------------------------------------
+
+    def action_memory(self) -> None:
+        """m: the memory browser (m or escape again goes back)."""
+        if isinstance(self.screen, MemoryScreen):
+            self.pop_screen()
+            return
+        if not self.main.tasks:
+            self.notify("The workspace is still opening.")
+            return
+        if self._memory is None:
+            self._memory = MemoryScreen(list(self.main.tasks))
+            self.install_screen(self._memory, name="memory")
+        else:
+            self._memory.action_refresh()
+        self.push_screen("memory")
+
+    def action_next_theme(self) -> None:
+        """t: the next theme of themes/ (remembered for this workspace)."""
+        names = appearance.theme_names()
+        current = appearance.short_name(self.theme)
+        self.theme = appearance.full_name(names[(names.index(current) + 1) % len(names)] if current in names
+                                          else names[0])
+
+    def watch_theme(self, name: str) -> None:
+        if not self._theme_ready:
+            return
+        self.prefs.theme = appearance.short_name(name)
+        try:
+            self.prefs.save(self.workspace.state_dir)
+        except OSError as exc:
+            self.notify(f"could not remember the theme: {exc}", severity="warning")
+        self.post_message(ThemeChanged(self.prefs.theme))
+
+    def get_system_commands(self, screen: Screen):
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Run: start, pause or resume (r)", "Marked tasks, or all of the suite",
+                            self.action_run_toggle)
+        yield SystemCommand("Run the selected task (s)", "Only the task under the cursor", self.action_run_task)
+        yield SystemCommand("Re-verify the selected attempt (v)", "Verify again; nothing is recorded",
+                            self.action_verify)
+        yield SystemCommand("Edit the candidate in $EDITOR (e)", "kernels/<task>/; saving re-verifies it",
+                            self.action_edit)
+        yield SystemCommand("Promote the selected attempt (p)", "Put its files in kernels/<task>/",
+                            self.action_promote)
+        yield SystemCommand("Memory browser (m)", "Experiences, filterable and sortable", self.action_memory)
+        yield SystemCommand("Switch theme (t)", "Dark or light, remembered per workspace", self.action_next_theme)
+
+
+def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True) -> EvoKernelApp:
+    """The workbench on the workspace at ``workspace_path`` (which must exist: see ``Workspace.init``).
+
+    ``created`` lists what was just created (it shows the first-run screen); ``watch=False`` turns off
+    re-verifying saves in kernels/ (for screenshots)."""
+    return EvoKernelApp(Workspace(Path(workspace_path).resolve()), created=created, watch=watch)

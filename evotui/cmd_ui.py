@@ -1,0 +1,25 @@
+"""``evokernel ui`` (and ``evokernel`` with no command): the workbench on the current directory's
+workspace. A directory without one gets ``evokernel.toml``, ``kernels/`` and ``.evokernel/`` (the
+built-in suite, the CPU backend) and a first-run screen saying so and how to connect an LLM."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ui", help="open the workbench (the default with no command)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from core.workspace import Workspace
+
+    workspace = Workspace.at(args.workspace)
+    created = workspace.init()
+    workspace.config()  # a broken evokernel.toml is one line on stderr, before the screen takes over
+
+    from evotui.app import make_app
+
+    make_app(workspace.root, created=created).run()
+    return 0

@@ -1,0 +1,207 @@
+"""The engine's home inside the workbench: a background thread running its own asyncio event loop.
+
+The Session (store, verifier, LLM client, engine) is opened there, runs and the edit watcher live
+there, and every core event is forwarded to the app as an ``EngineEvent`` message the moment it is
+emitted. The app never waits on this loop: it submits coroutines with ``submit`` (which returns a
+``concurrent.futures.Future``) and awaits them from its own workers with ``call``.
+
+The lazy parts of the Session (verifier, LLM client, engine) are only ever touched from this loop's
+thread, so they are created once. Store reads for the panes go through the Session's read-only
+views, which are safe from any thread (the app's thread workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import sys
+import threading
+from typing import Any, Awaitable, Callable, TypeVar
+
+from textual.message import Message
+
+from core import events as ev
+from core.errors import LLMError
+from core.workspace import Workspace
+from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
+
+T = TypeVar("T")
+
+RESUMABLE = ("running", "stopped", "failed")
+"""Statuses of a latest run that the workbench offers to resume (running: it was killed)."""
+
+ENGINE_NICENESS = 10
+"""How much lower the engine's CPU priority is than the interface's (Linux nice steps)."""
+
+
+def lower_priority() -> None:
+    """Lower the calling thread's CPU priority, on Linux where priority is per thread.
+
+    Threads and processes inherit it from the thread that starts them, so the engine's whole tree
+    (its worker threads, the sandbox, compilers, timed runs) yields the CPU to the interface
+    thread: keys stay quick while builds run on every core. Timing is unaffected in kind: the
+    reference and the candidate run at the same priority. Elsewhere this does nothing.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + ENGINE_NICENESS)
+    except (OSError, AttributeError):
+        pass
+
+
+class EngineHost:
+    """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
+
+    def __init__(self, workspace: Workspace, post: Callable[[Message], Any], *, watch: bool = True):
+        self.workspace = workspace
+        self._post = post
+        self._watch = watch
+        self.session = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._watcher = None
+        self._watch_task: asyncio.Task | None = None
+        self._run: concurrent.futures.Future | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the thread; the session opens there and ``WorkspaceOpened`` (or ``WorkspaceFailed``) follows."""
+        self._thread = threading.Thread(target=self._main, name="evokernel-engine", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+
+    def _main(self) -> None:
+        lower_priority()
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._ready.set)
+        self.loop.create_task(self._open())
+        try:
+            self.loop.run_forever()
+        finally:
+            self.loop.close()
+
+    async def _open(self) -> None:
+        from core.session import Session
+
+        try:
+            bus = ev.EventBus()
+            bus.subscribe(self._forward)
+            self.session = Session(self.workspace, bus=bus)
+            rows = await asyncio.to_thread(self.session.task_rows)
+            problem = self.session.llm_problem()
+            last = self.session.latest_run()
+            resumable = last if last is not None and last.status in RESUMABLE else None
+        except Exception as exc:  # noqa: BLE001 - a broken config or suite is shown, not raised
+            self._post(WorkspaceFailed(str(exc)))
+            return
+        config = self.session.config
+        self._post(WorkspaceOpened(name=self.workspace.root.name, backend=config.backend,
+                                   model=config.llm.model or "", tasks=rows, llm_problem=problem,
+                                   resumable=resumable))
+        if self._watch:
+            self._watcher = self.session.edit_watcher()
+            self._watch_task = asyncio.create_task(self._watch_edits())
+
+    async def _watch_edits(self) -> None:
+        try:
+            await self._watcher.run()
+        except Exception as exc:  # noqa: BLE001 - hand edits stop being watched; the rest goes on
+            self._forward(ev.EngineProblem(f"watching kernels/ stopped: {exc}"))
+
+    def _forward(self, event: ev.Event) -> None:
+        self._post(EngineEvent(event))
+
+    def close(self, timeout: float = 20.0) -> None:
+        """Stop the run (it stays resumable) and the watcher, close the session, end the thread."""
+        if self.loop is None or self._thread is None or not self._thread.is_alive():
+            return
+        try:
+            asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout)
+
+    async def _close(self) -> None:
+        if self._run is not None and not self._run.done():
+            if self.session is not None:
+                self.session.stop_run()
+            self._run.cancel()
+        if self._watcher is not None:
+            self._watcher.stop_event.set()
+        pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in pending:
+            if task is not self._watch_task:   # the watcher ends by itself, after the edit in flight
+                task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=10)
+        if self.session is not None:
+            await self.session.close_async()
+            await asyncio.to_thread(self.session.close)
+
+    # -- work submitted by the app ------------------------------------------------------------------
+
+    def submit(self, fn: Callable[[], Awaitable[T]]) -> concurrent.futures.Future:
+        """Run the coroutine ``fn()`` on the engine's loop."""
+        if self.loop is None:
+            raise RuntimeError("the engine host is not started")
+        return asyncio.run_coroutine_threadsafe(fn(), self.loop)
+
+    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """From another event loop: run ``fn()`` on the engine's loop and await its result."""
+        return await asyncio.wrap_future(self.submit(fn))
+
+    async def run(self, task_ids: list[str] | None = None, resume_id: str | None = None):
+        """Start a run over ``task_ids`` (all of the suite when None), or resume run ``resume_id``.
+        Returns the finished RunRecord; raises LLMError (what to configure) without an endpoint."""
+        future = self.submit(lambda: self._start_run(task_ids, resume_id))
+        self._run = future
+        return await asyncio.wrap_future(future)
+
+    async def _start_run(self, task_ids: list[str] | None, resume_id: str | None):
+        session = self.session
+        if session is None:
+            raise LLMError("the workspace is still opening")
+        problem = session.llm_problem()
+        if problem:
+            raise LLMError(problem)
+        session.reset_engine()
+        if resume_id is not None:
+            return await session.resume(session.find_run(resume_id))
+        tasks = session.tasks(task_ids)
+        return await session.run(tasks, method="evokernel", iterations=None, suite=None, scale=None)
+
+    def stop_run(self) -> None:
+        """Ask the run to stop after the attempts in flight (it ends "stopped" and can be resumed)."""
+        if self.loop is not None and self.session is not None:
+            self.loop.call_soon_threadsafe(self.session.stop_run)
+
+    async def verify(self, task_id: str, files: dict[str, str]) -> dict:
+        """Verify files for a task without recording anything; the Outcome as a dict."""
+        async def go() -> dict:
+            _ = self.session.verifier      # created here, on this loop's thread, never in a worker
+            outcome = await asyncio.to_thread(self.session.verify_files, task_id, files)
+            return outcome.to_dict()
+
+        return await self.call(go)
+
+    async def task_folder(self, task_id: str):
+        """kernels/<task>/, seeded with the best attempt or a starter candidate when empty."""
+        async def go():
+            return await asyncio.to_thread(self.session.task_folder, task_id)
+
+        return await self.call(go)
+
+    async def promote(self, exp_id: str):
+        """Put an attempt's files in kernels/<task>/; returns the folder."""
+        async def go():
+            return await asyncio.to_thread(self.session.promote, exp_id)
+
+        return await self.call(go)

@@ -1,0 +1,209 @@
+"""The workbench's messages: what the engine host, the workers and the widgets tell the screens and
+the app. Each is a small dataclass; the high-rate ones (gate progress, token counts, loaded panes)
+set ``can_replace`` so a burst never floods the queue: a newer message of the same kind replaces
+an older one still waiting.
+
+Widgets post messages and the screens or the app decide what happens (no widget touches the
+session). Threads post with ``post_message``, which is thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+
+from core import events as ev
+from core.attempts import AttemptLine, TaskRow
+
+
+@dataclass(eq=False)
+class WorkbenchMessage(Message):
+    """Base class: a dataclass message (Textual's ``Message.__post_init__`` does its bookkeeping)."""
+
+
+# -- from the engine host ---------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class WorkspaceOpened(WorkbenchMessage):
+    """The session is open: the suite's tasks, the model (or why there is none)."""
+
+    name: str
+    backend: str
+    model: str
+    tasks: list[TaskRow]
+    llm_problem: str | None
+    resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
+
+
+@dataclass(eq=False)
+class WorkspaceFailed(WorkbenchMessage):
+    """The session could not open (a broken config or suite): one line for the user."""
+
+    message: str
+
+
+@dataclass(eq=False)
+class EngineEvent(WorkbenchMessage):
+    """A core event (``core.events``), forwarded from the engine's thread as it was emitted."""
+
+    event: ev.Event
+
+    def can_replace(self, message: Message) -> bool:
+        if not isinstance(message, EngineEvent):
+            return False
+        new, old = self.event, message.event
+        if isinstance(new, ev.UsageUpdated) and isinstance(old, ev.UsageUpdated):
+            return True      # totals: the newest says all
+        if isinstance(new, ev.GateChecked) and isinstance(old, ev.GateChecked):
+            return (new.task, new.iteration) == (old.task, old.iteration)   # live status of one attempt
+        return False
+
+
+@dataclass(eq=False)
+class RunRefused(WorkbenchMessage):
+    """A run could not start; ``reason`` says what to configure or what is wrong."""
+
+    reason: str
+
+
+# -- from widgets -----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class TaskHighlighted(WorkbenchMessage):
+    """The task table's cursor is on ``task_id``."""
+
+    task_id: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TaskHighlighted)
+
+
+@dataclass(eq=False)
+class AttemptHighlighted(WorkbenchMessage):
+    """The attempt tree's cursor is on ``exp_id`` of ``task_id``."""
+
+    task_id: str
+    exp_id: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AttemptHighlighted)
+
+
+@dataclass(eq=False)
+class MemoryQueryChanged(WorkbenchMessage):
+    """The memory browser's filters or order changed."""
+
+    filters: dict[str, str | None]
+    sort: str
+
+
+@dataclass(eq=False)
+class ExperienceHighlighted(WorkbenchMessage):
+    """The memory list's cursor is on ``exp_id``."""
+
+    exp_id: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ExperienceHighlighted)
+
+
+# -- from workers -----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class TaskRowsLoaded(WorkbenchMessage):
+    """Fresh task rows from the store (after a run starts or ends)."""
+
+    rows: list[TaskRow]
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, TaskRowsLoaded)
+
+
+@dataclass(eq=False)
+class AttemptsLoaded(WorkbenchMessage):
+    """The attempts of ``task_id`` as a tree, ready to show, with the one shown first (the best,
+    else the newest: ``core.attempts.default_attempt``) and its parent, so both panes draw at once."""
+
+    task_id: str
+    lines: list[AttemptLine]
+    first: Any = None
+    first_parent: Any = None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AttemptsLoaded)
+
+
+@dataclass(eq=False)
+class AttemptLoaded(WorkbenchMessage):
+    """One attempt with its files, and its parent for the diff (``None`` for a root)."""
+
+    exp: Any
+    parent: Any
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AttemptLoaded)
+
+
+@dataclass(eq=False)
+class VerifyFinished(WorkbenchMessage):
+    """A re-verification (nothing recorded) ended with ``outcome`` (an Outcome as a dict)."""
+
+    task_id: str
+    label: str
+    outcome: dict
+
+
+@dataclass(eq=False)
+class Promoted(WorkbenchMessage):
+    """An attempt's files were put in ``folder`` (kernels/<task>/)."""
+
+    task_id: str
+    exp_id: str
+    folder: Path
+
+
+@dataclass(eq=False)
+class MemoryLoaded(WorkbenchMessage):
+    """A page of the memory: summaries (dicts of ``core.memory.summary``) and the total matching."""
+
+    items: list[dict]
+    total: int
+    filters: dict[str, str | None] = field(default_factory=dict)
+    sort: str = "recency"
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, MemoryLoaded)
+
+
+@dataclass(eq=False)
+class ExperienceLoaded(WorkbenchMessage):
+    """One experience in full, for the memory browser's detail pane."""
+
+    exp: Any
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ExperienceLoaded)
+
+
+# -- from the app -----------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class ThemeChanged(WorkbenchMessage):
+    """The theme is now ``name`` (and remembered for this workspace)."""
+
+    name: str
+
+
+@dataclass(eq=False)
+class RunStateChanged(WorkbenchMessage):
+    """The run state shown in the header changed (idle, starting, running, pausing, paused, ...)."""
+
+    state: str
+    run_id: str | None = None

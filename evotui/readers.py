@@ -1,0 +1,58 @@
+"""The app's readers: thread workers that read the memory for the panes and post what they read to
+the screen that asked. A newer request of a kind supersedes the older one (exclusive groups), and a
+worker that fails is turned into a notification by the app's one handler (never a crash).
+"""
+
+from __future__ import annotations
+
+from textual import work
+from textual.message_pump import MessagePump
+from textual.worker import get_current_worker
+
+from core.attempts import default_attempt
+
+from evotui.messages import AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded, TaskRowsLoaded
+
+MEMORY_PAGE = 500
+
+
+class Readers:
+    """Mixed into the app: ``self.host.session`` is open once ``WorkspaceOpened`` has arrived."""
+
+    def _session(self):
+        session = self.host.session
+        if session is None:
+            raise RuntimeError("the workspace is still opening")
+        return session
+
+    @staticmethod
+    def _reply(to: MessagePump, message) -> None:
+        if not get_current_worker().is_cancelled:
+            to.post_message(message)
+
+    @work(thread=True, exclusive=True, group="tasks", exit_on_error=False, name="reading the tasks")
+    def load_task_rows(self, reply_to: MessagePump) -> None:
+        self._reply(reply_to, TaskRowsLoaded(self._session().task_rows()))
+
+    @work(thread=True, exclusive=True, group="attempts", exit_on_error=False, name="reading the attempts")
+    def load_attempts(self, task_id: str, reply_to: MessagePump) -> None:
+        session = self._session()
+        lines = session.attempts(task_id)
+        first = default_attempt(lines)
+        exp, parent = session.attempt(first.id) if first is not None else (None, None)
+        self._reply(reply_to, AttemptsLoaded(task_id, lines, exp, parent))
+
+    @work(thread=True, exclusive=True, group="attempt", exit_on_error=False, name="reading an attempt")
+    def load_attempt(self, exp_id: str, reply_to: MessagePump) -> None:
+        exp, parent = self._session().attempt(exp_id)
+        self._reply(reply_to, AttemptLoaded(exp, parent))
+
+    @work(thread=True, exclusive=True, group="memory", exit_on_error=False, name="reading the memory")
+    def load_memory(self, filters: dict[str, str | None], sort: str, reply_to: MessagePump) -> None:
+        items, total = self._session().browse_memory(filters, sort, limit=MEMORY_PAGE)
+        self._reply(reply_to, MemoryLoaded(items, total, dict(filters), sort))
+
+    @work(thread=True, exclusive=True, group="experience", exit_on_error=False, name="reading an experience")
+    def load_experience(self, exp_id: str, reply_to: MessagePump) -> None:
+        exp, _ = self._session().attempt(exp_id)
+        self._reply(reply_to, ExperienceLoaded(exp))

@@ -1,0 +1,139 @@
+"""The app's commands that act on the workspace: start, pause and resume runs, run one task,
+re-verify an attempt, open a candidate in $EDITOR, promote an attempt to kernels/<task>/.
+
+Each runs as an async worker on the app's loop that awaits work submitted to the engine host, so the
+interface never waits on a build, an LLM call or a store write.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+from textual.app import SuspendNotSupported
+
+from core.errors import LLMError
+from core.workspace_files import read_candidate_files
+from evotui.messages import Promoted, RunRefused, VerifyFinished
+from evotui.widgets import marks
+from evotui.widgets.code_view import file_order
+
+BUSY = ("starting", "running", "pausing")
+RESUMES = ("paused", "failed")   # r resumes the run these states name
+
+
+class RunControl:
+    """Mixed into the app, which provides ``host``, ``main``, ``run_status`` and ``set_run_state``."""
+
+    # -- runs ---------------------------------------------------------------------------------------
+
+    def action_run_toggle(self) -> None:
+        """r: start a run (marked tasks, else all), pause it, or resume it."""
+        state = self.run_status.state
+        if state in ("starting", "running"):
+            self.host.stop_run()
+            self.set_run_state("pausing")
+            self.notify("Pausing: the attempts in flight finish first.")
+        elif state == "pausing":
+            self.notify("Still pausing: waiting for the attempts in flight.")
+        elif state in RESUMES and self.run_status.run_id:
+            self.start_run(resume=self.run_status.run_id)
+        elif state == "opening":
+            self.notify("The workspace is still opening.")
+        else:
+            self.start_run(self.main.run_selection())
+
+    def action_run_task(self) -> None:
+        """s: run only the task under the cursor."""
+        task = self.main.current_task
+        if self.run_status.state in BUSY:
+            self.notify("A run is in progress: pause it first (r).", severity="warning")
+        elif task is not None:
+            self.start_run([task])
+
+    def start_run(self, task_ids: list[str] | None = None, resume: str | None = None) -> None:
+        self._before_start = (self.run_status.state, self.run_status.run_id)
+        self.set_run_state("starting", resume)
+        self.run_worker(self._drive_run(task_ids, resume), group="run", exit_on_error=False, name="the run")
+
+    async def _drive_run(self, task_ids: list[str] | None, resume: str | None) -> None:
+        try:
+            await self.host.run(task_ids, resume)
+        except LLMError as exc:
+            self.post_message(RunRefused(str(exc)))
+
+    def on_run_refused(self, message: RunRefused) -> None:
+        self.set_run_state(*self._before_start)   # a run to resume stays one
+        self.main.note(f"cannot start a run: {message.reason}", "warn")
+        self.notify(message.reason, title="No LLM to generate with", severity="error", timeout=12)
+
+    # -- one attempt --------------------------------------------------------------------------------
+
+    def action_verify(self) -> None:
+        """v: verify the selected attempt again (or the task's folder when it has none); records nothing."""
+        task = self.main.current_task
+        if task is None:
+            return
+        line, exp = self.main.current_attempt, self.main.shown_exp
+        if line is not None and exp is not None and exp.id == line.id and exp.files:
+            files, label = exp.files, f"#{line.index}"
+        else:
+            files, label = read_candidate_files(self.workspace.kernels_dir / task), f"kernels/{task}/"
+            if not files:
+                self.notify(f"Nothing to verify: no attempt selected and kernels/{task}/ is empty (e creates it).",
+                            severity="warning")
+                return
+        self.main.note(f"{task} {label}: re-verifying")
+        self.main.query_one("#tasks").set_status(task, f"{label} re-verifying", "busy")
+        self.run_worker(self._verify(task, label, files), group="verify", exit_on_error=False, name="verifying")
+
+    async def _verify(self, task: str, label: str, files: dict[str, str]) -> None:
+        outcome = await self.host.verify(task, files)
+        self.post_message(VerifyFinished(task, label, outcome))
+
+    def on_verify_finished(self, message: VerifyFinished) -> None:
+        verdict = marks.verdict(message.outcome)
+        ok = bool(message.outcome.get("feasible"))
+        self.main.query_one("#tasks").set_status(message.task_id, f"{message.label} {verdict}", "ok" if ok else "fail")
+        self.main.note(f"{message.task_id} {message.label} re-verified: {verdict}", "ok" if ok else "fail")
+        self.notify(verdict, title=f"{message.task_id} {message.label}", severity="information" if ok else "error")
+
+    def action_edit(self) -> None:
+        """e: open kernels/<task>/ in $EDITOR (a starter or the best candidate when it is empty)."""
+        task = self.main.current_task
+        if task is not None:
+            self.run_worker(self._edit(task), group="edit", exit_on_error=False, name="opening the editor")
+
+    async def _edit(self, task: str) -> None:
+        folder = await self.host.task_folder(task)
+        paths = [str(folder / name) for name in file_order(read_candidate_files(folder))]
+        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
+        hint = f"Edit {folder}: saving re-verifies it."
+        self.main.note(f"{task}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)} in kernels/{task}/; saving re-verifies")
+        try:
+            with self.suspend():
+                subprocess.run([*shlex.split(editor), *paths], cwd=folder, check=False)
+        except SuspendNotSupported:
+            self.notify(hint, title="No terminal to hand over")
+        except OSError as exc:
+            self.notify(f"{editor}: {exc.strerror or exc}. {hint}", title="Could not start $EDITOR", severity="error")
+
+    def action_promote(self) -> None:
+        """p: put the selected attempt's files in kernels/<task>/."""
+        line = self.main.current_attempt
+        if line is None:
+            self.notify("Select an attempt to promote.", severity="warning")
+            return
+        self.run_worker(self._promote(self.main.task_id, line.id), group="promote", exit_on_error=False,
+                        name="promoting")
+
+    async def _promote(self, task: str, exp_id: str) -> None:
+        folder = await self.host.promote(exp_id)
+        self.post_message(Promoted(task, exp_id, folder))
+
+    def on_promoted(self, message: Promoted) -> None:
+        line = self.main.current_attempt
+        label = f"#{line.index}" if line is not None and line.id == message.exp_id else message.exp_id
+        self.main.note(f"{message.task_id}: attempt {label} promoted to kernels/{message.task_id}/", "ok")
+        self.notify(f"kernels/{message.task_id}/ now holds attempt {label}.", title="Promoted")

@@ -1,0 +1,273 @@
+"""The main screen: tasks, the selected task's attempt tree, the selected attempt's code or diff, the
+event log, a header with the run's state and a footer with the keys.
+
+It turns engine events into pane updates and asks the app to load what the panes show; the app's
+workers read the memory and post the results back here.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.screen import Screen
+from textual.widgets import Footer
+
+from core import events as ev
+from core.attempts import AttemptLine, TaskRow
+from evotui.messages import (AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
+                             TaskRowsLoaded)
+from evotui.widgets import marks
+from evotui.widgets.attempt_tree import AttemptTree
+from evotui.widgets.code_view import CodeView, unified_diff
+from evotui.widgets.event_log import EventLog
+from evotui.widgets.run_header import RunHeader
+from evotui.widgets.task_table import TaskTable
+
+
+class MainScreen(Screen):
+    """Tasks, attempts, code and events."""
+
+    BINDINGS = [
+        Binding("r", "app.run_toggle", "Run/pause"),
+        Binding("s", "app.run_task", "Run task"),
+        Binding("v", "app.verify", "Verify"),
+        Binding("e", "app.edit", "Edit"),
+        Binding("p", "app.promote", "Promote"),
+        Binding("d", "toggle_diff", "Diff/code"),
+    ]
+    DEFAULT_CSS = """
+    MainScreen { layout: vertical; }
+    MainScreen #top { height: 1fr; }
+    MainScreen #bottom { height: 1fr; }
+    MainScreen TaskTable { width: 50%; }
+    MainScreen AttemptTree { width: 1fr; }
+    MainScreen CodeView { width: 3fr; }
+    MainScreen EventLog { width: 2fr; }
+    MainScreen TaskTable, MainScreen AttemptTree, MainScreen CodeView, MainScreen EventLog {
+        border: round $panel-lighten-2;
+        border-title-align: left;
+        border-subtitle-align: right;
+    }
+    MainScreen TaskTable:focus-within, MainScreen AttemptTree:focus, MainScreen CodeView:focus,
+    MainScreen EventLog:focus { border: round $primary; }
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.task_id: str | None = None
+        self.diff_mode = False
+        self.shown_exp = None
+        self.parent_exp = None
+        self.tasks: dict[str, TaskRow] = {}
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader()
+        with Horizontal(id="top"):
+            yield TaskTable(id="tasks")
+            yield AttemptTree(id="attempts")
+        with Horizontal(id="bottom"):
+            yield CodeView(id="code")
+            yield EventLog(id="log")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(TaskTable).border_title = "Tasks"
+        self.query_one(AttemptTree).border_title = "Attempts"
+        self.query_one(CodeView).border_title = "Code"
+        self.query_one(EventLog).border_title = "Events"
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
+        self.call_after_refresh(self.app.start_engine_host)   # data arrives once every pane is up
+
+    # -- what the panes show ------------------------------------------------------------------------
+
+    @property
+    def current_task(self) -> str | None:
+        return self.query_one(TaskTable).current_task
+
+    @property
+    def current_attempt(self) -> AttemptLine | None:
+        tree = self.query_one(AttemptTree)
+        return tree.current if tree.task_id == self.task_id else None
+
+    @property
+    def drawn(self) -> bool:
+        """No batched update (log lines, task statuses) waits to be drawn."""
+        return self.query_one(EventLog).drawn and self.query_one(TaskTable).drawn
+
+    def run_selection(self) -> list[str] | None:
+        """The marked tasks, in table order (None: none marked, run them all)."""
+        table = self.query_one(TaskTable)
+        marked = [t for t in table.rows_by_id if t in table.marked]
+        return marked or None
+
+    def show_tasks(self, rows: list[TaskRow]) -> None:
+        self.tasks = {r.id: r for r in rows}
+        table = self.query_one(TaskTable)
+        table.show_rows(rows)
+        table.border_subtitle = f"{len(rows)} tasks"
+        if rows and self.task_id is None:
+            table.focus()
+            self.on_task_highlighted(TaskHighlighted(table.current_task or rows[0].id))
+
+    def note(self, text: str, tone: str = "", at: float | None = None) -> None:
+        self.query_one(EventLog).add(text, tone, at)
+
+    def restyle(self) -> None:
+        self.query_one(TaskTable).restyle()
+        self.query_one(AttemptTree).restyle()
+        self.query_one(CodeView).restyle()
+
+    def _title_attempts(self) -> None:
+        tree = self.query_one(AttemptTree)
+        row = self.tasks.get(self.task_id or "")
+        if row is None:
+            tree.border_title = "Attempts"
+            return
+        stage = "refining" if row.stage == "refine" else "drafting"
+        best = f" · best {marks.speedup(row.best_speedup)}" if row.best_speedup else ""
+        tree.border_title = f"{row.id} · {stage}{best}"
+        tree.border_subtitle = f"{len(tree.attempt_lines)} attempts"
+
+    # -- loading -------------------------------------------------------------------------------------
+
+    def on_task_highlighted(self, message: TaskHighlighted) -> None:
+        if message.task_id == self.task_id or message.task_id != self.current_task:
+            return  # the same task, or a highlight the cursor has already left
+        self.task_id = message.task_id
+        self._title_attempts()
+        self.app.load_attempts(message.task_id, self)
+
+    def on_attempts_loaded(self, message: AttemptsLoaded) -> None:
+        if message.task_id != self.task_id:
+            return
+        tree = self.query_one(AttemptTree)
+        tree.show(message.task_id, message.lines)
+        self._title_attempts()
+        line = self.current_attempt
+        if message.first is not None and line is not None and line.id == message.first.id and (
+                self.shown_exp is None or self.shown_exp.id != line.id):
+            self.shown_exp, self.parent_exp = message.first, message.first_parent
+            self._show_code()
+        if not message.lines:
+            self.shown_exp = self.parent_exp = None
+            self.query_one(CodeView).border_title = "Code"
+            self.query_one(CodeView).show_message(
+                f"No attempts for {message.task_id} yet. Press r to run, s to run this task, "
+                f"or e to edit kernels/{message.task_id}/ (saving re-verifies it).")
+
+    def on_attempt_highlighted(self, message: AttemptHighlighted) -> None:
+        line = self.current_attempt
+        if line is None or line.id != message.exp_id:
+            return  # a highlight the cursor has already left
+        if self.shown_exp is not None and self.shown_exp.id == message.exp_id:
+            return
+        self.app.load_attempt(message.exp_id, self)
+
+    def on_attempt_loaded(self, message: AttemptLoaded) -> None:
+        line = self.current_attempt
+        if message.exp is None or line is None or message.exp.id != line.id:
+            return
+        self.shown_exp, self.parent_exp = message.exp, message.parent
+        self._show_code()
+
+    def on_task_rows_loaded(self, message: TaskRowsLoaded) -> None:
+        self.show_tasks(message.rows)
+        self._title_attempts()
+
+    def action_toggle_diff(self) -> None:
+        self.diff_mode = not self.diff_mode
+        self._show_code()
+
+    def _show_code(self) -> None:
+        view = self.query_one(CodeView)
+        line = self.current_attempt
+        if self.shown_exp is None or line is None:
+            return
+        here = f"#{line.index}"
+        view.border_subtitle = marks.verdict(self.shown_exp.outcome or {})
+        if self.diff_mode and self.parent_exp is not None:
+            there = f"#{line.parent_index}" if line.parent_index else "parent"
+            view.border_title = f"{here} {line.stage} · diff vs {there}"
+            view.show_diff(unified_diff(self.parent_exp.files, self.shown_exp.files, there, here))
+        elif self.diff_mode:
+            view.border_title = f"{here} {line.stage} · a root: no parent to diff against"
+            view.show_files(self.shown_exp.files)
+        else:
+            view.border_title = f"{here} {line.stage} · {line.source} · {', '.join(sorted(self.shown_exp.files))}"
+            view.show_files(self.shown_exp.files)
+
+    # -- engine events -------------------------------------------------------------------------------
+
+    def apply_event(self, e: ev.Event) -> None:
+        """Update the panes for one core event (the app calls this in emission order)."""
+        table = self.query_one(TaskTable)
+        if isinstance(e, ev.RunStarted):
+            for task in e.tasks:
+                table.set_status(task, "queued", "dim")
+                table.update_task(task, budget=e.iterations)
+            self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {len(e.tasks)} tasks × "
+                     f"{e.iterations} iterations · {e.method} · model {e.model}", "ok", e.at)
+        elif isinstance(e, ev.IterationStarted):
+            self.note(f"iteration {e.iteration + 1}: {e.active_tasks} tasks", "dim", e.at)
+        elif isinstance(e, ev.TaskStageChanged):
+            table.update_task(e.task, stage=e.stage)
+        elif isinstance(e, ev.PromptSent):
+            table.set_status(e.task, f"#{e.iteration + 1} {e.stage}: asking", "busy")
+        elif isinstance(e, ev.ResponseReceived):
+            if e.problem:
+                table.set_status(e.task, f"#{e.iteration + 1} answer unusable", "fail")
+            else:
+                table.set_status(e.task, f"#{e.iteration + 1} verifying", "busy")
+        elif isinstance(e, ev.GateChecked):
+            label = "edit" if e.iteration < 0 else f"#{e.iteration + 1}"
+            failed = e.status == "failed"
+            table.set_status(e.task, f"{label} {marks.GATE_LABELS.get(e.gate, e.gate)} {marks.mark(e.status)}",
+                             "fail" if failed else "busy")
+        elif isinstance(e, ev.AttemptRecorded):
+            self._attempt_recorded(e)
+        elif isinstance(e, ev.ValuesUpdated):
+            if e.changes:
+                delta = sum(after - before for _, before, after in e.changes) / len(e.changes)
+                self.note(f"{e.task}: Q{'1' if e.stage == 'draft' else '2'} {delta:+.2f} on {len(e.changes)} items"
+                         f" (reward {marks.reward(e.reward)})", "dim", e.at)
+        elif isinstance(e, ev.EditDetected):
+            table.set_status(e.task, "edit: verifying", "busy")
+            self.note(f"{e.task}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
+        elif isinstance(e, ev.BudgetSpent):
+            self.note(f"{e.task}: budget spent ({e.iterations} iterations)", "dim", e.at)
+        elif isinstance(e, ev.EngineProblem):
+            if e.task:
+                table.set_status(e.task, "problem", "fail")
+            self.note(f"{'error' if e.fatal else 'problem'}: {e.message}", "fail" if e.fatal else "warn", e.at)
+        elif isinstance(e, ev.RunFinished):
+            summary = e.summary or {}
+            self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)}/{summary.get('tasks', 0)} tasks "
+                     f"feasible", "ok" if e.status == "finished" else "warn", e.at)
+
+    def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
+        table = self.query_one(TaskTable)
+        human = e.source == "human"
+        label = "edit" if human else f"#{e.iteration + 1}"
+        outcome = {"feasible": e.feasible, "failed_gate": e.failed_gate, "message": e.message,
+                   "latency_ms": e.latency_ms, "speedup": e.speedup}
+        verdict = marks.verdict(outcome)
+        table.set_status(e.task, f"{label} {verdict}", "ok" if e.feasible else "fail")
+        changes: dict = {}
+        if not human:
+            changes["used"] = e.iteration + 1
+        if e.feasible:
+            changes["stage"] = "refine"
+        if e.new_best:
+            changes.update(best_speedup=e.speedup, best_ms=e.latency_ms)
+        if changes:
+            table.update_task(e.task, **changes)
+            self.tasks[e.task] = table.rows_by_id.get(e.task, self.tasks.get(e.task))
+        who = "hand edit" if human else f"#{e.iteration + 1} {e.stage}"
+        dup = " (a repeat)" if e.duplicate else ""
+        best = " · new best" if e.new_best else ""
+        self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}{dup}",
+                 "ok" if e.feasible else "fail", e.at)
+        if e.task == self.task_id:
+            self._title_attempts()
+            self.app.load_attempts(e.task, self)

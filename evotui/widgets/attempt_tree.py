@@ -1,0 +1,110 @@
+"""A task's attempts as a tree: drafts are roots, refinements hang under their start point. Each line
+has the attempt's number, stage, a mark per gate, latency, reward and who wrote it (the best one's
+number is highlighted; its speedup is in the pane's title)."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from core.attempts import AttemptLine, default_attempt
+from evotui.messages import AttemptHighlighted
+from evotui.widgets import marks
+from evotui.widgets.table import Table
+
+GATE_COLUMNS = tuple(marks.GATE_LABELS.items())
+MAX_DRAWN_DEPTH = 8
+
+
+def tree_prefix(line: AttemptLine) -> str:
+    """Box-drawing indentation: "│ ├ " and friends, capped so deep chains stay readable."""
+    if line.depth == 0:
+        return ""
+    guides = "".join("  " if last else "│ " for last in line.ancestors_last[1:])
+    branch = "└ " if line.last_child else "├ "
+    text = guides + branch
+    cap = 2 * MAX_DRAWN_DEPTH
+    return ("…" + text[-cap + 1:]) if len(text) > cap else text
+
+
+class AttemptTree(Table):
+    """The attempts of one task. Moving the cursor posts ``AttemptHighlighted``."""
+
+    COMPONENT_CLASSES = {"attempt-tree--pass", "attempt-tree--fail", "attempt-tree--skip",
+                         "attempt-tree--human", "attempt-tree--best"}
+    DEFAULT_CSS = """
+    AttemptTree { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self.task_id: str | None = None
+        self.attempt_lines: list[AttemptLine] = []
+
+    def on_mount(self) -> None:
+        self._ensure_columns()
+
+    def _ensure_columns(self) -> None:
+        """Columns exist before the first rows, whichever comes first: mounting or data."""
+        if self.columns:
+            return
+        self.add_column("#", key="index")
+        self.add_column("stage", key="stage")
+        for gate, label in GATE_COLUMNS:
+            self.add_column(label, key=gate)
+        for key, label in (("ms", "ms"), ("reward", "reward"), ("source", "src")):
+            self.add_column(label, key=key)
+
+    @property
+    def current(self) -> AttemptLine | None:
+        """The attempt under the cursor."""
+        if not self.attempt_lines or not self.row_count:
+            return None
+        return self.attempt_lines[min(self.cursor_row, len(self.attempt_lines) - 1)]
+
+    def show(self, task_id: str, lines: list[AttemptLine]) -> None:
+        """Show ``lines``. A cursor moved by hand stays on its attempt; otherwise it goes to the best
+        attempt (else the newest), so a run's progress shows without touching a key."""
+        self._ensure_columns()
+        keep = self.current.id if self.current and task_id == self.task_id else None
+        if keep is not None and keep == getattr(default_attempt(self.attempt_lines), "id", None):
+            keep = None   # the cursor was where it starts (not moved by hand): it follows the new best
+        self.task_id, self.attempt_lines = task_id, lines
+        self.clear()
+        for line in lines:
+            self.add_row(*self._cells(line), key=line.id)
+        if not lines:
+            return
+        ids = [line.id for line in lines]
+        if keep in ids:
+            target = ids.index(keep)
+        else:  # a new task: its best attempt, else its newest
+            target = ids.index(default_attempt(lines).id)
+        self.move_cursor(row=target, animate=False)
+        # Say it ourselves (moving to the row the cursor is on posts nothing; the screen drops repeats),
+        # through our own queue: processing it gives the table the idle pass that sizes its columns.
+        self.call_later(self.post_message, AttemptHighlighted(task_id, ids[target]))
+
+    def restyle(self) -> None:
+        """Recolour (after a theme change)."""
+        if self.task_id is not None:
+            self.show(self.task_id, self.attempt_lines)
+
+    def _style(self, name: str):
+        return self.get_component_rich_style(f"attempt-tree--{name}", partial=True)
+
+    def _cells(self, line: AttemptLine) -> list:
+        index = Text(tree_prefix(line)) + Text(str(line.index), style=self._style("best") if line.best else "")
+        cells: list = [index, line.stage]
+        tone = {"passed": "pass", "failed": "fail", "skipped": "skip"}
+        for _, status in line.gates:
+            cells.append(Text(marks.mark(status), style=self._style(tone.get(status, "skip")), justify="center"))
+        cells.append(Text(marks.ms(line.latency_ms), justify="right"))
+        cells.append(Text(marks.reward(line.reward), justify="right"))
+        cells.append(Text(line.source, style=self._style("human") if line.source == "human" else ""))
+        return cells
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        event.stop()
+        if self.task_id is not None and event.row_key is not None and event.row_key.value is not None:
+            self.post_message(AttemptHighlighted(self.task_id, event.row_key.value))

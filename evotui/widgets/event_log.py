@@ -1,0 +1,51 @@
+"""The event log: one line per thing worth knowing (attempts, value updates, edits, problems)."""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+
+from rich.text import Text
+from textual.widgets import RichLog
+
+FLUSH_S = 0.5
+
+
+class EventLog(RichLog):
+    """A bounded log; ``add`` writes a line with an optional time and a tone (ok, fail, warn, dim).
+
+    Lines are written in batches at most every ``FLUSH_S`` seconds: each write grows the log and
+    so lays out the screen again, and a run can log several lines a second."""
+
+    COMPONENT_CLASSES = {"event-log--ok", "event-log--fail", "event-log--warn", "event-log--dim",
+                         "event-log--time"}
+    DEFAULT_CSS = """
+    EventLog { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(max_lines=2000, min_width=20, wrap=True, markup=False, highlight=False, **kwargs)
+        self.lines_written: deque[str] = deque(maxlen=2000)   # plain text, for tests and copy-paste
+        self._pending: list[Text] = []
+
+    def add(self, text: str, tone: str = "", at: float | None = None) -> None:
+        line = Text()
+        if at is not None:
+            line.append(time.strftime("%H:%M:%S ", time.localtime(at)),
+                        style=self.get_component_rich_style("event-log--time", partial=True))
+        style = self.get_component_rich_style(f"event-log--{tone}", partial=True) if tone else ""
+        line.append(text, style=style)
+        self.lines_written.append(line.plain)
+        if not self._pending:
+            self.set_timer(FLUSH_S, self._flush)
+        self._pending.append(line)
+
+    @property
+    def drawn(self) -> bool:
+        """Every line added so far is on screen (none waits for the next batch)."""
+        return not self._pending
+
+    def _flush(self) -> None:
+        lines, self._pending = self._pending, []
+        for line in lines:
+            self.write(line)

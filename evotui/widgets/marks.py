@@ -1,0 +1,42 @@
+"""How the workbench writes gates, times, speedups and rewards: one place, so every pane agrees."""
+
+from __future__ import annotations
+
+GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctness": "corr", "performance": "perf"}
+MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
+
+
+def mark(status: str) -> str:
+    """✓ passed, ✗ failed, · not reached."""
+    return MARKS.get(status, "·")
+
+
+def ms(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+def speedup(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}×"
+
+
+def reward(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.0f}" if float(value).is_integer() else f"{value:+.2f}"
+
+
+def q(value: float | None) -> str:
+    return "–" if value is None else f"{value:+.2f}"
+
+
+def verdict(outcome: dict) -> str:
+    """One line: "✓ 0.190 ms, 2.31×" or "✗ build: <message>"."""
+    if outcome.get("feasible"):
+        parts = [f"✓ {ms(outcome.get('latency_ms'))} ms"]
+        if outcome.get("speedup") is not None:
+            parts.append(speedup(outcome.get("speedup")))
+        return ", ".join(parts)
+    message = " ".join((outcome.get("message") or "").split())   # one line: compiler output has many
+    gate = outcome.get("failed_gate") or "?"
+    prefix = f"{gate}: "
+    return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()

@@ -1,0 +1,30 @@
+"""The base of the workbench's tables."""
+
+from __future__ import annotations
+
+from textual.widgets import DataTable
+
+
+class Table(DataTable):
+    """A DataTable that redraws once it has measured rows just added, when it had to draw before.
+
+    DataTable sizes auto-width columns in an idle pass after rows are added; a frame drawn before that
+    pass is cached with the old widths and stays on screen until the cursor moves (it shows on a busy
+    machine: columns cut to their labels). Such a table drops its cached lines after the pass.
+    """
+
+    _drawn_unmeasured = False
+
+    def render_lines(self, crop):
+        if self._require_update_dimensions:   # drawing rows DataTable has not measured yet
+            self._drawn_unmeasured = True
+        return super().render_lines(crop)
+
+    def on_idle(self) -> None:
+        if self._require_update_dimensions and self._drawn_unmeasured:   # DataTable measures after this
+            self._drawn_unmeasured = False
+            self.call_next(self._redraw_measured)
+
+    def _redraw_measured(self) -> None:
+        self.notify_style_update()   # DataTable's way of dropping its rendered lines
+        self.refresh()

@@ -1,0 +1,89 @@
+"""Hand edits: files saved into kernels/<task>/ while the workbench is open are re-verified in the
+background and logged as human experiences; quick saves coalesce; a syntax error is an outcome."""
+
+from __future__ import annotations
+
+import pytest
+
+import candidates as C
+from waiting import posted, wait_for
+
+pytestmark = pytest.mark.slow
+SIZE = (150, 44)
+
+
+def save(folder, files: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+def human_attempts(messages) -> list:
+    from evotui.messages import EngineEvent
+
+    return [m.event for m in posted(messages, EngineEvent)
+            if type(m.event).__name__ == "AttemptRecorded" and m.event.source == "human"]
+
+
+def edits_detected(messages) -> list:
+    from evotui.messages import EngineEvent
+
+    return [m.event for m in posted(messages, EngineEvent) if type(m.event).__name__ == "EditDetected"]
+
+
+async def test_saved_edits_are_reverified_and_become_human_experiences(workspace):
+    from evotui.app import make_app
+    from evotui.messages import MemoryLoaded
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    app = make_app(workspace.root)   # no LLM endpoint: hand edits work without one
+    messages: list = []
+    folder = workspace.kernels_dir / "relu"
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        assert app.main.current_task == "relu"
+
+        # three quick saves (an identity kernel, a syntax error, then the real relu): fewer
+        # verifications than saves, and the last save is the one that counts
+        good = C.elementwise(C.RELU)
+        save(folder, C.elementwise(C.IDENTITY))
+        save(folder, {"kernel.cpp": C.RELU.replace("out[i] =", "out[i] = = ")})
+        save(folder, good)
+        await wait_for(pilot, lambda: any(e.feasible for e in human_attempts(messages)), timeout=300,
+                       what="the good edit to be verified")
+        assert len(edits_detected(messages)) < 3
+        last = human_attempts(messages)[-1]
+        assert last.feasible and last.task == "relu" and last.iteration == -1 and last.stage == "draft"
+        assert last.reward == 1.0 and last.new_best
+
+        # a syntax error is an outcome with the compiler's message, not a crash
+        broken = {**good, "kernel.cpp": good["kernel.cpp"].replace("out[i] = x[i]", "out[i] = x[i] +* ")}
+        save(folder, broken)
+        await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2 and not human_attempts(messages)[-1].feasible,
+                       timeout=300, what="the broken edit to be verified")
+        failed = human_attempts(messages)[-1]
+        assert failed.failed_gate == "build" and "error" in failed.message
+        assert failed.parent_id is None or failed.parent_id != failed.experience_id
+
+        # both show in the attempt tree as human attempts with their gate marks
+        tree = app.main.query_one(AttemptTree)
+        await wait_for(pilot, lambda: len(tree.attempt_lines) >= 2, what="the attempt tree")
+        by_id = {line.id: line for line in tree.attempt_lines}
+        assert by_id[last.experience_id].source == "human" and by_id[last.experience_id].best
+        assert dict(by_id[failed.experience_id].gates)["build"] == "failed"
+        row = [str(c) for c in tree.get_row_at(tree.get_row_index(failed.experience_id))]
+        assert row[2:7] == ["✓", "✓", "✗", "·", "·"] and row[-1] == "human"
+        status = app.main.query_one("#tasks").status["relu"]
+        assert status[0].startswith("edit ✗ build") and status[1] == "fail"
+        log = "\n".join(app.main.query_one("#log").lines_written)
+        assert "relu: hand edit saved" in log and "relu hand edit: ✓" in log
+
+        # and in the memory browser, filtered to what people wrote
+        await pilot.press("m")
+        app.screen.set_filter("source", "human")
+        await wait_for(pilot, lambda: posted(messages, MemoryLoaded)
+                       and posted(messages, MemoryLoaded)[-1].filters.get("source") == "human", what="the memory")
+        mine = posted(messages, MemoryLoaded)[-1]
+        assert mine.total == 2 and {i["kind"] for i in mine.items} == {"human_edit"}
+        assert {i["id"] for i in mine.items} == {last.experience_id, failed.experience_id}
+        await pilot.press("q")

@@ -1,0 +1,23 @@
+"""Waiting on the app in pilot tests: poll a condition with a generous timeout, never a tuned sleep."""
+
+from __future__ import annotations
+
+import time
+
+
+async def wait_for(pilot, condition, timeout: float = 120.0, what: str = "") -> None:
+    """Let the app run until ``condition()`` holds (polling; generous timeout, never a tuned sleep)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or condition}")
+        await pilot.pause(0.05)
+    await pilot.pause()
+
+
+def posted(messages, *types) -> list:
+    """The workbench messages among ``messages`` (of ``types`` when given), in order."""
+    from evotui.messages import WorkbenchMessage
+
+    return [m for m in messages if isinstance(m, WorkbenchMessage) and (not types or isinstance(m, types))]
+
