@@ -92,6 +92,7 @@ class Engine:
         if self.llm is None:
             raise LLMError("no LLM endpoint configured: set OPENAI_BASE_URL and EVOKERNEL_MODEL "
                            "(or [llm] base_url and model in evokernel.toml) to generate kernels")
+        self._stop.clear()   # a stop asked of an earlier run does not end this one
         await asyncio.to_thread(ensure_seeded, self.store, self.backend)
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         run.status = "running"

@@ -100,6 +100,22 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     )
 
 
+def load_metrics(workspace, run_ids: list[str] | None = None) -> list[RunMetrics]:
+    """Metrics of the named runs (default: every run) of a workspace, read without blocking a writer."""
+    from core.errors import WorkspaceError
+
+    if not workspace.memory_path.exists():
+        raise WorkspaceError(f"no memory in {workspace.root} yet: run `evokernel run` first")
+    with Store.open(workspace.memory_path, readonly=True) as store:
+        runs = [store.get_run(r) for r in run_ids] if run_ids else store.list_runs()
+        if any(r is None for r in runs):
+            missing = [i for i, r in zip(run_ids, runs) if r is None]
+            raise WorkspaceError(f"no run {', '.join(missing)}; `evokernel report` lists all")
+        if not runs:
+            raise WorkspaceError("no runs in this workspace yet")
+        return [run_metrics(store, r) for r in runs]
+
+
 def plot(metrics: list[RunMetrics], out_dir: Path) -> list[Path]:
     """Per-iteration correctness curves and the speedup distribution, as PNG files."""
     import matplotlib

@@ -17,4 +17,23 @@ def open_verifier(workspace: Workspace, backend: str | None = None, config: Veri
                     hidden_paths=workspace.private_paths())
 
 
-__all__ = ["Outcome", "Verifier", "open_verifier"]
+def time_references(workspace: Workspace, tasks, progress=None) -> dict[str, dict]:
+    """Run and time each task's reference (cached per machine): ``{id: {"reference_ms", "second_shape"}}``,
+    or ``{id: {"reference_error"}}`` for a reference that fails. ``progress(i, n, task_id, result)`` after each."""
+    from verifier.reference import ReferenceFailed
+
+    out: dict[str, dict] = {}
+    with open_verifier(workspace) as verifier:
+        for i, task in enumerate(tasks, 1):
+            try:
+                ref = verifier.reference(task.spec())
+                out[task.id] = {"reference_ms": ref.timing["median_ms"],
+                                "second_shape": dict(ref.trials[-1].overrides) if ref.trials[-1].overrides else None}
+            except ReferenceFailed as exc:
+                out[task.id] = {"reference_error": str(exc)}
+            if progress is not None:
+                progress(i, len(tasks), task.id, out[task.id])
+    return out
+
+
+__all__ = ["Outcome", "Verifier", "open_verifier", "time_references"]

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
-from importlib import metadata
-from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -23,53 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _version(dist: str) -> str | None:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def backend_report(name: str) -> dict[str, Any]:
-    """One backend's findings; never raises."""
-    from verifier.backends import get_backend
-
-    try:
-        tc = get_backend(name).toolchain()
-    except Exception as exc:  # a probe of ours broke: report it, do not crash
-        problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
-        return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
-                "reason": problem, "problems": [problem], "details": {}}
-    return {
-        "available": tc.available,
-        "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
-        "device": {"present": bool(tc.device_ok), "name": tc.device},
-        "reason": tc.reason,
-        "problems": list(tc.problems),
-        "details": dict(tc.details),
-    }
-
-
-def diagnose(names: list[str] | None = None) -> dict[str, Any]:
-    """Everything ``doctor`` reports, as plain data."""
-    from verifier.backends import BACKENDS
-    from verifier.sandbox import bwrap_status, seccomp_status
-
-    bwrap_ok, bwrap_detail = bwrap_status()
-    seccomp_ok, seccomp_detail = seccomp_status()
-    return {
-        "backends": {name: backend_report(name) for name in (names or list(BACKENDS))},
-        "sandbox": {"bubblewrap": {"available": bwrap_ok, "detail": bwrap_detail},
-                    "seccomp": {"available": seccomp_ok, "detail": seccomp_detail}},
-        "python": platform.python_version(),
-        "torch": _version("torch"),
-        "torch_npu": _version("torch_npu"),
-        "evokernel": _version("evokernel"),
-    }
-
-
 def run(args: argparse.Namespace) -> int:
-    from verifier.backends import BACKENDS
+    from core.doctor import BACKENDS, diagnose
 
     if args.backend is not None and args.backend not in BACKENDS:
         print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}", file=sys.stderr)

@@ -24,22 +24,11 @@ def _fmt(v) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.errors import WorkspaceError
-    from core.report import plot, run_metrics
+    from core.report import load_metrics, plot
     from core.workspace import Workspace
-    from store import Store
 
     ws = Workspace.at(args.workspace)
-    if not ws.memory_path.exists():
-        raise WorkspaceError(f"no memory in {ws.root} yet: run `evokernel run` first")
-    with Store.open(ws.memory_path, readonly=True) as store:
-        runs = [store.get_run(r) for r in args.runs] if args.runs else store.list_runs()
-        if any(r is None for r in runs):
-            missing = [i for i, r in zip(args.runs, runs) if r is None]
-            raise WorkspaceError(f"no run {', '.join(missing)}; `evokernel report` lists all")
-        if not runs:
-            raise WorkspaceError("no runs in this workspace yet")
-        metrics = [run_metrics(store, r) for r in runs]
+    metrics = load_metrics(ws, args.runs)
     out_dir = Path(args.out) if args.out else ws.state_dir / "reports"
     pngs = plot(metrics, out_dir)
     if args.json:

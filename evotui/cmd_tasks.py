@@ -61,19 +61,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
-    from core.verification import open_verifier
-    from verifier.reference import ReferenceFailed
+    from core.verification import time_references
 
-    out: dict[str, dict] = {}
-    with open_verifier(ws) as verifier:
-        for i, task in enumerate(tasks, 1):
-            try:
-                ref = verifier.reference(task.spec())
-                out[task.id] = {"reference_ms": ref.timing["median_ms"],
-                                "second_shape": dict(ref.trials[-1].overrides) if ref.trials[-1].overrides else None}
-            except ReferenceFailed as exc:
-                out[task.id] = {"reference_error": str(exc)}
-            if not quiet:
-                print(f"[{i}/{len(tasks)}] {task.id}: {out[task.id].get('reference_ms', out[task.id].get('reference_error'))}",
-                      file=sys.stderr)
-    return out
+    def progress(i: int, n: int, task_id: str, result: dict) -> None:
+        said = f"{result['reference_ms']:.3f} ms" if "reference_ms" in result else result.get("reference_error")
+        print(f"[{i}/{n}] {task_id}: {said}", file=sys.stderr)
+
+    return time_references(ws, tasks, None if quiet else progress)

@@ -82,7 +82,7 @@ def test_doctor_text_and_single_backend(tmp_path):
 
 
 def test_doctor_never_imports_device_runtimes_itself():
-    code = ("import sys; from evotui.cmd_doctor import diagnose; diagnose(); "
+    code = ("import sys; from core.doctor import diagnose; diagnose(); "
             "print(sorted(m for m in ('torch', 'torch_npu') if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr

@@ -279,3 +279,35 @@ def test_report_gives_the_papers_metrics_and_plots(workspace, llm_env, unique):
     assert m["per_task"]["relu"]["feasible_at"] == 2
     for path in data["plots"]:
         assert Path(path).stat().st_size > 1000
+
+
+def test_a_stopped_run_ends_stopped_and_the_next_run_on_the_same_session_goes_on(workspace, llm_env, unique):
+    """Stop asked mid-run: the attempt in flight is committed, the run ends "stopped" (resumable), and
+    the stop does not leak into the next run on the same engine."""
+    loop_box = {}
+
+    def script(req, n):
+        if n == 0:   # the first request of the first run: ask the engine, on its own loop, to stop
+            loop_box["loop"].call_soon_threadsafe(loop_box["session"].stop_run)
+        return Reply(answer_with(variant(GOOD["relu"], str(unique()))))
+
+    llm_env(script)
+    with session_for(workspace) as session:
+        loop_box["session"] = session
+
+        async def go():
+            loop_box["loop"] = asyncio.get_running_loop()
+            try:
+                first = await session.run(session.tasks(["relu"]), method="evokernel", iterations=3, suite=None,
+                                          scale=None)
+                second = await session.run(session.tasks(["relu"]), method="evokernel", iterations=2, suite=None,
+                                           scale=None)
+                return first, second
+            finally:
+                await session.close_async()
+
+        first, second = asyncio.run(go())
+        assert first.status == "stopped"
+        assert first.progress["relu"]["iterations_used"] == 1          # the attempt in flight was kept
+        assert len(session.store.get_many(first.progress["relu"]["attempts"])) == 1
+        assert second.status == "finished" and second.progress["relu"]["iterations_used"] == 2

@@ -1,0 +1,56 @@
+"""What can run here: each backend's toolchain and device, and the sandbox's layers, as plain data
+(``evokernel doctor`` prints it). Device runtimes are probed in subprocesses, never imported here."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from typing import Any
+
+from verifier.backends import BACKENDS
+
+__all__ = ["BACKENDS", "backend_report", "diagnose"]
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def backend_report(name: str) -> dict[str, Any]:
+    """One backend's findings; never raises."""
+    from verifier.backends import get_backend
+
+    try:
+        tc = get_backend(name).toolchain()
+    except Exception as exc:  # a probe of ours broke: report it, do not crash
+        problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
+        return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
+                "reason": problem, "problems": [problem], "details": {}}
+    return {
+        "available": tc.available,
+        "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
+        "device": {"present": bool(tc.device_ok), "name": tc.device},
+        "reason": tc.reason,
+        "problems": list(tc.problems),
+        "details": dict(tc.details),
+    }
+
+
+def diagnose(names: list[str] | None = None) -> dict[str, Any]:
+    """Everything ``doctor`` reports, as plain data."""
+    from verifier.sandbox import bwrap_status, seccomp_status
+
+    bwrap_ok, bwrap_detail = bwrap_status()
+    seccomp_ok, seccomp_detail = seccomp_status()
+    return {
+        "backends": {name: backend_report(name) for name in (names or list(BACKENDS))},
+        "sandbox": {"bubblewrap": {"available": bwrap_ok, "detail": bwrap_detail},
+                    "seccomp": {"available": seccomp_ok, "detail": seccomp_detail}},
+        "python": platform.python_version(),
+        "torch": _version("torch"),
+        "torch_npu": _version("torch_npu"),
+        "evokernel": _version("evokernel"),
+    }
