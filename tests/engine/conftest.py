@@ -43,25 +43,6 @@ def workspace(tmp_path):
 
 
 @pytest.fixture
-def llm_env(monkeypatch):
-    """Point the LLM client at a scripted server: ``llm_env(script) -> ScriptedLLM`` (started)."""
-    from openai_server import ScriptedLLM
-
-    servers = []
-
-    def start(script):
-        server = ScriptedLLM(script).__enter__()
-        servers.append(server)
-        monkeypatch.setenv("OPENAI_BASE_URL", server.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key")
-        return server
-
-    yield start
-    for s in servers:
-        s.__exit__(None, None, None)
-
-
-@pytest.fixture
 def unique():
     """A counter for making answers distinct (the store drops exact repeats)."""
     counter = itertools.count()
