@@ -31,7 +31,7 @@ from verifier.machine import fingerprint
 from verifier.sandbox import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
-REFERENCE_FORMAT = 1
+REFERENCE_FORMAT = 2
 
 
 class ReferenceFailed(VerifierError):
@@ -97,7 +97,11 @@ class ReferenceCache:
             timing_key = self._timing_key(task)
             bandwidth_key = "bandwidth:" + fingerprint(self.threads, self.backend.name)
             timing = self._load_timing(timing_key) if want_timing else None
+            if not (isinstance(timing, dict) and isinstance(timing.get("median_ms"), (int, float))):
+                timing = None       # absent, or written by another version: time again
             bandwidth = self._load_timing(bandwidth_key)
+            if not isinstance(bandwidth, (int, float)):
+                bandwidth = None
             need_outputs = ref is None
             need_timing = want_timing and timing is None
             if need_outputs or need_timing:

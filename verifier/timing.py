@@ -60,11 +60,12 @@ def time_calls(
     min_calls: int = 5,
     events: Callable[[], tuple[Any, Any]] | None = None,
 ) -> Timing:
-    """Time ``call`` repeatedly. ``before(i)`` runs untimed before call ``i`` (copy inputs, flush);
+    """Time ``call`` repeatedly. ``before(i)`` runs untimed before call ``i`` (copy inputs, flush; the
+    warm-up calls are ``i = -1, -2, ...``);
     ``after(i, result)`` runs untimed after it (spot checks). ``events()`` returns a fresh (start, end)
     pair of device events with ``record()`` and ``elapsed_time()``; given, they time each call."""
     for i in range(warmup):
-        before(i)
+        before(-1 - i)  # warm-up calls have negative indices
         call()
         synchronize()
     samples: list[float] = []

@@ -41,7 +41,7 @@ from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
 MAX_READ_BYTES = 1024 * 1024
-OUTCOME_FORMAT = 1  # bump when the gates change what they decide
+OUTCOME_FORMAT = 2  # bump when the gates change what they decide
 
 
 def read_candidate(folder: Path) -> dict[str, str]:
@@ -375,13 +375,29 @@ class Verifier:
                 return
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
+        recheck = result.get("recheck") or {}
+        if recheck.get("forbidden_ops"):
+            ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(recheck["forbidden_ops"].items()))
+            out.fail("anti_hack", f"after repeated calls, forward ran PyTorch compute ({ops}): the kernel must do "
+                                  "the work on every call")
+            out.gate("anti_hack").details["dynamic"] = recheck["forbidden_ops"]
+            out.gate("performance").status = "failed"
+            return
+        if "calls" in recheck and not recheck["calls"]:
+            out.fail("anti_hack", "after repeated calls, forward no longer called the kernel library: every call's "
+                                  "result must come from your kernels")
+            out.gate("performance").status = "failed"
+            return
         tolerance = self.tolerance_for(task)
         for check, got in zip(result["checks"], outputs["checks"]):
             trial = check["trial"]
-            what = f"timed call {check['call'] + 1} ({base[trial].describe()})"
+            n = check["call"] - result["timing"]["calls"]
+            what = (f"timed call {check['call'] + 1}" if n < 0 else "a call after timing" if n == 0
+                    else "a call after timing on new inputs") + f" ({base[trial].describe()})"
             verdict = compare_outputs(ref.outputs[trial], got, ref.noise[trial], tolerance, what=what)
             if not isinstance(verdict, Agreement):
-                out.fail("correctness", f"results changed under repeated calls: {verdict.message}")
+                out.fail("correctness", f"results changed under repeated calls: {verdict.message}. Every call must "
+                                        "compute from its inputs: no results kept from earlier calls")
                 out.gate("performance").status = "failed"
                 return
         timing = result["timing"]

@@ -229,7 +229,7 @@ def _reference(job: dict, job_dir: Path) -> dict:
     init_inputs = module.get_init_inputs()
 
     def run(mod, trial: Trial) -> tuple[Any, list[torch.Tensor], list[float]]:
-        torch.manual_seed(trial.seed)
+        torch.manual_seed(trial.model_seed)
         model = mod.Model(*mod.get_init_inputs()).to(device)
         inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
         with torch.no_grad():
@@ -247,11 +247,11 @@ def _reference(job: dict, job_dir: Path) -> dict:
         _progress(job_dir, "reference timing (waiting for the machine)")
         models = []
         for trial in trials[:2]:
-            torch.manual_seed(trial.seed)
+            torch.manual_seed(trial.model_seed)
             models.append(module.Model(*init_inputs).to(device))
         with held(job.get("machine_lock"), "exclusive"):  # nothing of ours runs beside a timing
             _progress(job_dir, "reference timing")
-            timing, _ = _time_model(models, module, trials[:2], job, device)
+            timing, _, _ = _time_model(models, module, trials[:2], job, device)
             result["timing"] = timing
             if job.get("want_bandwidth") and device == "cpu":
                 result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
@@ -333,7 +333,7 @@ def _candidate(job: dict, job_dir: Path) -> dict:
         else:
             inputs = buffers = fresh
         init_inputs = module.get_init_inputs()
-        torch.manual_seed(trial.seed)
+        torch.manual_seed(trial.model_seed)
         try:
             model = ModelNew(*init_inputs).to(device)
         except Exception as exc:
@@ -384,25 +384,31 @@ def _perf(job: dict, job_dir: Path) -> dict:
     ModelNew = _load_candidate(job, job_dir)
     module = load_task_module(spec)
     models = []
-    for trial in trials:  # one instance per trial, seeded like the reference's
-        torch.manual_seed(trial.seed)
+    for trial in trials[:2]:  # one instance per timed trial, seeded like the reference's
+        torch.manual_seed(trial.model_seed)
         try:
             models.append(ModelNew(*module.get_init_inputs()).to(device))
         except Exception as exc:
             raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
-    timing, checks = _time_model(models, module, trials, job, device, checks=set(job.get("checks", [])))
+    timing, checks, recheck = _time_model(models, module, trials, job, device, checks=set(job.get("checks", [])))
     _save(job_dir, {"checks": [{"structure": s, "leaves": l} for _, s, l in checks]})
     return {"timing": timing, "checks": [{"call": c, "trial": t} for (c, t), _, _ in checks],
-            "calls": runtime.call_counts()}
+            "calls": runtime.call_counts(), "recheck": recheck}
 
 
 def _time_model(models: list, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
     """Time ``models[k]`` on the inputs of ``trials[k]`` for the first two trials, alternating k (inputs
     copied into fixed buffers before each call). Returns the timing (a dict, with the bytes of one input
-    set) and, for the call indices in ``checks``, the outputs; with ``checks``, one more call after timing
-    on the third trial's inputs, which this process has never seen (a result computed once and replayed,
-    or a kernel that stops working after a few calls, cannot match them)."""
+    set), the outputs to check, and a report of the re-check.
+
+    Every call but the spot-checked ones (``checks``: call indices) gets its floating-point inputs
+    scaled by a fresh factor just below 1, so no two timed calls see the same values: a result cached by
+    pointer or by content is never reused in the timing. With ``checks``, after timing: one more call of
+    the second instance on its own trial's inputs (a kernel that stops working after a few calls), then
+    the timed first instance on the third trial's inputs, which it has never seen (the third trial has
+    the first one's parameters; a result computed once and replayed cannot match), watched for PyTorch
+    compute and for whether the library was called."""
     t = job["timing"]
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
     timed = sets[:2]
@@ -411,41 +417,51 @@ def _time_model(models: list, module, trials: list[Trial], job: dict, device: st
     sync = _synchronize(device)
     current = {"trial": 0}
     captured: list[tuple[tuple[int, int], Any, list[torch.Tensor]]] = []
+    rng = random.Random(os.urandom(16))
 
     def before(i: int) -> None:
-        current["trial"] = i % len(timed)
-        load(current["trial"])
+        load(i % len(timed), perturb=not checks or i not in checks)
 
-    def load(k: int) -> None:
+    def load(k: int, perturb: bool = False) -> None:
         current["trial"] = k
+        factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
         for buf, new in zip(buffers, sets[k]):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(new)
+                if perturb and buf.is_floating_point():
+                    buf.mul_(factor)
         if flush is not None:
             flush()
 
-    def call():
+    def call(k: int | None = None):
         with torch.no_grad():
-            return models[current["trial"]](*buffers)
+            return models[current["trial"] if k is None else k](*buffers)
 
     def after(i: int, out: Any) -> None:
         if checks and i in checks:
             s, leaves = flatten(out)
             captured.append(((i, current["trial"]), s, leaves))
-        last[0] = out
 
-    last: list[Any] = [None]
     timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
                         budget_s=float(t["budget_s"]), synchronize=sync, after=after,
                         events=_events(device) if _timer(job, device) == "events" else None)
+    recheck = None
     if checks is not None:
-        # The re-check after timing: unseen values in the same buffers, one more call.
-        load(len(sets) - 1)
+        load(1)                       # the second instance again, on its own trial's exact inputs
         s, leaves = flatten(call())
         sync()
-        captured.append(((timing.calls, current["trial"]), s, leaves))
+        captured.append(((timing.calls, 1), s, leaves))
+        load(len(sets) - 1)           # the timed first instance on the unseen third trial
+        runtime.reset_calls()
+        trace = OpTrace()
+        with trace:
+            out = call(0)
+        sync()
+        s, leaves = flatten(out)
+        captured.append(((timing.calls + 1, len(sets) - 1), s, leaves))
+        recheck = {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()}
     input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
-    return {**timing.to_dict(), "input_bytes": input_bytes}, captured
+    return {**timing.to_dict(), "input_bytes": input_bytes}, captured, recheck
 
 
 # ----------------------------------------------------------------------------- entry points
