@@ -29,7 +29,7 @@ from verifier.backends import Backend, get_backend
 from verifier.build import build_candidate, default_cache_dir
 from verifier.compare import Agreement, compare_outputs
 from verifier.config import VerifyConfig
-from verifier.errors import ToolchainMissing
+from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 from verifier.inputs import trial_plan
@@ -181,6 +181,13 @@ class Verifier:
             out.listener = on_gate
         try:
             self._run_gates(task, files, out)
+        except VerifierError:
+            raise                       # a broken task or a missing toolchain: not this candidate's verdict
+        except Exception as exc:        # our own failure: a verdict-less attempt, kept, never cached
+            if out.failed_gate is None:
+                gate = next((g.name for g in out.gates if g.status == "skipped"), "performance")
+                out.fail(gate, f"the verifier itself failed on this candidate ({type(exc).__name__}: {exc}); "
+                               "verify it again, and report this if it repeats", transient=True, internal=True)
         finally:
             out.seconds = time.perf_counter() - started
             out.listener = None

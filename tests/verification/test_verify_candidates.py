@@ -208,3 +208,20 @@ def test_bubblewrap_blocks_network_when_installed():
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert "unreachable" in proc.stderr.lower() or "network" in proc.stderr.lower()
+
+
+def test_a_failure_of_the_verifier_itself_is_an_outcome_not_a_crash(verifier, suite, make_candidate, monkeypatch):
+    """Whatever breaks inside the gates (here: the job folder vanishing) ends as a failed, uncached
+    outcome that says so; the next verification of the same candidate runs again and passes."""
+    def broken(*args, **kwargs):
+        raise FileExistsError("[Errno 17] File exists: '/dev/shm/evokernel-jobs-x/00002-perf'")
+
+    files = C.elementwise(C.RELU.replace("int64_t i = 0", "int64_t i = 0 * 7"))
+    monkeypatch.setattr(verifier, "_performance", broken)
+    out = verify(verifier, suite, "relu", files, make_candidate)
+    assert not out.feasible and out.failed_gate == "performance"
+    assert "the verifier itself failed" in out.message and "FileExistsError" in out.message
+    assert out.gate("correctness").passed and out.gate("performance").details["transient"]
+    monkeypatch.undo()
+    again = verify(verifier, suite, "relu", files, make_candidate)
+    assert again.feasible and not again.from_cache, again.message
