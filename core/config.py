@@ -32,10 +32,10 @@ class LLMConfig(BaseModel):
     model: str | None = None
     """Model name as the endpoint knows it. Env: EVOKERNEL_MODEL."""
 
-    temperature: float = 0.7
+    temperature: float = Field(0.7, ge=0, le=2)
     """Sampling temperature for drafts and refinements."""
 
-    max_tokens: int = 4096
+    max_tokens: int = Field(4096, ge=1)
     """Most tokens one answer may have."""
 
     concurrency: int = Field(4, ge=1)
@@ -50,10 +50,10 @@ class LLMConfig(BaseModel):
     backoff_s: float = Field(1.0, ge=0)
     """First retry delay in seconds (doubling each retry, with jitter) unless the server says Retry-After."""
 
-    price_in_per_mtok: float = 0.0
+    price_in_per_mtok: float = Field(0.0, ge=0)
     """Price per million prompt tokens, for the cost counter."""
 
-    price_out_per_mtok: float = 0.0
+    price_out_per_mtok: float = Field(0.0, ge=0)
     """Price per million completion tokens, for the cost counter."""
 
     token_budget: int | None = None
@@ -126,9 +126,15 @@ def load_config(path: Path | None) -> Config:
     data: dict[str, Any] = {}
     if path is not None and path.exists():
         try:
-            data = tomllib.loads(path.read_text())
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not UTF-8 text (TOML files are UTF-8)") from None
+        except IsADirectoryError:
+            raise ConfigError(f"{path} is a folder, not a TOML file") from None
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read it ({exc.strerror})") from None
     try:
         config = Config.model_validate(data)
     except ValidationError as exc:
@@ -144,4 +150,25 @@ def load_config(path: Path | None) -> Config:
         config.llm.model = env["EVOKERNEL_MODEL"]
     if env.get("EVOKERNEL_BACKEND"):
         config.backend = env["EVOKERNEL_BACKEND"]
+    if config.llm.base_url:
+        problem = _url_problem(config.llm.base_url)
+        if problem:
+            origin = "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else f"{path or 'config'}: llm.base_url"
+            raise ConfigError(f"{origin} {config.llm.base_url!r}: {problem}")
     return config
+
+
+def _url_problem(url: str) -> str | None:
+    """Why ``url`` cannot be an endpoint's base URL, or None."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https:// (e.g. http://localhost:8000/v1)"
+    if not parts.hostname:
+        return "names no host (e.g. http://localhost:8000/v1)"
+    return None

@@ -94,6 +94,10 @@ class Engine:
                            "(or [llm] base_url and model in evokernel.toml) to generate kernels")
         self._stop.clear()   # a stop asked of an earlier run does not end this one
         await asyncio.to_thread(ensure_seeded, self.store, self.backend)
+        if iterations is not None and iterations < 1:
+            raise EvoKernelError(f"a run needs at least 1 iteration per task (got {iterations})")
+        if not tasks and resume is None:
+            raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         run.status = "running"
         self.store.put_run(run)
@@ -112,6 +116,11 @@ class Engine:
             self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
         except asyncio.CancelledError:
             status = "stopped"
+            raise
+        except Exception as exc:    # anything else: the run stays resumable and says why it ended
+            status = "failed"
+            self.bus.emit(ev.EngineProblem(f"the run stopped on an error ({type(exc).__name__}: {exc}); "
+                                           "`evokernel run --resume` continues it", fatal=True))
             raise
         finally:
             run.status = status

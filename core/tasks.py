@@ -96,8 +96,16 @@ class Suite:
         raise TaskError(f"no task {task_id!r} in suite {self.name}{hint}")
 
     def select(self, ids: list[str] | None = None, level: int | None = None) -> list[Task]:
-        tasks = [self.get(i) for i in ids] if ids else list(self.tasks)
-        return [t for t in tasks if level is None or t.level == level]
+        """The named tasks (each once, in the order given) or all of them, at ``level`` if given;
+        an empty selection is an error that says why."""
+        if ids is not None and not ids:
+            raise TaskError("no task named: give task ids separated by commas (or leave out --tasks for all)")
+        tasks = [self.get(i) for i in dict.fromkeys(ids)] if ids else list(self.tasks)
+        chosen = [t for t in tasks if level is None or t.level == level]
+        if not chosen:
+            levels = sorted({t.level for t in tasks})
+            raise TaskError(f"no task at level {level} in {self.name} (levels: {', '.join(map(str, levels))})")
+        return chosen
 
 
 def _call_names(tree: ast.AST) -> list[str]:
@@ -177,7 +185,8 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
         root = Path(spec).expanduser().resolve()
         name = str(spec)
         if not root.is_dir():
-            raise TaskError(f"suite folder {spec} does not exist (use --suite builtin or a folder of task files)")
+            what = "is not a folder" if root.exists() else "does not exist"
+            raise TaskError(f"suite folder {spec} {what} (use --suite builtin or a folder of task files)")
     files = sorted(p for p in [*root.glob("*.py"), *root.glob("*/*.py"), *root.glob("*/*/*.py")]
                    if not p.name.startswith(("_", ".")) and "__pycache__" not in p.parts)
     tasks: list[Task] = []
@@ -214,12 +223,20 @@ def scale_task(task: Task, scale: float | str | None) -> Task:
 
     if scale == "auto":
         spec = task.spec()
-        if input_numel(spec) <= AUTO_SCALE_ELEMENTS:
+
+        def numel(s) -> int:
+            try:
+                return input_numel(s)
+            except (Exception, SystemExit) as exc:  # the task's own code, run to learn its input sizes
+                raise TaskError(f"task {task.id}: --size-scale auto could not size its inputs: get_inputs() "
+                                f"failed on the meta device ({type(exc).__name__}: {exc})") from None
+
+        if numel(spec) <= AUTO_SCALE_ELEMENTS:
             return task
         lo, hi = 0.0, 1.0
         for _ in range(24):
             mid = (lo + hi) / 2
-            if input_numel(replace(spec, size_overrides=overrides_for(mid))) <= AUTO_SCALE_ELEMENTS:
+            if numel(replace(spec, size_overrides=overrides_for(mid))) <= AUTO_SCALE_ELEMENTS:
                 lo = mid
             else:
                 hi = mid

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.config import Config, load_config
+from core.errors import WorkspaceError
 
 CONFIG_NAME = "evokernel.toml"
 STATE_NAME = ".evokernel"
@@ -100,5 +101,8 @@ class Workspace:
     def at(cls, path: str | Path | None) -> "Workspace":
         """The workspace at ``path`` (or the one containing the current directory, else the cwd)."""
         if path is not None:
-            return cls(Path(path).resolve())
+            root = Path(path).expanduser().resolve()
+            if root.exists() and not root.is_dir():
+                raise WorkspaceError(f"workspace {path} is not a folder")
+            return cls(root)
         return cls.find() or cls(Path.cwd().resolve())

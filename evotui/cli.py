@@ -11,6 +11,7 @@ import argparse
 import importlib
 import os
 import sys
+from pathlib import Path
 
 # Subcommand modules, imported lazily so `evokernel tasks` never pays for Textual or torch.
 COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_run", "cmd_report", "cmd_memory", "cmd_doctor", "cmd_ui")
@@ -53,6 +54,33 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` and closed: not an error
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # a file we could not read or write: say which, and why
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"evokernel: {exc.strerror or exc}{where}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # our own bug: one line here, the traceback kept for a report
+        log = _save_crash_report()
+        print(f"evokernel: internal error ({type(exc).__name__}: {exc}); details in {log}", file=sys.stderr)
+        return 1
+
+
+def _save_crash_report() -> str:
+    """Write the traceback being handled to a log under the user's cache; returns its path."""
+    import tempfile
+    import time
+    import traceback
+
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evokernel" / "crashes"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        base = Path(tempfile.gettempdir())
+    path = base / time.strftime("crash-%Y%m%d-%H%M%S.log")
+    try:
+        path.write_text(f"evokernel {' '.join(sys.argv[1:])}\n\n{traceback.format_exc()}")
+    except OSError:
+        return "(could not be saved)"
+    return str(path)
 
 
 if __name__ == "__main__":

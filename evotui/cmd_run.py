@@ -40,7 +40,11 @@ def run(args: argparse.Namespace) -> int:
         elif args.replay is not None:
             coro = session.replay(session.find_run(args.replay or None))
         else:
-            ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+            if args.iterations is not None and args.iterations < 1:
+                from core.errors import ConfigError
+
+                raise ConfigError(f"--iterations must be at least 1 (got {args.iterations})")
+            ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
             tasks = session.tasks(ids, level=args.level, suite=args.suite, scale=args.size_scale)
             problem = session.llm_problem()
             if problem:

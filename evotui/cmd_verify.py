@@ -7,6 +7,7 @@ folder, broken reference).
 from __future__ import annotations
 
 import argparse
+import os
 import json
 from pathlib import Path
 
@@ -35,12 +36,17 @@ def run(args: argparse.Namespace) -> int:
 
     folder = Path(args.candidate)
     if not folder.is_dir():
-        raise WorkspaceError(f"candidate folder {folder} does not exist")
+        what = "is a file: give the folder that holds model.py and the kernel" if folder.exists() else "does not exist"
+        raise WorkspaceError(f"candidate folder {folder} {what}")
     ws = Workspace.at(args.workspace)
     config = ws.config()
     suite = load_suite(args.suite or config.suite)
     scale = args.size_scale if args.size_scale is not None else config.size_scale
     task = scale_task(suite.get(args.task), scale)
+    if args.threads is not None and not 1 <= args.threads <= (os.cpu_count() or 1) * 4:
+        from core.errors import ConfigError
+
+        raise ConfigError(f"--threads must be between 1 and {(os.cpu_count() or 1) * 4} (got {args.threads})")
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     with open_verifier(ws, args.backend, vconfig) as verifier:
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh)

@@ -142,6 +142,10 @@ class Environment:
             subdir=True, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=512,
             readonly=env_readonly, meminit=False, lock=True,
         )
+        data_file = path / "data.mdb"
+        if data_file.is_file() and data_file.stat().st_size == 0:
+            raise StoreUnreadable(f"memory at {path} is damaged: its data file is empty; move the folder away "
+                                  "(a backup or `evokernel memory import` can restore it)")
         try:
             env = lmdb.open(str(path), **opts)
         except lmdb.InvalidError as exc:
@@ -153,6 +157,15 @@ class Environment:
                 env = lmdb.open(str(path), **{**opts, "lock": False})
             except lmdb.Error:
                 raise StoreUnreadable(f"cannot open memory at {path}: {exc}") from exc
+        try:  # a data file shorter than its own last page would fault (SIGBUS) on the first read there
+            needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+            if data_file.stat().st_size < needed:
+                env.close()
+                raise StoreUnreadable(f"memory at {path} is damaged: its data file is cut short "
+                                      f"({data_file.stat().st_size} of {needed} bytes); restore it from a backup or "
+                                      "move the folder away")
+        except (lmdb.Error, OSError):
+            pass
         try:
             env.reader_check()  # clear reader slots left by killed processes
         except lmdb.Error:

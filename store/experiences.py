@@ -7,6 +7,8 @@ with use). Every function here works inside a transaction the caller holds.
 
 from __future__ import annotations
 
+import math
+
 import re
 import time
 from typing import Any, Iterable, Iterator
@@ -44,6 +46,24 @@ def validate(exp: Experience) -> None:
         raise InvalidRecord(f"values, counts and timestamps of experience {exp.id or exp.title!r} must be numbers")
     if not isinstance(exp.files, dict) or not all(isinstance(v, str) for v in exp.files.values()):
         raise InvalidRecord(f"files of experience {exp.id or exp.title!r} must map names to text")
+    name = exp.id or exp.task_id
+    if not all(math.isfinite(x) for x in numbers):
+        raise InvalidRecord(f"values, counts and timestamps of experience {name!r} must be finite numbers")
+    if not all(0 <= t < 1e11 for t in (exp.created_at, exp.updated_at)):
+        raise InvalidRecord(f"timestamps of experience {name!r} must be seconds since 1970")
+    if exp.reward is not None and not (isinstance(exp.reward, (int, float)) and not isinstance(exp.reward, bool)
+                                       and math.isfinite(exp.reward)):
+        raise InvalidRecord(f"reward of experience {name!r} must be a finite number or null")
+    for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str), ("outcome", (dict, type(None))),
+                             ("signature", dict), ("extra", dict), ("q_history", list), ("adopted_by", list),
+                             ("retrieved_by", dict), ("run_id", (str, type(None))), ("iteration", (int, type(None)))):
+        if not isinstance(getattr(exp, field_name), kind):
+            raise InvalidRecord(f"field {field_name} of experience {name!r} has the wrong type "
+                                f"({type(getattr(exp, field_name)).__name__})")
+    if not all(isinstance(h, dict) for h in exp.q_history):
+        raise InvalidRecord(f"q_history of experience {name!r} must be a list of objects")
+    if exp.outcome is not None and not isinstance(exp.outcome.get("feasible", False), bool):
+        raise InvalidRecord(f"outcome.feasible of experience {name!r} must be true or false")
 
 
 def fingerprint_of(exp: Experience) -> bytes:

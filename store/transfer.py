@@ -60,7 +60,7 @@ def read_jsonl(path: Path) -> Iterator[Experience]:
     except OSError as exc:
         raise StoreError(f"cannot read {path}: {exc.strerror or exc}") from exc
     with handle:
-        for lineno, line in enumerate(handle, 1):
+        for lineno, line in _lines(handle, path):
             if not line.strip():
                 continue
             try:
@@ -86,6 +86,15 @@ def read_jsonl(path: Path) -> Iterator[Experience]:
             except InvalidRecord as exc:
                 raise ImportFormatError(f"{path}:{lineno}: {exc}") from None
             yield exp
+
+
+def _lines(handle, path: Path) -> Iterator[tuple[int, str]]:
+    lineno = 0
+    try:
+        for lineno, line in enumerate(handle, 1):
+            yield lineno, line
+    except UnicodeDecodeError:
+        raise ImportFormatError(f"{path}:{lineno + 1}: not UTF-8 text; is this a memory export?") from None
 
 
 def import_jsonl(store: "Store", path: Path) -> tuple[int, int]:

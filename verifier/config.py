@@ -25,10 +25,10 @@ class VerifyConfig(BaseModel):
     second_shape: bool = True
     """Also check at a second, ragged shape when the task's sizes are module-level integers."""
 
-    atol: float | None = None
+    atol: float | None = Field(None, ge=0, allow_inf_nan=False)
     """Absolute tolerance; None takes the backend's default for the dtype (CPU fp32: 1e-4)."""
 
-    rtol: float | None = None
+    rtol: float | None = Field(None, ge=0, allow_inf_nan=False)
     """Relative tolerance; None takes the backend's default for the dtype."""
 
     threads: int = Field(default_factory=default_threads, ge=1)

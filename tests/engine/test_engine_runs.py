@@ -311,3 +311,39 @@ def test_a_stopped_run_ends_stopped_and_the_next_run_on_the_same_session_goes_on
         assert first.progress["relu"]["iterations_used"] == 1          # the attempt in flight was kept
         assert len(session.store.get_many(first.progress["relu"]["attempts"])) == 1
         assert second.status == "finished" and second.progress["relu"]["iterations_used"] == 2
+
+
+def test_a_run_that_breaks_on_an_error_of_ours_ends_failed_and_resumable(workspace, llm_env, unique, monkeypatch):
+    """Not "finished": a run that an unexpected error ended is recorded "failed", says why, and
+    `--resume` continues it."""
+    from core.engine import Engine
+
+    llm_env(lambda req, n: Reply(answer_with(variant(GOOD["relu"], str(unique())))))
+    real_commit = Engine._commit
+    calls = {"n": 0}
+
+    def commit_then_break(self, run, attempt):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise RuntimeError("planted failure")
+        return real_commit(self, run, attempt)
+
+    monkeypatch.setattr(Engine, "_commit", commit_then_break)
+    events = []
+    with session_for(workspace, events) as session:
+        with pytest.raises(RuntimeError, match="planted failure"):
+            run(session, ["relu"], iterations=3)
+        record = session.find_run(None, unfinished=True)
+        assert record.status == "failed" and record.progress["relu"]["iterations_used"] == 1
+    assert any(type(e).__name__ == "EngineProblem" and "planted failure" in e.message and "--resume" in e.message
+               for e in events)
+    monkeypatch.setattr(Engine, "_commit", real_commit)
+    with session_for(workspace) as session:
+        async def go():
+            try:
+                return await session.resume(session.find_run(record.id))
+            finally:
+                await session.close_async()
+
+        resumed = asyncio.run(go())
+        assert resumed.status == "finished" and resumed.progress["relu"]["iterations_used"] == 3

@@ -94,3 +94,17 @@ def test_a_folder_that_is_not_lmdb_is_refused(tmp_path):
     (tmp_path / "file.lmdb").write_text("x")
     with pytest.raises(StoreUnreadable, match="is a file"):
         Store.open(tmp_path / "file.lmdb")
+
+
+@pytest.mark.parametrize("keep", [0.5, 0.0])
+def test_a_cut_short_data_file_is_reported_as_damaged_not_a_crash(store_path, make_exp, keep):
+    """Half a data file would fault (SIGBUS) on the first read past its end; an empty one would be
+    taken for a new memory. Both are refused with a message, read-only or not."""
+    with Store.open(store_path) as s:
+        s.add_experiences([make_exp(i) for i in range(300)])
+    data = store_path / "data.mdb"
+    with open(data, "r+b") as f:
+        f.truncate(int(data.stat().st_size * keep))
+    for readonly in (True, False):
+        with pytest.raises(StoreUnreadable, match="damaged"):
+            Store.open(store_path, readonly=readonly)

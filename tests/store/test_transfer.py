@@ -71,6 +71,18 @@ def test_export_with_filters(tmp_path, store, make_exp):
         ('{"type": "experience", "kind": "success"}\n', "not an experience"),
         ('{"type": "experience", "task_id": "t", "kind": "nonsense", "backend": "cpu"}\n', "unknown experience kind"),
         ('{"type": "evokernel-memory", "format": 99}\n', "newer than this evokernel reads"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "text": 5}\n', "field text"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "title": null}\n', "field title"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "outcome": "garbage"}\n',
+         "field outcome"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "extra": [1, 2]}\n', "field extra"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "q_history": "abc"}\n',
+         "field q_history"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "created_at": -1e300}\n',
+         "seconds since 1970"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "q1": NaN}\n', "finite"),
+        ('{"type": "experience", "task_id": "t", "kind": "success", "backend": "cpu", "outcome": {"feasible": "yes"}}\n',
+         "true or false"),
     ],
 )
 def test_bad_import_files_say_which_line_and_add_nothing(tmp_path, store, make_exp, content, words):
@@ -86,3 +98,11 @@ def test_bad_import_files_say_which_line_and_add_nothing(tmp_path, store, make_e
 def test_missing_import_file(tmp_path, store):
     with pytest.raises(StoreError, match="no such file"):
         store.import_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_a_binary_file_is_not_a_memory_export(tmp_path, store):
+    path = tmp_path / "g.jsonl"
+    path.write_bytes(b'{"type": "evokernel-memory", "format": 1}\n' + bytes(range(128, 256)) * 20)
+    with pytest.raises(ImportFormatError, match="not UTF-8"):
+        store.import_jsonl(path)
+    assert store.count() == 0
