@@ -85,8 +85,10 @@ def trim_diagnostics(text: str, workdir: str) -> str:
 
 
 def build_candidate(backend, files: dict[str, str], cache_dir: Path | None, *, timeout: float = 120.0,
-                    sandbox: bool = True) -> BuildResult:
-    """Build the candidate's sources with ``backend``; reuse a cached result for identical sources."""
+                    sandbox: bool = True, hidden: list[str] | None = None) -> BuildResult:
+    """Build the candidate's sources with ``backend``; reuse a cached result for identical sources.
+    In the sandbox the compiler sees no home folder but the build folder and its toolchain, and none of
+    ``hidden`` (the workspace's private paths; the cache folder always)."""
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     key = build_key(backend, files)
     root = cache_dir / "builds"
@@ -97,7 +99,7 @@ def build_candidate(backend, files: dict[str, str], cache_dir: Path | None, *, t
         cached = _load(final)
         if cached is not None:
             return cached
-        result = _build(backend, files, root, key, timeout, sandbox)
+        result = _build(backend, files, root, key, timeout, sandbox, hidden or [])
     return result
 
 
@@ -128,7 +130,8 @@ def _launchers(backend, sources: dict[str, str]) -> list[Signature]:
     return [s for text in sources.values() for s in parse_extern_c(text)]
 
 
-def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool) -> BuildResult:
+def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
+           hidden: list[str]) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
         for name, text in files.items():
@@ -155,7 +158,8 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         seconds, log = 0.0, []
         for argv in plan.commands:
             if sandbox and bwrap_status()[0]:
-                argv = bwrap_argv([str(workdir)], [str(root.parent)], [], str(workdir)) + argv
+                argv = bwrap_argv([str(workdir)], [str(root.parent), *hidden], [], str(workdir), env=env,
+                                  readable=_toolchain_paths(argv[0], env)) + argv
             proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
             seconds += proc.seconds
             log.append(proc.output)
@@ -176,6 +180,15 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         return _store(meta, workdir, root / key)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _toolchain_paths(program: str, env: dict[str, str]) -> list[str]:
+    """The folder of the program a build command runs (``nvcc``, ``g++``, ``cmake``), found as the
+    sandbox will find it; ``bwrap_argv`` binds it back (with its prefix) when it lies in a home."""
+    exe = program if os.path.isabs(program) else shutil.which(program, path=env.get("PATH"))
+    if not exe:
+        return []
+    return list(dict.fromkeys([os.path.dirname(exe), os.path.dirname(os.path.realpath(exe))]))
 
 
 def _store(meta: dict, workdir: Path, final: Path) -> BuildResult:

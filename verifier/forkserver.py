@@ -12,6 +12,14 @@ after taking its session, limits and output files, execs a fresh interpreter
 (``python -m verifier.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
 torch_npu), installs the seccomp filter on all its threads, then runs the job. A device runtime is
 therefore never inherited through fork, and a device error dies with its own process.
+
+Across candidates: the server and every job are non-dumpable (``PR_SET_DUMPABLE`` 0: no job can open
+the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``.
+With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
+its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may write only in
+its job folder (plus the device nodes and the private ``/tmp`` named in ``"writable"``), read nothing
+in its siblings' folders, and attach to no process outside its domain; and its seccomp filter refuses
+``chmod``, so the unlistable jobs root (see ``verifier.sandbox``) stays unlistable.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ import resource
 import select
 import signal
 import sys
+import ctypes
+import struct
 import traceback
 
 # syscalls a candidate never needs; each fails with EPERM.
@@ -32,15 +42,19 @@ _DENY = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "p
          "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
          "io_uring_enter", "io_uring_register", "userfaultfd", "setsid", "setpgid", "reboot", "kexec_load",
          "init_module", "finit_module", "delete_module", "swapon", "swapoff", "acct", "settimeofday",
-         "clock_settime", "sethostname", "setdomainname")
+         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at")
+# Refused to candidate jobs too: the sandbox's user owns the jobs root (unlistable: without Landlock that
+# is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
+_DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
 _AF_UNIX = 1
 _CLONE_THREAD = 0x00010000
 
 
-def lock_down(pid: int, all_threads: bool = False) -> str | None:
+def lock_down(pid: int, all_threads: bool = False, deny_chmod: bool = False) -> str | None:
     """Install the seccomp filter in this process; threads created later inherit it. With
     ``all_threads`` the filter also goes onto threads that already exist (TSYNC), else the process
-    must be single-threaded. Returns None on success or the reason it is unavailable."""
+    must be single-threaded. ``deny_chmod``: chmod fails too. Returns None on success or the reason
+    it is unavailable."""
     try:
         import pyseccomp as seccomp
     except Exception as exc:  # library or libseccomp.so missing
@@ -49,7 +63,7 @@ def lock_down(pid: int, all_threads: bool = False) -> str | None:
         f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
         if all_threads:
             f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
-        for name in _DENY:
+        for name in (*_DENY, *(_DENY_CHMOD if deny_chmod else ())):
             try:
                 f.add_rule(seccomp.ERRNO(errno.EPERM), name)
             except Exception:  # syscall absent on this architecture
@@ -69,6 +83,158 @@ def lock_down(pid: int, all_threads: bool = False) -> str | None:
     return None
 
 
+# ----------------------------------------------------------------------------- process hardening
+
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LL_WRITE_FILE, _LL_READ_FILE = 1 << 1, 1 << 2
+_LL_TRUNCATE = 1 << 14
+# write_file, read_file, remove_dir, remove_file, make_{char,dir,reg,sock,fifo,block,sym}
+_LL_V1 = _LL_WRITE_FILE | _LL_READ_FILE | sum(1 << b for b in range(4, 13))
+_LL_REFER = 1 << 13
+_LL_NET_TCP = 1 | 2               # bind_tcp, connect_tcp (ABI 4)
+_LL_SCOPES = 1 | 2                # abstract Unix sockets, signals (ABI 6)
+# Device nodes every process may write (their reads come with /dev).
+_STD_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+_libc_handle = None
+
+
+def _libc():
+    global _libc_handle
+    if _libc_handle is None:
+        _libc_handle = ctypes.CDLL(None, use_errno=True)
+        _libc_handle.syscall.restype = ctypes.c_long
+    return _libc_handle
+
+
+def _prctl(option: int, arg: int = 0) -> int:
+    z = ctypes.c_ulong(0)
+    return _libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), z, z, z)
+
+
+def harden_process() -> None:
+    """Non-dumpable (others cannot open its /proc/PID/mem, environ or fd, nor ptrace it without
+    CAP_SYS_PTRACE; an exec resets this, so a spawned job calls it again) and no new privileges."""
+    try:
+        _prctl(_PR_SET_DUMPABLE, 0)
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+def drop_capabilities() -> None:
+    """Drop every capability: bounding set (needs CAP_SETPCAP, so first), ambient, then effective,
+    permitted and inheritable. A no-op where there are none (inside bubblewrap)."""
+    try:
+        libc = _libc()
+        try:
+            last = int(open("/proc/sys/kernel/cap_last_cap").read())
+        except (OSError, ValueError):
+            last = 40
+        for cap in range(last + 1):
+            _prctl(_PR_CAPBSET_DROP, cap)
+        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
+        header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
+        data = (ctypes.c_uint32 * 6)()
+        libc.capset(header, data)
+    except (OSError, AttributeError):
+        pass
+
+
+def landlock_abi() -> tuple[int, str]:
+    """The kernel's Landlock ABI version (0 with the reason when there is none)."""
+    try:
+        abi = _libc().syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
+                              ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+    except (OSError, AttributeError) as exc:
+        return 0, f"no libc syscall: {exc}"
+    if abi < 1:
+        err = ctypes.get_errno()
+        return 0, f"the kernel has no Landlock ({os.strerror(err) if err else 'unknown'})"
+    return int(abi), ""
+
+
+def confine_job(job_dir: str, writable: list[str]) -> str | None:
+    """Put this (single-threaded) process in a Landlock domain of its own: read anywhere but in the
+    jobs root, where only ``job_dir`` is readable; write, create, remove and rename only beneath
+    ``job_dir`` and on the ``writable`` paths (device nodes, the private /tmp) that do not hold the
+    jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
+    also keeps the process from attaching to (ptrace, /proc/PID/mem) any process outside it. Reading
+    folders (listing) is not restricted. Returns None on success or why it is unavailable."""
+    abi, why = landlock_abi()
+    if not abi:
+        return why
+    libc = _libc()
+    handled = _LL_V1 | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
+    file_rights = _LL_WRITE_FILE | _LL_READ_FILE | (_LL_TRUNCATE if abi >= 3 else 0)
+    if abi >= 6:
+        attr = struct.pack("=QQQ", handled, _LL_NET_TCP, _LL_SCOPES)
+    elif abi >= 4:
+        attr = struct.pack("=QQ", handled, _LL_NET_TCP)
+    else:
+        attr = struct.pack("=Q", handled)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    ruleset = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)),
+                           ctypes.c_uint32(0))
+    if ruleset < 0:
+        return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
+
+    def allow(path: str, rights: int) -> bool:
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            if not os.path.isdir(path):
+                rights &= file_rights
+            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
+            return libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)) == 0
+        finally:
+            os.close(fd)
+
+    try:
+        job = os.path.realpath(job_dir)
+        if not allow(job, handled):
+            return f"landlock_add_rule failed for the job folder: {os.strerror(ctypes.get_errno())}"
+        # Reads: beneath every entry of every folder above the job's except the next one down, so the
+        # jobs root's other entries (other jobs) stay unreadable. Entries created later in those few
+        # folders are unreadable too.
+        parts = job.strip("/").split("/")
+        for depth in range(len(parts)):
+            folder = "/" + "/".join(parts[:depth])
+            try:
+                names = os.listdir(folder)
+            except OSError:  # the jobs root itself: not listable, nothing else there to allow
+                continue
+            for name in names:
+                if name != parts[depth]:
+                    allow(os.path.join(folder, name), _LL_READ_FILE)
+        jobs_root = os.path.dirname(job)
+        for path in [*_STD_DEVICES, *writable]:
+            real = os.path.realpath(path)
+            if os.path.exists(real) and not _contains(real, jobs_root):
+                allow(real, handled)
+        if _prctl(_PR_SET_NO_NEW_PRIVS, 1) != 0:
+            return f"no_new_privs failed: {os.strerror(ctypes.get_errno())}"
+        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
+            return f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}"
+    finally:
+        os.close(ruleset)
+    return None
+
+
+def _contains(folder: str, path: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
 def _limit(which: int, value: int) -> None:
     try:
         resource.setrlimit(which, (value, value))
@@ -78,8 +244,10 @@ def _limit(which: int, value: int) -> None:
             resource.setrlimit(which, (min(value, hard), hard))
 
 
-def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None) -> int:
+def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None,
+           confine: dict | None = None) -> int:
     os.setsid()
+    harden_process()
     for fd in fds:
         os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -98,12 +266,19 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
     _limit(resource.RLIMIT_NOFILE, int(limits.get("open_files", 256)))
     if limits.get("address_space_mb"):
         _limit(resource.RLIMIT_AS, int(limits["address_space_mb"]) << 20)
+    if confine is not None:
+        problem = confine_job(job_dir, confine.get("writable", []))
+        if problem and confine.get("landlock"):  # the server found Landlock, yet it failed here
+            print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    deny_chmod = confine is not None
     if spawn is not None:
         # A fresh interpreter: nothing of this process (or a device runtime) is inherited but the
-        # session, limits, working folder and output files set above.
-        argv = [sys.executable, "-m", "verifier.forkserver", "--job", job_dir, json.dumps(spawn)]
+        # session, limits, working folder (the job folder: not on the command line, where any process
+        # could read it), output files and Landlock domain set above.
+        argv = [sys.executable, "-m", "verifier.forkserver", "--job", ".",
+                json.dumps({**spawn, "deny_chmod": deny_chmod})]
         os.execv(sys.executable, argv)
-    problem = lock_down(os.getpid())
+    problem = lock_down(os.getpid(), deny_chmod=deny_chmod)
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from verifier.worker import run_job
@@ -121,9 +296,12 @@ def _send(msg: dict) -> None:
 
 def _spawned(job_dir: str, config: dict) -> int:
     """A spawned job's process: trusted imports, the seccomp filter on every thread, then the job."""
+    harden_process()  # the exec made this process dumpable again
+    if job_dir == ".":
+        job_dir = os.getcwd()
     for name in ["verifier.worker", *config.get("job_preload", [])]:
         importlib.import_module(name)
-    problem = lock_down(os.getpid(), all_threads=True)
+    problem = lock_down(os.getpid(), all_threads=True, deny_chmod=bool(config.get("deny_chmod")))
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from pathlib import Path
@@ -136,8 +314,13 @@ def _spawned(job_dir: str, config: dict) -> int:
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--job":
         return _spawned(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
+    harden_process()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+    if config.get("confine"):
+        drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
     spawn = {"job_preload": config.get("job_preload", [])} if config.get("spawn") else None
+    landlock, landlock_error = landlock_abi()
+    confine = {"writable": config.get("writable", []), "landlock": landlock} if config.get("confine") else None
     for name in config.get("preload", []):
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -151,7 +334,8 @@ def main() -> int:
     except Exception as exc:
         seccomp_ok, seccomp_error = False, str(exc)
     _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
-           "seccomp": seccomp_ok, "seccomp_error": seccomp_error})
+           "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
+           "landlock_error": landlock_error})
     children: dict[int, int] = {}  # pid -> job id
     buffer = b""
     stdin_open = True
@@ -202,7 +386,7 @@ def main() -> int:
             if pid == 0:
                 code = 70
                 try:
-                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn)
+                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine)
                 except BaseException:
                     traceback.print_exc()
                 finally:

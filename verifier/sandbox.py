@@ -2,15 +2,23 @@
 
 Layers, outermost first:
 
-* **bubblewrap** (when installed): no network, private PID/IPC namespaces, a read-only view of the
-  system, a private ``/tmp``, the workspace state and the user's credential files hidden.
+* **bubblewrap** (when installed): no network, private PID/IPC namespaces (the fork server is PID 1:
+  no helper process a job could attach to), no capabilities (a user namespace where the kernel allows
+  one), a read-only view of the system, a private ``/tmp``, the home folders (``$HOME``, ``/root``,
+  ``/home``) replaced by an empty read-only tmpfs with only what the worker needs bound back (the
+  Python installation, the project source, toolchains on ``PATH``), the workspace state and the
+  cache hidden.
 * **a fork server** started inside it with a scrubbed environment (no API keys, tokens or endpoint
-  credentials) and PyTorch already imported, so a candidate job starts in milliseconds. For device
-  backends (``spawn``) the server imports nothing heavy and each job's child execs a fresh
-  interpreter instead: a CUDA or CANN runtime must never be inherited through fork.
+  credentials) and PyTorch already imported, so a candidate job starts in milliseconds. It is
+  non-dumpable (no job can open its ``/proc/PID/mem``, ``environ`` or ``fd``) and holds no
+  capabilities. For device backends (``spawn``) the server imports nothing heavy and each job's child
+  execs a fresh interpreter instead: a CUDA or CANN runtime must never be inherited through fork.
 * **per job**, the forked child gets its own session, resource limits (CPU time, address space,
-  file size, open files, no core dumps) and a seccomp filter: no fork, exec, sockets other than
-  Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it.
+  file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
+  written only in the job's own folder and a few device nodes; no other job's folder is readable;
+  no access to other processes' memory), and a seccomp filter: no fork, exec, sockets other than
+  Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
+  unpredictable names in a jobs root the sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
 """
@@ -41,9 +49,16 @@ _ENV_ALLOW = re.compile(
 # Anything that looks like a credential never passes, allow-listed or not.
 _SECRET = re.compile(r"(KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION|PRIVATE)", re.I)
 
-# Files and folders under $HOME that hold credentials; hidden from the sandbox.
+# Files and folders under $HOME that hold credentials. The whole home is hidden (see home_roots);
+# these stay hidden even inside a folder bound back from it.
 HOME_SECRETS = (".ssh", ".aws", ".azure", ".config", ".netrc", ".git-credentials", ".gnupg", ".docker",
-                ".kube", ".pypirc", ".npmrc", ".cache/evokernel", ".gitconfig")
+                ".kube", ".pypirc", ".npmrc", ".cache/evokernel", ".gitconfig", ".claude", ".cargo/credentials",
+                ".cargo/credentials.toml", ".bash_history", ".python_history", ".local/share/keyrings")
+# Never hidden as a "home": the system itself.
+_SYSTEM_DIRS = ("/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt", "/var", "/tmp", "/dev", "/proc",
+                "/sys", "/run", "/srv", "/mnt", "/media", "/boot")
+# Environment variables whose values are paths (or path lists) the worker or compiler reads.
+_PATH_VARS = re.compile(r"^(PATH|LD_LIBRARY_PATH|PYTHONPATH|CUDA_HOME|CUDA_PATH|TOOLCHAIN_HOME|ASCEND_[A-Z_]+)$")
 
 
 def scrubbed_env(extra: dict[str, str] | None = None, home: str | None = None) -> dict[str, str]:
@@ -79,7 +94,139 @@ def bwrap_status() -> tuple[bool, str]:
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
         return False, f"bubblewrap cannot create namespaces here ({reason}): candidates run without network isolation"
-    return True, "bubblewrap: no network, private /tmp, read-only system, state hidden"
+    return True, "bubblewrap: no network, private /tmp, read-only system, home folders and state hidden"
+
+
+def _bwrap_accepts(flags: tuple[str, ...]) -> bool:
+    exe = shutil.which("bwrap")
+    if not exe:
+        return False
+    try:
+        probe = subprocess.run(
+            [exe, *flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
+             "--die-with-parent", "true"],
+            capture_output=True, text=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return probe.returncode == 0
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_hardening() -> tuple[str, ...]:
+    """The strongest capability settings bubblewrap accepts here: a user namespace with every capability
+    dropped (bounding set included), else every capability dropped; () if neither works. Running as root,
+    a job with CAP_SYS_PTRACE could otherwise read and write any process's memory, dumpable or not."""
+    if not bwrap_status()[0]:
+        return ()
+    for flags in (("--unshare-user", "--cap-drop", "ALL"), ("--cap-drop", "ALL")):
+        if _bwrap_accepts(flags):
+            return flags
+    return ()
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_as_pid_1() -> bool:
+    """Whether bubblewrap can run the command as PID 1 of its namespace (no reaper process of its own)."""
+    return bwrap_status()[0] and _bwrap_accepts((*bwrap_hardening(), "--as-pid-1"))
+
+
+def home_roots() -> list[str]:
+    """The folders holding users' files, hidden whole from the sandbox: ``$HOME`` (this process's: a
+    sandboxed command's own HOME is a scratch folder), the account's home, ``/root`` and ``/home``
+    (real paths; nested ones folded into the outer one; system folders never)."""
+    found: list[str] = []
+    candidates = [os.environ.get("HOME"), os.path.expanduser("~"), "/root", "/home"]
+    try:
+        import pwd
+
+        candidates.append(pwd.getpwuid(os.getuid()).pw_dir)
+    except (ImportError, KeyError):
+        pass
+    for cand in candidates:
+        if not cand or not os.path.isabs(cand):
+            continue
+        path = os.path.realpath(cand)
+        if not os.path.isdir(path) or any(path == d or d.startswith(path.rstrip("/") + "/") for d in _SYSTEM_DIRS):
+            continue
+        found.append(path)
+    return sorted({p for p in found if not any(_under(p, q) and p != q for q in found)})
+
+
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _pth_paths() -> list[str]:
+    """Folders that ``.pth`` files in the site-packages folders put on ``sys.path``."""
+    import site
+
+    out: list[str] = []
+    try:
+        sitedirs = site.getsitepackages()
+    except AttributeError:
+        sitedirs = []
+    for sitedir in sitedirs:
+        try:
+            names = [n for n in os.listdir(sitedir) if n.endswith(".pth")]
+        except OSError:
+            continue
+        for name in names:
+            try:
+                lines = Path(sitedir, name).read_text(errors="replace").splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                line = line.strip()
+                if line and not line.startswith(("#", "import ", "import\t")):
+                    out.append(os.path.join(sitedir, line))
+    return out
+
+
+def _with_prefix(path: str, roots: list[str]) -> list[str]:
+    """``path``, plus the installation prefix it belongs to when it is a ``bin`` or ``lib`` folder (a
+    toolchain needs its whole prefix), unless that prefix is a home itself or a dot-folder right under
+    one (``~/.local``, ``~/.cargo``: those hold more than programs); and a version manager's root for
+    its ``shims`` folder (``~/.pyenv/shims`` runs ``~/.pyenv/libexec/pyenv``)."""
+    out = [path]
+    name = os.path.basename(path)
+    if name in ("bin", "lib", "lib64", "shims"):
+        prefix = os.path.dirname(path)
+        parent = os.path.dirname(prefix)
+        if not any(prefix == r or (name != "shims" and parent == r and os.path.basename(prefix).startswith("."))
+                   for r in roots):
+            out.append(prefix)
+    return out
+
+
+def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """What a sandboxed worker or compiler reads from inside a hidden home: the Python installation
+    (``sys.prefix``, ``sys.base_prefix``, the interpreter), the ``verifier`` package (the package
+    folder only, not the whole checkout: a ``.env`` or ``.git/config`` beside it may hold a token),
+    ``.pth`` folders, the path-valued variables of ``env`` (``PATH``, ``LD_LIBRARY_PATH``,
+    ``PYTHONPATH``, ``CUDA_HOME``, ``ASCEND_*``...) and ``extra``."""
+    env = os.environ if env is None else env
+    roots = home_roots()
+    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+              os.path.dirname(os.path.realpath(sys.executable)), str(Path(__file__).resolve().parent),
+              *_pth_paths()]
+    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)  # scrubbed_env's PYTHONPATH entry
+    for key, value in env.items():
+        if _PATH_VARS.match(key):
+            wanted += [p for p in value.split(os.pathsep) if os.path.isabs(p) and os.path.realpath(p) != checkout]
+    wanted += [p for p in extra if p and os.path.isabs(p)]
+    out: list[str] = []
+    for path in wanted:
+        for p in _with_prefix(os.path.normpath(path), roots):
+            for q in dict.fromkeys((p, os.path.realpath(p))):
+                # only what a hidden home covers, and never a home itself (or a folder above one)
+                if not os.path.exists(q) or not any(_under(q, r) for r in roots):
+                    continue
+                if any(_under(r, q) for r in roots):
+                    continue
+                out.append(q)
+    out = sorted(set(out), key=len)
+    return [p for i, p in enumerate(out) if not any(_under(p, q) for q in out[:i])]  # outermost only
 
 
 @functools.lru_cache(maxsize=1)
@@ -100,21 +247,46 @@ def seccomp_status() -> tuple[bool, str]:
     return True, "seccomp: no fork, exec, non-Unix sockets, ptrace or signals to other processes"
 
 
-def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str) -> list[str]:
-    """The bubblewrap prefix for a sandboxed command."""
+def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str, *,
+               env: dict[str, str] | None = None, readable: list[str] | tuple[str, ...] = (),
+               as_pid_1: bool = False) -> list[str]:
+    """The bubblewrap prefix for a sandboxed command. Every home folder is an empty read-only tmpfs with
+    only ``sandbox_readable(env, readable)`` bound back read-only; then ``hidden`` and the home's
+    credential files are hidden, and ``writable`` bound read-write (last, so a writable folder inside a
+    hidden one stays reachable). ``as_pid_1``: the command is PID 1 of the namespace (the fork server,
+    which reaps its own children), so no bubblewrap helper process is visible to a job."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
-            "--unshare-uts", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+            "--unshare-uts", *bwrap_hardening()]
+    if as_pid_1 and bwrap_as_pid_1():
+        argv.append("--as-pid-1")
+    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for dev in devices:
         if os.path.exists(dev):
             argv += ["--dev-bind", dev, dev]
-    home = os.path.expanduser("~")
-    for path in [*hidden, *(os.path.join(home, s) for s in HOME_SECRETS)]:
+    roots = home_roots()
+    bound = sandbox_readable(env, readable)
+    for root in roots:
+        argv += ["--tmpfs", root]
+    for path in bound:
+        argv += ["--ro-bind", path, path]
+
+    def visible(path: str) -> bool:
+        path = os.path.realpath(path)
+        return not any(_under(path, r) for r in roots) or any(_under(path, b) for b in bound)
+
+    homes = dict.fromkeys([os.path.expanduser("~"), *roots])
+    secrets = [os.path.join(home, s) for home in homes for s in HOME_SECRETS]
+    for path in dict.fromkeys([*hidden, *secrets]):
+        if not visible(path):
+            continue
         if os.path.isdir(path):
             argv += ["--tmpfs", path]
         elif os.path.exists(path):
             argv += ["--ro-bind", "/dev/null", path]
     for path in writable:
         argv += ["--bind", path, path]
+    for root in roots:
+        argv += ["--remount-ro", root]
     return argv + ["--chdir", cwd, "--"]
 
 
@@ -231,8 +403,13 @@ class ForkServer:
     """
 
     def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
-                 hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None):
+                 hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None,
+                 confine: bool = True):
+        """``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
+        unlistable while the server runs). Off for the trusted reference server, whose jobs take the
+        machine lock outside their folder."""
         self.jobs_root = Path(jobs_root)
+        self._confine = confine
         self._env = env
         self._preload = preload
         self._spawn = spawn
@@ -251,15 +428,26 @@ class ForkServer:
 
     @property
     def isolation(self) -> str:
-        layers = ["scrubbed environment", "rlimits"]
+        layers = ["scrubbed environment", "rlimits", "non-dumpable processes"]
         if self._spawn:
             layers.append("a fresh process per job")
         if self._info.get("seccomp"):
             layers.append("seccomp (no fork/exec/network sockets)")
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
+        if self._confine:
+            if self._info.get("landlock"):
+                layers.append(f"Landlock ABI {self._info['landlock']} (a job writes only in its own folder and "
+                              "reads no other job's)")
+            else:
+                layers.append(f"no Landlock ({self._info.get('landlock_error', 'unavailable')}): job folders "
+                              "are only unlisted, with unpredictable names")
         available, text = bwrap_status()
         layers.append(text if self._use_bwrap or not available else "bubblewrap disabled by configuration")
+        if self._use_bwrap:
+            flags = bwrap_hardening()
+            layers.append("no capabilities" + (" (user namespace)" if "--unshare-user" in flags else "")
+                          if "--cap-drop" in flags else "capabilities not dropped by bubblewrap")
         return "; ".join(layers)
 
     def start(self) -> None:
@@ -267,10 +455,21 @@ class ForkServer:
             if self._proc is not None and self._proc.poll() is None:
                 return
             self._ready.clear()
-            config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload}
+            config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
+                      "confine": self._confine,
+                      # what a confined job may write besides its folder: device nodes, and the private /tmp
+                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])]}
             argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
             if self._use_bwrap:
-                argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root)) + argv
+                argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root),
+                                  env=self._env, as_pid_1=True) + argv
+            if self._confine:
+                # search and create, never list: no job can find another's folder by name (the sandbox
+                # has no capability to override it, and seccomp refuses chmod)
+                try:
+                    os.chmod(self.jobs_root, 0o300)
+                except OSError:
+                    pass
             stderr = open(self._stderr_path, "ab")
             try:
                 self._proc = subprocess.Popen(argv, env=self._env, cwd=self.jobs_root, stdin=subprocess.PIPE,
@@ -360,6 +559,11 @@ class ForkServer:
     def close(self) -> None:
         with self._lock:
             proc, self._proc = self._proc, None
+        if self._confine:
+            try:
+                os.chmod(self.jobs_root, 0o700)  # listable again, so the owner can remove it
+            except OSError:
+                pass
         if proc is None:
             return
         try:

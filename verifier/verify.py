@@ -91,11 +91,13 @@ class Verifier:
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
         device_modules = ["torch_npu"] if self.backend.device == "npu" else []
         preload = [] if spawn else ["torch", "torch._dynamo", "verifier.worker", *device_modules]
+        # What candidates never see, in the run sandbox and in the build sandbox alike.
+        self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
         self.server = ForkServer(
             self.jobs_root,
             env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)}, home=str(self.jobs_root)),
             preload=preload, use_bwrap=cfg.use_bwrap,
-            hidden=[str(self.cache_dir), *(hidden_paths or [])], devices=self.backend.sandbox_devices(),
+            hidden=list(self.hidden_paths), devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules,
         )
         # References are the user's own trusted code: their fork server runs outside the sandbox, in
@@ -106,7 +108,7 @@ class Verifier:
             reference_jobs, env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)},
                                              home=str(reference_jobs)),
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
-            spawn=spawn, job_preload=device_modules,
+            spawn=spawn, job_preload=device_modules, confine=False,
         )
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
@@ -239,7 +241,8 @@ class Verifier:
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
-            build = build_candidate(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap)
+            build = build_candidate(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
+                                    hidden=self.hidden_paths)
         out.build_cached = build.cached
         if not build.ok:
             out.fail("build", f"the build failed:\n{build.log}", time.perf_counter() - t)
@@ -264,8 +267,10 @@ class Verifier:
     def _new_job(self, kind: str, files: dict[str, str], build, job: dict) -> Path:
         with self._job_lock:
             self._job_counter += 1
-            job_dir = self.jobs_root / f"{self._job_counter:05d}-{kind}"
-        job_dir.mkdir()
+            counter = self._job_counter
+        # A fresh folder with an unpredictable name (mkdtemp never reuses an existing one): a job cannot
+        # pre-create, find or tamper with a later job's folder.
+        job_dir = Path(tempfile.mkdtemp(prefix=f"{counter:05d}-{kind}-", dir=self.jobs_root))
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
         job.update(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
@@ -284,11 +289,38 @@ class Verifier:
 
     def _run_job(self, job_dir: Path) -> tuple[JobExit, dict | None, dict | None]:
         exit_ = self.server.run(job_dir, self._limits(), self.config.run_timeout_s)
+        # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
+        # (stderr.txt -> ~/.ssh/id_rsa) would have the harness read a host file into the verdict, a
+        # FIFO would block it for ever. The folder itself must still be the one made for the job.
+        try:
+            fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:  # replaced (by a symlink?): drop the name, read nothing
+            fd = None
+            try:
+                if job_dir.is_symlink():
+                    job_dir.unlink()
+            except OSError:
+                pass
+        if fd is not None:
+            try:
+                for entry in os.scandir(fd):
+                    try:
+                        if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
+                                                      or entry.is_dir(follow_symlinks=False)):
+                            os.unlink(entry.name, dir_fd=fd)
+                    except OSError:
+                        pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         result = outputs = None
         try:
             result = json.loads((job_dir / "result.json").read_text())
         except (OSError, ValueError):
             pass
+        if not isinstance(result, dict):
+            result = None
         path = job_dir / "outputs.pt"
         if result and result.get("ok") and path.exists():
             if path.stat().st_size > self.config.max_output_mb << 20:
