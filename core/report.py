@@ -31,6 +31,7 @@ class RunMetrics:
     cr: float
     acc: float
     fast_1: float
+    status: str = ""                                          # finished, stopped, failed, budget, running
     speedup_over_first: list[float] = field(default_factory=list)
     speedup_over_reference: list[float] = field(default_factory=list)
     curve: list[float] = field(default_factory=list)          # share of tasks feasible by iteration t+1
@@ -97,6 +98,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
         iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
         fast_tasks=fast, cr=built / generated if generated else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
         speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
+        status=run.status,
     )
 
 

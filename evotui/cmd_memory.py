@@ -104,6 +104,10 @@ def run_stats(args: argparse.Namespace) -> int:
 def run_list(args: argparse.Namespace) -> int:
     from core.memory import list_experiences
 
+    if args.offset < 0:
+        from core.errors import ConfigError
+
+        raise ConfigError(f"--offset must be 0 or more (got {args.offset})")
     limit = None if args.limit <= 0 else args.limit
     data = list_experiences(_memory_path(args), filters=_filters(args), sort=args.sort, descending=not args.asc,
                             limit=limit, offset=args.offset)
@@ -146,6 +150,10 @@ def run_list(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     from core.memory import show_experience
 
+    if not args.id.strip():
+        from core.errors import ConfigError
+
+        raise ConfigError("give the id (or a unique prefix) of an experience: `evokernel memory list` shows them")
     data = show_experience(_memory_path(args), args.id)
     if args.json:
         print(json.dumps(data, indent=1))

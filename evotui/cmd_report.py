@@ -38,10 +38,10 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold", title="runs")
-    for col in ("run", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first", "best/ref"):
+    for col in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first", "best/ref"):
         table.add_column(col)
     for m in metrics:
-        table.add_row(m.run_id, m.method, m.model, str(m.tasks), str(m.iterations), f"{100 * m.cr:.0f}%",
+        table.add_row(m.run_id, m.status, m.method, m.model, str(m.tasks), str(m.iterations), f"{100 * m.cr:.0f}%",
                       f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
                       _fmt(m.median_iqr(m.speedup_over_reference)))
     console = Console()

@@ -114,11 +114,20 @@ def _load(final: Path) -> BuildResult | None:
     library = final / meta["library"] if meta.get("library") else None
     if meta["ok"] and (library is None or not library.exists()):
         return None
+    if library is not None and meta.get("library_sha256") != _digest(library):
+        return None  # damaged or replaced since it was built (or built by an older version): build again
     return BuildResult(
         ok=meta["ok"], key=meta["key"], library=library,
         signatures=[Signature.from_dict(s) for s in meta.get("signatures", [])],
         log=meta.get("log", ""), cached=True, seconds=meta.get("seconds", 0.0), command=meta.get("command", []),
     )
+
+
+def _digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
 
 
 def _launchers(backend, sources: dict[str, str]) -> list[Signature]:
@@ -193,6 +202,8 @@ def _toolchain_paths(program: str, env: dict[str, str]) -> list[str]:
 
 def _store(meta: dict, workdir: Path, final: Path) -> BuildResult:
     """Move the finished build into place atomically (rename), then load it back."""
+    if meta.get("library") and (workdir / meta["library"]).exists():
+        meta["library_sha256"] = _digest(workdir / meta["library"])
     (workdir / "build.json").write_text(json.dumps(meta))
     staged = Path(str(final) + ".staged")
     shutil.rmtree(staged, ignore_errors=True)

@@ -104,3 +104,8 @@ def test_our_own_failure_is_one_line_with_the_details_kept(tmp_path, monkeypatch
     assert err.startswith("evokernel: internal error (RuntimeError: planted bug); details in ")
     log = Path(err.rsplit("details in ", 1)[1])
     assert log.is_file() and "Traceback" in log.read_text() and "planted bug" in log.read_text()
+
+
+def test_memory_arguments_out_of_range_are_usage_errors(tmp_path):
+    assert "give the id" in one_line_error(evokernel("memory", "show", "", cwd=tmp_path))
+    assert "--offset" in one_line_error(evokernel("memory", "list", "--offset", "-3", cwd=tmp_path))

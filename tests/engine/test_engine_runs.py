@@ -272,6 +272,7 @@ def test_report_gives_the_papers_metrics_and_plots(workspace, llm_env, unique):
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     m = data["runs"][0]
+    assert m["status"] == "finished"
     # relu: wrong, does not build, feasible; softmax: three answers without code
     assert m["attempts"] == 6 and m["generated"] == 3 and m["built"] == 2
     assert m["cr"] == pytest.approx(2 / 3) and m["acc"] == 0.5

@@ -79,3 +79,18 @@ def test_wrong_calls_are_refused_with_the_parameter_named(lib, call, words):
 def test_meta_tensor_is_a_wrong_device(lib):
     with pytest.raises(TypeError, match="is on meta"):
         lib.axpy(1.0, torch.ones(8, device="meta"), torch.zeros(8), 8)
+
+
+def test_a_damaged_cached_library_is_built_again_not_blamed_on_the_candidate(tmp_path):
+    from verifier.backends import get_backend
+    from verifier.build import build_candidate
+
+    backend = get_backend("cpu")
+    files = {"k.cpp": 'extern "C" int answer(void) { return 42; }\n'}
+    first = build_candidate(backend, files, tmp_path)
+    assert first.ok and not first.cached
+    assert build_candidate(backend, files, tmp_path).cached
+    first.library.write_bytes(b"\x7fELF garbage")
+    again = build_candidate(backend, files, tmp_path)
+    assert again.ok and not again.cached and again.library.read_bytes()[:4] == b"\x7fELF"
+    assert len(again.library.read_bytes()) > 100
