@@ -481,8 +481,11 @@ probe("chmod_root", lambda: os.chmod("..", 0o755))
 probe("write_model", lambda: open({str(sibling)!r} + "/model.py", "a").write("import os"))
 probe("mkdir_parent", lambda: os.mkdir("../squat"))
 probe("write_etc", lambda: open("/etc/evokernel-planted", "w"))
+probe("harness_environ", lambda: read("/proc/{os.getpid()}/environ"))  # this test's process (run as root
+# here, the job's empty capability set already bars it; for a user without capabilities it is the
+# harness being non-dumpable that does)
 ''')
-        assert_all_refused(results, ["ppid_mem_rw", "ppid_environ", "list_root", "chmod_root"])
+        assert_all_refused(results, ["ppid_mem_rw", "ppid_environ", "list_root", "chmod_root", "harness_environ"])
         if unwrapped.server._info.get("landlock"):
             assert_all_refused(results, ["write_model", "mkdir_parent", "write_etc"])
             assert (sibling / "model.py").read_text() == "# the next candidate's model\n"
