@@ -428,6 +428,8 @@ class ForkServer:
 
     @property
     def isolation(self) -> str:
+        if not self._info:
+            return "not started (no candidate code has run in this process)"
         layers = ["scrubbed environment", "rlimits", "non-dumpable processes"]
         if self._spawn:
             layers.append("a fresh process per job")
