@@ -33,7 +33,7 @@ def check_format(files: dict[str, str], source_suffixes: tuple[str, ...], header
         size = len(text.encode())
         total += size
         if size > MAX_FILE_BYTES:
-            return f"{name} is {size // 1024} KiB; a file may be at most {MAX_FILE_BYTES // 1024} KiB"
+            return f"{name} is over {MAX_FILE_BYTES // 1024} KiB; a file may be at most {MAX_FILE_BYTES // 1024} KiB"
         if "\0" in text:
             return f"{name} contains NUL bytes"
     if total > MAX_TOTAL_BYTES:
