@@ -279,7 +279,7 @@ def test_kernel_escapes_are_rejected_on_every_backend():
 
 VALID_KERNELS = {
     "openmp with thread ids": "#include <omp.h>\n#include <cmath>\nint tid() { return omp_get_thread_num(); }\n"
-                              + RELU.replace("simd schedule(static)", "num_threads(omp_get_max_threads())"),
+                              + RELU.replace("simd schedule(static)", "schedule(dynamic, 64)"),
     "pragma once and unroll": "#pragma once\n#include <cstdint>\n#pragma GCC unroll 4\n" + RELU,
     "multi-line macro": "#define ADD(a, b) \\\n    ((a) + (b))\n" + RELU,
     "harmless attributes": '__attribute__((visibility("default"))) int f() { return 1; }\n[[nodiscard]] int g() '
@@ -296,3 +296,20 @@ VALID_KERNELS = {
 @pytest.mark.parametrize("name", list(VALID_KERNELS))
 def test_valid_kernels_pass(name):
     assert check_kernel_source("kernel.cpp", VALID_KERNELS[name], {"kernel.cpp"}) is None
+
+
+@pytest.mark.parametrize("change", [
+    ("#pragma omp parallel for", "#pragma omp parallel for num_threads(16)"),
+    ("int workers = 4;", "omp_set_num_threads(16); int workers = 4;"),
+    ("int workers = 4;", "omp_set_dynamic(0); int workers = 4;"),
+])
+def test_kernels_may_not_choose_their_own_thread_count(change):
+    """More threads than the reference gets would be a speedup of the verifier's making."""
+    from verifier.gates.antihack import check_kernel_source
+
+    ok = ('#include <cstdint>\n#include <omp.h>\nextern "C" void f(float* x, int64_t n) {\n'
+          '  int workers = 4; int num_threads = omp_get_num_threads(); (void)workers; (void)num_threads;\n'
+          '  #pragma omp parallel for\n  for (int64_t i = 0; i < n; ++i) x[i] = 0;\n}\n')
+    assert check_kernel_source("k.cpp", ok, set()) is None
+    problem = check_kernel_source("k.cpp", ok.replace(*change), set())
+    assert problem and "thread count" in problem and "OMP_NUM_THREADS" in problem

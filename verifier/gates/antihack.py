@@ -598,12 +598,16 @@ _BANNED_WORDS = {
               "__rdpmc", "__builtin_readcyclecounter", "__builtin_readsteadycounter", "omp_get_wtime",
               "omp_get_wtick", "chrono", "steady_clock", "high_resolution_clock", "system_clock"],
     "inline assembly": ["asm", "__asm__", "__asm"],
+    "thread count": ["omp_set_num_threads", "omp_set_dynamic", "omp_set_max_active_levels", "omp_set_nested",
+                     "num_threads", "omp_set_schedule", "kmp_set_defaults", "mkl_set_num_threads"],
 }
 # Common words that are banned only where called; every other banned word is banned wherever it appears
 # (a declaration, a typedef'd pointer or `auto f = &fork;` names it as well as a call does).
 _CALL_ONLY_WORDS = {"socket", "connect", "open", "remove", "signal", "kill", "sleep", "clock", "time", "times",
-                    "clone"}
+                    "clone", "num_threads"}
 _WORD_WHY = "kernels only compute: take inputs and outputs as pointers and sizes from model.py"
+_THREAD_COUNT_WHY = ("the verifier gives the kernel the same number of threads as the reference (OMP_NUM_THREADS); "
+                     "use #pragma omp parallel for without num_threads and leave the thread count alone")
 _THREAD_TYPES = re.compile(r"\bstd\s*::\s*(thread|jthread|async)\b")
 # Attributes that run code when the library loads or alias symbols.
 _LOAD_TIME_ATTRS = {"constructor", "destructor", "init_priority", "section", "ifunc", "alias", "weakref", "symver"}
@@ -886,7 +890,8 @@ def check_kernel_source(name: str, source: str, local_files: set[str], backend: 
             tail = r"\s*\(" if word in _CALL_ONLY_WORDS else r"(?!\w)"
             m = re.search(rf"(?<![\w.]){re.escape(word)}{tail}", code)
             if m:
-                return f"{name} line {line_of[m.start()]}: {word} is not allowed in kernels ({what}): {_WORD_WHY}"
+                why = _THREAD_COUNT_WHY if what == "thread count" else _WORD_WHY
+                return f"{name} line {line_of[m.start()]}: {word} is not allowed in kernels ({what}): {why}"
     if rules is not None:
         return _device_rule(name, code, rules, line_of)
     return None
