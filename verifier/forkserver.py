@@ -122,9 +122,18 @@ def _prctl(option: int, arg: int = 0) -> int:
 def harden_process() -> None:
     """Non-dumpable (others cannot open its /proc/PID/mem, environ or fd, nor ptrace it without
     CAP_SYS_PTRACE; an exec resets this, so a spawned job calls it again) and no new privileges."""
+    make_non_dumpable()
+    try:
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
+    except (OSError, AttributeError):
+        pass
+
+
+def make_non_dumpable() -> None:
+    """This process's /proc/PID/{mem,environ,fd} closed to processes without CAP_SYS_PTRACE (and no
+    core dumps)."""
     try:
         _prctl(_PR_SET_DUMPABLE, 0)
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
     except (OSError, AttributeError):
         pass
 

@@ -465,8 +465,11 @@ class ForkServer:
             if self._confine and not self._use_bwrap:
                 # Without a PID namespace a job can see this process (which holds the API key in its
                 # environment): make it non-dumpable, so a job without capabilities cannot read
-                # /proc/<this>/environ or its memory. (It also turns off core dumps of this process.)
-                _make_this_process_non_dumpable()
+                # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
+                # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
+                from verifier.forkserver import make_non_dumpable
+
+                make_non_dumpable()
             if self._use_bwrap:
                 argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root),
                                   env=self._env, as_pid_1=True) + argv
@@ -583,12 +586,3 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             _kill_group(proc.pid)
             proc.wait()
-
-
-def _make_this_process_non_dumpable() -> None:
-    import ctypes
-
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError):
-        pass

@@ -372,9 +372,8 @@ class Verifier:
         for i, (trial, report) in enumerate(zip(ref.trials, result["trials"])):
             what = f"trial {i + 1} ({trial.describe()})"
             if report["forbidden_ops"]:
-                ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(report["forbidden_ops"].items()))
-                out.fail("anti_hack", f"forward ran PyTorch compute ({ops}): the kernel must do the work")
-                out.gate("anti_hack").details["dynamic"] = report["forbidden_ops"]
+                _fail_pytorch_compute(out, report["forbidden_ops"], "forward ran PyTorch compute ({ops}): the "
+                                                                    "kernel must do the work")
                 return False
             if not report["calls"]:
                 out.fail("anti_hack", "forward never called the kernel library: the result must come from your kernels")
@@ -416,10 +415,8 @@ class Verifier:
             shutil.rmtree(job_dir, ignore_errors=True)
         recheck = result.get("recheck") or {}
         if recheck.get("forbidden_ops"):
-            ops = ", ".join(f"aten.{k} x{v}" for k, v in sorted(recheck["forbidden_ops"].items()))
-            out.fail("anti_hack", f"after repeated calls, forward ran PyTorch compute ({ops}): the kernel must do "
-                                  "the work on every call")
-            out.gate("anti_hack").details["dynamic"] = recheck["forbidden_ops"]
+            _fail_pytorch_compute(out, recheck["forbidden_ops"], "after repeated calls, forward ran PyTorch compute "
+                                                                 "({ops}): the kernel must do the work on every call")
             out.gate("performance").status = "failed"
             return
         if "calls" in recheck and not recheck["calls"]:
@@ -466,6 +463,13 @@ class Verifier:
             if out.latency_ms < 0.5 * floor_ms:
                 out.flags.append(f"{out.latency_ms:.3f} ms is below the memory-bandwidth floor {floor_ms:.3f} ms "
                                  f"for writing the outputs: review before trusting")
+
+
+def _fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> None:
+    """Fail the anti-hack gate for the aten ops the op trace saw (``{ops}`` in ``message`` lists them)."""
+    listed = ", ".join(f"aten.{k} x{v}" for k, v in sorted(ops.items()))
+    out.fail("anti_hack", message.format(ops=listed))
+    out.gate("anti_hack").details["dynamic"] = ops
 
 
 def _tail(path: Path, limit: int = 400) -> str:
