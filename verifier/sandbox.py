@@ -200,13 +200,14 @@ def _with_prefix(path: str, roots: list[str]) -> list[str]:
 
 
 def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """What a sandboxed worker or compiler reads from inside a hidden home: the Python installation
+    """What a sandboxed worker or compiler reads from inside a hidden home or the host's ``/tmp`` (which
+    the sandbox replaces with its own): the Python installation
     (``sys.prefix``, ``sys.base_prefix``, the interpreter), the ``verifier`` package (the package
     folder only, not the whole checkout: a ``.env`` or ``.git/config`` beside it may hold a token),
     ``.pth`` folders, the path-valued variables of ``env`` (``PATH``, ``LD_LIBRARY_PATH``,
     ``PYTHONPATH``, ``CUDA_HOME``, ``ASCEND_*``...) and ``extra``."""
     env = os.environ if env is None else env
-    roots = home_roots()
+    roots = [*home_roots(), "/tmp"]  # the sandbox's /tmp is private too: a checkout there is bound back
     wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
               os.path.dirname(os.path.realpath(sys.executable)), str(Path(__file__).resolve().parent),
               *_pth_paths()]

@@ -405,6 +405,22 @@ def test_home_is_replaced_by_an_empty_read_only_tmpfs(tmp_path, monkeypatch):
         assert path not in home_roots()
 
 
+def test_what_a_job_needs_from_the_hosts_tmp_is_bound_back_over_the_private_tmp(tmp_path):
+    """A checkout (and its .venv) under /tmp, e.g. a fresh clone there, stays reachable inside the
+    sandbox, whose /tmp is its own: read-only, and only what it needs."""
+    from verifier.sandbox import bwrap_argv, sandbox_readable
+
+    tool = tmp_path / "venv" / "bin"
+    tool.mkdir(parents=True)
+    assert str(tmp_path).startswith("/tmp/")
+    prefix = str(tmp_path / "venv")                          # a bin folder brings its prefix
+    assert prefix in sandbox_readable(extra=[str(tool)])
+    argv = bwrap_argv([], [], [], "/", readable=[str(tool)])
+    pairs = list(zip(argv, argv[1:]))
+    assert pairs.index(("--tmpfs", "/tmp")) < pairs.index(("--ro-bind", prefix))
+    assert "/tmp" not in sandbox_readable(extra=["/tmp"])    # never the host's whole /tmp
+
+
 # ----------------------------------------------------------------------------- device backends' process model
 
 
