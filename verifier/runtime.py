@@ -17,7 +17,8 @@ current stream is passed.
 Device backends add checks after each call: on CUDA the library's own ``cudaGetLastError()`` (a bad
 launch configuration raises with CUDA's words); on Ascend a non-zero return of an
 ``aclrtlaunch_<kernel>`` entry raises. An Ascend kernel ``k`` is callable as ``lib.k(block_dim, ...)``
-as well as by its entry name ``lib.aclrtlaunch_k``.
+as well as by its entry name ``lib.aclrtlaunch_k``; its ``workspace`` argument (HAVE_WORKSPACE) is the
+number of bytes of user workspace, and the Ascend backend allocates system + user workspace.
 
 Inside the verifier the library path comes from the worker; outside it (a person running their
 ``model.py`` by hand) ``load()`` builds the sources beside the calling file: ``.cu`` files with the
@@ -198,6 +199,13 @@ class KernelFunction:
 
 def _converter(param, sig: Signature, index: int, device: str):
     where = f"{sig.name}() argument {index + 1} ({param.describe()})"
+    if param.pointer and sig.name.startswith(ASCEND_ENTRY):
+        # Ascend's workspace: model.py passes the user bytes, the backend allocates system + user.
+        from verifier.backends.ascend import workspace_converter
+
+        workspace = workspace_converter(sig, index, where, device)
+        if workspace is not None:
+            return ctypes.c_void_p, workspace
     if param.pointer:
         allowed = POINTER_DTYPES.get(param.ctype, ("*",))
 

@@ -244,8 +244,12 @@ def discover_cuda(env: Mapping[str, str] | None = None, *, system_root: str | Pa
 
 # ----------------------------------------------------------------------------- Ascend (CANN)
 
-# Where the Ascend C kernel-launch CMake module lives, first match wins (CANN 6.x..8.x layouts).
+# Where the Ascend C kernel-launch CMake module lives, first match wins. asc-devkit installs it under
+# ``<arch>-linux/tikcpp/`` and the official samples' set_sample_env.sh looks there, then ``tikcpp/``;
+# ``compiler/`` and ``tools/`` are the CANN 7/8 toolkit links to it; the last is an old samples layout.
 ASCENDC_CMAKE_DIRS = (
+    "{arch}-linux/tikcpp/ascendc_kernel_cmake",
+    "tikcpp/ascendc_kernel_cmake",
     "compiler/tikcpp/ascendc_kernel_cmake",
     "tools/tikcpp/ascendc_kernel_cmake",
     "ascendc_devkit/tikcpp/samples/cmake",
@@ -280,7 +284,7 @@ class CannInstall:
     def problem(self) -> str:
         """Why this install cannot build kernels ("" when it can)."""
         if self.flow is None:
-            looked = ", ".join(ASCENDC_CMAKE_DIRS)
+            looked = ", ".join(rel.format(arch=self.arch) for rel in ASCENDC_CMAKE_DIRS)
             return (f"CANN at {self.root} has no Ascend C CMake module ({looked}) nor the CANN 9 ASC package: "
                     "install the CANN toolkit package, not only the runtime")
         if self.bisheng is None:
@@ -344,10 +348,12 @@ def cann_version(root: Path, arch: str) -> str:
     return "unknown"
 
 
-def ascendc_cmake_dir(root: Path) -> Path | None:
+def ascendc_cmake_dir(root: Path, arch: str) -> Path | None:
+    """The first ``ASCENDC_CMAKE_DIRS`` entry holding ``ascendc.cmake``."""
     for rel in ASCENDC_CMAKE_DIRS:
-        if (root / rel / "ascendc.cmake").is_file():
-            return root / rel
+        folder = root / rel.format(arch=arch)
+        if (folder / "ascendc.cmake").is_file():
+            return folder
     return None
 
 
@@ -367,7 +373,7 @@ def asc_package_dir(root: Path, arch: str) -> Path | None:
 def inspect_cann(root: Path, found_by: str, machine: str | None = None) -> CannInstall:
     arch = _host_arch(root, machine)
     install = CannInstall(root=root, found_by=found_by, arch=arch, version=cann_version(root, arch))
-    classic = ascendc_cmake_dir(root)
+    classic = ascendc_cmake_dir(root, arch)
     if classic is not None:
         install.flow, install.cmake_dir = "ascendc_library", classic
     else:
@@ -438,9 +444,24 @@ def parse_npu_smi(text: str) -> list[str]:
 
 
 def soc_from_name(name: str) -> str:
-    """A device name as CMake's ``SOC_VERSION`` spells it: "910B2" -> "Ascend910B2"."""
+    """A device name as CMake's ``SOC_VERSION`` spells it: "910B2" -> "Ascend910B2", "910_9392" ->
+    "Ascend910_9392"."""
     name = name.strip()
     return name if name.lower().startswith("ascend") else f"Ascend{name}"
+
+
+# npu-smi Names that do not say the exact SoC: an A3 (Ascend910_93xx) or an original 910 (910A/B...).
+# The SoC must then come from aclrtGetSocName() or EVOKERNEL_ASCEND_SOC.
+_AMBIGUOUS_SMI_NAMES = re.compile(r"^(Ascend)?910$", re.I)
+
+
+def soc_from_smi_name(name: str) -> tuple[str | None, str]:
+    """The SoC an ``npu-smi info`` Name stands for, or (None, why not). The Name column is a fallback:
+    the SoC the kernels must be built for is what ``aclrtGetSocName()`` returns."""
+    if _AMBIGUOUS_SMI_NAMES.match(name.strip()):
+        return None, (f"npu-smi names the NPU {name!r}, which does not say the SoC (an A3 Ascend910_93xx or an "
+                      "original Ascend910): set EVOKERNEL_ASCEND_SOC to the exact SoC (e.g. Ascend910_9392)")
+    return soc_from_name(name), ""
 
 
 def npu_arch(soc: str) -> str | None:
@@ -485,6 +506,11 @@ except Exception as exc:
     out["error"] = "import torch failed: " + type(exc).__name__ + ": " + (text[0] if text else "")
 else:
     try:
+        from importlib import metadata
+        out["torch_npu_dist"] = metadata.version("torch_npu")   # even when the import fails below
+    except Exception:
+        pass
+    try:
         import torch_npu
         out["torch_npu"] = getattr(torch_npu, "__version__", "?")
     except Exception as exc:
@@ -502,11 +528,121 @@ print({PROBE_MARK!r} + json.dumps(out))
 """
 
 
+# The SoC as the runtime names it (the official get_soc_version sample's way): aclrtGetSocName() from
+# libascendcl, in a subprocess with the CANN environment; nothing else of this process touches ACL.
+PROBE_ACL_SOC = f"""
+import ctypes, json, sys
+out = {{}}
+try:
+    acl = ctypes.CDLL(sys.argv[1])
+    acl.aclrtGetSocName.restype = ctypes.c_char_p
+    acl.aclrtGetSocName.argtypes = []
+    name = acl.aclrtGetSocName()
+    if not name:
+        acl.aclInit.argtypes = [ctypes.c_char_p]
+        acl.aclInit(None)
+        name = acl.aclrtGetSocName()
+        acl.aclFinalize()
+    if name:
+        out["soc"] = name.decode(errors="replace")
+    else:
+        out["error"] = "aclrtGetSocName() returned nothing"
+except Exception as exc:
+    out["error"] = type(exc).__name__ + ": " + str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+print({PROBE_MARK!r} + json.dumps(out))
+"""
+
+
+def ascendcl_library(install: CannInstall) -> Path | None:
+    """``libascendcl.so`` of a CANN install (lib64, the arch folder's lib64, runtime/lib64)."""
+    for folder in (install.root / "lib64", install.root / f"{install.arch}-linux/lib64", install.root / "runtime/lib64"):
+        if (folder / "libascendcl.so").is_file():
+            return folder / "libascendcl.so"
+    return None
+
+
+def probe_acl_soc(install: CannInstall, env: Mapping[str, str], timeout: float = 60.0) -> tuple[str | None, str]:
+    """(SoC from ``aclrtGetSocName()``, or None and why not)."""
+    library = ascendcl_library(install)
+    if library is None:
+        return None, f"no libascendcl.so under {install.root}"
+    ran = run([sys.executable, "-c", PROBE_ACL_SOC, str(library)], env=env, timeout=timeout)
+    for line in reversed(ran.out.splitlines()):
+        if line.startswith(PROBE_MARK):
+            try:
+                found = json.loads(line[len(PROBE_MARK):])
+            except ValueError:
+                break
+            return (found.get("soc") or None), found.get("error", "")
+    return None, _first_line(ran.out) or f"the aclrtGetSocName() probe exited with {ran.code}"
+
+
+# torch_npu releases pin torch exactly (the wheel's torch==X requirement) and are built against one CANN
+# release. From Ascend/pytorch's release notes (TorchNPU 26.2.0): torch_npu 2.13.0 is for torch 2.13.0
+# and CANN 9.2.0, and works with CANN 8.5.x-9.2.x. EvoKernel pins torch 2.13.0 (Makefile, [npu] extra).
+PROJECT_TORCH = "2.13.0"
+TORCH_NPU_PAIRING = {
+    # torch_npu release -> (torch it requires, CANN it is built for, oldest CANN it supports)
+    "2.14.0": ("2.14.0", "9.2.0", "8.5.0"),
+    "2.13.0": ("2.13.0", "9.2.0", "8.5.0"),
+    "2.12.0": ("2.12.0", "9.1.0", "8.5.0"),
+    "2.11.0": ("2.11.0", "9.1.0", "8.5.0"),
+    "2.10.0": ("2.10.0", "9.0.0", "8.5.0"),
+}
+
+
+def _release(version: str) -> str:
+    """"2.13.0+cpu" -> "2.13.0", "2.12.0.post3" -> "2.12.0"."""
+    m = re.match(r"(\d+)\.(\d+)\.(\d+)", version or "")
+    return ".".join(m.groups()) if m else ""
+
+
+def _cann_tuple(version: str) -> tuple[int, ...] | None:
+    """"8.0.RC3" -> (8, 0, -1, 3) (an RC sorts before the release); "9.2.0" -> (9, 2, 0); None if unknown."""
+    m = re.match(r"(\d+)\.(\d+)(?:\.(RC)?(\d+))?", version or "", re.I)
+    if not m:
+        return None
+    major, minor, rc, patch = m.groups()
+    return (int(major), int(minor), -1, int(patch)) if rc else (int(major), int(minor), int(patch or 0))
+
+
+def version_pairing(torch_version: str, torch_npu_version: str, cann_version: str) -> list[str]:
+    """What is wrong with this torch / torch_npu / CANN combination, each with what to install ([] when
+    it is the pairing torch_npu was built for, or nothing can be said)."""
+    problems: list[str] = []
+    torch_rel, npu_rel = _release(torch_version), _release(torch_npu_version)
+    want = TORCH_NPU_PAIRING[PROJECT_TORCH]
+    if not npu_rel:
+        return problems
+    pairing = TORCH_NPU_PAIRING.get(npu_rel)
+    if torch_rel and npu_rel != torch_rel:
+        problems.append(
+            f"version mismatch: torch_npu {torch_npu_version} is built for torch {npu_rel} but torch is {torch_version}; "
+            f"install torch=={PROJECT_TORCH} and torch_npu=={PROJECT_TORCH} (pip install 'evokernel[npu]'), "
+            f"with CANN {want[1]}")
+    cann = _cann_tuple(cann_version)
+    if pairing and cann is not None:
+        if cann < _cann_tuple(pairing[2]):
+            problems.append(
+                f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
+                f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")
+        elif cann[:2] > _cann_tuple(pairing[1])[:2]:
+            problems.append(
+                f"version mismatch: CANN {cann_version} is newer than torch_npu {torch_npu_version} was released with "
+                f"(CANN {pairing[1]}): install the torch_npu release built for it, or CANN {pairing[1]}")
+    return problems
+
+
 def explain_torch_npu_error(error: str, torch_version: str = "") -> str:
     """One line with the fix for a failed ``import torch_npu``."""
     if "No module named 'torch_npu'" in error:
-        return "torch_npu not importable: it is not installed; pip install 'evokernel[npu]' (the torch_npu release " \
-               f"built for torch {torch_version or 'your torch'} and your CANN)"
+        torch_npu, _, cann, _ = (PROJECT_TORCH, *TORCH_NPU_PAIRING[PROJECT_TORCH])
+        if torch_version and _release(torch_version) != PROJECT_TORCH:
+            return (f"torch_npu not importable: it is not installed, and torch is {torch_version}, not the project's "
+                    f"{PROJECT_TORCH}; install torch=={PROJECT_TORCH} (on x86: torch=={PROJECT_TORCH}+cpu), then "
+                    f"pip install 'evokernel[npu]' (torch_npu {torch_npu}, built for CANN {cann})")
+        return ("torch_npu not importable: it is not installed; pip install 'evokernel[npu]' "
+                f"(torch_npu {torch_npu} for torch {PROJECT_TORCH}, built for CANN {cann})")
     if "undefined symbol" in error:
         return f"torch_npu not importable ({error}): it does not match torch {torch_version or ''} or CANN; " \
                "install the torch_npu built for both"
@@ -552,6 +688,8 @@ class AscendFindings:
     smi_note: str = ""
     soc: str | None = None
     soc_source: str = ""
+    acl_note: str = ""                 # why aclrtGetSocName() gave no SoC, when it did not
+    versions: dict[str, str] = field(default_factory=dict)   # torch, torch_npu, cann as installed
     device: str = ""
     toolchain_problems: list[str] = field(default_factory=list)
     device_problems: list[str] = field(default_factory=list)
@@ -585,6 +723,11 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
             f.torch = {"error": "No module named 'torch_npu'", "torch": _distribution_version("torch", python)}
         else:
             f.torch = probe_python(PROBE_TORCH_NPU, python=python, env=probe_env(env, f.env))
+        # when the import failed, the installed version still says whether it matches torch
+        f.versions = {"torch": f.torch.get("torch", ""),
+                      "torch_npu": f.torch.get("torch_npu") or f.torch.get("torch_npu_dist") or "",
+                      "cann": f.install.version if f.install else ""}
+        pairing = version_pairing(f.versions["torch"], f.versions["torch_npu"], f.versions["cann"])
         if f.torch.get("error"):
             f.device_problems.append(explain_torch_npu_error(f.torch["error"], f.torch.get("torch", "")))
         elif f.torch.get("device_error"):
@@ -593,11 +736,21 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
             f.device_problems.append("no NPU device: torch.npu.device_count() is 0 (driver not loaded, or "
                                      "ASCEND_RT_VISIBLE_DEVICES hides it)")
         elif f.torch.get("name"):
+            # torch_npu's device name is the runtime's aclrtGetSocName()
             detected, f.soc_source = soc_from_name(f.torch["name"]), "torch.npu.get_device_name(0)"
+        f.device_problems += [p for p in pairing if p not in f.device_problems]
+    if detected is None and f.install is not None:
+        detected, f.acl_note = probe_acl_soc(f.install, {**env, **f.env})
+        if detected:
+            f.soc_source = "aclrtGetSocName()"
     if detected is None:
         f.smi_names, f.smi_note = query_npu_smi(env, system_root)
         if f.smi_names:
-            detected, f.soc_source = soc_from_name(f.smi_names[0]), "npu-smi info"
+            detected, why = soc_from_smi_name(f.smi_names[0])
+            if detected:
+                f.soc_source = "npu-smi info"
+            elif not explicit:
+                f.device_problems.append(why)
         else:
             f.device_problems.append(f"no NPU device: {f.smi_note}")
     if explicit and detected and explicit != detected:

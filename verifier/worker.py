@@ -159,9 +159,8 @@ def _timer(job: dict, device: str) -> str:
     return job.get("timer") or ("wall" if device == "cpu" else "events")
 
 
-# Bytes to overwrite before each timed call on a device: twice its L2 (the NPU's is assumed to be
-# 192 MiB, Ascend 910B's; torch_npu does not report it).
-NPU_L2_BYTES = 192 << 20
+# Bytes to overwrite before each timed call on a device: twice its L2 (on the NPU as the Ascend
+# backend reads it: torch_npu's L2_cache_size, else by SoC).
 
 
 def _flush_bytes(device: str, requested: int) -> int:
@@ -172,7 +171,9 @@ def _flush_bytes(device: str, requested: int) -> int:
         l2 = int(getattr(props, "L2_cache_size", 0) or 0)
         return 2 * l2 if l2 else 256 << 20
     if device == "npu":
-        return 2 * NPU_L2_BYTES
+        from verifier.backends.ascend import npu_l2_bytes
+
+        return 2 * npu_l2_bytes()
     return requested
 
 

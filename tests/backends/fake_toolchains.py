@@ -30,6 +30,8 @@ NPU_SMI_910B2 = """\
 
 # Where each CANN flavour keeps its Ascend C CMake support, relative to the toolkit root.
 CMAKE_LAYOUTS = {
+    "arch": "x86_64-linux/tikcpp/ascendc_kernel_cmake",     # where asc-devkit installs it
+    "tikcpp": "tikcpp/ascendc_kernel_cmake",                # the samples' second choice
     "compiler": "compiler/tikcpp/ascendc_kernel_cmake",     # CANN 7/8 toolkit
     "tools": "tools/tikcpp/ascendc_kernel_cmake",           # newer 8.x toolkits
     "devkit": "ascendc_devkit/tikcpp/samples/cmake",        # older samples layout
@@ -50,7 +52,7 @@ def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", ver
     or "runtime" (no kernel build support at all)."""
     root.mkdir(parents=True, exist_ok=True)
     if layout in CMAKE_LAYOUTS:
-        module = root / CMAKE_LAYOUTS[layout]
+        module = root / CMAKE_LAYOUTS[layout].replace("x86_64-linux", f"{arch}-linux")
         module.mkdir(parents=True)
         (module / "ascendc.cmake").write_text("# fake ascendc.cmake\n")
     elif layout == "asc":
@@ -97,9 +99,11 @@ def has_real(command: str) -> bool:
 
 
 # A stand-in for CANN's ascendc.cmake: builds the kernels for the host with g++ and generates the
-# aclrtlaunch_<kernel> entries (each runs the kernel once per block), so the generated project, the
-# command lines, the library copy and the runtime's calling convention run for real without CANN.
-FAKE_ASCENDC_CMAKE = r'''
+# aclrtlaunch_<kernel> entries (each runs the kernel once per block and returns aclrtGetLastError(0)),
+# so the generated project, the command lines, the library copy and the runtime's calling convention
+# run for real without CANN. Like the real ascendc_library it names ascendcl/runtime/profapi only as
+# INTERFACE libraries and links with -z now: the generated project must link them itself.
+FAKE_ASCENDC_CMAKE = r"""
 find_program(EVOKERNEL_FAKE_PYTHON NAMES python3 python REQUIRED)
 function(ascendc_library target kind)
   set(sources)
@@ -115,6 +119,8 @@ function(ascendc_library target kind)
   endif()
   add_library(${target} ${kind} ${sources} ${gen})
   target_include_directories(${target} PRIVATE "${ASCEND_CANN_PACKAGE_PATH}/include")
+  target_link_directories(${target} PUBLIC "${ASCEND_CANN_PACKAGE_PATH}/lib64")
+  target_link_libraries(${target} PRIVATE -Wl,-z,now INTERFACE ascendcl runtime profapi)
   set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)
   file(WRITE "${CMAKE_BINARY_DIR}/seen.txt" "SOC_VERSION=${SOC_VERSION}\nRUN_MODE=${RUN_MODE}\n")
 endfunction()
@@ -122,14 +128,14 @@ function(ascendc_compile_definitions target scope)
   target_compile_definitions(${target} ${scope} ${ARGN})
   file(APPEND "${CMAKE_BINARY_DIR}/seen.txt" "definitions=${ARGN}\n")
 endfunction()
-'''
+"""
 
-FAKE_GEN_LAUNCH = r'''
+FAKE_GEN_LAUNCH = r"""
 import re
 import sys
 
 out, *sources = sys.argv[1:]
-lines = ["#include <cstdint>", "typedef void* aclrtStream;",
+lines = ["#include <cstdint>", "typedef void* aclrtStream;", 'extern "C" int aclrtGetLastError(int level);',
          'extern "C" { uint32_t evokernel_block = 0, evokernel_blocks = 1; }']
 for src in sources:
     text = open(src).read()
@@ -141,13 +147,13 @@ for src in sources:
         lines.append(f'extern "C" void {name}({decl});')
         lines.append(f'extern "C" uint32_t aclrtlaunch_{name}(uint32_t blockDim, aclrtStream stream, {decl}) {{ '
                      f"evokernel_blocks = blockDim; for (uint32_t b = 0; b < blockDim; ++b) {{ evokernel_block = b; "
-                     f"{name}({args}); }} return 0; }}")
+                     f"{name}({args}); }} return (uint32_t)aclrtGetLastError(0); }}")
 import os
 os.makedirs(os.path.dirname(out), exist_ok=True)
 open(out, "w").write("\n".join(lines) + "\n")
-'''
+"""
 
-FAKE_KERNEL_OPERATOR_H = r'''
+FAKE_KERNEL_OPERATOR_H = r"""
 #pragma once
 #include <cstdint>
 #define __global__
@@ -159,15 +165,59 @@ namespace AscendC {
 inline uint32_t GetBlockIdx() { return evokernel_block; }
 inline uint32_t GetBlockNum() { return evokernel_blocks; }
 }
-'''
+"""
+
+# Stand-ins for CANN's runtime libraries. aclrtGetSocName() answers $EVOKERNEL_FAKE_SOC (or nothing
+# before aclInit when $EVOKERNEL_FAKE_SOC_AFTER_INIT is set); aclrtGetLastError() answers
+# $EVOKERNEL_FAKE_ACL_ERROR (a launch failure), 0 by default.
+FAKE_ASCENDCL = r"""
+#include <cstdlib>
+static bool initialised = false;
+extern "C" int aclInit(const char*) { initialised = true; return 0; }
+extern "C" int aclFinalize() { initialised = false; return 0; }
+extern "C" const char* aclrtGetSocName() {
+    if (getenv("EVOKERNEL_FAKE_SOC_AFTER_INIT") && !initialised) return nullptr;
+    return getenv("EVOKERNEL_FAKE_SOC");
+}
+extern "C" int aclrtGetLastError(int) { const char* e = getenv("EVOKERNEL_FAKE_ACL_ERROR"); return e ? atoi(e) : 0; }
+extern "C" int aclrtPeekAtLastError(int level) { return aclrtGetLastError(level); }
+"""
 
 
-def make_host_cann(root: Path) -> Path:
-    """A fake CANN whose kernel-launch module builds for the host (see FAKE_ASCENDC_CMAKE)."""
-    make_cann(root, "compiler")
-    module = root / CMAKE_LAYOUTS["compiler"]
+def make_acl_stubs(lib64: Path) -> Path:
+    """libascendcl.so, libruntime.so and libprofapi.so stand-ins built with g++ (each with its SONAME,
+    so a process that already loaded one by path satisfies a library that names it)."""
+    lib64.mkdir(parents=True, exist_ok=True)
+    sources = {"ascendcl": FAKE_ASCENDCL, "runtime": 'extern "C" int rtFakeRuntime() { return 0; }\n',
+               "profapi": 'extern "C" int MsprofFake() { return 0; }\n'}
+    import subprocess
+
+    for name, text in sources.items():
+        src = lib64 / f"{name}.cpp"
+        src.write_text(text)
+        subprocess.run(["g++", "-shared", "-fPIC", "-O0", f"-Wl,-soname,lib{name}.so", str(src), "-o",
+                        str(lib64 / f"lib{name}.so")], check=True, capture_output=True)
+        src.unlink()
+    return lib64
+
+
+def make_host_cann(root: Path, layout: str = "compiler") -> Path:
+    """A fake CANN whose kernel-launch module builds for the host (see FAKE_ASCENDC_CMAKE), with
+    stand-in runtime libraries in lib64."""
+    make_cann(root, layout)
+    module = root / CMAKE_LAYOUTS[layout]
     (module / "ascendc.cmake").write_text(FAKE_ASCENDC_CMAKE)
     (module / "gen_launch.py").write_text(FAKE_GEN_LAUNCH)
     (root / "include").mkdir(exist_ok=True)
     (root / "include/kernel_operator.h").write_text(FAKE_KERNEL_OPERATOR_H)
+    make_acl_stubs(root / "lib64")
     return root
+
+
+def preload_acl_stubs(root: Path) -> None:
+    """Load the stand-ins into this process (as set_env.sh's LD_LIBRARY_PATH would let the loader find
+    them), so in-process tests can load a library that names them."""
+    import ctypes
+
+    for name in ("ascendcl", "runtime", "profapi"):
+        ctypes.CDLL(str(root / "lib64" / f"lib{name}.so"), mode=ctypes.RTLD_GLOBAL)

@@ -84,6 +84,9 @@ include(${{ASCENDC_CMAKE_DIR}}/ascendc.cmake)
 ascendc_library(kernels SHARED
     add.cpp
 )
+# The library loads on its own: it names the ACL runtime libraries it calls (see RUNTIME_LIBRARIES).
+target_link_options(kernels PRIVATE -Wl,--no-as-needed)
+target_link_libraries(kernels PRIVATE ascendcl runtime profapi)
 '''
     assert plan.commands == [
         ["cmake", "-S", ".", "-B", "build", "-DRUN_MODE=npu", "-DSOC_VERSION=Ascend910B2",
@@ -102,8 +105,8 @@ def test_workspace_and_tiling_definitions_only_when_declared(tmp_path):
     (work / "add.cpp").write_text(ADD)
     backend = backend_for(root, tmp_path)
     text = backend.build_plan(["mm.cpp"], work).files["CMakeLists.txt"]
-    assert text.endswith("ascendc_library(kernels SHARED\n    mm.cpp\n)\n"
-                         "ascendc_compile_definitions(kernels PRIVATE HAVE_WORKSPACE HAVE_TILING)\n")
+    assert "ascendc_library(kernels SHARED\n    mm.cpp\n)\n" \
+           "ascendc_compile_definitions(kernels PRIVATE HAVE_WORKSPACE HAVE_TILING)\n" in text
     assert "HAVE_" not in backend.build_plan(["add.cpp"], work).files["CMakeLists.txt"]
     with pytest.raises(BuildPlanError, match="must agree on trailing workspace/tiling"):
         backend.build_plan(["add.cpp", "mm.cpp"], work)
@@ -129,12 +132,17 @@ add_library(kernels SHARED _evokernel_launch.asc)
 set_target_properties(kernels PROPERTIES LINKER_LANGUAGE ASC LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)
 target_include_directories(kernels PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}} "{root}/include")
 target_compile_options(kernels PRIVATE $<$<COMPILE_LANGUAGE:ASC>:--npu-arch=dav-2201>)
+target_link_directories(kernels PRIVATE "{root}/lib64")
+target_link_options(kernels PRIVATE -Wl,--no-as-needed)
+target_link_libraries(kernels PRIVATE ascendcl runtime profapi)
 '''
     assert plan.files["_evokernel_launch.asc"] == asc_launch_source(find_kernels({"add.cpp": ADD}), ["add.cpp"])
     assert plan.files["_evokernel_launch.asc"].endswith(
         '#include "add.cpp"\n\n'
         'extern "C" uint32_t aclrtlaunch_add(uint32_t blockDim, aclrtStream stream, uint8_t* x, uint8_t* y, '
-        'uint8_t* z, uint32_t n)\n{\n    add<<<blockDim, nullptr, stream>>>(x, y, z, n);\n    return 0;\n}\n')
+        'uint8_t* z, uint32_t n)\n{\n    add<<<blockDim, nullptr, stream>>>(x, y, z, n);\n'
+        '    // the launch\'s own error (0 when it was queued), as ascendc_library\'s entries return it\n'
+        '    return static_cast<uint32_t>(aclrtGetLastError(ACL_RT_THREAD_LEVEL));\n}\n')
     assert plan.commands[0] == ["cmake", "-S", ".", "-B", "build", "-DCMAKE_ASC_ARCHITECTURES=dav-2201",
                                 "-DCMAKE_BUILD_TYPE=Release"]
     assert plan.commands[1:] == build_commands(backend_for(root, tmp_path).findings.install, "Ascend910B2")[1:]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -150,4 +151,15 @@ def test_installing_evokernel_does_not_pull_torch_npu():
 def test_pyproject_keeps_torch_npu_an_optional_extra():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.lower().replace("-", "_").startswith("torch_npu")]
-    assert project["optional-dependencies"]["npu"] == ["torch_npu"]
+    assert project["optional-dependencies"]["npu"] == ["torch_npu==2.13.0"]
+
+
+def test_npu_extra_is_pinned_to_the_projects_torch():
+    """torch_npu wheels require one exact torch: the extra must name the release for the torch the
+    Makefile installs, and the doctor's pairing table must agree."""
+    from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING
+
+    torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["npu"]
+    assert extra == [f"torch_npu=={torch_pin}"]
+    assert PROJECT_TORCH == torch_pin and TORCH_NPU_PAIRING[torch_pin][0] == torch_pin

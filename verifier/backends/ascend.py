@@ -45,21 +45,125 @@ TOLERANCE = (1e-2, 1e-2)
 
 DEVICE_NODES = ("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc", "/dev/svm0")
 
-# ACL runtime error codes (asynchronous: they surface at the next synchronisation) -> meaning.
+# ACL runtime error codes (include/external/acl/error_codes/rt_error_codes.h) -> meaning and what to do.
+# Kernel faults are asynchronous: they surface at the next synchronisation, usually the stream sync
+# after the launch; on Atlas A2/A3 a faulting vector kernel most often comes back as 507035.
 ERROR_CODES = {
     507015: "AI Core exception: the kernel faulted on the device, usually an out-of-range GM access (error "
             "code 95): check offsets, lengths and blockDim against the tensor sizes",
-    507035: "vector core exception: a vector instruction faulted; check UB buffer sizes, 32-byte alignment of "
+    507016: "AI Core trap exception: the kernel hit a trap (an out-of-range access or an assertion); check "
+            "offsets, lengths and blockDim against the tensor sizes",
+    507035: "vector core exception: a vector instruction faulted (on A2/A3 the usual report of a faulting "
+            "kernel at the stream sync); check UB buffer sizes, GM offsets and lengths, 32-byte alignment of "
             "DataCopy lengths and the counts given to vector ops",
+    507036: "vector core trap exception: a vector core trapped, usually an out-of-range GM or UB access; "
+            "check offsets, lengths and blockDim against the tensor and buffer sizes",
+    507042: "AI Core trap: read overflow (a read past the end of a buffer); check read offsets and lengths",
+    507043: "AI Core trap: write overflow (a write past the end of a buffer); check write offsets and lengths",
+    507044: "vector core trap: read overflow (a read past the end of a GM or UB buffer); check DataCopy "
+            "offsets and lengths, and the last core's tail",
+    507045: "vector core trap: write overflow (a write past the end of a GM or UB buffer); check DataCopy "
+            "offsets and lengths, and the last core's tail",
+    507046: "stream synchronisation timed out: the kernel did not finish (an endless loop, or a queue never "
+            "dequeued/freed)",
     507014: "AI Core timeout: the kernel did not finish (an endless loop, or a queue never dequeued/freed)",
     507034: "vector core timeout: the kernel did not finish (an endless loop, or a queue never dequeued/freed)",
-    507033: "no NPU available to this process (driver missing, device busy or hidden)",
+    507033: "device setup error: the NPU could not be set up for this process (driver, device busy or hidden)",
+    207004: "no NPU device visible to this process (driver not loaded, or ASCEND_RT_VISIBLE_DEVICES hides it)",
+    207001: "device memory allocation failed (out of NPU memory)",
+    207018: "the NPU is out of memory",
+    107001: "invalid device id (ASCEND_RT_VISIBLE_DEVICES or the device index)",
 }
+# Runtime codes are 1xxxxx (parameter), 2xxxxx (resource) and 5xxxxx (internal/device) with module 07.
+_CODE = re.compile(r"\b([125]07\d{3})\b")
 _TEXT_ERRORS = (
     ("ai core exception", 507015),
     ("aicore exception", 507015),
     ("vector core exception", 507035),
+    ("vector core trap", 507036),
 )
+
+# The system workspace the Ascend C framework takes from the front of the kernel's workspace buffer
+# (HAVE_WORKSPACE): 16 MiB on dav-2201 (Atlas A2/A3: 910B, 910_93). Other SoCs use the largest known
+# size: allocating more than the framework takes only wastes memory, allocating less corrupts it.
+SYSTEM_WORKSPACE_BYTES = {"dav-2201": 16 << 20}
+DEFAULT_SYSTEM_WORKSPACE_BYTES = 16 << 20
+
+# L2 cache per SoC, for flushing it before timed calls (twice its size is overwritten); newer torch_npu
+# reports it (get_device_properties().L2_cache_size), which wins. Longest prefix first.
+L2_BYTES = (("Ascend910B4", 96 << 20), ("Ascend910B", 192 << 20), ("Ascend910_93", 192 << 20))
+DEFAULT_L2_BYTES = 192 << 20
+
+
+def system_workspace_bytes(soc: str | None) -> int:
+    """Bytes of system workspace the framework reserves in front of a kernel's user workspace."""
+    arch = npu_arch(soc or "")
+    return SYSTEM_WORKSPACE_BYTES.get(arch or "", DEFAULT_SYSTEM_WORKSPACE_BYTES)
+
+
+def l2_bytes(soc: str | None, reported: int = 0) -> int:
+    """The NPU's L2 size: what torch_npu reports when it does, else the SoC's, else the largest known."""
+    if reported > 0:
+        return int(reported)
+    for prefix, size in L2_BYTES:
+        if (soc or "").startswith(prefix):
+            return size
+    return DEFAULT_L2_BYTES
+
+
+def npu_l2_bytes(npu=None) -> int:
+    """The current NPU's L2 size, read in the worker (where torch_npu is imported): the device
+    properties' ``L2_cache_size`` when this torch_npu has it, else by SoC name."""
+    if npu is None:
+        import torch
+
+        npu = getattr(torch, "npu", None)
+        if npu is None:
+            return DEFAULT_L2_BYTES
+    reported, name = 0, ""
+    try:
+        reported = int(getattr(npu.get_device_properties(npu.current_device()), "L2_cache_size", 0) or 0)
+    except Exception:  # an older torch_npu: fall back to the SoC table
+        reported = 0
+    try:
+        name = str(npu.get_device_name(npu.current_device()))
+    except Exception:
+        name = ""
+    return l2_bytes(name, reported)
+
+
+class WorkspaceArgument:
+    """Converts the ``workspace`` argument of an Ascend entry: ``model.py`` passes the bytes of user
+    workspace its kernel needs (0 for none); the runtime allocates system + user workspace on the
+    device (the framework hands the kernel the part after the system workspace) and keeps the buffer
+    alive until the next call (the launch is asynchronous, on the same stream)."""
+
+    def __init__(self, where: str, device: str, soc: str | None = None):
+        self._where = where
+        self._device = device
+        self._soc = soc
+        self.buffer = None
+
+    def system_bytes(self) -> int:
+        soc = self._soc
+        if soc is None and self._device == "npu":
+            import torch
+
+            soc = str(torch.npu.get_device_name(torch.npu.current_device()))  # type: ignore[attr-defined]
+            self._soc = soc
+        return system_workspace_bytes(soc)
+
+    def __call__(self, value) -> int:
+        import torch
+
+        from verifier.runtime import KernelCallError
+
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise KernelCallError(f"{self._where}: pass the bytes of user workspace the kernel needs (an int, 0 for "
+                            f"none), not {type(value).__name__}: the runtime allocates the system workspace "
+                            f"({self.system_bytes() >> 20} MiB here) in front of it and passes the whole buffer")
+        self.buffer = torch.empty(self.system_bytes() + value, dtype=torch.uint8, device=self._device)
+        return self.buffer.data_ptr()
 
 
 @dataclass(frozen=True)
@@ -121,6 +225,28 @@ def compile_definitions(kernels: list[Kernel]) -> list[str]:
     return [name for name, on in (("HAVE_WORKSPACE", workspace), ("HAVE_TILING", tiling)) if on]
 
 
+# ascendc_library links ascendcl, runtime and profapi only as INTERFACE libraries of the target, and
+# the static libascendc_runtime.a (which calls into them) with -Wl,-z,now: libkernels.so would then
+# need whoever loads it to have loaded those first. ctypes loads it with RTLD_NOW, so it must name
+# them itself (DT_NEEDED); --no-as-needed keeps the entries even where a linker drops unused ones.
+RUNTIME_LIBRARIES = ("ascendcl", "runtime", "profapi")
+
+
+def workspace_index(sig: Signature) -> int | None:
+    """Where the ``workspace`` parameter of an ``aclrtlaunch_`` entry is, when the build defines
+    HAVE_WORKSPACE for it (it is the last parameter, or the last before ``tiling``)."""
+    if not sig.name.startswith(ENTRY_PREFIX):
+        return None
+    names = [p.name for p in sig.params]
+    at = len(names) - (2 if names[-1:] == ["tiling"] else 1)
+    return at if at >= 2 and names[at] == "workspace" and sig.params[at].pointer else None
+
+
+def workspace_converter(sig: Signature, index: int, where: str, device: str) -> WorkspaceArgument | None:
+    """The runtime's converter for argument ``index`` of ``sig`` when it is the workspace, else None."""
+    return WorkspaceArgument(where, device) if workspace_index(sig) == index else None
+
+
 def ascendc_cmake_project(install: CannInstall, soc: str, sources: list[str], definitions: list[str]) -> str:
     """CMakeLists.txt of the classic kernel-launch flow (CANN <= 8)."""
     lines = [
@@ -143,6 +269,11 @@ def ascendc_cmake_project(install: CannInstall, soc: str, sources: list[str], de
     ]
     if definitions:
         lines.append(f"ascendc_compile_definitions({TARGET} PRIVATE {' '.join(definitions)})")
+    lines += [
+        "# The library loads on its own: it names the ACL runtime libraries it calls (see RUNTIME_LIBRARIES).",
+        f"target_link_options({TARGET} PRIVATE -Wl,--no-as-needed)",
+        f"target_link_libraries({TARGET} PRIVATE {' '.join(RUNTIME_LIBRARIES)})",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +293,9 @@ def asc_cmake_project(install: CannInstall, arch: str) -> str:
         f"set_target_properties({TARGET} PROPERTIES LINKER_LANGUAGE ASC LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)",
         f'target_include_directories({TARGET} PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}} "{install.root}/include")',
         f"target_compile_options({TARGET} PRIVATE $<$<COMPILE_LANGUAGE:ASC>:--npu-arch={arch}>)",
+        f'target_link_directories({TARGET} PRIVATE "{install.root}/lib64")',
+        f"target_link_options({TARGET} PRIVATE -Wl,--no-as-needed)",
+        f"target_link_libraries({TARGET} PRIVATE {' '.join(RUNTIME_LIBRARIES)})",
     ]) + "\n"
 
 
@@ -176,7 +310,9 @@ def asc_launch_source(kernels: list[Kernel], sources: list[str]) -> str:
         args = ", ".join(p.name for p in k.params)
         out += ["", f'extern "C" uint32_t {ENTRY_PREFIX}{k.name}(uint32_t blockDim, aclrtStream stream'
                     f"{', ' + params if params else ''})",
-                "{", f"    {k.name}<<<blockDim, nullptr, stream>>>({args});", "    return 0;", "}"]
+                "{", f"    {k.name}<<<blockDim, nullptr, stream>>>({args});",
+                "    // the launch's own error (0 when it was queued), as ascendc_library's entries return it",
+                "    return static_cast<uint32_t>(aclrtGetLastError(ACL_RT_THREAD_LEVEL));", "}"]
     return "\n".join(out) + "\n"
 
 
@@ -193,7 +329,7 @@ def build_commands(install: CannInstall, soc: str) -> list[list[str]]:
 
 def explain_error(text: str) -> str:
     """The meaning of an ACL error code (or its usual wording) found in ``text``; "" when none."""
-    for m in re.finditer(r"\b(50\d{4})\b", text):
+    for m in _CODE.finditer(text):
         meaning = ERROR_CODES.get(int(m.group(1)))
         if meaning:
             return f"NPU error {m.group(1)}: {meaning}"
