@@ -31,7 +31,8 @@ from typing import Mapping
 
 from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
-from verifier.toolchains import AscendFindings, CannInstall, discover_ascend, npu_arch
+from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
+                                 npu_arch)
 
 RECIPE = 1
 TARGET = "kernels"
@@ -376,7 +377,10 @@ class AscendBackend:
                    "cmake_module": str(inst.cmake_dir or "") if inst else "", "set_env": str(inst.set_env or "") if inst else "",
                    "cmake": f.cmake or "", "soc": f.soc or "", "soc_source": f.soc_source,
                    "torch": f.torch.get("torch", ""), "torch_npu": f.torch.get("torch_npu", ""),
-                   "npu_smi": f.smi_note or " ".join(f.smi_names)}
+                   "npu_smi": f.smi_note or " ".join(f.smi_names), "acl_soc": f.acl_note or f.soc or "",
+                   "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}" for k, v in f.versions.items()),
+                   "versions_wanted": f"torch {PROJECT_TORCH}, torch_npu {PROJECT_TORCH}, "
+                                      f"CANN {TORCH_NPU_PAIRING[PROJECT_TORCH][1]}"}
         problems = [*f.toolchain_problems, *f.device_problems]
         return Toolchain(not problems, compiler=str(inst.bisheng or "") if inst else "",
                          version=f"CANN {inst.version}" if inst else "", device=f.device, details=details,
