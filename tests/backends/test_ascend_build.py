@@ -159,7 +159,7 @@ def test_no_soc_no_plan(tmp_path):
 def test_build_key_names_cann_flow_and_soc(tmp_path):
     root = make_cann(tmp_path / "cann", version="8.0.RC3")
     key = backend_for(root, tmp_path).build_key()
-    assert key == f"ascend|1|{root}|8.0.RC3|ascendc_library|Ascend910B2"
+    assert key == f"ascend|2|{root}|8.0.RC3|ascendc_library|Ascend910B2"
     assert backend_for(root, tmp_path, soc="Ascend910B3").build_key() != key
 
 

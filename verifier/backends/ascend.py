@@ -34,7 +34,7 @@ from verifier.cdecl import DeclarationError, Param, Signature, global_functions,
 from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
                                  npu_arch)
 
-RECIPE = 1
+RECIPE = 2          # 2: the generated project links the ACL runtime libraries; ASC entries return the launch error
 TARGET = "kernels"
 LIBRARY = f"lib{TARGET}.so"
 BUILT_LIBRARY = f"build/lib/{LIBRARY}"      # ascendc_library's LIBRARY_OUTPUT_DIRECTORY is ${CMAKE_BINARY_DIR}/lib
