@@ -621,15 +621,12 @@ def version_pairing(torch_version: str, torch_npu_version: str, cann_version: st
             f"install torch=={PROJECT_TORCH} and torch_npu=={PROJECT_TORCH} (pip install 'evokernel[npu]'), "
             f"with CANN {want[1]}")
     cann = _cann_tuple(cann_version)
-    if pairing and cann is not None:
-        if cann < _cann_tuple(pairing[2]):
-            problems.append(
-                f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
-                f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")
-        elif cann[:2] > _cann_tuple(pairing[1])[:2]:
-            problems.append(
-                f"version mismatch: CANN {cann_version} is newer than torch_npu {torch_npu_version} was released with "
-                f"(CANN {pairing[1]}): install the torch_npu release built for it, or CANN {pairing[1]}")
+    # Only an older CANN is refused: Ascend's compatibility table marks every current TorchNPU release
+    # (7.3.x to 26.2.x) as working with CANN 8.5.x up to the newest, 9.2.x.
+    if pairing and cann is not None and cann < _cann_tuple(pairing[2]):
+        problems.append(
+            f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
+            f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")
     return problems
 
 
