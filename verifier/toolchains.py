@@ -582,12 +582,12 @@ def probe_acl_soc(install: CannInstall, env: Mapping[str, str], timeout: float =
 # and CANN 9.2.0, and works with CANN 8.5.x-9.2.x. EvoKernel pins torch 2.13.0 (Makefile, [npu] extra).
 PROJECT_TORCH = "2.13.0"
 TORCH_NPU_PAIRING = {
-    # torch_npu release -> (torch it requires, CANN it is built for, oldest CANN it supports)
-    "2.14.0": ("2.14.0", "9.2.0", "8.5.0"),
-    "2.13.0": ("2.13.0", "9.2.0", "8.5.0"),
-    "2.12.0": ("2.12.0", "9.1.0", "8.5.0"),
-    "2.11.0": ("2.11.0", "9.1.0", "8.5.0"),
-    "2.10.0": ("2.10.0", "9.0.0", "8.5.0"),
+    # torch_npu package version -> (torch it requires, CANN it is built for, oldest CANN it supports)
+    "2.14.0": ("2.14.0", "9.2.0", "8.5.0"),         # TorchNPU 26.2.0
+    "2.13.0": ("2.13.0", "9.2.0", "8.5.0"),         # TorchNPU 26.2.0: the project's
+    "2.12.0.post3": ("2.12.0", "9.2.0", "8.5.0"),   # TorchNPU 26.2.0
+    "2.12.0": ("2.12.0", "9.1.0", "8.5.0"),         # TorchNPU 26.1.0
+    "2.11.0": ("2.11.0", "9.1.0", "8.5.0"),         # TorchNPU 26.1.0
 }
 
 
@@ -614,7 +614,7 @@ def version_pairing(torch_version: str, torch_npu_version: str, cann_version: st
     want = TORCH_NPU_PAIRING[PROJECT_TORCH]
     if not npu_rel:
         return problems
-    pairing = TORCH_NPU_PAIRING.get(npu_rel)
+    pairing = TORCH_NPU_PAIRING.get(torch_npu_version.split("+")[0])
     if torch_rel and npu_rel != torch_rel:
         problems.append(
             f"version mismatch: torch_npu {torch_npu_version} is built for torch {npu_rel} but torch is {torch_version}; "
