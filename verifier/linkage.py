@@ -57,6 +57,15 @@ class LinkPolicy:
     runtime_names: str = ""                   # in words, for the message
 
 
+def link_check_status() -> tuple[bool, str]:
+    """Whether the build's link check can run here (binutils' nm and readelf)."""
+    missing = [tool for tool in ("nm", "readelf") if shutil.which(tool) is None]
+    if missing:
+        return False, (f"{' and '.join(missing)} not found: every build fails its link check; install binutils "
+                       "(Debian/Ubuntu: apt install binutils)")
+    return True, f"link check: candidate libraries bind only to {SYSTEM_NAMES} (and the backend's runtime)"
+
+
 def policy_for(backend) -> LinkPolicy:
     find = getattr(backend, "link_policy", None)
     return find() if find is not None else LinkPolicy()
