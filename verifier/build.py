@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,8 @@ from pathlib import Path
 from verifier.backends.base import BuildPlanError
 from verifier.cdecl import DeclarationError, Signature, parse_extern_c
 from verifier.linkage import check_links, parse_needed, parse_undefined, policy_for
-from verifier.sandbox import bwrap_argv, bwrap_status, run_process, scrubbed_env
+from verifier.forkserver import landlock_abi
+from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
@@ -167,12 +169,9 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         for name, text in plan.files.items():
             (workdir / name).write_text(text)
         env = scrubbed_env(backend.worker_env(), home=str(workdir))
-        wrap = sandbox and bwrap_status()[0]
         seconds, log = 0.0, []
         for argv in plan.commands:
-            if wrap:
-                argv = bwrap_argv([str(workdir)], [str(root.parent), *hidden], [], str(workdir), env=env,
-                                  readable=_toolchain_paths(argv[0], env)) + argv
+            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden])
             proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
             seconds += proc.seconds
             log.append(proc.output)
@@ -188,7 +187,7 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         if not (workdir / plan.library).exists():
             meta["log"] = f"the build succeeded but produced no {plan.library}"
             return _store(meta, workdir, root / key)
-        problem = _link_problem(backend, workdir, plan.library, env, wrap, [str(root.parent), *hidden],
+        problem = _link_problem(backend, workdir, plan.library, env, sandbox, [str(root.parent), *hidden],
                                 root.parent, timeout)
         if problem:
             meta["log"] = problem
@@ -201,16 +200,28 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _link_problem(backend, workdir: Path, library: str, env: dict[str, str], wrap: bool, hidden: list[str],
+def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str]) -> list[str]:
+    """``argv`` as the build runs it: under bubblewrap with the sandbox's allow-list view (the toolchain
+    of ``argv[0]`` added) and ``workdir`` writable; without bubblewrap, in a Landlock domain with the
+    same allow-list where the kernel has Landlock; else as it is."""
+    if not sandbox:
+        return argv
+    toolchain = _toolchain_paths(argv[0], env)
+    if bwrap_status()[0]:
+        return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
+    if landlock_abi()[0]:
+        config = {"folder": str(workdir), "readable": [*sandbox_view(env, toolchain), "/proc"]}
+        return [sys.executable, "-m", "verifier.forkserver", "--confine", json.dumps(config), *argv]
+    return argv
+
+
+def _link_problem(backend, workdir: Path, library: str, env: dict[str, str], sandbox: bool, hidden: list[str],
                   cache_dir: Path, timeout: float) -> str | None:
     """Why the built library may not be loaded (see ``verifier.linkage``), or None. The library is
     read with binutils inside the build's sandbox (its bytes are the candidate's)."""
     outputs = []
     for command in (["readelf", "-d", "-W", library], ["nm", "-D", "--undefined-only", library]):
-        argv = command
-        if wrap:
-            argv = bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env,
-                              readable=_toolchain_paths(argv[0], env)) + argv
+        argv = _sandboxed(command, workdir, env, sandbox, hidden)
         proc = run_process(argv, cwd=workdir, env=env, timeout=timeout, output_limit=4_000_000)
         if not proc.ok:
             return (f"the built library could not be inspected ({command[0]}, from binutils): "

@@ -332,9 +332,28 @@ def _spawned(job_dir: str, config: dict) -> int:
     return run_job(Path(job_dir))
 
 
+def confined_exec(config: dict, argv: list[str]) -> int:
+    """Without bubblewrap, a build command runs through here: its own Landlock domain (reads only on the
+    allow-list and in its folder, writes only in its folder), then exec. Exits 126 with the reason when
+    the domain cannot be set up, so no build runs unconfined by surprise."""
+    harden_process()
+    problem = confine_job(config["folder"], [], config.get("readable"))
+    if problem:
+        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+        return 126
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        print(f"could not start {argv[0]}: {exc}", file=sys.stderr)
+        return 127
+    return 127  # not reached
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--job":
         return _spawned(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
+    if len(sys.argv) > 3 and sys.argv[1] == "--confine":
+        return confined_exec(json.loads(sys.argv[2]), sys.argv[3:])
     harden_process()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if config.get("confine"):

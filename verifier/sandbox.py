@@ -166,10 +166,11 @@ def _under(path: str, root: str) -> bool:
 
 # What every sandboxed process sees of the system, read-only: programs, libraries and headers.
 SYSTEM_VIEW = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# From /etc only what the loader (its cache and configuration), the compiler (alternatives) and
-# Python's user lookup (torch asks for the user name) read. No shadow, no keys, no host names.
+# From /etc only what the loader (its cache and configuration), the compiler (alternatives),
+# Python's user lookup (torch asks for the user name) and the CANN runtime (where its driver is) read.
+# No shadow, no keys, no host names.
 ETC_VIEW = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/passwd",
-            "/etc/group", "/etc/nsswitch.conf", "/etc/localtime")
+            "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ascend_install.info")
 # From /sys the CPU topology (thread counts, cache sizes); device backends get all of /sys, which
 # their drivers read.
 SYS_VIEW = ("/sys/devices/system/cpu", "/sys/devices/system/node")

@@ -352,6 +352,26 @@ def test_build_cannot_include_a_file_outside_its_folder(tmp_path, sentinels):
             assert "No such file" in result.log, result.log
 
 
+def test_without_bubblewrap_the_build_reads_only_the_allow_list(tmp_path, sentinels, monkeypatch):
+    """The compiler's fallback without bubblewrap: its own Landlock domain with the same allow-list."""
+    import verifier.build as build
+    from verifier.backends import get_backend
+    from verifier.forkserver import landlock_abi
+
+    if not landlock_abi()[0]:
+        pytest.skip("no Landlock here: without bubblewrap, the compiler reads what its user may read")
+    monkeypatch.setattr(build, "bwrap_status", lambda: (False, "bubblewrap off for this test"))
+    for target in sentinels:
+        result = build.build_candidate(get_backend("cpu"), {"kernel.cpp": f'#include "{target}"\n' + C.RELU},
+                                       tmp_path / "cache")
+        assert not result.ok and SECRET not in result.log, result.log
+        assert "Permission denied" in result.log, result.log
+    honest = build.build_candidate(get_backend("cpu"), {"kernel.cpp": C.RELU}, tmp_path / "cache")
+    assert honest.ok, honest.log  # the compiler, its headers and the link check still work
+    refused = build.build_candidate(get_backend("cpu"), {"kernel.cpp": py_relu()}, tmp_path / "cache")
+    assert not refused.ok and "PyGILState_Ensure" in refused.log
+
+
 @pytest.fixture(scope="module")
 def unwrapped(tmp_path_factory, fast_config):
     from verifier.verify import Verifier
