@@ -18,8 +18,8 @@ Layers, outermost first:
 * **per job**, the forked child gets its own session, resource limits (CPU time, address space,
   file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
   read only on the same allow-list, and written only in the job's own folder and a few device nodes;
-  no other job's folder is readable; no access to other processes' memory), and a seccomp filter: no fork, exec, sockets other than
-  Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
+  no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
+  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
   unpredictable names in a jobs root the sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
@@ -236,8 +236,9 @@ def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple
     roots = [*home_roots(), "/tmp"]
     checkout = os.path.realpath(Path(__file__).resolve().parent.parent)  # scrubbed_env's PYTHONPATH entry
     package = str(Path(__file__).resolve().parent)
-    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              os.path.dirname(os.path.realpath(sys.executable)), *_pth_paths()]
+    interpreter = {os.path.normpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                                 os.path.dirname(os.path.realpath(sys.executable)))}
+    wanted = [*interpreter, *_pth_paths()]
     for key, value in env.items():
         if _PATH_VARS.match(key):
             wanted += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
@@ -247,9 +248,10 @@ def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple
     def allowed(q: str) -> bool:
         if not os.path.exists(q) or any(_under(q, s) for s in system):
             return False  # absent, or already in the system view
-        if q.count("/") < 2 or any(_under(r, q) for r in roots) or _under(checkout, q):
-            return False  # a top-level folder, a home, /tmp or a folder above them or the checkout
-        return True
+        if q == "/" or any(_under(r, q) for r in roots) or _under(checkout, q):
+            return False  # a home, /tmp, or a folder above them or above the checkout
+        # a top-level folder (/work, /opt) only when it is the interpreter's own prefix
+        return q.count("/") >= 2 or q in interpreter
 
     out: list[str] = [package]
     for path in wanted:

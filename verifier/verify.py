@@ -342,7 +342,7 @@ class Verifier:
             return self._explained(str(result.get("error") or "the job failed")[:MAX_JOB_TEXT], job_dir)
         where = ""
         try:
-            where = f" during {(job_dir / 'progress.txt').read_text().strip()}"
+            where = f" during {(job_dir / 'progress.txt').read_text(errors='replace').strip()[:200]}"
         except OSError:
             pass
         text = f"the candidate {exit_.describe()}{where}"

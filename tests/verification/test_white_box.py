@@ -436,3 +436,30 @@ def test_shipped_examples_and_fixture_kernels_pass_the_link_check(tmp_path):
 def test_honest_fixture_candidates_pass_every_gate(verifier, suite, make_candidate, task, files):
     out = verifier.verify(suite.get(task).spec(), make_candidate(files), fresh=True)
     assert out.feasible, (task, out.message)
+
+
+# ----------------------------------------------------------------------------- what a verdict carries
+
+LOUD_MODEL = '''
+import os
+import sys
+
+sys.stderr.write("X" * 100000 + "\\n")
+sys.stderr.flush()
+{ending}
+
+
+class ModelNew:
+    pass
+'''
+
+
+@pytest.mark.parametrize("ending", [
+    'open("result.json", "w").write(\'{"ok": false, "error": "\' + "E" * 100000 + \'"}\')\nos._exit(0)',  # its own verdict file
+    'open("progress.txt", "w").write("P" * 100000)\nos.abort()',           # a long step name, then a crash
+], ids=["long-error", "long-progress"])
+def test_a_verdict_carries_a_capped_tail_of_the_jobs_own_words(rules_off, suite, make_candidate, ending):
+    files = {"model.py": LOUD_MODEL.format(ending=ending), "kernel.cpp": C.RELU}
+    out = rules_off.verify(suite.get("relu").spec(), make_candidate(files), fresh=True)
+    assert out.failed_gate == "correctness", out.message
+    assert len(out.message) < 6000, len(out.message)
