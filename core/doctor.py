@@ -41,14 +41,19 @@ def backend_report(name: str) -> dict[str, Any]:
 
 def diagnose(names: list[str] | None = None) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
-    from verifier.sandbox import bwrap_status, seccomp_status
+    from verifier.linkage import link_check_status
+    from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()
+    landlock_ok, landlock_detail = landlock_status()
+    link_ok, link_detail = link_check_status()
     return {
         "backends": {name: backend_report(name) for name in (names or list(BACKENDS))},
         "sandbox": {"bubblewrap": {"available": bwrap_ok, "detail": bwrap_detail},
-                    "seccomp": {"available": seccomp_ok, "detail": seccomp_detail}},
+                    "seccomp": {"available": seccomp_ok, "detail": seccomp_detail},
+                    "landlock": {"available": landlock_ok, "detail": landlock_detail},
+                    "link_check": {"available": link_ok, "detail": link_detail}},
         "python": platform.python_version(),
         "torch": _version("torch"),
         "torch_npu": _version("torch_npu"),

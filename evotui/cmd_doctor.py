@@ -50,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
     for name, b in data["backends"].items():
         for problem in b["problems"]:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
-    for layer in ("bubblewrap", "seccomp"):
-        entry = data["sandbox"][layer]
+    for entry in data["sandbox"].values():
         mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"
         console.print(f"{mark} {escape(entry['detail'])}")
     versions = f"python {data['python']}, torch {data['torch'] or 'not installed'}"

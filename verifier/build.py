@@ -1,5 +1,7 @@
 """The build gate's machinery: compile a candidate's sources into one shared library, cached by a
-hash of the sources and the backend's build key, with compiler diagnostics trimmed to what matters.
+hash of the sources and the backend's build key, with compiler diagnostics trimmed to what matters;
+then check what the library links against (``verifier.linkage``): only the system runtimes and the
+backend's own, never a symbol of the process that loads it.
 
 Failed builds are cached too (the same sources fail the same way). Concurrent builds of the same
 key wait for each other instead of compiling twice.
@@ -13,15 +15,18 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.backends.base import BuildPlanError
 from verifier.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.sandbox import bwrap_argv, bwrap_status, run_process, scrubbed_env
+from verifier.linkage import check_links, parse_needed, parse_undefined, policy_for
+from verifier.forkserver import landlock_abi
+from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
 MAX_LOG_CHARS = 3000
 
@@ -166,9 +171,7 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         env = scrubbed_env(backend.worker_env(), home=str(workdir))
         seconds, log = 0.0, []
         for argv in plan.commands:
-            if sandbox and bwrap_status()[0]:
-                argv = bwrap_argv([str(workdir)], [str(root.parent), *hidden], [], str(workdir), env=env,
-                                  readable=_toolchain_paths(argv[0], env)) + argv
+            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden])
             proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
             seconds += proc.seconds
             log.append(proc.output)
@@ -184,11 +187,48 @@ def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float,
         if not (workdir / plan.library).exists():
             meta["log"] = f"the build succeeded but produced no {plan.library}"
             return _store(meta, workdir, root / key)
+        problem = _link_problem(backend, workdir, plan.library, env, sandbox, [str(root.parent), *hidden],
+                                root.parent, timeout)
+        if problem:
+            meta["log"] = problem
+            meta["seconds"] = seconds
+            return _store(meta, workdir, root / key)
         meta.update(ok=True, library=plan.library, signatures=[s.to_dict() for s in sigs], seconds=seconds,
                     log=trim_diagnostics("\n".join(log), str(workdir)) if any("warning" in x for x in log) else "")
         return _store(meta, workdir, root / key)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str]) -> list[str]:
+    """``argv`` as the build runs it: under bubblewrap with the sandbox's allow-list view (the toolchain
+    of ``argv[0]`` added) and ``workdir`` writable; without bubblewrap, in a Landlock domain with the
+    same allow-list where the kernel has Landlock; else as it is."""
+    if not sandbox:
+        return argv
+    toolchain = _toolchain_paths(argv[0], env)
+    if bwrap_status()[0]:
+        return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
+    if landlock_abi()[0]:
+        config = {"folder": str(workdir), "readable": [*sandbox_view(env, toolchain), "/proc"]}
+        return [sys.executable, "-m", "verifier.forkserver", "--confine", json.dumps(config), *argv]
+    return argv
+
+
+def _link_problem(backend, workdir: Path, library: str, env: dict[str, str], sandbox: bool, hidden: list[str],
+                  cache_dir: Path, timeout: float) -> str | None:
+    """Why the built library may not be loaded (see ``verifier.linkage``), or None. The library is
+    read with binutils inside the build's sandbox (its bytes are the candidate's)."""
+    outputs = []
+    for command in (["readelf", "-d", "-W", library], ["nm", "-D", "--undefined-only", library]):
+        argv = _sandboxed(command, workdir, env, sandbox, hidden)
+        proc = run_process(argv, cwd=workdir, env=env, timeout=timeout, output_limit=4_000_000)
+        if not proc.ok:
+            return (f"the built library could not be inspected ({command[0]}, from binutils): "
+                    f"{proc.output.strip()[-300:] or 'no output'}")
+        outputs.append(proc.output)
+    search = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    return check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), policy_for(backend), search, cache_dir)
 
 
 def _toolchain_paths(program: str, env: dict[str, str]) -> list[str]:

@@ -16,7 +16,8 @@ therefore never inherited through fork, and a device error dies with its own pro
 Across candidates: the server and every job are non-dumpable (``PR_SET_DUMPABLE`` 0: no job can open
 the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``.
 With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
-its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may write only in
+its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may read only
+the paths named in ``"readable"`` (the sandbox's allow-list) and its job folder, write only in
 its job folder (plus the device nodes and the private ``/tmp`` named in ``"writable"``), read nothing
 in its siblings' folders, and attach to no process outside its domain; and its seccomp filter refuses
 ``chmod``, so the unlistable jobs root (see ``verifier.sandbox``) stays unlistable.
@@ -170,13 +171,15 @@ def landlock_abi() -> tuple[int, str]:
     return int(abi), ""
 
 
-def confine_job(job_dir: str, writable: list[str]) -> str | None:
-    """Put this (single-threaded) process in a Landlock domain of its own: read anywhere but in the
-    jobs root, where only ``job_dir`` is readable; write, create, remove and rename only beneath
-    ``job_dir`` and on the ``writable`` paths (device nodes, the private /tmp) that do not hold the
-    jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
+def confine_job(job_dir: str, writable: list[str], readable: list[str] | None = None) -> str | None:
+    """Put this (single-threaded) process in a Landlock domain of its own: read only beneath the
+    ``readable`` paths (the sandbox's allow-list: system, interpreter, verifier package, ``/proc``) and
+    the job folder, never in the jobs root's other entries; write, create, remove and rename only
+    beneath ``job_dir`` and on the ``writable`` paths (device nodes, the private /tmp) that do not hold
+    the jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
     also keeps the process from attaching to (ptrace, /proc/PID/mem) any process outside it. Reading
-    folders (listing) is not restricted. Returns None on success or why it is unavailable."""
+    folders (listing names) is not restricted. ``readable`` None: read anywhere but in the jobs root.
+    Returns None on success or why it is unavailable."""
     abi, why = landlock_abi()
     if not abi:
         return why
@@ -209,15 +212,13 @@ def confine_job(job_dir: str, writable: list[str]) -> str | None:
         finally:
             os.close(fd)
 
-    try:
-        job = os.path.realpath(job_dir)
-        if not allow(job, handled):
-            return f"landlock_add_rule failed for the job folder: {os.strerror(ctypes.get_errno())}"
-        # Reads: beneath every entry of every folder above the job's except the next one down, so the
-        # jobs root's other entries (other jobs) stay unreadable. Entries created later in those few
-        # folders are unreadable too.
+    def allow_reads_around(top: str, job: str) -> None:
+        """Reads beneath every entry of every folder from ``top`` down to the job's, except the next
+        one down, so the jobs root's other entries (other jobs) stay unreadable. Entries created later
+        in those few folders are unreadable too."""
         parts = job.strip("/").split("/")
-        for depth in range(len(parts)):
+        start = len(top.strip("/").split("/")) if top.strip("/") else 0
+        for depth in range(start, len(parts)):
             folder = "/" + "/".join(parts[:depth])
             try:
                 names = os.listdir(folder)
@@ -226,7 +227,18 @@ def confine_job(job_dir: str, writable: list[str]) -> str | None:
             for name in names:
                 if name != parts[depth]:
                     allow(os.path.join(folder, name), _LL_READ_FILE)
+
+    try:
+        job = os.path.realpath(job_dir)
         jobs_root = os.path.dirname(job)
+        if not allow(job, handled):
+            return f"landlock_add_rule failed for the job folder: {os.strerror(ctypes.get_errno())}"
+        for path in (["/"] if readable is None else readable):
+            real = os.path.realpath(path)
+            if _contains(real, jobs_root):
+                allow_reads_around(real, job)
+            elif os.path.exists(real):
+                allow(real, _LL_READ_FILE)
         for path in [*_STD_DEVICES, *writable]:
             real = os.path.realpath(path)
             if os.path.exists(real) and not _contains(real, jobs_root):
@@ -276,7 +288,7 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
     if limits.get("address_space_mb"):
         _limit(resource.RLIMIT_AS, int(limits["address_space_mb"]) << 20)
     if confine is not None:
-        problem = confine_job(job_dir, confine.get("writable", []))
+        problem = confine_job(job_dir, confine.get("writable", []), confine.get("readable"))
         if problem and confine.get("landlock"):  # the server found Landlock, yet it failed here
             print(f"evokernel sandbox: {problem}", file=sys.stderr)
     deny_chmod = confine is not None
@@ -320,16 +332,36 @@ def _spawned(job_dir: str, config: dict) -> int:
     return run_job(Path(job_dir))
 
 
+def confined_exec(config: dict, argv: list[str]) -> int:
+    """Without bubblewrap, a build command runs through here: its own Landlock domain (reads only on the
+    allow-list and in its folder, writes only in its folder), then exec. Exits 126 with the reason when
+    the domain cannot be set up, so no build runs unconfined by surprise."""
+    harden_process()
+    problem = confine_job(config["folder"], [], config.get("readable"))
+    if problem:
+        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+        return 126
+    try:
+        os.execvp(argv[0], argv)
+    except OSError as exc:
+        print(f"could not start {argv[0]}: {exc}", file=sys.stderr)
+        return 127
+    return 127  # not reached
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--job":
         return _spawned(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
+    if len(sys.argv) > 3 and sys.argv[1] == "--confine":
+        return confined_exec(json.loads(sys.argv[2]), sys.argv[3:])
     harden_process()
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if config.get("confine"):
         drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
     spawn = {"job_preload": config.get("job_preload", [])} if config.get("spawn") else None
     landlock, landlock_error = landlock_abi()
-    confine = {"writable": config.get("writable", []), "landlock": landlock} if config.get("confine") else None
+    confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
+               if config.get("confine") else None)
     for name in config.get("preload", []):
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()

@@ -31,6 +31,7 @@ import ctypes
 import inspect
 import json
 import numbers
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -115,7 +116,10 @@ class KernelLibrary:
 
     def __init__(self, path: str, signatures: list[dict], device: str, stream: Callable[[], int] | None):
         self._path = path
-        self._dll = ctypes.CDLL(path)
+        # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined
+        # symbols still resolve against everything global, the interpreter included, in any mode: what
+        # it may bind to is decided by the build's link check, verifier.linkage.)
+        self._dll = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         self._sigs = {s["name"]: Signature.from_dict(s) for s in signatures}
         self._device = device
         self._stream = stream

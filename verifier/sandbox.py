@@ -4,10 +4,12 @@ Layers, outermost first:
 
 * **bubblewrap** (when installed): no network, private PID/IPC namespaces (the fork server is PID 1:
   no helper process a job could attach to), no capabilities (a user namespace where the kernel allows
-  one), a read-only view of the system, a private ``/tmp``, the home folders (``$HOME``, ``/root``,
-  ``/home``) replaced by an empty read-only tmpfs with only what the worker needs bound back (the
-  Python installation, the project source, toolchains on ``PATH``), the workspace state and the
-  cache hidden.
+  one), and a filesystem built from an allow-list (``sandbox_view``): the system's programs,
+  libraries and headers (``/usr``, ``/lib*``, ``/bin``), the few ``/etc`` files the loader, the
+  compiler and Python's user lookup read, the CPU topology from ``/sys``, the Python installation,
+  the ``verifier`` package, toolchains on ``PATH``, read-only; the job or build folder read-write; a
+  private ``/tmp``, ``/dev`` and ``/proc``. Everything else (homes, checkouts, ``/var``, ``/opt``,
+  ``/work``, the workspace and its cache) is absent, not merely read-only.
 * **a fork server** started inside it with a scrubbed environment (no API keys, tokens or endpoint
   credentials) and PyTorch already imported, so a candidate job starts in milliseconds. It is
   non-dumpable (no job can open its ``/proc/PID/mem``, ``environ`` or ``fd``) and holds no
@@ -15,9 +17,9 @@ Layers, outermost first:
   execs a fresh interpreter instead: a CUDA or CANN runtime must never be inherited through fork.
 * **per job**, the forked child gets its own session, resource limits (CPU time, address space,
   file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
-  written only in the job's own folder and a few device nodes; no other job's folder is readable;
-  no access to other processes' memory), and a seccomp filter: no fork, exec, sockets other than
-  Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
+  read only on the same allow-list, and written only in the job's own folder and a few device nodes;
+  no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
+  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
   unpredictable names in a jobs root the sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
@@ -82,7 +84,8 @@ def bwrap_status() -> tuple[bool, str]:
     """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
     exe = shutil.which("bwrap")
     if not exe:
-        return False, "bubblewrap (bwrap) is not installed: candidates run without network isolation"
+        return False, ("bubblewrap (bwrap) is not installed: candidates run without network isolation and with the "
+                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
     try:
         probe = subprocess.run(
             [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
@@ -90,11 +93,15 @@ def bwrap_status() -> tuple[bool, str]:
             capture_output=True, text=True, timeout=20,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"bubblewrap failed to start ({exc}): candidates run without network isolation"
+        return False, (f"bubblewrap failed to start ({exc}): candidates run without network isolation and with the "
+                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
     if probe.returncode != 0:
         reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
-        return False, f"bubblewrap cannot create namespaces here ({reason}): candidates run without network isolation"
-    return True, "bubblewrap: no network, private /tmp, read-only system, home folders and state hidden"
+        return False, (f"bubblewrap cannot create namespaces here ({reason}): candidates run without network "
+                       "isolation and with the host's filesystem (Landlock, where the kernel has it, still limits "
+                       "reads to the allow-list)")
+    return True, ("bubblewrap: no network, private /tmp, a filesystem of the system's programs and libraries, "
+                  "the interpreter and the job's own folder only")
 
 
 def _bwrap_accepts(flags: tuple[str, ...]) -> bool:
@@ -157,6 +164,24 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+# What every sandboxed process sees of the system, read-only: programs, libraries and headers.
+SYSTEM_VIEW = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# From /etc only what the loader (its cache and configuration), the compiler (alternatives),
+# Python's user lookup (torch asks for the user name) and the CANN runtime (where its driver is) read.
+# No shadow, no keys, no host names.
+ETC_VIEW = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/passwd",
+            "/etc/group", "/etc/nsswitch.conf", "/etc/localtime", "/etc/ascend_install.info")
+# From /sys the CPU topology (thread counts, cache sizes); device backends get all of /sys, which
+# their drivers read.
+SYS_VIEW = ("/sys/devices/system/cpu", "/sys/devices/system/node")
+
+
+def system_view(devices: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The system paths a sandboxed process sees (those that exist here)."""
+    paths = [*SYSTEM_VIEW, *ETC_VIEW, *(("/sys",) if devices else SYS_VIEW)]
+    return [p for p in paths if os.path.lexists(p)]
+
+
 def _pth_paths() -> list[str]:
     """Folders that ``.pth`` files in the site-packages folders put on ``sys.path``."""
     import site
@@ -200,34 +225,62 @@ def _with_prefix(path: str, roots: list[str]) -> list[str]:
 
 
 def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
-    """What a sandboxed worker or compiler reads from inside a hidden home or the host's ``/tmp`` (which
-    the sandbox replaces with its own): the Python installation
+    """What a sandboxed worker or compiler reads besides the system view: the Python installation
     (``sys.prefix``, ``sys.base_prefix``, the interpreter), the ``verifier`` package (the package
     folder only, not the whole checkout: a ``.env`` or ``.git/config`` beside it may hold a token),
     ``.pth`` folders, the path-valued variables of ``env`` (``PATH``, ``LD_LIBRARY_PATH``,
-    ``PYTHONPATH``, ``CUDA_HOME``, ``ASCEND_*``...) and ``extra``."""
+    ``PYTHONPATH``, ``CUDA_HOME``, ``ASCEND_*``...) and ``extra``. Never a home itself, a top-level
+    folder (``/work``, ``/opt``), ``/tmp``, or a folder holding the checkout: those would show
+    everything in them."""
     env = os.environ if env is None else env
-    roots = [*home_roots(), "/tmp"]  # the sandbox's /tmp is private too: a checkout there is bound back
-    wanted = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
-              os.path.dirname(os.path.realpath(sys.executable)), str(Path(__file__).resolve().parent),
-              *_pth_paths()]
+    roots = [*home_roots(), "/tmp"]
     checkout = os.path.realpath(Path(__file__).resolve().parent.parent)  # scrubbed_env's PYTHONPATH entry
+    package = str(Path(__file__).resolve().parent)
+    interpreter = {os.path.normpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+                                                 os.path.dirname(os.path.realpath(sys.executable)))}
+    wanted = [*interpreter, *_pth_paths()]
     for key, value in env.items():
         if _PATH_VARS.match(key):
-            wanted += [p for p in value.split(os.pathsep) if os.path.isabs(p) and os.path.realpath(p) != checkout]
+            wanted += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
     wanted += [p for p in extra if p and os.path.isabs(p)]
-    out: list[str] = []
+    system = system_view()
+
+    def allowed(q: str) -> bool:
+        if not os.path.exists(q) or any(_under(q, s) for s in system):
+            return False  # absent, or already in the system view
+        if q == "/" or any(_under(r, q) for r in roots) or _under(checkout, q):
+            return False  # a home, /tmp, or a folder above them or above the checkout
+        # a top-level folder (/work, /opt) only when it is the interpreter's own prefix
+        return q.count("/") >= 2 or q in interpreter
+
+    out: list[str] = [package]
     for path in wanted:
         for p in _with_prefix(os.path.normpath(path), roots):
             for q in dict.fromkeys((p, os.path.realpath(p))):
-                # only what a hidden home covers, and never a home itself (or a folder above one)
-                if not os.path.exists(q) or not any(_under(q, r) for r in roots):
-                    continue
-                if any(_under(r, q) for r in roots):
-                    continue
-                out.append(q)
+                if allowed(q):
+                    out.append(q)
     out = sorted(set(out), key=len)
     return [p for i, p in enumerate(out) if not any(_under(p, q) for q in out[:i])]  # outermost only
+
+
+def sandbox_view(env: dict[str, str] | None = None, readable: list[str] | tuple[str, ...] = (),
+                 devices: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Every path a sandboxed process may read (besides its own folder, ``/dev`` and ``/proc``): the
+    system view and ``sandbox_readable``. Bubblewrap binds exactly these; Landlock allows reads
+    beneath exactly these (so without bubblewrap the same list holds where the kernel has Landlock)."""
+    return [*system_view(devices), *sandbox_readable(env, readable)]
+
+
+def landlock_status() -> tuple[bool, str]:
+    """Whether each job gets its own Landlock domain here (the file allow-list without bubblewrap too)."""
+    from verifier.forkserver import landlock_abi
+
+    abi, why = landlock_abi()
+    if not abi:
+        return False, (f"no Landlock ({why}): without bubblewrap, files outside a job's folder are protected only "
+                       "by their permissions")
+    return True, (f"Landlock ABI {abi}: a job reads only the allow-list and its own folder, and writes only its own "
+                  "folder")
 
 
 @functools.lru_cache(maxsize=1)
@@ -251,44 +304,45 @@ def seccomp_status() -> tuple[bool, str]:
 def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str, *,
                env: dict[str, str] | None = None, readable: list[str] | tuple[str, ...] = (),
                as_pid_1: bool = False) -> list[str]:
-    """The bubblewrap prefix for a sandboxed command. Every home folder is an empty read-only tmpfs with
-    only ``sandbox_readable(env, readable)`` bound back read-only; then ``hidden`` and the home's
-    credential files are hidden, and ``writable`` bound read-write (last, so a writable folder inside a
-    hidden one stays reachable). ``as_pid_1``: the command is PID 1 of the namespace (the fork server,
-    which reaps its own children), so no bubblewrap helper process is visible to a job."""
+    """The bubblewrap prefix for a sandboxed command. The root is empty but for ``sandbox_view(env,
+    readable, devices)`` bound read-only, a private ``/dev`` (with ``devices`` bound in), ``/proc`` and
+    ``/tmp``; then ``hidden`` and the home's credential files are hidden where a bound folder holds
+    them, and ``writable`` is bound read-write. ``as_pid_1``: the command is PID 1 of the namespace (the
+    fork server, which reaps its own children), so no bubblewrap helper process is visible to a job."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
             "--unshare-uts", *bwrap_hardening()]
     if as_pid_1 and bwrap_as_pid_1():
         argv.append("--as-pid-1")
-    argv += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    system = system_view(devices)
+    for path in system:
+        if os.path.islink(path) and os.path.dirname(path) == "/":
+            argv += ["--symlink", os.readlink(path), path]  # /bin -> usr/bin on merged-/usr systems
+        else:
+            argv += ["--ro-bind", path, path]
+    argv += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     for dev in devices:
         if os.path.exists(dev):
             argv += ["--dev-bind", dev, dev]
-    roots = home_roots()
     bound = sandbox_readable(env, readable)
-    for root in roots:
-        argv += ["--tmpfs", root]
     for path in bound:
         argv += ["--ro-bind", path, path]
 
     def visible(path: str) -> bool:
         path = os.path.realpath(path)
-        return not any(_under(path, r) for r in roots) or any(_under(path, b) for b in bound)
+        return any(_under(path, b) for b in (*system, *bound))
 
-    homes = dict.fromkeys([os.path.expanduser("~"), *roots])
+    homes = dict.fromkeys([os.path.expanduser("~"), *home_roots()])
     secrets = [os.path.join(home, s) for home in homes for s in HOME_SECRETS]
     for path in dict.fromkeys([*hidden, *secrets]):
         if not visible(path):
             continue
         if os.path.isdir(path):
-            argv += ["--tmpfs", path]
+            argv += ["--tmpfs", path, "--remount-ro", path]
         elif os.path.exists(path):
             argv += ["--ro-bind", "/dev/null", path]
     for path in writable:
         argv += ["--bind", path, path]
-    for root in roots:
-        argv += ["--remount-ro", root]
-    return argv + ["--chdir", cwd, "--"]
+    return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
 
 
 @dataclass
@@ -461,7 +515,9 @@ class ForkServer:
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine,
                       # what a confined job may write besides its folder: device nodes, and the private /tmp
-                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])]}
+                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
+                      # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
+                      "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
             argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
             if self._confine and not self._use_bwrap:
                 # Without a PID namespace a job can see this process (which holds the API key in its

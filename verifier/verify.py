@@ -41,7 +41,8 @@ from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
 MAX_READ_BYTES = 1024 * 1024
-OUTCOME_FORMAT = 2  # bump when the gates change what they decide
+MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
+OUTCOME_FORMAT = 3  # bump when the gates change what they decide (3: the link check, the allow-list view)
 
 
 def read_candidate(folder: Path) -> dict[str, str]:
@@ -337,10 +338,11 @@ class Verifier:
     def _job_failure(self, job_dir: Path, exit_: JobExit, result: dict | None) -> str:
         """Why a job produced no usable result, in one paragraph (with the device error's meaning)."""
         if result is not None and not result.get("ok"):
-            return self._explained(str(result.get("error") or "the job failed"), job_dir)
+            # result.json is the job's own file: its text is capped like the stderr tail
+            return self._explained(str(result.get("error") or "the job failed")[:MAX_JOB_TEXT], job_dir)
         where = ""
         try:
-            where = f" during {(job_dir / 'progress.txt').read_text().strip()}"
+            where = f" during {(job_dir / 'progress.txt').read_text(errors='replace').strip()[:200]}"
         except OSError:
             pass
         text = f"the candidate {exit_.describe()}{where}"

@@ -1,7 +1,8 @@
 """Red-team findings against the candidate sandbox, each replayed as a candidate:
 
 A. a job writing into the fork server's memory (``/proc/<ppid>/mem``) or reading PID 1's environment;
-B. a job or a build reading files from the home folder, the cache or the workspace's private paths;
+B. a job or a build reading files from the home folder, the cache or the workspace's private paths
+   (and, since the allow-list view, from anywhere outside it: see test_white_box.py);
 C. a job creating folders in the shared jobs root or writing into another job's folder.
 
 Every probe runs inside a real sandboxed job (or sandboxed build) and must fail; ordinary candidates
@@ -204,8 +205,8 @@ results["dumpable"] = ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)  # PR_GET_DUMPABLE
 
 def test_job_cannot_read_the_home_folder(hardened, suite, make_candidate, outside_tmp, monkeypatch):
     home = outside_tmp / "home"
-    visible = outside_tmp / "visible.txt"  # the control: beside the home, not in it
-    visible.write_text("nothing secret")
+    beside = outside_tmp / "beside.txt"  # beside the home, not in it: outside the allow-list all the same
+    beside.write_text(SECRET)
     (home / ".claude").mkdir(parents=True)
     (home / ".claude" / ".credentials.json").write_text(SECRET)
     (home / ".bashrc").write_text(f"export OPENAI_API_KEY={SECRET}\n")
@@ -216,7 +217,8 @@ def test_job_cannot_read_the_home_folder(hardened, suite, make_candidate, outsid
     real_home = os.path.realpath(os.path.expanduser("~root")) if os.path.isdir("/root") else "/root"
     try:
         results, text = run_probes(hardened, suite, make_candidate, f'''
-probe("control", lambda: read({str(visible)!r}))
+probe("control", lambda: read("model.py"))
+probe("beside", lambda: read({str(beside)!r}))
 probe("bashrc", lambda: read({str(home / ".bashrc")!r}))
 probe("claude", lambda: read({str(home / ".claude" / ".credentials.json")!r}))
 probe("cargo", lambda: read({str(home / ".cargo" / "credentials.toml")!r}))
@@ -228,7 +230,7 @@ probe("root_bashrc", lambda: read({real_home + "/.bashrc"!r}))
     finally:
         hardened.server.close()
     assert results["control"] == "ok", results
-    assert_all_refused(results, ["bashrc", "claude", "cargo", "write_home", "root_bashrc"])
+    assert_all_refused(results, ["bashrc", "claude", "cargo", "write_home", "root_bashrc", "beside"])
     assert not results["home_entries"]  # an empty tmpfs, if there at all
     assert SECRET not in text
     assert not (home / "planted").exists()
@@ -258,16 +260,16 @@ def test_build_cannot_include_home_or_hidden_files(tmp_path, monkeypatch, worksp
     (home / ".claude").mkdir(parents=True)
     home_secret = home / ".claude" / "secret.h"
     home_secret.write_text(f"{SECRET} leaked;\n")
-    visible = outside_tmp / "visible" / "secret.h"  # the control: an ordinary folder is readable
-    visible.parent.mkdir()
-    visible.write_text(f"{SECRET} leaked;\n")
+    beside = outside_tmp / "beside" / "secret.h"  # an ordinary folder: outside the allow-list too
+    beside.parent.mkdir()
+    beside.write_text(f"{SECRET} leaked;\n")
     monkeypatch.setenv("HOME", str(home))
     hidden = [str(workspace_private["state"]), str(workspace_private["config"])]
 
-    control = build_candidate(backend, _include(visible), tmp_path / "cache", hidden=hidden)
-    assert not control.ok and SECRET in control.log  # what a leak looks like
+    control = build_candidate(backend, _include(beside), tmp_path / "plain", hidden=hidden, sandbox=False)
+    assert not control.ok and SECRET in control.log  # the control, unsandboxed: what a leak looks like
 
-    for target in (home_secret, workspace_private["config"], workspace_private["state"] / "notes.txt"):
+    for target in (home_secret, beside, workspace_private["config"], workspace_private["state"] / "notes.txt"):
         result = build_candidate(backend, _include(target), tmp_path / "cache", hidden=hidden)
         assert not result.ok
         assert SECRET not in result.log, result.log
@@ -388,8 +390,10 @@ def test_job_cannot_make_the_harness_read_a_host_file(hardened, suite, make_cand
 # ----------------------------------------------------------------------------- the sandbox's shape
 
 
-def test_home_is_replaced_by_an_empty_read_only_tmpfs(tmp_path, monkeypatch):
-    from verifier.sandbox import bwrap_argv, home_roots, sandbox_readable
+def test_the_sandbox_root_is_an_allow_list(tmp_path, monkeypatch):
+    """No bind of / any more: the system view, the interpreter, the verifier package and the job folder;
+    a home is never bound itself (only folders inside it that the worker needs)."""
+    from verifier.sandbox import bwrap_argv, home_roots, sandbox_readable, system_view
 
     home = tmp_path / "home"
     home.mkdir()
@@ -397,8 +401,11 @@ def test_home_is_replaced_by_an_empty_read_only_tmpfs(tmp_path, monkeypatch):
     assert str(home.resolve()) in home_roots()
     argv = bwrap_argv([str(tmp_path / "jobs")], [], [], str(tmp_path / "jobs"))
     pairs = list(zip(argv, argv[1:]))
-    assert ("--tmpfs", str(home.resolve())) in pairs
-    assert ("--remount-ro", str(home.resolve())) in pairs
+    assert ("--ro-bind", "/") not in pairs and ("--bind", "/") not in pairs
+    bound = [b for a, b in pairs if a in ("--ro-bind", "--bind", "--symlink")]
+    assert "/usr" in system_view() and ("--ro-bind", "/usr") in pairs
+    for top in ("/var", "/opt", "/work", "/home", "/root", "/srv", "/mnt", "/etc", str(home.resolve())):
+        assert top not in bound
     assert ("--cap-drop", "ALL") in pairs or not _bwrap()[0]
     # never a home itself (that would show all of it): only folders inside one
     for path in sandbox_readable():

@@ -31,6 +31,7 @@ from typing import Mapping
 
 from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
+from verifier.linkage import LinkPolicy
 from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
                                  npu_arch)
 
@@ -421,6 +422,13 @@ class AscendBackend:
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCE
+
+    def link_policy(self) -> LinkPolicy:
+        # The CANN build links its runtime (ascendcl, the launch support) from the toolkit: any library
+        # inside the toolkit is allowed; the launch support may load the kernel binary itself.
+        install = self.findings.install
+        return LinkPolicy(runtime_dirs=(str(install.root),) if install else (), loader_lookups=True,
+                          runtime_names="the CANN toolkit's libraries")
 
     def sandbox_devices(self) -> list[str]:
         return sorted(set(glob.glob("/dev/davinci[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from verifier.cdecl import Signature
+    from verifier.linkage import LinkPolicy
 
 
 @dataclass
@@ -86,6 +87,10 @@ class Backend(Protocol):
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
+
+    def link_policy(self) -> "LinkPolicy":
+        """What a built library may link against beyond the system runtimes (``verifier.linkage``).
+        Optional: without it, the system runtimes only and no loader lookups."""
 
     def sandbox_devices(self) -> list[str]:
         """Device nodes the sandboxed worker needs to see (``/dev/nvidia*``...)."""

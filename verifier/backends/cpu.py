@@ -9,6 +9,7 @@ from pathlib import Path
 
 from verifier.backends.base import BuildPlan, Toolchain
 from verifier.cdecl import Signature, parse_extern_c
+from verifier.linkage import LinkPolicy
 from verifier.machine import cpu_model
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
@@ -57,6 +58,9 @@ class CpuBackend:
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES.get(dtype, (1e-4, 1e-4))
+
+    def link_policy(self) -> LinkPolicy:
+        return LinkPolicy()  # the system runtimes only, and no loader lookups
 
     def sandbox_devices(self) -> list[str]:
         return []

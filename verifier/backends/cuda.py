@@ -18,6 +18,7 @@ from typing import Mapping
 
 from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
 from verifier.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
+from verifier.linkage import LinkPolicy
 from verifier.toolchains import CudaFindings, discover_cuda
 
 RECIPE = 1
@@ -133,6 +134,12 @@ class CudaBackend:
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
         return TOLERANCES.get(dtype, (1e-3, 1e-3))
+
+    def link_policy(self) -> LinkPolicy:
+        # nvcc links the CUDA runtime statically by default, and it loads the driver with dlopen/dlsym
+        # itself: the loader's lookups cannot be told apart from the kernel's here.
+        return LinkPolicy(runtime_sonames=(r"libcudart\.so(\..*)?", r"libcuda\.so(\..*)?"), loader_lookups=True,
+                          runtime_names="the CUDA runtime (libcudart, libcuda)")
 
     def sandbox_devices(self) -> list[str]:
         return sorted(set(glob.glob("/dev/nvidia[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})

@@ -1,0 +1,190 @@
+"""The build gate's link check: what a candidate library may bind to when it is loaded.
+
+The worker loads a candidate library into a process that already holds the Python interpreter and
+PyTorch, and the dynamic loader resolves every undefined symbol of the library against that whole
+process (the interpreter's symbols are global, whatever ``dlopen`` mode loads the library). A kernel
+that merely *declares* ``PyRun_SimpleString`` can therefore run Python inside the worker: switch off
+the op trace, compute with PyTorch, or replace the clock the timing loop reads.
+
+So a built library may need only symbols that a library on an allow-list defines: the C and C++
+runtimes, libm, libgcc_s and OpenMP (libgomp), plus the backend's own runtime (its sonames, or any
+library inside its toolkit). Every undefined dynamic symbol, weak ones included (a weak reference
+links without complaint and still binds at load time), must be defined by one of the libraries the
+library itself needs, each of them on the allow-list; anything else fails the build naming the symbol.
+Where the backend links no runtime statically (the CPU backend), the loader's own lookup functions
+(``dlsym``, ``dlopen``, ``dl_iterate_phdr``, ``getauxval``...) are refused too: they find the same
+symbols by name at run time.
+
+What this does not stop: native code can still find the interpreter by walking memory (return
+addresses, the loader's link map read through ``/proc/self/maps``); the README's threat model says
+what is decided outside the candidate's process for that reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+# The system runtimes every backend may link against (by soname).
+SYSTEM_LIBRARIES = re.compile(
+    r"^(?:libc|libm|libmvec|libgomp|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libatomic|ld-linux[\w.-]*|ld64)"
+    r"\.so(?:\.[\w.]+)?$"
+)
+SYSTEM_NAMES = "libc, libm, libstdc++, libgcc_s and libgomp"
+# Weak references the C runtime's start files leave unresolved in every library.
+BENIGN_WEAK = frozenset({"__gmon_start__", "_ITM_registerTMCloneTable", "_ITM_deregisterTMCloneTable",
+                         "_Jv_RegisterClasses", "__cxa_finalize"})
+# The loader's lookups by name: another way to the interpreter's symbols.
+LOADER_LOOKUPS = frozenset({"dlopen", "dlmopen", "dlsym", "dlvsym", "dladdr", "dladdr1", "dlinfo", "dl_iterate_phdr",
+                            "_dl_find_object", "getauxval", "__getauxval", "__libc_dlopen_mode", "__libc_dlsym",
+                            "__libc_dlvsym", "_r_debug", "_dl_debug_state", "_dl_argv", "__libc_stack_end"})
+
+
+@dataclass(frozen=True)
+class LinkPolicy:
+    """What a backend's libraries may link against beyond the system runtimes."""
+
+    runtime_sonames: tuple[str, ...] = ()     # regexes on sonames (``libcudart\\.so.*``)
+    runtime_dirs: tuple[str, ...] = ()        # any library found inside these folders (a toolkit)
+    loader_lookups: bool = False              # True where a statically linked runtime itself uses dlopen/dlsym
+    runtime_names: str = ""                   # in words, for the message
+
+
+def link_check_status() -> tuple[bool, str]:
+    """Whether the build's link check can run here (binutils' nm and readelf)."""
+    missing = [tool for tool in ("nm", "readelf") if shutil.which(tool) is None]
+    if missing:
+        return False, (f"{' and '.join(missing)} not found: every build fails its link check; install binutils "
+                       "(Debian/Ubuntu: apt install binutils)")
+    return True, f"link check: candidate libraries bind only to {SYSTEM_NAMES} (and the backend's runtime)"
+
+
+def policy_for(backend) -> LinkPolicy:
+    find = getattr(backend, "link_policy", None)
+    return find() if find is not None else LinkPolicy()
+
+
+def parse_undefined(nm_output: str) -> list[tuple[str, bool]]:
+    """(name, weak) for each line of ``nm -D --undefined-only``; versions (``@GLIBC_2.14``) dropped."""
+    out = []
+    for line in nm_output.splitlines():
+        m = re.match(r"^\s*([UwvV])\s+(\S+)\s*$", line)
+        if m:
+            out.append((m.group(2).split("@", 1)[0], m.group(1) in "wv"))
+    return out
+
+
+def parse_defined(nm_output: str) -> set[str]:
+    """Names from ``nm -D --defined-only`` (every kind but undefined)."""
+    names = set()
+    for line in nm_output.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] not in ("U", "w", "v"):
+            names.add(parts[2].split("@", 1)[0])
+    return names
+
+
+def parse_needed(readelf_output: str) -> list[str]:
+    """The sonames of ``readelf -d``'s NEEDED entries."""
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", readelf_output)
+
+
+@functools.lru_cache(maxsize=1)
+def _ld_cache() -> dict[str, str]:
+    """soname -> path, from the loader's cache (``ldconfig -p``), this architecture's entries first."""
+    exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
+    if not exe:
+        return {}
+    try:
+        text = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    tag = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(os.uname().machine)
+    found: dict[str, str] = {}
+    for m in re.finditer(r"^\s*(\S+) \(([^)]*)\)[^=]*=> (\S+)$", text, re.M):
+        name, flags, path = m.groups()
+        if name not in found and (tag is None or tag in flags):
+            found[name] = path
+    return found
+
+
+def resolve(soname: str, search: list[str]) -> str | None:
+    """Where the loader would find ``soname``: ``search`` folders (LD_LIBRARY_PATH) first, then its cache."""
+    for folder in search:
+        path = os.path.join(folder, soname)
+        if os.path.isfile(path):
+            return os.path.realpath(path)
+    path = _ld_cache().get(soname)
+    if path is None:
+        for folder in ("/lib64", "/usr/lib64", "/lib", "/usr/lib", f"/usr/lib/{os.uname().machine}-linux-gnu",
+                       f"/lib/{os.uname().machine}-linux-gnu"):
+            cand = os.path.join(folder, soname)
+            if os.path.isfile(cand):
+                path = cand
+                break
+    return os.path.realpath(path) if path else None
+
+
+def defined_symbols(path: str, cache_dir: Path | None) -> set[str]:
+    """The dynamic symbols ``path`` (a trusted system library) defines; kept on disk by identity."""
+    st = os.stat(path)
+    key = hashlib.sha256(f"{path}|{st.st_ino}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:24]
+    return set(_defined_symbols(path, key, str(cache_dir) if cache_dir else ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _defined_symbols(path: str, key: str, cache_dir: str) -> frozenset[str]:
+    store = Path(cache_dir) / "symbols" / f"{key}.json" if cache_dir else None
+    if store is not None:
+        try:
+            return frozenset(json.loads(store.read_text()))
+        except (OSError, ValueError):
+            pass
+    try:
+        text = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return frozenset()
+    names = frozenset(parse_defined(text))
+    if store is not None and names:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        tmp = store.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(sorted(names)))
+        os.replace(tmp, store)
+    return names
+
+
+def check_links(needed: list[str], undefined: list[tuple[str, bool]], policy: LinkPolicy, search: list[str],
+                cache_dir: Path | None) -> str | None:
+    """None when every undefined symbol is defined by an allowed library the candidate needs, else a
+    message naming what is not."""
+    allowed_words = SYSTEM_NAMES + (f", and {policy.runtime_names}" if policy.runtime_names else "")
+    runtime_dirs = [os.path.realpath(d) for d in policy.runtime_dirs if d]
+    available: set[str] = set()
+    for soname in needed:
+        path = resolve(soname, search)
+        system = SYSTEM_LIBRARIES.match(soname) is not None
+        runtime = any(re.fullmatch(p, soname) for p in policy.runtime_sonames) or (
+            path is not None and any(path.startswith(d.rstrip("/") + "/") for d in runtime_dirs))
+        if not (system or runtime):
+            return (f"the library needs {soname}, which kernels may not link against: only {allowed_words}")
+        if path is not None:
+            available |= defined_symbols(path, cache_dir)
+    if not policy.loader_lookups:
+        lookups = sorted({name for name, _ in undefined if name in LOADER_LOOKUPS or name.startswith("_dl_")})
+        if lookups:
+            return (f"the library calls the dynamic loader ({', '.join(lookups)}): kernels may not look symbols or "
+                    "libraries up at run time")
+    missing = sorted({name for name, weak in undefined
+                      if name not in available and not (weak and name in BENIGN_WEAK)})
+    if missing:
+        shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+        return (f"the library needs {shown}, which none of the libraries kernels may use ({allowed_words}) "
+                "defines: a kernel may not call into Python, PyTorch or anything else of the process that loads it")
+    return None
