@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 
 from textual.app import SuspendNotSupported
@@ -21,6 +22,23 @@ from evotui.widgets.code_view import file_order
 
 BUSY = ("starting", "running", "pausing")
 RESUMES = ("paused", "failed")   # r resumes the run these states name
+
+
+def editor_command(environ=None) -> list[str] | str:
+    """The editor to start ($VISUAL, else $EDITOR, else vi) as an argument list, or one line saying
+    why there is none (a name that is not on PATH, a path that does not exist, bad quoting)."""
+    environ = os.environ if environ is None else environ
+    name, spec = next(((n, environ[n]) for n in ("VISUAL", "EDITOR") if environ.get(n, "").strip()), ("", "vi"))
+    where = f"${name}" if name else "the default editor"
+    try:
+        command = shlex.split(spec)
+    except ValueError as exc:
+        return f"{where} ({spec}) cannot be read: {exc}; set VISUAL or EDITOR to an editor command"
+    if not command:
+        return f"{where} is empty; set VISUAL or EDITOR to an editor command"
+    if shutil.which(command[0]) is None:
+        return f"{where} ({command[0]}) was not found; set VISUAL or EDITOR to an installed editor"
+    return command
 
 
 class RunControl:
@@ -106,18 +124,30 @@ class RunControl:
             self.run_worker(self._edit(task), group="edit", exit_on_error=False, name="opening the editor")
 
     async def _edit(self, task: str) -> None:
+        command = editor_command()
+        if isinstance(command, str):   # no editor to start: say so in one line, never suspend for it
+            self.main.note(command, "warn")
+            self.notify(command, title="No editor", severity="error", markup=False)
+            return
         folder = await self.host.task_folder(task)
         paths = [str(folder / name) for name in file_order(read_candidate_files(folder))]
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
         hint = f"Edit {folder}: saving re-verifies it."
         self.main.note(f"{task}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)} in kernels/{task}/; saving re-verifies")
+        failed = None
         try:
             with self.suspend():
-                subprocess.run([*shlex.split(editor), *paths], cwd=folder, check=False)
+                # Anything raised here must not leave the block: Textual resumes the terminal only
+                # when it ends normally (an exception would leave it suspended, keys echoed raw).
+                try:
+                    subprocess.run([*command, *paths], cwd=folder, check=False)
+                except OSError as exc:
+                    failed = exc
         except SuspendNotSupported:
-            self.notify(hint, title="No terminal to hand over")
-        except OSError as exc:
-            self.notify(f"{editor}: {exc.strerror or exc}. {hint}", title="Could not start $EDITOR", severity="error")
+            self.notify(hint, title="No terminal to hand over", markup=False)
+        if failed is not None:
+            text = f"could not start {command[0]}: {failed.strerror or failed}. {hint}"
+            self.main.note(text, "warn")
+            self.notify(text, title="Could not start the editor", severity="error", markup=False)
 
     def action_promote(self) -> None:
         """p: put the selected attempt's files in kernels/<task>/."""
