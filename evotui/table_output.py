@@ -58,8 +58,14 @@ def print_table(columns: Iterable[Column | str], rows: Iterable[Iterable[Any]], 
 
     console = console or Console(file=stream)
     table = Table(box=None, header_style="bold", title=title, padding=(0, 1), pad_edge=False)
-    for c in columns:
-        table.add_column(c.name, justify=c.justify, min_width=c.min_width,
+    # A column that may be cut gets what the others leave (they keep their natural width), so on a
+    # narrow terminal the title is shortened, never the ids.
+    natural = [max([len(c.name), *(len(str(r[i])) for r in rows if i < len(r))]) + 1 for i, c in enumerate(columns)]
+    cut = [i for i, c in enumerate(columns) if c.cut]
+    room = console.width - sum(w for i, w in enumerate(natural) if i not in cut)
+    for i, c in enumerate(columns):
+        limit = max(c.min_width or 10, room // max(1, len(cut))) if c.cut else None
+        table.add_column(c.name, justify=c.justify, min_width=c.min_width, max_width=limit,
                          overflow="ellipsis" if c.cut else "fold", no_wrap=c.cut)
     for row in rows:
         table.add_row(*(Text("" if v is None else str(v)) for v in row))
