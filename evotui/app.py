@@ -115,7 +115,7 @@ class EvoKernelApp(RunControl, Readers, App):
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
         self.run_status = self.run_status.but(state="failed")
         self.main.note(f"cannot open the workspace: {message.message}", "fail")
-        self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30)
+        self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30, markup=False)
 
     def on_engine_event(self, message: EngineEvent) -> None:
         e = message.event
@@ -141,7 +141,7 @@ class EvoKernelApp(RunControl, Readers, App):
         if event.worker.group == "run":
             self.set_run_state("failed")
         self.main.note(f"{event.worker.name} failed: {text}", "fail")
-        self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+        self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10, markup=False)
 
     # -- screens and themes -------------------------------------------------------------------------
 

@@ -84,7 +84,7 @@ class RunControl:
     def on_run_refused(self, message: RunRefused) -> None:
         self.set_run_state(*self._before_start)   # a run to resume stays one
         self.main.note(f"cannot start a run: {message.reason}", "warn")
-        self.notify(message.reason, title="No LLM to generate with", severity="error", timeout=12)
+        self.notify(message.reason, title="Cannot start a run", severity="error", timeout=12, markup=False)
 
     # -- one attempt --------------------------------------------------------------------------------
 

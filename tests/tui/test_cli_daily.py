@@ -104,3 +104,55 @@ def test_memory_export_into_a_missing_folder_is_refused_and_creates_nothing(work
     assert not (tmp_path / "nonexistent").exists()
     proc = evokernel("memory", "export", "/nonexistent/dir/x.jsonl", cwd=ws)
     assert proc.returncode == 2 and "\n" not in proc.stderr.strip() and not Path("/nonexistent").exists()
+
+
+# -- 5: a headless run ---------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_headless_run_ends_with_one_readable_line_and_the_right_iteration_count(workspace, llm_env):
+    import candidates as C
+    from openai_server import Reply, answer_with
+
+    counter = iter(range(1000))
+
+    def script(request, n):   # code that does not build, each answer distinct: three real iterations
+        broken = C.elementwise(C.COMPILE_ERROR)
+        broken["kernel.cpp"] += f"\nstatic const int kVariant{next(counter)} = 1;\n"
+        return Reply(answer_with(broken))
+
+    llm_env(script)
+    proc = evokernel("run", "--tasks", "relu", "--iterations", "3", cwd=workspace.root)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("run ") and " finished: 0 of 1 tasks feasible after 3 of 3 iterations" in last
+    assert "{" not in proc.stdout and "'iteration'" not in proc.stdout    # no raw dict
+
+
+@pytest.mark.slow
+def test_an_unreachable_endpoint_is_named_at_once_not_retried(workspace):
+    import socket
+
+    with socket.socket() as s:          # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = workspace.config_path.read_text().replace("retries = 3", "retries = 50").replace(
+        "backoff_s = 0.05", "backoff_s = 5.0")
+    workspace.config_path.write_text(config)
+    url = f"http://127.0.0.1:{port}/v1"
+    # 50 retries 5 s apart would outlast the timeout below by far: the run must end on the first refusal
+    proc = evokernel("run", "--tasks", "relu", cwd=workspace.root, env={"OPENAI_BASE_URL": url}, timeout=120)
+    assert proc.returncode == 1
+    out = proc.stdout + proc.stderr
+    assert f"cannot reach the LLM endpoint at {url}" in out and "kept failing" not in out
+    assert "Traceback" not in out
+    assert proc.stdout.strip().splitlines()[-1].startswith("run ") and " failed: " in proc.stdout
+
+
+def test_without_any_endpoint_the_message_names_both_settings(tmp_path):
+    (tmp_path / "evokernel.toml").write_text('backend = "cpu"\n')
+    env = {k: "" for k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "EVOKERNEL_MODEL")}
+    proc = evokernel("run", "--tasks", "relu", cwd=tmp_path, env=env)
+    assert proc.returncode == 2
+    err = proc.stderr.strip()
+    assert "OPENAI_BASE_URL" in err and "EVOKERNEL_MODEL" in err and "\n" not in err
