@@ -140,22 +140,23 @@ class Engine:
         parent = self.store.get(parent_id) if parent_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
         with self.store.transaction():
-            if stage == "draft":
-                reward = policy.draft_reward(outcome.feasible)
-            else:
-                reward = policy.refine_reward_raw(outcome.feasible, state.best_latency_ms, outcome.latency_ms)
+            # the same reward function as the model's attempts of that stage
+            reward = self._reward(None, Attempt(task, -1, stage, outcome=outcome), state.best_latency_ms)
             exp = Experience(
                 task_id=task.id, kind="human_edit", backend=self.backend, stage=stage,
                 title=f"{task.id} hand edit: {'feasible' if outcome.feasible else 'failed at ' + str(outcome.failed_gate)}",
                 text=prompts.attempt_text(outcome.to_dict()), files=files, outcome=outcome.to_dict(), reward=reward,
                 parent_id=parent.id if parent else None, source="human", model="", signature=task.signature(),
             )
-            exp.id, _ = self.store.add_experience(exp)
-            if parent is not None and stage == "refine":
+            exp.id, created = self.store.add_experience(exp)
+            # A near-duplicate of a stored attempt (the same code up to comments and spacing) is not
+            # stored again: nothing is credited and the task's best stays an attempt whose outcome
+            # says so (the event says it was a repeat of exp.id).
+            if created and parent is not None and stage == "refine":
                 self.store.update_values([parent.id], stage="refine", reward=reward, alpha=self.config.engine.alpha,
                                          task_id=task.id)
             new_best = False
-            if outcome.feasible and outcome.latency_ms is not None:
+            if created and outcome.feasible and outcome.latency_ms is not None:
                 state.feasible, state.stage = True, "refine"
                 if exp.id not in state.start_points:
                     state.start_points.append(exp.id)
@@ -166,7 +167,7 @@ class Engine:
                 self.store.put_task(state)
         self.bus.emit(ev.AttemptRecorded(task.id, -1, exp.id, exp.parent_id, stage, "human", outcome.feasible,
                                          outcome.failed_gate, outcome.message, outcome.latency_ms, outcome.speedup,
-                                         reward, new_best))
+                                         reward, new_best, duplicate=not created))
         if new_best and self.kernels_dir is not None:
             write_best_only(self.kernels_dir / task.id, files)
         return exp, outcome

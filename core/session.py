@@ -133,8 +133,9 @@ class Session:
         """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
         tasks = {t.id: t for t in self.tasks()}
 
-        async def verify(task_id: str, files: dict[str, str], parent: str | None):
-            return await self.engine.record_human(tasks[task_id], files, parent)
+        async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str:
+            exp, _ = await self.engine.record_human(tasks[task_id], files, parent)
+            return exp.id
 
         return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
 

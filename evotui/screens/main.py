@@ -18,6 +18,7 @@ from core.attempts import AttemptLine, TaskRow
 from evotui.messages import (AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
                              TaskRowsLoaded)
 from evotui.widgets import marks
+from evotui.widgets.marks import plural
 from evotui.widgets.attempt_tree import AttemptTree
 from evotui.widgets.code_view import CodeView, unified_diff
 from evotui.widgets.event_log import EventLog
@@ -60,6 +61,7 @@ class MainScreen(Screen):
         self.shown_exp = None
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
+        self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
@@ -118,6 +120,15 @@ class MainScreen(Screen):
         self.query_one(AttemptTree).restyle()
         self.query_one(CodeView).restyle()
 
+    def _index_of(self, task_id: str, exp_id: str) -> str:
+        """"#N" for an attempt of the task shown in the tree, else "an earlier attempt"."""
+        tree = self.query_one(AttemptTree)
+        if tree.task_id == task_id:
+            for line in tree.attempt_lines:
+                if line.id == exp_id:
+                    return f"#{line.index}"
+        return "an earlier attempt"
+
     def _title_attempts(self) -> None:
         tree = self.query_one(AttemptTree)
         row = self.tasks.get(self.task_id or "")
@@ -127,7 +138,13 @@ class MainScreen(Screen):
         stage = "refining" if row.stage == "refine" else "drafting"
         best = f" · best {marks.speedup(row.best_speedup)}" if row.best_speedup else ""
         tree.border_title = f"{row.id} · {stage}{best}"
-        tree.border_subtitle = f"{len(tree.attempt_lines)} attempts"
+        lines = tree.attempt_lines
+        repeats = sum(line.repeats for line in lines)
+        subtitle = plural(len(lines), "attempt") + (f" · {plural(repeats, 'repeat')}" if repeats else "")
+        repeated = self.repeats.get(row.id)
+        if repeated is not None:
+            subtitle += f" · last: a repeat of {self._index_of(row.id, repeated)}"
+        tree.border_subtitle = subtitle
 
     # -- loading -------------------------------------------------------------------------------------
 
@@ -264,10 +281,19 @@ class MainScreen(Screen):
             table.update_task(e.task, **changes)
             self.tasks[e.task] = table.rows_by_id.get(e.task, self.tasks.get(e.task))
         who = "hand edit" if human else f"#{e.iteration + 1} {e.stage}"
-        dup = " (a repeat)" if e.duplicate else ""
         best = " · new best" if e.new_best else ""
-        self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}{dup}",
-                 "ok" if e.feasible else "fail", e.at)
+        if e.duplicate:
+            # Not stored again (the same code as an attempt in memory, comments and spacing aside): say
+            # which one, and that the tree keeps that attempt's own verdict and reward.
+            same = self._index_of(e.task, e.experience_id)
+            self.repeats[e.task] = e.experience_id
+            credited = "" if human else f"; this answer's reward {marks.reward(e.reward)} went to its context"
+            self.note(f"{e.task} {who}: {verdict} · the same code as {same} (comments and spacing aside): "
+                      f"not stored again, the tree keeps {same}'s reward{credited}", "dim", e.at)
+        else:
+            self.repeats.pop(e.task, None)
+            self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}",
+                     "ok" if e.feasible else "fail", e.at)
         if e.task == self.task_id:
             self._title_attempts()
             self.app.load_attempts(e.task, self)

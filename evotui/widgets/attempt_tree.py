@@ -95,6 +95,8 @@ class AttemptTree(Table):
 
     def _cells(self, line: AttemptLine) -> list:
         index = Text(tree_prefix(line)) + Text(str(line.index), style=self._style("best") if line.best else "")
+        if line.repeats:   # the same code came back this many more times (not stored twice)
+            index.append(f" ×{line.repeats + 1}", style=self._style("skip"))
         cells: list = [index, line.stage]
         tone = {"passed": "pass", "failed": "fail", "skipped": "skip"}
         for _, status in line.gates:

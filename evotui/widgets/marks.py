@@ -40,3 +40,8 @@ def verdict(outcome: dict) -> str:
     gate = outcome.get("failed_gate") or "?"
     prefix = f"{gate}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """"1 attempt", "3 attempts" (``nouns`` for irregular plurals)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
