@@ -61,6 +61,7 @@ class EvoKernelApp(RunControl, Readers, App):
         self._memory: MemoryScreen | None = None
         self._before_start: tuple[str, str | None] = ("idle", None)
         self._theme_ready = False
+        self.open_problem: str | None = None     # why the workspace could not be opened
         for theme in appearance.textual_themes():
             self.register_theme(theme)
         names = appearance.theme_names()
@@ -113,8 +114,10 @@ class EvoKernelApp(RunControl, Readers, App):
             self.main.note(f"run {run.id} ({len(run.tasks)} tasks) did not finish ({run.status}): r resumes it")
 
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
-        self.run_status = self.run_status.but(state="failed")
+        self.open_problem = message.message
+        self.run_status = self.run_status.but(state="unavailable")
         self.main.note(f"cannot open the workspace: {message.message}", "fail")
+        self.main.show_unavailable(message.message)
         self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30, markup=False)
 
     def on_engine_event(self, message: EngineEvent) -> None:
@@ -150,8 +153,7 @@ class EvoKernelApp(RunControl, Readers, App):
         if isinstance(self.screen, MemoryScreen):
             self.pop_screen()
             return
-        if not self.main.tasks:
-            self.notify("The workspace is still opening.")
+        if self.unavailable("browse the memory"):
             return
         if self._memory is None:
             self._memory = MemoryScreen(list(self.main.tasks))

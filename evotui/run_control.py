@@ -42,13 +42,28 @@ def editor_command(environ=None) -> list[str] | str:
 
 
 class RunControl:
-    """Mixed into the app, which provides ``host``, ``main``, ``run_status`` and ``set_run_state``."""
+    """Mixed into the app, which provides ``host``, ``main``, ``run_status``, ``set_run_state`` and
+    ``open_problem`` (why the workspace could not be opened, or None)."""
+
+    def unavailable(self, doing: str) -> bool:
+        """Say why ``doing`` cannot happen yet (the workspace is opening, or could not be opened) and
+        return True; False when the workspace is open."""
+        if self.open_problem is not None:
+            self.notify(f"Cannot {doing}: the workspace could not be opened ({self.open_problem}).",
+                        title="Workspace not open", severity="error", markup=False)
+            return True
+        if self.host.session is None or self.run_status.state == "opening":
+            self.notify(f"Cannot {doing} yet: the workspace is still opening.", markup=False)
+            return True
+        return False
 
     # -- runs ---------------------------------------------------------------------------------------
 
     def action_run_toggle(self) -> None:
         """r: start a run (marked tasks, else all), pause it, or resume it."""
         state = self.run_status.state
+        if self.unavailable("start a run"):
+            return
         if state in ("starting", "running"):
             self.host.stop_run()
             self.set_run_state("pausing")
@@ -57,14 +72,14 @@ class RunControl:
             self.notify("Still pausing: waiting for the attempts in flight.")
         elif state in RESUMES and self.run_status.run_id:
             self.start_run(resume=self.run_status.run_id)
-        elif state == "opening":
-            self.notify("The workspace is still opening.")
         else:
             self.start_run(self.main.run_selection())
 
     def action_run_task(self) -> None:
         """s: run only the task under the cursor."""
         task = self.main.current_task
+        if self.unavailable("run a task"):
+            return
         if self.run_status.state in BUSY:
             self.notify("A run is in progress: pause it first (r).", severity="warning")
         elif task is not None:
@@ -91,7 +106,7 @@ class RunControl:
     def action_verify(self) -> None:
         """v: verify the selected attempt again (or the task's folder when it has none); records nothing."""
         task = self.main.current_task
-        if task is None:
+        if self.unavailable("verify") or task is None:
             return
         line, exp = self.main.current_attempt, self.main.shown_exp
         if line is not None and exp is not None and exp.id == line.id and exp.files:
@@ -120,6 +135,8 @@ class RunControl:
     def action_edit(self) -> None:
         """e: open kernels/<task>/ in $EDITOR (a starter or the best candidate when it is empty)."""
         task = self.main.current_task
+        if self.unavailable("edit") or task is None:
+            return
         if task is not None:
             self.run_worker(self._edit(task), group="edit", exit_on_error=False, name="opening the editor")
 
@@ -152,6 +169,8 @@ class RunControl:
     def action_promote(self) -> None:
         """p: put the selected attempt's files in kernels/<task>/."""
         line = self.main.current_attempt
+        if self.unavailable("promote"):
+            return
         if line is None:
             self.notify("Select an attempt to promote.", severity="warning")
             return

@@ -112,6 +112,14 @@ class MainScreen(Screen):
             table.focus()
             self.on_task_highlighted(TaskHighlighted(table.current_task or rows[0].id))
 
+    def show_unavailable(self, problem: str) -> None:
+        """The workspace could not be opened: say why where the code would be."""
+        view = self.query_one(CodeView)
+        view.border_title = "Workspace not open"
+        view.show_message(f"The workspace could not be opened:\n\n{problem}\n\nNothing can run, be verified or "
+                          "edited here until that is fixed. Quit (q), fix it (or move the damaged file away), "
+                          "and start again.")
+
     def note(self, text: str, tone: str = "", at: float | None = None) -> None:
         self.query_one(EventLog).add(text, tone, at)
 

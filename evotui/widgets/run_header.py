@@ -29,7 +29,8 @@ class RunStatus:
 
 
 STATE_SYMBOL = {"running": "▶", "starting": "▶", "pausing": "‖", "paused": "‖", "finished": "■", "stopped": "■",
-                "failed": "✗", "budget": "■", "idle": "·", "opening": "…"}
+                "failed": "✗", "budget": "■", "idle": "", "opening": "…", "unavailable": "✗"}
+STATE_LABEL = {"unavailable": "workspace not open"}
 
 
 class RunHeader(Widget):
@@ -61,7 +62,7 @@ class RunHeader(Widget):
         else:
             out.append("no LLM endpoint", style=style("problem"))
         out.append_text(Text.assemble(sep))
-        label = f"{STATE_SYMBOL.get(s.state, '')} {s.state}".strip()
+        label = f"{STATE_SYMBOL.get(s.state, '')} {STATE_LABEL.get(s.state, s.state)}".strip()
         if s.run_id:
             label += f" · run {s.run_id}"
         if s.iteration is not None and s.iterations:

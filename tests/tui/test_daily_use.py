@@ -55,3 +55,30 @@ def test_the_editor_command_is_resolved_before_the_terminal_is_handed_over(tmp_p
     assert editor_command({"VISUAL": "  ", "EDITOR": "true"})[0].endswith("true")
     assert "not found" in editor_command({"EDITOR": "nosuch-editor"})
     assert "$VISUAL (/nonexistent/editor) was not found" in editor_command({"VISUAL": "/nonexistent/editor"})
+
+
+# -- 11: a damaged memory ----------------------------------------------------------------------------
+
+
+async def test_a_damaged_memory_is_said_once_clearly_and_no_key_claims_it_is_still_opening(workspace):
+    from evotui.app import make_app
+    from evotui.widgets.code_view import CodeView
+
+    workspace.memory_path.mkdir(parents=True, exist_ok=True)
+    (workspace.memory_path / "data.mdb").write_bytes(b"not an lmdb file at all " * 4096)
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.run_status.state not in ("opening",), what="the workspace to fail")
+        assert app.run_status.state == "unavailable"
+        assert "cannot open the workspace" in log_text(app) and "damaged" in log_text(app)
+        assert "could not be opened" in app.main.query_one(CodeView).text
+        header = str(app.main.query_one("RunHeader").render())
+        assert "workspace not open" in header
+        app._notifications.clear()
+        for key in ("r", "s", "v", "e", "m"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: notes(app), what=f"the answer to {key}")
+            [said] = notes(app)
+            assert "could not be opened" in said and "still opening" not in said and "damaged" in said, key
+            app._notifications.clear()
+        await pilot.press("q")
