@@ -39,6 +39,7 @@ BASELINE_KIND = "baseline_trace"
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
 RULE_MIN_Q = 0.3
 MAX_RULES = 5
+UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
 class RunStopped(EvoKernelError):
@@ -300,6 +301,19 @@ class Engine:
         self.timings["engine"] += time.perf_counter() - t0
         if progress["iterations_used"] >= run.config["iterations"]:
             self.bus.emit(ev.BudgetSpent(task.id, progress["iterations_used"]))
+        else:
+            self._end_on_unusable_streak(run, attempt)
+
+    def _end_on_unusable_streak(self, run: RunRecord, attempt: Attempt) -> None:
+        """A model that refuses an operator (or answers without code) keeps doing so: after
+        ``UNUSABLE_STREAK`` such answers in a row the task ends early instead of spending its budget."""
+        progress = run.progress[attempt.task.id]
+        progress["unusable_streak"] = progress.get("unusable_streak", 0) + 1 if attempt.problem else 0
+        if progress["unusable_streak"] >= UNUSABLE_STREAK:
+            progress["broken"] = (f"{attempt.task.id} ended early: {UNUSABLE_STREAK} answers in a row without usable "
+                                  f"code (last: {attempt.problem})")
+            self.store.put_run(run)
+            self.bus.emit(ev.EngineProblem(progress["broken"], task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str]) -> Outcome:
         loop = asyncio.get_running_loop()

@@ -73,7 +73,27 @@ class RunControl:
         elif state in RESUMES and self.run_status.run_id:
             self.start_run(resume=self.run_status.run_id)
         else:
-            self.start_run(self.main.run_selection())
+            selection = self.main.run_selection()
+            if selection is None and self.run_status.llm_ok:   # the whole suite: ask first, with what it may cost
+                self.confirm_full_run()
+            else:
+                self.start_run(selection)
+
+    def confirm_full_run(self) -> None:
+        """Ask before a run over the whole suite (y starts it); a run over marked tasks starts at once."""
+        from evotui.screens.confirm_run import ConfirmRunScreen, confirm_text
+
+        config = self.host.session.config
+        text = confirm_text(len(self.main.tasks), config.engine.iterations, config.llm.model or "the model",
+                            config.llm.token_budget, config.llm.cost_budget)
+
+        def answered(start: bool | None) -> None:
+            if start:
+                self.start_run(None)
+            else:
+                self.main.note("run not started: mark tasks with space to run fewer", "dim")
+
+        self.push_screen(ConfirmRunScreen(text), answered)
 
     def action_run_task(self) -> None:
         """s: run only the task under the cursor."""

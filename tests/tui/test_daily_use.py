@@ -82,3 +82,45 @@ async def test_a_damaged_memory_is_said_once_clearly_and_no_key_claims_it_is_sti
             assert "could not be opened" in said and "still opening" not in said and "damaged" in said, key
             app._notifications.clear()
         await pilot.press("q")
+
+
+# -- 6: starting everything, and a model that will not answer with code ------------------------------
+
+
+@pytest.mark.slow
+async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_task_early(workspace, llm_env):
+    from openai_server import Reply
+    from evotui.app import make_app
+    from evotui.messages import EngineEvent
+    from evotui.screens.confirm_run import ConfirmRunScreen
+    from waiting import posted
+
+    config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 6")
+    workspace.config_path.write_text(config + "\n")
+    server = llm_env(lambda request, n: Reply("I'm sorry, I can't help with writing that kernel."))
+    app = make_app(workspace.root, watch=False)
+    messages: list = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        tasks = len(app.main.tasks)
+
+        # r with nothing marked: a question with the task count and the budget; n declines
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the question")
+        text = str(app.screen.query_one("#confirm-text").render())
+        assert f"all {tasks} tasks" in text and f"{tasks} tasks × 6 iterations" in text and "Budget:" in text
+        await pilot.press("n")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmRunScreen), what="the answer")
+        assert app.run_status.state == "idle" and not server.requests
+
+        # y starts it; every answer is a refusal: each task ends after 3, not 6
+        await pilot.press("r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the question")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: app.run_status.state == "finished", timeout=240, what="the end of the run")
+        assert len(server.requests) == tasks * 3
+        ended = [m.event for m in posted(messages, EngineEvent) if type(m.event).__name__ == "EngineProblem"]
+        assert len(ended) == tasks and all("ended early: 3 answers in a row without usable code" in e.message
+                                           for e in ended)
+        assert "ended early" in log_text(app)
+        await pilot.press("q")
