@@ -180,7 +180,8 @@ class EvoKernelApp(RunControl, Readers, App):
         self.post_message(ThemeChanged(self.prefs.theme))
 
     def get_system_commands(self, screen: Screen):
-        yield from super().get_system_commands(screen)
+        # Textual's own theme picker lists every built-in theme; ours switches between themes/ only
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Theme")
         yield SystemCommand("Run: start, pause or resume (r)", "Marked tasks, or all of the suite",
                             self.action_run_toggle)
         yield SystemCommand("Run the selected task (s)", "Only the task under the cursor", self.action_run_task)
@@ -190,8 +191,14 @@ class EvoKernelApp(RunControl, Readers, App):
                             self.action_edit)
         yield SystemCommand("Promote the selected attempt (p)", "Put its files in kernels/<task>/",
                             self.action_promote)
+        yield SystemCommand("Mark or unmark the task for the next run (space)", "A run covers the marked tasks",
+                            lambda: self.main.query_one("#tasks").action_toggle_mark())
+        yield SystemCommand("Diff, code or answer of the attempt (d)",
+                            "The code, the diff against its parent, the model's raw answer", self.main.action_toggle_diff)
+        yield SystemCommand("Filter the tasks (/)", "By id, category, stage or level", self.main.action_filter)
+        yield SystemCommand("Help: keys and marks (?)", "Every key of the workbench", self.main.action_help)
         yield SystemCommand("Memory browser (m)", "Experiences, filterable and sortable", self.action_memory)
-        yield SystemCommand("Switch theme (t)", "Dark or light, remembered per workspace", self.action_next_theme)
+        yield SystemCommand("Theme: switch dark/light (t)", "Remembered per workspace", self.action_next_theme)
 
 
 def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True) -> EvoKernelApp:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from core import events as ev
 from core.attempts import AttemptLine, TaskRow
-from evotui.messages import (AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
+from evotui.messages import (AnswerLoaded, AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
                              TaskRowsLoaded)
 from evotui.widgets import marks
 from evotui.widgets.marks import plural
@@ -36,12 +36,17 @@ class MainScreen(Screen):
         Binding("e", "app.edit", "Edit"),
         Binding("p", "app.promote", "Promote"),
         Binding("d", "toggle_diff", "Diff/code"),
+        Binding("slash", "filter", "Filter"),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("escape", "escape", "Close", show=False),
     ]
     DEFAULT_CSS = """
     MainScreen { layout: vertical; }
     MainScreen #top { height: 1fr; }
     MainScreen #bottom { height: 1fr; }
-    MainScreen TaskTable { width: 50%; }
+    MainScreen #left { width: 50%; }
+    MainScreen #filter { display: none; height: 1; border: none; padding: 0 1; }
+    MainScreen #filter.shown { display: block; }
     MainScreen AttemptTree { width: 1fr; }
     MainScreen CodeView { width: 3fr; }
     MainScreen EventLog { width: 2fr; }
@@ -57,7 +62,8 @@ class MainScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.task_id: str | None = None
-        self.diff_mode = False
+        self.mode = "code"                   # d: code, diff, answer
+        self.answer: tuple[str, str | None] | None = None   # (attempt id, the model's answer) last read
         self.shown_exp = None
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
@@ -66,7 +72,11 @@ class MainScreen(Screen):
     def compose(self) -> ComposeResult:
         yield RunHeader()
         with Horizontal(id="top"):
-            yield TaskTable(id="tasks")
+            with Vertical(id="left"):
+                box = Input(placeholder="filter tasks: words of the id, category, stage or level", id="filter")
+                box.can_focus = False     # until / opens it
+                yield box
+                yield TaskTable(id="tasks")
             yield AttemptTree(id="attempts")
         with Horizontal(id="bottom"):
             yield CodeView(id="code")
@@ -107,7 +117,7 @@ class MainScreen(Screen):
         self.tasks = {r.id: r for r in rows}
         table = self.query_one(TaskTable)
         table.show_rows(rows)
-        table.border_subtitle = f"{len(rows)} tasks"
+        self._title_tasks()
         if rows and self.task_id is None:
             table.focus()
             self.on_task_highlighted(TaskHighlighted(table.current_task or rows[0].id))
@@ -127,6 +137,60 @@ class MainScreen(Screen):
         self.query_one(TaskTable).restyle()
         self.query_one(AttemptTree).restyle()
         self.query_one(CodeView).restyle()
+
+    def _title_tasks(self) -> None:
+        table = self.query_one(TaskTable)
+        total = len(table.rows_by_id)
+        if table.filter_text.strip():
+            table.border_subtitle = f"{len(table.shown)} of {plural(total, 'task')} · /{table.filter_text.strip()}"
+        else:
+            table.border_subtitle = plural(total, "task")
+
+    # -- keys ----------------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """/: filter the tasks (typing narrows them, enter goes back to the table, escape clears)."""
+        box = self.query_one("#filter", Input)
+        box.can_focus = True
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            table = self.query_one(TaskTable)
+            table.set_filter(event.value)
+            self._title_tasks()
+            if table.current_task is not None and table.current_task != self.task_id:
+                self.on_task_highlighted(TaskHighlighted(table.current_task))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            if not event.value.strip():
+                event.input.remove_class("shown")
+                event.input.can_focus = False
+            self.query_one(TaskTable).focus()
+
+    def action_escape(self) -> None:
+        """Escape: close the keys panel, else clear the task filter."""
+        if self.app.screen.query("HelpPanel"):
+            self.app.action_hide_help_panel()
+            return
+        box = self.query_one("#filter", Input)
+        if box.has_class("shown") or box.value:
+            box.value = ""
+            box.remove_class("shown")
+            box.can_focus = False
+            self.query_one(TaskTable).set_filter("")
+            self._title_tasks()
+            self.query_one(TaskTable).focus()
+
+    def action_help(self) -> None:
+        """? or F1: the keys and marks."""
+        from evotui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
 
     def _index_of(self, task_id: str, exp_id: str) -> str:
         """"#N" for an attempt of the task shown in the tree, else "an earlier attempt"."""
@@ -200,9 +264,21 @@ class MainScreen(Screen):
         self.show_tasks(message.rows)
         self._title_attempts()
 
+    MODES = ("code", "diff", "answer")
+
+    @property
+    def diff_mode(self) -> bool:
+        return self.mode == "diff"
+
     def action_toggle_diff(self) -> None:
-        self.diff_mode = not self.diff_mode
+        """d: the code, then the diff against the parent, then the model's raw answer, in turn."""
+        self.mode = self.MODES[(self.MODES.index(self.mode) + 1) % len(self.MODES)]
         self._show_code()
+
+    def on_answer_loaded(self, message: AnswerLoaded) -> None:
+        if self.mode == "answer" and self.shown_exp is not None and self.shown_exp.id == message.exp_id:
+            self.answer = (message.exp_id, message.text)
+            self._show_code()
 
     def _show_code(self) -> None:
         view = self.query_one(CodeView)
@@ -210,17 +286,30 @@ class MainScreen(Screen):
         if self.shown_exp is None or line is None:
             return
         here = f"#{line.index}"
-        view.border_subtitle = marks.verdict(self.shown_exp.outcome or {})
-        if self.diff_mode and self.parent_exp is not None:
+        outcome = self.shown_exp.outcome or {}
+        view.border_subtitle = marks.short_verdict(outcome)
+        failure = "" if outcome.get("feasible") or not outcome else marks.failure_text(outcome)
+        if self.mode == "diff" and self.parent_exp is not None:
             there = f"#{line.parent_index}" if line.parent_index else "parent"
             view.border_title = f"{here} {line.stage} · diff vs {there}"
             view.show_diff(unified_diff(self.parent_exp.files, self.shown_exp.files, there, here))
-        elif self.diff_mode:
+        elif self.mode == "diff":
             view.border_title = f"{here} {line.stage} · a root: no parent to diff against"
-            view.show_files(self.shown_exp.files)
+            view.show_files(self.shown_exp.files, failure)
+        elif self.mode == "answer":
+            view.border_title = f"{here} {line.stage} · the model's answer"
+            if line.source != "llm":
+                view.show_text("", f"{here} is a {line.source} attempt: there is no model answer (d: its code).")
+            elif self.answer is None or self.answer[0] != self.shown_exp.id:
+                view.show_text("", "reading the answer…")
+                self.app.load_answer(self.shown_exp.id, self)
+            elif self.answer[1] is None:
+                view.show_text("", "this answer is no longer in the response cache.")
+            else:
+                view.show_text(self.answer[1], failure)
         else:
-            view.border_title = f"{here} {line.stage} · {line.source} · {', '.join(sorted(self.shown_exp.files))}"
-            view.show_files(self.shown_exp.files)
+            view.border_title = f"{here} {line.stage} · {line.source}"
+            view.show_files(self.shown_exp.files, failure)
 
     # -- engine events -------------------------------------------------------------------------------
 

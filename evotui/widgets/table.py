@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 
@@ -13,7 +14,22 @@ class Table(DataTable):
     machine: columns cut to their labels). Such a table drops its cached lines after the pass.
     """
 
+    BINDINGS = [
+        Binding("home", "first_row", "First", show=False),
+        Binding("end", "last_row", "Last", show=False),
+    ]
+
     _drawn_unmeasured = False
+
+    def action_first_row(self) -> None:
+        """Home: the first row (DataTable's own Home scrolls sideways)."""
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        """End: the last row."""
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
 
     def render_lines(self, crop):
         if self._require_update_dimensions:   # drawing rows DataTable has not measured yet

@@ -39,6 +39,8 @@ class TaskTable(Table):
         self.rows_by_id: dict[str, TaskRow] = {}
         self.status: dict[str, tuple[str, str]] = {}     # task -> (text, tone: ok|fail|busy|dim)
         self.marked: set[str] = set()
+        self.filter_text = ""                          # / narrows the rows to tasks matching it
+        self.shown: list[str] = []                     # the ids on screen, in order
         self._stale: set[str] = set()
 
     def on_mount(self) -> None:
@@ -60,28 +62,42 @@ class TaskTable(Table):
             return None
         return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
 
+    def matches(self, row: TaskRow) -> bool:
+        """Whether ``row`` passes the filter (words in any order, in id, category, stage or level)."""
+        if not self.filter_text.strip():
+            return True
+        hay = f"{row.id} {row.category} {row.stage} level{row.level} l{row.level}".lower()
+        return all(word in hay for word in self.filter_text.lower().split())
+
+    def set_filter(self, text: str) -> None:
+        """Show only the tasks matching ``text`` (marks and statuses of hidden tasks are kept)."""
+        self.filter_text = text
+        self.show_rows(list(self.rows_by_id.values()))
+
     def show_rows(self, rows: list[TaskRow]) -> None:
-        """Show ``rows``; the cursor stays on its task."""
+        """Show ``rows`` (those passing the filter); the cursor stays on its task."""
         self._ensure_columns()
         keep = self.current_task
-        same = [r.id for r in rows] == list(self.rows_by_id)
         self.rows_by_id = {r.id: r for r in rows}
-        if same:
-            for row in rows:
-                self._refresh_row(row.id)
+        visible = [r.id for r in rows if self.matches(r)]
+        if visible == self.shown:
+            for task_id in visible:
+                self._refresh_row(task_id)
             return
+        self.shown = visible
         self.clear()
-        for row in rows:
-            self.add_row(*self._cells(row.id), key=row.id)
-        if keep in self.rows_by_id:
-            self.move_cursor(row=self.get_row_index(keep))
+        for task_id in visible:
+            self.add_row(*self._cells(task_id), key=task_id)
+        if keep in visible:
+            self.move_cursor(row=visible.index(keep))
         self.call_later(self.refresh)   # a message of our own: its idle pass sizes the columns
 
     def update_task(self, task_id: str, **changes) -> None:
         """Change fields of one task's row (stage, used, budget, best_speedup, ...)."""
         if task_id in self.rows_by_id:
             self.rows_by_id[task_id] = replace(self.rows_by_id[task_id], **changes)
-            self._refresh_row(task_id)
+            if task_id in self.shown:
+                self._refresh_row(task_id)
 
     def set_status(self, task_id: str, text: str, tone: str = "dim") -> None:
         """The live status of a task (tone: ok, fail, busy or dim). Drawn in batches, at most every
@@ -98,12 +114,12 @@ class TaskTable(Table):
 
     def _draw_statuses(self) -> None:
         stale, self._stale = self._stale, set()
-        for task_id in stale & set(self.rows_by_id):
+        for task_id in stale & set(self.shown):
             self.update_cell(task_id, "status", self._status_cell(task_id))
 
     def restyle(self) -> None:
         """Recolour every row (after a theme change)."""
-        for task_id in self.rows_by_id:
+        for task_id in self.shown:
             self._refresh_row(task_id, force=True)
 
     def _refresh_row(self, task_id: str, force: bool = False) -> None:

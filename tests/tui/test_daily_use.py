@@ -15,6 +15,14 @@ def notes(app) -> list[str]:
     return [n.message for n in app._notifications]
 
 
+def plain(renderable) -> str:
+    from rich.console import Console
+
+    console = Console(record=True, width=120, file=open("/dev/null", "w"))
+    console.print(renderable)
+    return console.export_text()
+
+
 def log_text(app) -> str:
     return "\n".join(app.main.query_one("#log").lines_written)
 
@@ -123,4 +131,74 @@ async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_tas
         assert len(ended) == tasks and all("ended early: 3 answers in a row without usable code" in e.message
                                            for e in ended)
         assert "ended early" in log_text(app)
+        await pilot.press("q")
+
+
+# -- 8: navigation -----------------------------------------------------------------------------------
+
+
+async def palette_titles(pilot, query: str) -> list[str]:
+    """What the command palette lists for ``query`` (typed into the real palette)."""
+    from textual.command import CommandList, CommandPalette
+
+    await pilot.press("ctrl+p")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, CommandPalette), what="the palette")
+    await pilot.press(*query)
+    palette = pilot.app.screen
+    found = lambda: [str(o.prompt) for o in palette.query_one(CommandList).options]  # noqa: E731
+    await wait_for(pilot, lambda: found() and all(query.lower()[0] in t.lower() for t in found()[:1]),
+                   what=f"palette results for {query}")
+    titles = found()
+    await pilot.press("escape")
+    await wait_for(pilot, lambda: not isinstance(pilot.app.screen, CommandPalette), what="the palette to close")
+    return titles
+
+
+async def test_navigation_home_end_help_filter_escape_and_the_palette(workspace):
+    from evotui.app import make_app
+    from evotui.screens.help import HelpScreen
+
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        table = app.main.query_one("#tasks")
+        ids = list(table.rows_by_id)
+        assert app.main.current_task == ids[0]
+
+        # Home / End: first and last task, not a sideways scroll
+        await pilot.press("end")
+        assert app.main.current_task == ids[-1] and table.scroll_x == 0
+        await pilot.press("home")
+        assert app.main.current_task == ids[0]
+
+        # ? and F1: the help screen, escape closes it
+        for key in ("question_mark", "f1"):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), what="help")
+            text = plain(app.screen.query_one("#help-text").content)
+            for key in ("space", "/", "home / end", "? / f1", "escape"):
+                assert key in text
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen), what="help to close")
+
+        # / filters the tasks; enter goes back to the table; escape clears the filter
+        await pilot.press("slash", *"soft")
+        await wait_for(pilot, lambda: table.shown == ["softmax"], what="the filter")
+        assert "1 of 4 tasks" in str(table.border_subtitle)
+        await pilot.press("enter")
+        assert app.focused is table and app.main.current_task == "softmax"
+        await pilot.press("escape")
+        assert table.shown == ids and "of" not in str(table.border_subtitle)
+
+        # Escape closes the keys panel
+        app.action_show_help_panel()
+        await wait_for(pilot, lambda: app.screen.query("HelpPanel"), what="the keys panel")
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not app.screen.query("HelpPanel"), what="the keys panel to close")
+
+        # the palette finds mark, diff and code, and lists one theme entry
+        assert any("Mark" in t for t in await palette_titles(pilot, "mark"))
+        assert any("Diff" in t for t in await palette_titles(pilot, "diff"))
+        assert any("code" in t.lower() for t in await palette_titles(pilot, "code"))
+        assert len([t for t in await palette_titles(pilot, "theme") if "theme" in t.lower()]) == 1
         await pilot.press("q")
