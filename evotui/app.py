@@ -44,7 +44,7 @@ class EvoKernelApp(RunControl, Readers, App):
     CSS_PATH = appearance.css_paths()
     BINDINGS = [
         Binding("m", "memory", "Memory"),
-        Binding("t", "next_theme", "Theme"),
+        Binding("t", "next_theme", "Theme", show=False),
         Binding("q", "quit", "Quit"),
     ]
 

@@ -34,9 +34,9 @@ class MainScreen(Screen):
         Binding("s", "app.run_task", "Run task"),
         Binding("v", "app.verify", "Verify"),
         Binding("e", "app.edit", "Edit"),
-        Binding("p", "app.promote", "Promote"),
-        Binding("d", "toggle_diff", "Diff/code"),
-        Binding("slash", "filter", "Filter"),
+        Binding("p", "app.promote", "Promote", show=False),     # ? lists every key; the footer the daily ones
+        Binding("d", "toggle_diff", "Diff/code", show=False),
+        Binding("slash", "filter", "Filter", show=False),
         Binding("question_mark,f1", "help", "Help"),
         Binding("escape", "escape", "Close", show=False),
     ]
