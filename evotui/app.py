@@ -25,6 +25,7 @@ from evotui import appearance
 from evotui.engine_host import EngineHost
 from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
 from evotui.preferences import Preferences
+from evotui.widgets.marks import plural
 from evotui.readers import Readers
 from evotui.run_control import RunControl
 from evotui.screens.first_run import FirstRunScreen
@@ -105,13 +106,13 @@ class EvoKernelApp(RunControl, Readers, App):
         self.main.show_tasks(message.tasks)
         llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
-        self.main.note(f"workspace {message.name}: {len(message.tasks)} tasks, {message.backend} backend · {llm}",
+        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend · {llm}",
                        "" if message.llm_problem is None else "warn")
         run = message.resumable
         if run is not None:
             self.set_run_state("paused", run.id, iteration=run.iteration, iterations=run.config.get("iterations"),
                                tokens=run.tokens_in + run.tokens_out, cost=run.cost)
-            self.main.note(f"run {run.id} ({len(run.tasks)} tasks) did not finish ({run.status}): r resumes it")
+            self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): r resumes it")
 
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
         self.open_problem = message.message

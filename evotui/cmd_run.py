@@ -75,8 +75,10 @@ def run_summary(record) -> str:
     tokens = record.tokens_in + record.tokens_out
     broken = [t for t, p in record.progress.items() if p.get("broken")]
     said = f"; {len(broken)} ended early ({', '.join(broken[:3])}{'...' if len(broken) > 3 else ''})" if broken else ""
-    return (f"run {record.id} {record.status}: {feasible} of {len(record.tasks)} tasks feasible after "
-            f"{done} of {budget} iterations{said} · {tokens:,} tokens · ${record.cost:.2f} · "
+    from evotui.widgets.marks import plural
+
+    return (f"run {record.id} {record.status}: {feasible} of {plural(len(record.tasks), 'task')} feasible after "
+            f"{done} of {plural(budget or 0, 'iteration')}{said} · {tokens:,} tokens · ${record.cost:.2f} · "
             f"`evokernel report {record.id}` for the tables")
 
 

@@ -272,6 +272,10 @@ class MainScreen(Screen):
 
     def action_toggle_diff(self) -> None:
         """d: the code, then the diff against the parent, then the model's raw answer, in turn."""
+        if self.current_attempt is None:
+            self.app.notify(f"{self.current_task or 'This task'} has no attempts yet: nothing to show a diff or "
+                            "answer of (r runs, e edits).", severity="warning", markup=False)
+            return
         self.mode = self.MODES[(self.MODES.index(self.mode) + 1) % len(self.MODES)]
         self._show_code()
 
@@ -320,10 +324,10 @@ class MainScreen(Screen):
             for task in e.tasks:
                 table.set_status(task, "queued", "dim")
                 table.update_task(task, budget=e.iterations)
-            self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {len(e.tasks)} tasks × "
+            self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {plural(len(e.tasks), 'task')} × "
                      f"{e.iterations} iterations · {e.method} · model {e.model}", "ok", e.at)
         elif isinstance(e, ev.IterationStarted):
-            self.note(f"iteration {e.iteration + 1}: {e.active_tasks} tasks", "dim", e.at)
+            self.note(f"iteration {e.iteration + 1}: {plural(e.active_tasks, 'task')}", "dim", e.at)
         elif isinstance(e, ev.TaskStageChanged):
             table.update_task(e.task, stage=e.stage)
         elif isinstance(e, ev.PromptSent):
@@ -343,7 +347,7 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ValuesUpdated):
             if e.changes:
                 delta = sum(after - before for _, before, after in e.changes) / len(e.changes)
-                self.note(f"{e.task}: Q{'1' if e.stage == 'draft' else '2'} {delta:+.2f} on {len(e.changes)} items"
+                self.note(f"{e.task}: Q{'1' if e.stage == 'draft' else '2'} {delta:+.2f} on {plural(len(e.changes), 'item')}"
                          f" (reward {marks.reward(e.reward)})", "dim", e.at)
         elif isinstance(e, ev.EditDetected):
             table.set_status(e.task, "edit: verifying", "busy")
@@ -356,8 +360,9 @@ class MainScreen(Screen):
             self.note(f"{'error' if e.fatal else 'problem'}: {e.message}", "fail" if e.fatal else "warn", e.at)
         elif isinstance(e, ev.RunFinished):
             summary = e.summary or {}
-            self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)}/{summary.get('tasks', 0)} tasks "
-                     f"feasible", "ok" if e.status == "finished" else "warn", e.at)
+            self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)} of "
+                     f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
+                     e.at)
 
     def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
         table = self.query_one(TaskTable)

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Select
 from core.memory import KINDS, SORTS, SOURCES
 from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
 from evotui.widgets.experience_detail import ExperienceDetail
+from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
 
@@ -109,7 +110,7 @@ class MemoryScreen(Screen):
         listing.show(message.items)
         shown = len(message.items)
         more = f" (first {shown})" if shown < message.total else ""
-        listing.border_subtitle = f"{message.total} experiences{more} · by {message.sort}"
+        listing.border_subtitle = f"{plural(message.total, 'experience')}{more} · by {message.sort}"
         if not message.items:
             self.shown_id = None
             self.query_one(ExperienceDetail).show_message("Nothing matches these filters.")

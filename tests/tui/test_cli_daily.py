@@ -125,7 +125,7 @@ def test_a_headless_run_ends_with_one_readable_line_and_the_right_iteration_coun
     proc = evokernel("run", "--tasks", "relu", "--iterations", "3", cwd=workspace.root)
     assert proc.returncode == 0, proc.stderr
     last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("run ") and " finished: 0 of 1 tasks feasible after 3 of 3 iterations" in last
+    assert last.startswith("run ") and " finished: 0 of 1 task feasible after 3 of 3 iterations" in last
     assert "{" not in proc.stdout and "'iteration'" not in proc.stdout    # no raw dict
 
 

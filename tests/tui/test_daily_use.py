@@ -202,3 +202,32 @@ async def test_navigation_home_end_help_filter_escape_and_the_palette(workspace)
         assert any("code" in t.lower() for t in await palette_titles(pilot, "code"))
         assert len([t for t in await palette_titles(pilot, "theme") if "theme" in t.lower()]) == 1
         await pilot.press("q")
+
+
+# -- 13: small things --------------------------------------------------------------------------------
+
+
+async def test_small_things_d_without_attempts_says_so_and_counts_are_singular(workspace):
+    from evotui.app import make_app
+    from evotui.screens.first_run import first_run_text
+
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("d")
+        await wait_for(pilot, lambda: notes(app), what="the answer to d")
+        assert "no attempts yet" in notes(app)[0]
+        header = str(app.main.query_one("RunHeader").render())
+        assert "· ·" not in header and "no LLM endpoint" in header
+        await wait_for(pilot, lambda: app.main.drawn, what="the log")
+        assert all(line[:2].isdigit() and line[2] == ":" for line in app.main.query_one("#log").lines_written)
+        await pilot.press("q")
+    text = first_run_text("/w", ["evokernel.toml", "kernels/", ".evokernel/"], False).plain
+    assert "one folder per task" not in text
+    assert all(len(line) <= 90 for line in text.splitlines())     # the dialog's width: no entry wraps
+
+
+def test_counts_read_as_words():
+    from evotui.widgets.marks import plural
+
+    assert plural(1, "attempt") == "1 attempt" and plural(3, "task") == "3 tasks" and plural(0, "repeat") == "0 repeats"
