@@ -114,3 +114,33 @@ async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
         await wait_for(pilot, lambda: len(tree.attempt_lines) == 3, what="the third attempt")
         assert "repeat" not in str(tree.border_subtitle)
         await pilot.press("q")
+
+
+async def test_repeated_answers_agree_across_status_tree_and_log(workspace, llm_env):
+    """Issue 13, item 4: a model that gives the same kernel every time: the status counts iterations,
+    the tree marks the repeated attempt ×2 and says so in its subtitle, and the log explains why the
+    repeat's reward is not in the tree."""
+    from openai_server import Reply, answer_with
+    from evotui.app import make_app
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 3")
+    workspace.config_path.write_text(config)
+    llm_env(lambda request, n: Reply(answer_with(C.elementwise(C.RELU))))
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("s")      # relu is under the cursor
+        await wait_for(pilot, lambda: app.run_status.state == "finished", timeout=300, what="the run")
+        # the first answer is a draft; the second, a refinement of it, is stored (another stage); the
+        # third repeats the second
+        tree = app.main.query_one(AttemptTree)
+        await wait_for(pilot, lambda: any(line.repeats == 1 for line in tree.attempt_lines), what="the tree")
+        assert len(tree.attempt_lines) == 2
+        assert "2 attempts · 1 repeat" in str(tree.border_subtitle)
+        second = tree.get_row_index([line.id for line in tree.attempt_lines if line.index == 2][0])
+        assert "×2" in str(tree.get_row_at(second)[0])
+        log = "\n".join(app.main.query_one("#log").lines_written)
+        assert log.count("the same code as #2") == 1 and "the tree keeps #2's reward" in log
+        assert app.main.query_one("#tasks").status["relu"][0].startswith("#3 ✓")
+        await pilot.press("q")
