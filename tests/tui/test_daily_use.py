@@ -231,3 +231,44 @@ def test_counts_read_as_words():
     from evotui.widgets.marks import plural
 
     assert plural(1, "attempt") == "1 attempt" and plural(3, "task") == "3 tasks" and plural(0, "repeat") == "0 repeats"
+
+
+# -- 7: what a failure shows --------------------------------------------------------------------------
+
+
+async def test_a_failed_attempt_shows_its_whole_message_and_d_reaches_the_models_answer(filled_workspace):
+    from memory_content import RUN_ID, _id
+    from store import Store
+
+    from evotui.app import make_app
+    from evotui.widgets.code_view import CodeView
+
+    # the response cache holds the answer that gave attempt #1 of relu (iteration 0 of the run)
+    with Store.open(filled_workspace.memory_path) as store:
+        store.cache_put("request-key-1", {"text": "Here is my kernel:\n```cpp file=kernel.cpp\n...\n```"})
+        store.cache_put(f"sample:{RUN_ID}:relu:0", {"key": "request-key-1"})
+    app = make_app(filled_workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.shown_exp is not None, what="the best attempt")
+        tree = app.main.query_one("#attempts")
+        tree.move_cursor(row=tree.get_row_index(_id(3)))        # #1: failed at build
+        await wait_for(pilot, lambda: app.main.shown_exp.id == _id(3), what="attempt #1")
+        code = app.main.query_one(CodeView)
+        assert code.border_title == "#1 draft · llm" and code.border_subtitle == "✗ build"
+        assert "✗ failed at build:" in code.text and "expected ';' before '}' token" in code.text
+        await pilot.press("d")      # a root: its code, said so
+        assert "no parent" in code.border_title
+        await pilot.press("d")      # the model's answer, as it came
+        await wait_for(pilot, lambda: "Here is my kernel:" in code.text, what="the answer")
+        assert "the model's answer" in code.border_title
+        await pilot.press("d")
+        assert code.border_title == "#1 draft · llm"
+        await pilot.press("q")
+
+
+def test_compiler_output_keeps_its_lines():
+    from evotui.widgets.marks import failure_text
+
+    message = "build: kernel.cpp:5:50: error: expected ';'\n    5 |     out[i] = x\n      |        ^"
+    text = failure_text({"feasible": False, "failed_gate": "build", "message": message, "gates": []})
+    assert text.splitlines()[1:] == message.splitlines()
