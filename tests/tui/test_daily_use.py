@@ -272,3 +272,41 @@ def test_compiler_output_keeps_its_lines():
     message = "build: kernel.cpp:5:50: error: expected ';'\n    5 |     out[i] = x\n      |        ^"
     text = failure_text({"feasible": False, "failed_gate": "build", "message": message, "gates": []})
     assert text.splitlines()[1:] == message.splitlines()
+
+
+# -- 10: the memory browser ----------------------------------------------------------------------------
+
+
+async def test_memory_browser_titles_use_the_width_and_files_start_on_their_own_line(filled_workspace):
+    from memory_content import _id
+
+    from evotui.app import make_app
+    from evotui.widgets.experience_detail import ExperienceDetail
+    from evotui.widgets.memory_list import MemoryList
+
+    app = make_app(filled_workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("m")
+        browser = app.screen
+        await wait_for(pilot, lambda: browser.shown_id is not None, what="the memory")
+        listing = browser.query_one(MemoryList)
+        title_width = dict(listing.column_plan)["title"]
+        used = sum(w + 2 for _, w in listing.column_plan)
+        room = listing.scrollable_content_region.width
+        assert title_width >= 24 and room - 2 <= used <= room    # the title takes what the others leave
+        # an attempt with two files: the second file's rule is on its own line
+        listing.move_cursor(row=listing.get_row_index(_id(5)))
+        await wait_for(pilot, lambda: browser.shown_id == _id(5), what="the attempt")
+        text = plain(browser.query_one(ExperienceDetail).query_one("#detail").content)
+        rules = [line for line in text.splitlines() if "model.py" in line and "─" in line]
+        assert rules and all(line.strip().startswith("model.py") for line in rules)
+        await pilot.press("q")
+
+
+def test_seed_texts_are_reflowed_not_rewrapped_raggedly():
+    from evotui.widgets.experience_detail import unwrap
+
+    text = "Use OpenMP for the outer loop and\nkeep the inner one simple.\n\n- a list item\n```cpp\nint a;\nint b;\n```"
+    assert unwrap(text).splitlines() == ["Use OpenMP for the outer loop and keep the inner one simple.", "",
+                                         "- a list item", "```cpp", "int a;", "int b;", "```"]
