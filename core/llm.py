@@ -180,7 +180,8 @@ class OpenAIClient:
                     break
                 delay = exc.retry_after if exc.retry_after is not None else self._backoff * 2**attempt
                 await asyncio.sleep(min(delay, 60.0) * (0.5 + random.random()))
-        raise LLMError(f"the LLM endpoint at {self._where()} kept failing after {self.config.retries + 1} tries: {last}")
+        raise LLMError(f"the LLM endpoint at {self._where()} kept failing after {self.config.retries + 1} tries: "
+                       f"{last}")
 
     def _where(self) -> str:
         return self.config.base_url or "the OpenAI default (api.openai.com)"

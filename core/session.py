@@ -179,6 +179,18 @@ class Session:
         """An experience with its files, and its parent (for a diff)."""
         return attempt_with_parent(self.store, exp_id)
 
+    def raw_answer(self, exp_id: str) -> str | None:
+        """The model's answer that gave attempt ``exp_id``, as it came (from the response cache), or
+        None (a hand edit, a seed, or an answer no longer cached)."""
+        exp = self.store.get(exp_id)
+        if exp is None or exp.source != "llm" or not exp.run_id or exp.iteration is None:
+            return None
+        run = self.store.get_run(exp.run_id)
+        sample = f"{(run.config.get('sample_key', run.id) if run else exp.run_id)}:{exp.task_id}:{exp.iteration}"
+        alias = self.store.cache_get("sample:" + sample)
+        hit = self.store.cache_get(alias["key"]) if alias else None
+        return hit.get("text") if hit else None
+
     def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
                       limit: int | None = 500) -> tuple[list[dict], int]:
         """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and

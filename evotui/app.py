@@ -106,13 +106,15 @@ class EvoKernelApp(RunControl, Readers, App):
         self.main.show_tasks(message.tasks)
         llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
-        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend · {llm}",
+        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend"
+                       f" · {llm}",
                        "" if message.llm_problem is None else "warn")
         run = message.resumable
         if run is not None:
             self.set_run_state("paused", run.id, iteration=run.iteration, iterations=run.config.get("iterations"),
                                tokens=run.tokens_in + run.tokens_out, cost=run.cost)
-            self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): r resumes it")
+            self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): "
+                           "r resumes it")
 
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
         self.open_problem = message.message
@@ -195,7 +197,8 @@ class EvoKernelApp(RunControl, Readers, App):
         yield SystemCommand("Mark or unmark the task for the next run (space)", "A run covers the marked tasks",
                             lambda: self.main.query_one("#tasks").action_toggle_mark())
         yield SystemCommand("Diff, code or answer of the attempt (d)",
-                            "The code, the diff against its parent, the model's raw answer", self.main.action_toggle_diff)
+                            "The code, the diff against its parent, the model's raw answer",
+                            self.main.action_toggle_diff)
         yield SystemCommand("Filter the tasks (/)", "By id, category, stage or level", self.main.action_filter)
         yield SystemCommand("Help: keys and marks (?)", "Every key of the workbench", self.main.action_help)
         yield SystemCommand("Memory browser (m)", "Experiences, filterable and sortable", self.action_memory)

@@ -135,7 +135,8 @@ def run_list(args: argparse.Namespace) -> int:
             row[3:3] = [it["stage"] or "–"]
             row += [it["source"], str(it["n1"] + it["n2"]), str(it["adoptions"]), _when(it["created_at"])]
         rows.append([*row, it["title"]])
-    title = f"{len(items)} of {data['total']:,} experience{'' if data['total'] == 1 else 's'} by {args.sort}{' ascending' if args.asc else ''}"
+    title = (f"{len(items)} of {data['total']:,} experience{'' if data['total'] == 1 else 's'} by {args.sort}"
+             f"{' ascending' if args.asc else ''}")
     if not terminal:
         print(f"evokernel: {title}", file=sys.stderr)
     print_table(cols, rows, title=title)

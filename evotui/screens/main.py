@@ -347,7 +347,8 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ValuesUpdated):
             if e.changes:
                 delta = sum(after - before for _, before, after in e.changes) / len(e.changes)
-                self.note(f"{e.task}: Q{'1' if e.stage == 'draft' else '2'} {delta:+.2f} on {plural(len(e.changes), 'item')}"
+                stage = "1" if e.stage == "draft" else "2"
+                self.note(f"{e.task}: Q{stage} {delta:+.2f} on {plural(len(e.changes), 'item')}"
                          f" (reward {marks.reward(e.reward)})", "dim", e.at)
         elif isinstance(e, ev.EditDetected):
             table.set_status(e.task, "edit: verifying", "busy")

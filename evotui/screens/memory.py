@@ -62,10 +62,12 @@ class MemoryScreen(Screen):
                 with Grid(id="filters"):
                     yield Select([(t, t) for t in [*self.task_ids, "*"]], prompt="task: any", id="task", compact=True)
                     yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind", compact=True)
-                    yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage", compact=True)
+                    yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage",
+                                 compact=True)
                     yield Select([(_label(b), b) for b in BACKENDS], prompt="backend: any", id="backend", compact=True)
                     yield Select([(s, s) for s in SOURCES], prompt="source: any", id="source", compact=True)
-                    yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort", compact=True)
+                    yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort",
+                                 compact=True)
                 yield MemoryList(id="memory")
             yield ExperienceDetail(id="detail")
         yield Footer()
