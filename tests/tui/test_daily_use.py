@@ -310,3 +310,34 @@ def test_seed_texts_are_reflowed_not_rewrapped_raggedly():
     text = "Use OpenMP for the outer loop and\nkeep the inner one simple.\n\n- a list item\n```cpp\nint a;\nint b;\n```"
     assert unwrap(text).splitlines() == ["Use OpenMP for the outer loop and keep the inner one simple.", "",
                                          "- a list item", "```cpp", "int a;", "int b;", "```"]
+
+
+# -- 9: the selection stays in view ------------------------------------------------------------------
+
+
+async def test_at_100x30_the_selected_task_stays_in_view_when_the_rows_are_reloaded(tmp_path):
+    from core.workspace import Workspace
+    from evotui.app import make_app
+
+    ws = Workspace(tmp_path / "ws")
+    ws.init()                                    # the built-in suite: more tasks than the pane shows
+    app = make_app(ws.root, watch=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        table = app.main.query_one("#tasks")
+        assert len(table.shown) > table.scrollable_content_region.height
+
+        def in_view() -> bool:
+            top = table.scroll_y
+            return top <= table.cursor_row + 1 < top + table.scrollable_content_region.height   # +1: the header
+
+        await pilot.press("end")
+        await wait_for(pilot, in_view, what="the last task in view")
+        last = app.main.current_task
+        await pilot.press("slash", *last, "enter")     # filtered to it, then the filter cleared:
+        await wait_for(pilot, lambda: table.shown == [last] or len(table.shown) < 5, what="the filter")
+        await pilot.press("escape")                     # every row back, the cursor on the same task
+        await wait_for(pilot, lambda: len(table.shown) == len(app.main.tasks), what="the rows back")
+        assert app.main.current_task == last
+        await wait_for(pilot, in_view, what="the selection still in view")
+        await pilot.press("q")
