@@ -51,6 +51,7 @@ class AttemptLine:
     speedup: float | None
     reward: float | None
     best: bool = False
+    repeats: int = 0             # later answers of a run that gave the same code again (not stored twice)
     last_child: bool = True      # no later sibling (for drawing the tree)
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
 
@@ -94,6 +95,10 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
     state = store.get_task(task_id)
     best_id = state.best_id if state else None
     index = {e.id: n for n, e in enumerate(exps, 1)}
+    uses: dict[str, int] = {}
+    for run in store.list_runs():       # a run lists an attempt once per answer that gave it
+        for exp_id in run.progress.get(task_id, {}).get("attempts", []):
+            uses[exp_id] = uses.get(exp_id, 0) + 1
     children: dict[str | None, list[Experience]] = {}
     for e in exps:
         parent = e.parent_id if e.parent_id in index else None
@@ -110,7 +115,8 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
                 parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,
                 gates=gate_states(out), feasible=bool(out.get("feasible")), failed_gate=out.get("failed_gate"),
                 message=out.get("message", ""), latency_ms=out.get("latency_ms"), speedup=out.get("speedup"),
-                reward=e.reward, best=e.id == best_id, last_child=last, ancestors_last=ancestors,
+                reward=e.reward, best=e.id == best_id, repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
+                ancestors_last=ancestors,
             ))
             walk(e.id, depth + 1, (*ancestors, last))
 

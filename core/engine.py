@@ -39,6 +39,7 @@ BASELINE_KIND = "baseline_trace"
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
 RULE_MIN_Q = 0.3
 MAX_RULES = 5
+UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
 class RunStopped(EvoKernelError):
@@ -140,22 +141,23 @@ class Engine:
         parent = self.store.get(parent_id) if parent_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
         with self.store.transaction():
-            if stage == "draft":
-                reward = policy.draft_reward(outcome.feasible)
-            else:
-                reward = policy.refine_reward_raw(outcome.feasible, state.best_latency_ms, outcome.latency_ms)
+            # the same reward function as the model's attempts of that stage
+            reward = self._reward(None, Attempt(task, -1, stage, outcome=outcome), state.best_latency_ms)
             exp = Experience(
                 task_id=task.id, kind="human_edit", backend=self.backend, stage=stage,
                 title=f"{task.id} hand edit: {'feasible' if outcome.feasible else 'failed at ' + str(outcome.failed_gate)}",
                 text=prompts.attempt_text(outcome.to_dict()), files=files, outcome=outcome.to_dict(), reward=reward,
                 parent_id=parent.id if parent else None, source="human", model="", signature=task.signature(),
             )
-            exp.id, _ = self.store.add_experience(exp)
-            if parent is not None and stage == "refine":
+            exp.id, created = self.store.add_experience(exp)
+            # A near-duplicate of a stored attempt (the same code up to comments and spacing) is not
+            # stored again: nothing is credited and the task's best stays an attempt whose outcome
+            # says so (the event says it was a repeat of exp.id).
+            if created and parent is not None and stage == "refine":
                 self.store.update_values([parent.id], stage="refine", reward=reward, alpha=self.config.engine.alpha,
                                          task_id=task.id)
             new_best = False
-            if outcome.feasible and outcome.latency_ms is not None:
+            if created and outcome.feasible and outcome.latency_ms is not None:
                 state.feasible, state.stage = True, "refine"
                 if exp.id not in state.start_points:
                     state.start_points.append(exp.id)
@@ -166,7 +168,7 @@ class Engine:
                 self.store.put_task(state)
         self.bus.emit(ev.AttemptRecorded(task.id, -1, exp.id, exp.parent_id, stage, "human", outcome.feasible,
                                          outcome.failed_gate, outcome.message, outcome.latency_ms, outcome.speedup,
-                                         reward, new_best))
+                                         reward, new_best, duplicate=not created))
         if new_best and self.kernels_dir is not None:
             write_best_only(self.kernels_dir / task.id, files)
         return exp, outcome
@@ -299,6 +301,19 @@ class Engine:
         self.timings["engine"] += time.perf_counter() - t0
         if progress["iterations_used"] >= run.config["iterations"]:
             self.bus.emit(ev.BudgetSpent(task.id, progress["iterations_used"]))
+        else:
+            self._end_on_unusable_streak(run, attempt)
+
+    def _end_on_unusable_streak(self, run: RunRecord, attempt: Attempt) -> None:
+        """A model that refuses an operator (or answers without code) keeps doing so: after
+        ``UNUSABLE_STREAK`` such answers in a row the task ends early instead of spending its budget."""
+        progress = run.progress[attempt.task.id]
+        progress["unusable_streak"] = progress.get("unusable_streak", 0) + 1 if attempt.problem else 0
+        if progress["unusable_streak"] >= UNUSABLE_STREAK:
+            progress["broken"] = (f"{attempt.task.id} ended early: {UNUSABLE_STREAK} answers in a row without usable "
+                                  f"code (last: {attempt.problem})")
+            self.store.put_run(run)
+            self.bus.emit(ev.EngineProblem(progress["broken"], task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str]) -> Outcome:
         loop = asyncio.get_running_loop()

@@ -104,6 +104,9 @@ class OpenAIClient:
 
     def __init__(self, config: LLMConfig, cache: ResponseCache | None = None, *, replay: bool = False,
                  usage: Usage | None = None):
+        if not config.model and not replay and not config.base_url and not config.api_key:
+            raise LLMError("no LLM endpoint configured: set OPENAI_BASE_URL and EVOKERNEL_MODEL (and OPENAI_API_KEY "
+                           "if it needs one), or `base_url` and `model` under [llm] in evokernel.toml")
         if not config.model:
             raise LLMError("no model configured: set EVOKERNEL_MODEL or `model` under [llm] in evokernel.toml")
         if not replay and not config.base_url and not config.api_key:
@@ -177,7 +180,11 @@ class OpenAIClient:
                     break
                 delay = exc.retry_after if exc.retry_after is not None else self._backoff * 2**attempt
                 await asyncio.sleep(min(delay, 60.0) * (0.5 + random.random()))
-        raise LLMError(f"the LLM endpoint kept failing after {self.config.retries + 1} tries: {last}")
+        raise LLMError(f"the LLM endpoint at {self._where()} kept failing after {self.config.retries + 1} tries: "
+                       f"{last}")
+
+    def _where(self) -> str:
+        return self.config.base_url or "the OpenAI default (api.openai.com)"
 
     async def _once(self, request: ChatRequest) -> ChatAnswer:
         import openai
@@ -195,6 +202,10 @@ class OpenAIClient:
         except openai.APITimeoutError:
             raise _Retryable(f"no answer within {self.config.timeout_s:.0f} s") from None
         except openai.APIConnectionError as exc:
+            if self.usage.requests == 0 and _refused(exc):
+                # Nothing ever answered at this address: retrying will not make a server appear.
+                raise LLMError(f"cannot reach the LLM endpoint at {self._where()} ({exc.__cause__ or exc}): "
+                               "is the server running? Check OPENAI_BASE_URL or `base_url` under [llm]") from None
             raise _Retryable(f"connection failed ({exc.__cause__ or exc})") from None
         except openai.AuthenticationError:
             raise LLMError("the endpoint refused the API key (401): check OPENAI_API_KEY") from None
@@ -226,6 +237,13 @@ class OpenAIClient:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+def _refused(exc: Exception) -> bool:
+    """A connection that could not be made at all (refused, no such host), as opposed to one that
+    dropped or timed out: the endpoint is not there."""
+    cause = exc.__cause__   # the HTTP library's ConnectError (httpx or its successor), matched by name
+    return cause is not None and any(k.__name__ == "ConnectError" for k in type(cause).__mro__)
 
 
 def _retry_after(exc: Any) -> float | None:

@@ -1,6 +1,7 @@
 """The paper's metrics for runs, and their plots.
 
-- CR: share of generated kernels (attempts whose answer held code) that build.
+- CR: share of answers that gave a kernel that builds (an answer without code, or whose code fails
+  the format or anti-hack gate, counts as not compiled).
 - Acc: share of tasks with a feasible kernel within the budget.
 - fast_1: share of tasks with a feasible kernel faster than the reference.
 - speedup of the best kernel over the first feasible one, and over the reference: median and IQR.
@@ -96,7 +97,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     return RunMetrics(
         run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
         iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
-        fast_tasks=fast, cr=built / generated if generated else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
+        fast_tasks=fast, cr=built / attempts if attempts else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
         speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
         status=run.status,
     )

@@ -133,8 +133,9 @@ class Session:
         """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
         tasks = {t.id: t for t in self.tasks()}
 
-        async def verify(task_id: str, files: dict[str, str], parent: str | None):
-            return await self.engine.record_human(tasks[task_id], files, parent)
+        async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str:
+            exp, _ = await self.engine.record_human(tasks[task_id], files, parent)
+            return exp.id
 
         return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
 
@@ -177,6 +178,18 @@ class Session:
     def attempt(self, exp_id: str) -> tuple[Experience | None, Experience | None]:
         """An experience with its files, and its parent (for a diff)."""
         return attempt_with_parent(self.store, exp_id)
+
+    def raw_answer(self, exp_id: str) -> str | None:
+        """The model's answer that gave attempt ``exp_id``, as it came (from the response cache), or
+        None (a hand edit, a seed, or an answer no longer cached)."""
+        exp = self.store.get(exp_id)
+        if exp is None or exp.source != "llm" or not exp.run_id or exp.iteration is None:
+            return None
+        run = self.store.get_run(exp.run_id)
+        sample = f"{(run.config.get('sample_key', run.id) if run else exp.run_id)}:{exp.task_id}:{exp.iteration}"
+        alias = self.store.cache_get("sample:" + sample)
+        hit = self.store.cache_get(alias["key"]) if alias else None
+        return hit.get("text") if hit else None
 
     def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
                       limit: int | None = 500) -> tuple[list[dict], int]:

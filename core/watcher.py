@@ -4,6 +4,10 @@ experience (a start point if it is feasible and faster).
 Saves are grouped: ``watchfiles`` debounces a burst of writes, and while a task's edit is being
 verified, newer saves of that task wait and only the latest is verified next. The engine's own
 writes (a new best put in the folder) are recognised by hash and ignored.
+
+Successive saves form a chain: each logged edit is the child of the previous one (noted in the
+folder's ``.evokernel-edit``), and the first edit after the engine wrote the folder (a promoted
+attempt, a new best) is the child of that attempt.
 """
 
 from __future__ import annotations
@@ -13,9 +17,11 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from core import events as ev
-from core.workspace_files import attempt_in, engine_wrote, files_hash, read_candidate_files
+from core.workspace_files import engine_wrote, files_hash, note_edit, parent_of_edit, read_candidate_files
 
 Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
+"""``verify(task_id, files, parent_id)``; when it returns a str, that is the id of the attempt the save
+became, and the next save of the task is its child (a chain of edits)."""
 
 
 class EditWatcher:
@@ -33,6 +39,7 @@ class EditWatcher:
         self._pending: dict[str, bool] = {}
         self._running: dict[str, asyncio.Task] = {}
         self.stop_event = asyncio.Event()
+        self.ready = asyncio.Event()              # set once the watch is in place
 
     def task_of(self, path: Path) -> str | None:
         """The task a changed path belongs to: kernels/<task>/<file> (not best/, not hidden files)."""
@@ -48,16 +55,32 @@ class EditWatcher:
         """Treat the folder's current content as seen (no verification for it)."""
         self._last[task_id] = files_hash(read_candidate_files(self.kernels_dir / task_id))
 
-    async def run(self) -> None:
-        """Watch until ``stop_event`` is set."""
-        from watchfiles import awatch
-
+    def remember_all(self) -> None:
+        """Take what every task folder holds now as seen: saves after this are edits. Call it before
+        the workbench shows the tasks, so a save made as soon as they show is never taken as seen."""
         self.kernels_dir.mkdir(parents=True, exist_ok=True)
         for task_id in self.task_ids:
             if (self.kernels_dir / task_id).is_dir():
                 self.remember(task_id)
+        self._remembered = True
+
+    async def run(self) -> None:
+        """Watch until ``stop_event`` is set."""
+        from watchfiles import awatch
+
+        if not getattr(self, "_remembered", False):
+            self.remember_all()
+        started = False
         async for changes in awatch(self.kernels_dir, debounce=self.debounce_ms, step=self.quiet_ms,
-                                    stop_event=self.stop_event, recursive=True):
+                                    stop_event=self.stop_event, recursive=True, yield_on_timeout=True,
+                                    rust_timeout=1000):
+            if not started:
+                # The first wake-up (a change or a quiet second) means the watch is in place: saves
+                # made between ``remember_all`` and now were not seen by it, so compare the folders.
+                started = True
+                self.ready.set()
+                changes = changes | {(None, str(self.kernels_dir / t / "*")) for t in self.task_ids
+                                     if (self.kernels_dir / t).is_dir()}
             for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
                 self.changed(task_id)
         for task in list(self._running.values()):
@@ -81,7 +104,9 @@ class EditWatcher:
                     self._last[task_id] = digest
                     self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files))))
                     try:
-                        await self._verify(task_id, files, attempt_in(folder))
+                        recorded = await self._verify(task_id, files, parent_of_edit(folder))
+                        if isinstance(recorded, str):   # the attempt it became: the next save's parent
+                            note_edit(folder, files, recorded)
                     except Exception as exc:  # noqa: BLE001 - shown to the user, the watcher goes on
                         self.bus.emit(ev.EngineProblem(f"verifying the edit of {task_id} failed: {exc}", task=task_id))
                 if not self._pending.get(task_id):

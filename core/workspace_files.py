@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 MARK = ".evokernel-written"
+EDIT_MARK = ".evokernel-edit"
 CANDIDATE_SUFFIXES = (".py", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".asc")
 
 
@@ -51,9 +52,35 @@ def _write_all(folder: Path, files: dict[str, str]) -> None:
 
 
 def write_candidate(folder: Path, files: dict[str, str], attempt_id: str | None = None) -> None:
-    """Put ``files`` in ``folder`` as the engine's, noting which attempt they are."""
+    """Put ``files`` in ``folder`` as the engine's, noting which attempt they are (a person's edits
+    after this one descend from it, not from their earlier edits)."""
     _write_all(folder, files)
     (folder / MARK).write_text(f"{files_hash(files)} {attempt_id or ''}\n")
+    (folder / EDIT_MARK).unlink(missing_ok=True)
+
+
+def note_edit(folder: Path, files: dict[str, str], attempt_id: str) -> None:
+    """Record that a person's save of ``files`` in ``folder`` was logged as attempt ``attempt_id``:
+    their next save is its child."""
+    tmp = folder / f"{EDIT_MARK}.tmp"
+    tmp.write_text(f"{files_hash(files)} {attempt_id}\n")
+    os.replace(tmp, folder / EDIT_MARK)
+
+
+def edit_in(folder: Path) -> str | None:
+    """The attempt a person's last logged save in ``folder`` became (None if none since the engine
+    last wrote there)."""
+    try:
+        parts = (folder / EDIT_MARK).read_text().split()
+        return parts[1] if len(parts) > 1 else None
+    except OSError:
+        return None
+
+
+def parent_of_edit(folder: Path) -> str | None:
+    """The parent of a person's next save in ``folder``: their previous logged edit, else the attempt
+    the engine put there (promoted, or the best written there), else none (a new root)."""
+    return edit_in(folder) or attempt_in(folder)
 
 
 def attempt_in(folder: Path) -> str | None:

@@ -25,6 +25,7 @@ from evotui import appearance
 from evotui.engine_host import EngineHost
 from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
 from evotui.preferences import Preferences
+from evotui.widgets.marks import plural
 from evotui.readers import Readers
 from evotui.run_control import RunControl
 from evotui.screens.first_run import FirstRunScreen
@@ -44,7 +45,7 @@ class EvoKernelApp(RunControl, Readers, App):
     CSS_PATH = appearance.css_paths()
     BINDINGS = [
         Binding("m", "memory", "Memory"),
-        Binding("t", "next_theme", "Theme"),
+        Binding("t", "next_theme", "Theme", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
@@ -61,6 +62,7 @@ class EvoKernelApp(RunControl, Readers, App):
         self._memory: MemoryScreen | None = None
         self._before_start: tuple[str, str | None] = ("idle", None)
         self._theme_ready = False
+        self.open_problem: str | None = None     # why the workspace could not be opened
         for theme in appearance.textual_themes():
             self.register_theme(theme)
         names = appearance.theme_names()
@@ -104,18 +106,22 @@ class EvoKernelApp(RunControl, Readers, App):
         self.main.show_tasks(message.tasks)
         llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
-        self.main.note(f"workspace {message.name}: {len(message.tasks)} tasks, {message.backend} backend · {llm}",
+        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend"
+                       f" · {llm}",
                        "" if message.llm_problem is None else "warn")
         run = message.resumable
         if run is not None:
             self.set_run_state("paused", run.id, iteration=run.iteration, iterations=run.config.get("iterations"),
                                tokens=run.tokens_in + run.tokens_out, cost=run.cost)
-            self.main.note(f"run {run.id} ({len(run.tasks)} tasks) did not finish ({run.status}): r resumes it")
+            self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): "
+                           "r resumes it")
 
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
-        self.run_status = self.run_status.but(state="failed")
+        self.open_problem = message.message
+        self.run_status = self.run_status.but(state="unavailable")
         self.main.note(f"cannot open the workspace: {message.message}", "fail")
-        self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30)
+        self.main.show_unavailable(message.message)
+        self.notify(message.message, title="Cannot open the workspace", severity="error", timeout=30, markup=False)
 
     def on_engine_event(self, message: EngineEvent) -> None:
         e = message.event
@@ -141,7 +147,7 @@ class EvoKernelApp(RunControl, Readers, App):
         if event.worker.group == "run":
             self.set_run_state("failed")
         self.main.note(f"{event.worker.name} failed: {text}", "fail")
-        self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10)
+        self.notify(text, title=f"{event.worker.name} failed", severity="error", timeout=10, markup=False)
 
     # -- screens and themes -------------------------------------------------------------------------
 
@@ -150,8 +156,7 @@ class EvoKernelApp(RunControl, Readers, App):
         if isinstance(self.screen, MemoryScreen):
             self.pop_screen()
             return
-        if not self.main.tasks:
-            self.notify("The workspace is still opening.")
+        if self.unavailable("browse the memory"):
             return
         if self._memory is None:
             self._memory = MemoryScreen(list(self.main.tasks))
@@ -178,7 +183,8 @@ class EvoKernelApp(RunControl, Readers, App):
         self.post_message(ThemeChanged(self.prefs.theme))
 
     def get_system_commands(self, screen: Screen):
-        yield from super().get_system_commands(screen)
+        # Textual's own theme picker lists every built-in theme; ours switches between themes/ only
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Theme")
         yield SystemCommand("Run: start, pause or resume (r)", "Marked tasks, or all of the suite",
                             self.action_run_toggle)
         yield SystemCommand("Run the selected task (s)", "Only the task under the cursor", self.action_run_task)
@@ -188,8 +194,15 @@ class EvoKernelApp(RunControl, Readers, App):
                             self.action_edit)
         yield SystemCommand("Promote the selected attempt (p)", "Put its files in kernels/<task>/",
                             self.action_promote)
+        yield SystemCommand("Mark or unmark the task for the next run (space)", "A run covers the marked tasks",
+                            lambda: self.main.query_one("#tasks").action_toggle_mark())
+        yield SystemCommand("Diff, code or answer of the attempt (d)",
+                            "The code, the diff against its parent, the model's raw answer",
+                            self.main.action_toggle_diff)
+        yield SystemCommand("Filter the tasks (/)", "By id, category, stage or level", self.main.action_filter)
+        yield SystemCommand("Help: keys and marks (?)", "Every key of the workbench", self.main.action_help)
         yield SystemCommand("Memory browser (m)", "Experiences, filterable and sortable", self.action_memory)
-        yield SystemCommand("Switch theme (t)", "Dark or light, remembered per workspace", self.action_next_theme)
+        yield SystemCommand("Theme: switch dark/light (t)", "Remembered per workspace", self.action_next_theme)
 
 
 def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True) -> EvoKernelApp:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -114,36 +116,30 @@ def run_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
-    from rich.console import Console
-    from rich.markup import escape
-    from rich.table import Table
+    from evotui.table_output import Column, print_table, to_terminal
 
     items = data["items"]
-    console = Console()
-    wide = console.width >= 140
-    table = Table(box=None, header_style="bold", padding=(0, 1), pad_edge=False, collapse_padding=True,
-                  title=f"{len(items)} of {data['total']:,} experiences by {args.sort}{' ascending' if args.asc else ''}")
-    cols = [("id", 20), ("task", 10), ("kind", 13), ("backend", 7), ("reward", 6), ("Q1", 5), ("Q2", 5)]
+    terminal = to_terminal()
+    wide = not terminal or shutil.get_terminal_size().columns >= 140   # a pipe gets every column
+    cols = [Column("id"), Column("task"), Column("kind"), Column("backend"), Column("reward", "right"),
+            Column("Q1", "right"), Column("Q2", "right")]
     if wide:
-        cols[3:3] = [("stage", 6)]
-        cols += [("src", 5), ("n", 3), ("adopt", 5), ("created", 16)]
-    for col, width in cols:
-        table.add_column(col, justify="right" if col in ("reward", "Q1", "Q2", "n", "adopt") else "left",
-                         min_width=width, max_width=16 if col == "task" else None, no_wrap=True, overflow="ellipsis")
-    used = sum(max(w, 16 if c == "task" else w) for c, w in cols) + len(cols)
-    title_width = console.width - used
-    if title_width >= 10:
-        table.add_column("title", no_wrap=True, overflow="ellipsis", max_width=title_width)
+        cols[3:3] = [Column("stage")]
+        cols += [Column("src"), Column("n", "right"), Column("adopt", "right"), Column("created")]
+    cols.append(Column("title", cut=True, min_width=10))
+    rows = []
     for it in items:
-        row = [it["id"], escape(it["task"]), it["kind"], it["backend"] or "(any)",
-               _num(it["reward"]), _num(it["q1"]), _num(it["q2"])]
+        row = [it["id"], it["task"], it["kind"], it["backend"] or "(any)", _num(it["reward"]), _num(it["q1"]),
+               _num(it["q2"])]
         if wide:
             row[3:3] = [it["stage"] or "–"]
             row += [it["source"], str(it["n1"] + it["n2"]), str(it["adoptions"]), _when(it["created_at"])]
-        if title_width >= 10:
-            row.append(escape(it["title"][:title_width]))
-        table.add_row(*row)
-    console.print(table)
+        rows.append([*row, it["title"]])
+    title = (f"{len(items)} of {data['total']:,} experience{'' if data['total'] == 1 else 's'} by {args.sort}"
+             f"{' ascending' if args.asc else ''}")
+    if not terminal:
+        print(f"evokernel: {title}", file=sys.stderr)
+    print_table(cols, rows, title=title)
     return 0
 
 
@@ -205,7 +201,16 @@ def run_show(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     from core.memory import export_memory
 
-    count = export_memory(_memory_path(args), Path(args.file), filters=_filters(args))
+    out = Path(args.file).expanduser()
+    if not out.parent.is_dir():   # like any other bad path: refused, nothing created
+        from core.errors import ConfigError
+
+        raise ConfigError(f"cannot write {args.file}: the folder {out.parent} does not exist (create it first)")
+    if out.is_dir():
+        from core.errors import ConfigError
+
+        raise ConfigError(f"cannot write {args.file}: it is a folder; give a file name (e.g. {out / 'memory.jsonl'})")
+    count = export_memory(_memory_path(args), out, filters=_filters(args))
     if args.json:
         print(json.dumps({"exported": count, "file": str(args.file)}))
     else:

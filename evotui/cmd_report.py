@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -34,28 +35,30 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"runs": [m.to_dict() for m in metrics], "plots": [str(p) for p in pngs]}, indent=1))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from evotui.table_output import Column, print_table, to_terminal
 
-    table = Table(box=None, header_style="bold", title="runs")
-    for col in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first", "best/ref"):
-        table.add_column(col)
-    for m in metrics:
-        table.add_row(m.run_id, m.status, m.method, m.model, str(m.tasks), str(m.iterations), f"{100 * m.cr:.0f}%",
-                      f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
-                      _fmt(m.median_iqr(m.speedup_over_reference)))
-    console = Console()
-    console.print(table)
+    columns = [Column(c, "left" if c in ("run", "status", "method", "model") else "right")
+               for c in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first",
+                         "best/ref")]
+    print_table(columns, [[m.run_id, m.status, m.method, m.model, m.tasks, m.iterations, f"{100 * m.cr:.0f}%",
+                           f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
+                           _fmt(m.median_iqr(m.speedup_over_reference))] for m in metrics], title="runs")
     if args.tasks:
+        terminal = to_terminal()
+        by_task = [Column("task"), *(Column(c, "right") for c in ("attempts", "feasible at", "first ms", "best ms",
+                                                                  "speedup"))]
+        every = []
         for m in metrics:
-            t = Table(box=None, header_style="bold", title=f"{m.run_id} by task")
-            for col in ("task", "attempts", "feasible at", "first ms", "best ms", "speedup"):
-                t.add_column(col)
-            for task, r in m.per_task.items():
-                t.add_row(task, str(r["attempts"]), str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
-                          f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                          f"{r['speedup']:.2f}x" if r.get("speedup") else "-")
-            console.print(t)
+            rows = [[task, r["attempts"], str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
+                     f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
+                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-"] for task, r in m.per_task.items()]
+            if terminal:
+                print_table(by_task, rows, title=f"{m.run_id} by task")
+            else:
+                every += [[m.run_id, *row] for row in rows]
+        if not terminal:   # one TSV table, a run column first
+            print()
+            print_table([Column("run"), *by_task], every)
     for p in pngs:
-        console.print(f"wrote {p}")
+        print(f"wrote {p}", file=sys.stdout if to_terminal() else sys.stderr)
     return 0

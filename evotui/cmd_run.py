@@ -62,10 +62,24 @@ def run(args: argparse.Namespace) -> int:
             except KeyboardInterrupt:
                 print("\ninterrupted: progress is saved; continue with `evokernel run --resume`", file=sys.stderr)
                 return 130
-    print(f"run {record.id}: {record.status}; "
-          f"{sum(1 for p in record.progress.values() if p.get('feasible'))}/{len(record.tasks)} tasks feasible; "
-          f"`evokernel report {record.id}` for the tables")
+    print(run_summary(record))
     return 0 if record.status in ("finished", "budget") else 1
+
+
+def run_summary(record) -> str:
+    """One readable line for a finished (or stopped, failed) run."""
+    progress = record.progress.values()
+    feasible = sum(1 for p in progress if p.get("feasible"))
+    done = max((int(p.get("iterations_used", 0)) for p in progress), default=0)
+    budget = record.config.get("iterations")
+    tokens = record.tokens_in + record.tokens_out
+    broken = [t for t, p in record.progress.items() if p.get("broken")]
+    said = f"; {len(broken)} ended early ({', '.join(broken[:3])}{'...' if len(broken) > 3 else ''})" if broken else ""
+    from evotui.widgets.marks import plural
+
+    return (f"run {record.id} {record.status}: {feasible} of {plural(len(record.tasks), 'task')} feasible after "
+            f"{done} of {plural(budget or 0, 'iteration')}{said} · {tokens:,} tokens · ${record.cost:.2f} · "
+            f"`evokernel report {record.id}` for the tables")
 
 
 async def _with_close(session, coro):
@@ -139,7 +153,7 @@ class Reporter:
         elif isinstance(event, ev.UsageUpdated):
             self.header = self.header.split(" · tok")[0] + f" · tok {event.tokens_in + event.tokens_out:,} · ${event.cost:.2f}"
         elif isinstance(event, ev.RunFinished):
-            self._line(f"run {event.status}: {event.summary}")
+            pass   # the command prints one summary line once the run has closed
         if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem"):
             self._live.update(self._render())
 

@@ -43,17 +43,18 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"suite": suite.name, "tasks": rows, "errors": suite.errors}, indent=1))
         return 0
-    from rich.console import Console
-    from rich.table import Table
+    from evotui.table_output import Column, print_table, to_terminal
 
-    table = Table(title=f"{suite.name}: {len(rows)} tasks", box=None, header_style="bold")
-    for col in ("id", "lvl", "category", "sizes", *(["ref ms"] if args.time else []), "description"):
-        table.add_column(col, overflow="fold")
+    columns = [Column("id"), Column("lvl", "right"), Column("category"), Column("sizes"),
+               *([Column("ref ms", "right")] if args.time else []), Column("description", cut=True)]
+    table = []
     for r in rows:
         sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
         extra = [f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")] if args.time else []
-        table.add_row(r["id"], str(r["level"]), r["category"], sizes, *extra, r["description"][:60])
-    Console().print(table)
+        table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])
+    if to_terminal():
+        print(f"{suite.name}: {len(rows)} tasks")
+    print_table(columns, table)
     for r in rows:
         if "scaled" in r:
             print(f"{r['id']}: {r['scaled']}")

@@ -97,6 +97,9 @@ class EngineHost:
             problem = self.session.llm_problem()
             last = self.session.latest_run()
             resumable = last if last is not None and last.status in RESUMABLE else None
+            if self._watch:   # what kernels/ holds now is seen; saves from here on are edits
+                self._watcher = self.session.edit_watcher()
+                await asyncio.to_thread(self._watcher.remember_all)
         except Exception as exc:  # noqa: BLE001 - a broken config or suite is shown, not raised
             self._post(WorkspaceFailed(str(exc)))
             return
@@ -104,8 +107,7 @@ class EngineHost:
         self._post(WorkspaceOpened(name=self.workspace.root.name, backend=config.backend,
                                    model=config.llm.model or "", tasks=rows, llm_problem=problem,
                                    resumable=resumable))
-        if self._watch:
-            self._watcher = self.session.edit_watcher()
+        if self._watcher is not None:
             self._watch_task = asyncio.create_task(self._watch_edits())
 
     async def _watch_edits(self) -> None:

@@ -151,6 +151,17 @@ class AttemptLoaded(WorkbenchMessage):
 
 
 @dataclass(eq=False)
+class AnswerLoaded(WorkbenchMessage):
+    """The model's raw answer that gave attempt ``exp_id`` (None: a hand edit, or no longer cached)."""
+
+    exp_id: str
+    text: str | None
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AnswerLoaded)
+
+
+@dataclass(eq=False)
 class VerifyFinished(WorkbenchMessage):
     """A re-verification (nothing recorded) ended with ``outcome`` (an Outcome as a dict)."""
 

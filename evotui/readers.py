@@ -11,7 +11,8 @@ from textual.worker import get_current_worker
 
 from core.attempts import default_attempt
 
-from evotui.messages import AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded, TaskRowsLoaded
+from evotui.messages import (AnswerLoaded, AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded,
+                             TaskRowsLoaded)
 
 MEMORY_PAGE = 500
 
@@ -56,3 +57,7 @@ class Readers:
     def load_experience(self, exp_id: str, reply_to: MessagePump) -> None:
         exp, _ = self._session().attempt(exp_id)
         self._reply(reply_to, ExperienceLoaded(exp))
+
+    @work(thread=True, exclusive=True, group="answer", exit_on_error=False, name="reading the model's answer")
+    def load_answer(self, exp_id: str, reply_to: MessagePump) -> None:
+        self._reply(reply_to, AnswerLoaded(exp_id, self._session().raw_answer(exp_id)))

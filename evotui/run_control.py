@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 
 from textual.app import SuspendNotSupported
@@ -23,14 +24,46 @@ BUSY = ("starting", "running", "pausing")
 RESUMES = ("paused", "failed")   # r resumes the run these states name
 
 
+def editor_command(environ=None) -> list[str] | str:
+    """The editor to start ($VISUAL, else $EDITOR, else vi) as an argument list, or one line saying
+    why there is none (a name that is not on PATH, a path that does not exist, bad quoting)."""
+    environ = os.environ if environ is None else environ
+    name, spec = next(((n, environ[n]) for n in ("VISUAL", "EDITOR") if environ.get(n, "").strip()), ("", "vi"))
+    where = f"${name}" if name else "the default editor"
+    try:
+        command = shlex.split(spec)
+    except ValueError as exc:
+        return f"{where} ({spec}) cannot be read: {exc}; set VISUAL or EDITOR to an editor command"
+    if not command:
+        return f"{where} is empty; set VISUAL or EDITOR to an editor command"
+    if shutil.which(command[0]) is None:
+        return f"{where} ({command[0]}) was not found; set VISUAL or EDITOR to an installed editor"
+    return command
+
+
 class RunControl:
-    """Mixed into the app, which provides ``host``, ``main``, ``run_status`` and ``set_run_state``."""
+    """Mixed into the app, which provides ``host``, ``main``, ``run_status``, ``set_run_state`` and
+    ``open_problem`` (why the workspace could not be opened, or None)."""
+
+    def unavailable(self, doing: str) -> bool:
+        """Say why ``doing`` cannot happen yet (the workspace is opening, or could not be opened) and
+        return True; False when the workspace is open."""
+        if self.open_problem is not None:
+            self.notify(f"Cannot {doing}: the workspace could not be opened ({self.open_problem}).",
+                        title="Workspace not open", severity="error", markup=False)
+            return True
+        if self.host.session is None or self.run_status.state == "opening":
+            self.notify(f"Cannot {doing} yet: the workspace is still opening.", markup=False)
+            return True
+        return False
 
     # -- runs ---------------------------------------------------------------------------------------
 
     def action_run_toggle(self) -> None:
         """r: start a run (marked tasks, else all), pause it, or resume it."""
         state = self.run_status.state
+        if self.unavailable("start a run"):
+            return
         if state in ("starting", "running"):
             self.host.stop_run()
             self.set_run_state("pausing")
@@ -39,14 +72,34 @@ class RunControl:
             self.notify("Still pausing: waiting for the attempts in flight.")
         elif state in RESUMES and self.run_status.run_id:
             self.start_run(resume=self.run_status.run_id)
-        elif state == "opening":
-            self.notify("The workspace is still opening.")
         else:
-            self.start_run(self.main.run_selection())
+            selection = self.main.run_selection()
+            if selection is None and self.run_status.llm_ok:   # the whole suite: ask first, with what it may cost
+                self.confirm_full_run()
+            else:
+                self.start_run(selection)
+
+    def confirm_full_run(self) -> None:
+        """Ask before a run over the whole suite (y starts it); a run over marked tasks starts at once."""
+        from evotui.screens.confirm_run import ConfirmRunScreen, confirm_text
+
+        config = self.host.session.config
+        text = confirm_text(len(self.main.tasks), config.engine.iterations, config.llm.model or "the model",
+                            config.llm.token_budget, config.llm.cost_budget)
+
+        def answered(start: bool | None) -> None:
+            if start:
+                self.start_run(None)
+            else:
+                self.main.note("run not started: mark tasks with space to run fewer", "dim")
+
+        self.push_screen(ConfirmRunScreen(text), answered)
 
     def action_run_task(self) -> None:
         """s: run only the task under the cursor."""
         task = self.main.current_task
+        if self.unavailable("run a task"):
+            return
         if self.run_status.state in BUSY:
             self.notify("A run is in progress: pause it first (r).", severity="warning")
         elif task is not None:
@@ -66,14 +119,14 @@ class RunControl:
     def on_run_refused(self, message: RunRefused) -> None:
         self.set_run_state(*self._before_start)   # a run to resume stays one
         self.main.note(f"cannot start a run: {message.reason}", "warn")
-        self.notify(message.reason, title="No LLM to generate with", severity="error", timeout=12)
+        self.notify(message.reason, title="Cannot start a run", severity="error", timeout=12, markup=False)
 
     # -- one attempt --------------------------------------------------------------------------------
 
     def action_verify(self) -> None:
         """v: verify the selected attempt again (or the task's folder when it has none); records nothing."""
         task = self.main.current_task
-        if task is None:
+        if self.unavailable("verify") or task is None:
             return
         line, exp = self.main.current_attempt, self.main.shown_exp
         if line is not None and exp is not None and exp.id == line.id and exp.files:
@@ -102,26 +155,42 @@ class RunControl:
     def action_edit(self) -> None:
         """e: open kernels/<task>/ in $EDITOR (a starter or the best candidate when it is empty)."""
         task = self.main.current_task
+        if self.unavailable("edit") or task is None:
+            return
         if task is not None:
             self.run_worker(self._edit(task), group="edit", exit_on_error=False, name="opening the editor")
 
     async def _edit(self, task: str) -> None:
+        command = editor_command()
+        if isinstance(command, str):   # no editor to start: say so in one line, never suspend for it
+            self.main.note(command, "warn")
+            self.notify(command, title="No editor", severity="error", markup=False)
+            return
         folder = await self.host.task_folder(task)
         paths = [str(folder / name) for name in file_order(read_candidate_files(folder))]
-        editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or "vi"
         hint = f"Edit {folder}: saving re-verifies it."
         self.main.note(f"{task}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)} in kernels/{task}/; saving re-verifies")
+        failed = None
         try:
             with self.suspend():
-                subprocess.run([*shlex.split(editor), *paths], cwd=folder, check=False)
+                # Anything raised here must not leave the block: Textual resumes the terminal only
+                # when it ends normally (an exception would leave it suspended, keys echoed raw).
+                try:
+                    subprocess.run([*command, *paths], cwd=folder, check=False)
+                except OSError as exc:
+                    failed = exc
         except SuspendNotSupported:
-            self.notify(hint, title="No terminal to hand over")
-        except OSError as exc:
-            self.notify(f"{editor}: {exc.strerror or exc}. {hint}", title="Could not start $EDITOR", severity="error")
+            self.notify(hint, title="No terminal to hand over", markup=False)
+        if failed is not None:
+            text = f"could not start {command[0]}: {failed.strerror or failed}. {hint}"
+            self.main.note(text, "warn")
+            self.notify(text, title="Could not start the editor", severity="error", markup=False)
 
     def action_promote(self) -> None:
         """p: put the selected attempt's files in kernels/<task>/."""
         line = self.main.current_attempt
+        if self.unavailable("promote"):
+            return
         if line is None:
             self.notify("Select an attempt to promote.", severity="warning")
             return

@@ -11,7 +11,7 @@ from textual.widgets import Button, Static
 
 WHAT = {
     "evokernel.toml": "the workspace's settings: backend, suite, model, budgets",
-    "kernels/": "one folder per task with its current candidate; edit and save, it is re-verified",
+    "kernels/": "a folder per task appears as you edit one (e) or a run finds a kernel",
     ".evokernel/": "the memory of experiences, build and reference caches",
 }
 
@@ -26,7 +26,7 @@ def first_run_text(root: str, created: list[str], llm_ready: bool) -> Text:
         text.append(f"{WHAT.get(name, '')}\n")
     text.append("\nTo generate kernels, connect an OpenAI-compatible endpoint:\n")
     text.append("  export OPENAI_BASE_URL=http://localhost:8000/v1   ", style="bold")
-    text.append("(vLLM; Ollama: http://localhost:11434/v1)\n")
+    text.append("(vLLM; Ollama uses port 11434)\n")
     text.append("  export OPENAI_API_KEY=...                          ", style="bold")
     text.append("(if the endpoint needs one)\n")
     text.append("  export EVOKERNEL_MODEL=qwen3-coder                 ", style="bold")

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal
+from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
 from core import events as ev
 from core.attempts import AttemptLine, TaskRow
-from evotui.messages import (AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
+from evotui.messages import (AnswerLoaded, AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
                              TaskRowsLoaded)
 from evotui.widgets import marks
+from evotui.widgets.marks import plural
 from evotui.widgets.attempt_tree import AttemptTree
 from evotui.widgets.code_view import CodeView, unified_diff
 from evotui.widgets.event_log import EventLog
@@ -33,14 +34,19 @@ class MainScreen(Screen):
         Binding("s", "app.run_task", "Run task"),
         Binding("v", "app.verify", "Verify"),
         Binding("e", "app.edit", "Edit"),
-        Binding("p", "app.promote", "Promote"),
-        Binding("d", "toggle_diff", "Diff/code"),
+        Binding("p", "app.promote", "Promote", show=False),     # ? lists every key; the footer the daily ones
+        Binding("d", "toggle_diff", "Diff/code", show=False),
+        Binding("slash", "filter", "Filter", show=False),
+        Binding("question_mark,f1", "help", "Help"),
+        Binding("escape", "escape", "Close", show=False),
     ]
     DEFAULT_CSS = """
     MainScreen { layout: vertical; }
     MainScreen #top { height: 1fr; }
     MainScreen #bottom { height: 1fr; }
-    MainScreen TaskTable { width: 50%; }
+    MainScreen #left { width: 50%; }
+    MainScreen #filter { display: none; height: 1; border: none; padding: 0 1; }
+    MainScreen #filter.shown { display: block; }
     MainScreen AttemptTree { width: 1fr; }
     MainScreen CodeView { width: 3fr; }
     MainScreen EventLog { width: 2fr; }
@@ -56,15 +62,21 @@ class MainScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.task_id: str | None = None
-        self.diff_mode = False
+        self.mode = "code"                   # d: code, diff, answer
+        self.answer: tuple[str, str | None] | None = None   # (attempt id, the model's answer) last read
         self.shown_exp = None
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
+        self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
         with Horizontal(id="top"):
-            yield TaskTable(id="tasks")
+            with Vertical(id="left"):
+                box = Input(placeholder="filter tasks: words of the id, category, stage or level", id="filter")
+                box.can_focus = False     # until / opens it
+                yield box
+                yield TaskTable(id="tasks")
             yield AttemptTree(id="attempts")
         with Horizontal(id="bottom"):
             yield CodeView(id="code")
@@ -105,10 +117,18 @@ class MainScreen(Screen):
         self.tasks = {r.id: r for r in rows}
         table = self.query_one(TaskTable)
         table.show_rows(rows)
-        table.border_subtitle = f"{len(rows)} tasks"
+        self._title_tasks()
         if rows and self.task_id is None:
             table.focus()
             self.on_task_highlighted(TaskHighlighted(table.current_task or rows[0].id))
+
+    def show_unavailable(self, problem: str) -> None:
+        """The workspace could not be opened: say why where the code would be."""
+        view = self.query_one(CodeView)
+        view.border_title = "Workspace not open"
+        view.show_message(f"The workspace could not be opened:\n\n{problem}\n\nNothing can run, be verified or "
+                          "edited here until that is fixed. Quit (q), fix it (or move the damaged file away), "
+                          "and start again.")
 
     def note(self, text: str, tone: str = "", at: float | None = None) -> None:
         self.query_one(EventLog).add(text, tone, at)
@@ -117,6 +137,69 @@ class MainScreen(Screen):
         self.query_one(TaskTable).restyle()
         self.query_one(AttemptTree).restyle()
         self.query_one(CodeView).restyle()
+
+    def _title_tasks(self) -> None:
+        table = self.query_one(TaskTable)
+        total = len(table.rows_by_id)
+        if table.filter_text.strip():
+            table.border_subtitle = f"{len(table.shown)} of {plural(total, 'task')} · /{table.filter_text.strip()}"
+        else:
+            table.border_subtitle = plural(total, "task")
+
+    # -- keys ----------------------------------------------------------------------------------------
+
+    def action_filter(self) -> None:
+        """/: filter the tasks (typing narrows them, enter goes back to the table, escape clears)."""
+        box = self.query_one("#filter", Input)
+        box.can_focus = True
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            table = self.query_one(TaskTable)
+            table.set_filter(event.value)
+            self._title_tasks()
+            if table.current_task is not None and table.current_task != self.task_id:
+                self.on_task_highlighted(TaskHighlighted(table.current_task))
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            event.stop()
+            if not event.value.strip():
+                event.input.remove_class("shown")
+                event.input.can_focus = False
+            self.query_one(TaskTable).focus()
+
+    def action_escape(self) -> None:
+        """Escape: close the keys panel, else clear the task filter."""
+        if self.app.screen.query("HelpPanel"):
+            self.app.action_hide_help_panel()
+            return
+        box = self.query_one("#filter", Input)
+        if box.has_class("shown") or box.value:
+            box.value = ""
+            box.remove_class("shown")
+            box.can_focus = False
+            self.query_one(TaskTable).set_filter("")
+            self._title_tasks()
+            self.query_one(TaskTable).focus()
+
+    def action_help(self) -> None:
+        """? or F1: the keys and marks."""
+        from evotui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
+
+    def _index_of(self, task_id: str, exp_id: str) -> str:
+        """"#N" for an attempt of the task shown in the tree, else "an earlier attempt"."""
+        tree = self.query_one(AttemptTree)
+        if tree.task_id == task_id:
+            for line in tree.attempt_lines:
+                if line.id == exp_id:
+                    return f"#{line.index}"
+        return "an earlier attempt"
 
     def _title_attempts(self) -> None:
         tree = self.query_one(AttemptTree)
@@ -127,7 +210,13 @@ class MainScreen(Screen):
         stage = "refining" if row.stage == "refine" else "drafting"
         best = f" · best {marks.speedup(row.best_speedup)}" if row.best_speedup else ""
         tree.border_title = f"{row.id} · {stage}{best}"
-        tree.border_subtitle = f"{len(tree.attempt_lines)} attempts"
+        lines = tree.attempt_lines
+        repeats = sum(line.repeats for line in lines)
+        subtitle = plural(len(lines), "attempt") + (f" · {plural(repeats, 'repeat')}" if repeats else "")
+        repeated = self.repeats.get(row.id)
+        if repeated is not None:
+            subtitle += f" · last: a repeat of {self._index_of(row.id, repeated)}"
+        tree.border_subtitle = subtitle
 
     # -- loading -------------------------------------------------------------------------------------
 
@@ -175,9 +264,25 @@ class MainScreen(Screen):
         self.show_tasks(message.rows)
         self._title_attempts()
 
+    MODES = ("code", "diff", "answer")
+
+    @property
+    def diff_mode(self) -> bool:
+        return self.mode == "diff"
+
     def action_toggle_diff(self) -> None:
-        self.diff_mode = not self.diff_mode
+        """d: the code, then the diff against the parent, then the model's raw answer, in turn."""
+        if self.current_attempt is None:
+            self.app.notify(f"{self.current_task or 'This task'} has no attempts yet: nothing to show a diff or "
+                            "answer of (r runs, e edits).", severity="warning", markup=False)
+            return
+        self.mode = self.MODES[(self.MODES.index(self.mode) + 1) % len(self.MODES)]
         self._show_code()
+
+    def on_answer_loaded(self, message: AnswerLoaded) -> None:
+        if self.mode == "answer" and self.shown_exp is not None and self.shown_exp.id == message.exp_id:
+            self.answer = (message.exp_id, message.text)
+            self._show_code()
 
     def _show_code(self) -> None:
         view = self.query_one(CodeView)
@@ -185,17 +290,30 @@ class MainScreen(Screen):
         if self.shown_exp is None or line is None:
             return
         here = f"#{line.index}"
-        view.border_subtitle = marks.verdict(self.shown_exp.outcome or {})
-        if self.diff_mode and self.parent_exp is not None:
+        outcome = self.shown_exp.outcome or {}
+        view.border_subtitle = marks.short_verdict(outcome)
+        failure = "" if outcome.get("feasible") or not outcome else marks.failure_text(outcome)
+        if self.mode == "diff" and self.parent_exp is not None:
             there = f"#{line.parent_index}" if line.parent_index else "parent"
             view.border_title = f"{here} {line.stage} · diff vs {there}"
             view.show_diff(unified_diff(self.parent_exp.files, self.shown_exp.files, there, here))
-        elif self.diff_mode:
+        elif self.mode == "diff":
             view.border_title = f"{here} {line.stage} · a root: no parent to diff against"
-            view.show_files(self.shown_exp.files)
+            view.show_files(self.shown_exp.files, failure)
+        elif self.mode == "answer":
+            view.border_title = f"{here} {line.stage} · the model's answer"
+            if line.source != "llm":
+                view.show_text("", f"{here} is a {line.source} attempt: there is no model answer (d: its code).")
+            elif self.answer is None or self.answer[0] != self.shown_exp.id:
+                view.show_text("", "reading the answer…")
+                self.app.load_answer(self.shown_exp.id, self)
+            elif self.answer[1] is None:
+                view.show_text("", "this answer is no longer in the response cache.")
+            else:
+                view.show_text(self.answer[1], failure)
         else:
-            view.border_title = f"{here} {line.stage} · {line.source} · {', '.join(sorted(self.shown_exp.files))}"
-            view.show_files(self.shown_exp.files)
+            view.border_title = f"{here} {line.stage} · {line.source}"
+            view.show_files(self.shown_exp.files, failure)
 
     # -- engine events -------------------------------------------------------------------------------
 
@@ -206,10 +324,10 @@ class MainScreen(Screen):
             for task in e.tasks:
                 table.set_status(task, "queued", "dim")
                 table.update_task(task, budget=e.iterations)
-            self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {len(e.tasks)} tasks × "
+            self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {plural(len(e.tasks), 'task')} × "
                      f"{e.iterations} iterations · {e.method} · model {e.model}", "ok", e.at)
         elif isinstance(e, ev.IterationStarted):
-            self.note(f"iteration {e.iteration + 1}: {e.active_tasks} tasks", "dim", e.at)
+            self.note(f"iteration {e.iteration + 1}: {plural(e.active_tasks, 'task')}", "dim", e.at)
         elif isinstance(e, ev.TaskStageChanged):
             table.update_task(e.task, stage=e.stage)
         elif isinstance(e, ev.PromptSent):
@@ -229,7 +347,8 @@ class MainScreen(Screen):
         elif isinstance(e, ev.ValuesUpdated):
             if e.changes:
                 delta = sum(after - before for _, before, after in e.changes) / len(e.changes)
-                self.note(f"{e.task}: Q{'1' if e.stage == 'draft' else '2'} {delta:+.2f} on {len(e.changes)} items"
+                stage = "1" if e.stage == "draft" else "2"
+                self.note(f"{e.task}: Q{stage} {delta:+.2f} on {plural(len(e.changes), 'item')}"
                          f" (reward {marks.reward(e.reward)})", "dim", e.at)
         elif isinstance(e, ev.EditDetected):
             table.set_status(e.task, "edit: verifying", "busy")
@@ -242,8 +361,9 @@ class MainScreen(Screen):
             self.note(f"{'error' if e.fatal else 'problem'}: {e.message}", "fail" if e.fatal else "warn", e.at)
         elif isinstance(e, ev.RunFinished):
             summary = e.summary or {}
-            self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)}/{summary.get('tasks', 0)} tasks "
-                     f"feasible", "ok" if e.status == "finished" else "warn", e.at)
+            self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)} of "
+                     f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
+                     e.at)
 
     def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
         table = self.query_one(TaskTable)
@@ -264,10 +384,19 @@ class MainScreen(Screen):
             table.update_task(e.task, **changes)
             self.tasks[e.task] = table.rows_by_id.get(e.task, self.tasks.get(e.task))
         who = "hand edit" if human else f"#{e.iteration + 1} {e.stage}"
-        dup = " (a repeat)" if e.duplicate else ""
         best = " · new best" if e.new_best else ""
-        self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}{dup}",
-                 "ok" if e.feasible else "fail", e.at)
+        if e.duplicate:
+            # Not stored again (the same code as an attempt in memory, comments and spacing aside): say
+            # which one, and that the tree keeps that attempt's own verdict and reward.
+            same = self._index_of(e.task, e.experience_id)
+            self.repeats[e.task] = e.experience_id
+            credited = "" if human else f"; this answer's reward {marks.reward(e.reward)} went to its context"
+            self.note(f"{e.task} {who}: {verdict} · the same code as {same} (comments and spacing aside): "
+                      f"not stored again, the tree keeps {same}'s reward{credited}", "dim", e.at)
+        else:
+            self.repeats.pop(e.task, None)
+            self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}",
+                     "ok" if e.feasible else "fail", e.at)
         if e.task == self.task_id:
             self._title_attempts()
             self.app.load_attempts(e.task, self)

@@ -13,6 +13,7 @@ from textual.widgets import Footer, Select
 from core.memory import KINDS, SORTS, SOURCES
 from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
 from evotui.widgets.experience_detail import ExperienceDetail
+from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
 
@@ -36,7 +37,7 @@ class MemoryScreen(Screen):
     MemoryScreen { layout: vertical; }
     MemoryScreen #panes { height: 1fr; }
     MemoryScreen #left { width: 60%; }
-    MemoryScreen #filters { grid-size: 3 2; grid-gutter: 0 1; height: 6; padding: 0 1; }
+    MemoryScreen #filters { grid-size: 3 2; grid-gutter: 0 1; height: 2; padding: 0 1; }
     MemoryScreen #filters Select { width: 1fr; }
     MemoryScreen MemoryList, MemoryScreen ExperienceDetail {
         border: round $panel-lighten-2;
@@ -59,12 +60,14 @@ class MemoryScreen(Screen):
         with Horizontal(id="panes"):
             with Vertical(id="left"):
                 with Grid(id="filters"):
-                    yield Select([(t, t) for t in [*self.task_ids, "*"]], prompt="task: any", id="task")
-                    yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind")
-                    yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage")
-                    yield Select([(_label(b), b) for b in BACKENDS], prompt="backend: any", id="backend")
-                    yield Select([(s, s) for s in SOURCES], prompt="source: any", id="source")
-                    yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort")
+                    yield Select([(t, t) for t in [*self.task_ids, "*"]], prompt="task: any", id="task", compact=True)
+                    yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind", compact=True)
+                    yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage",
+                                 compact=True)
+                    yield Select([(_label(b), b) for b in BACKENDS], prompt="backend: any", id="backend", compact=True)
+                    yield Select([(s, s) for s in SOURCES], prompt="source: any", id="source", compact=True)
+                    yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort",
+                                 compact=True)
                 yield MemoryList(id="memory")
             yield ExperienceDetail(id="detail")
         yield Footer()
@@ -109,7 +112,7 @@ class MemoryScreen(Screen):
         listing.show(message.items)
         shown = len(message.items)
         more = f" (first {shown})" if shown < message.total else ""
-        listing.border_subtitle = f"{message.total} experiences{more} · by {message.sort}"
+        listing.border_subtitle = f"{plural(message.total, 'experience')}{more} · by {message.sort}"
         if not message.items:
             self.shown_id = None
             self.query_one(ExperienceDetail).show_message("Nothing matches these filters.")

@@ -10,7 +10,7 @@ from textual.widgets import DataTable
 from core.attempts import AttemptLine, default_attempt
 from evotui.messages import AttemptHighlighted
 from evotui.widgets import marks
-from evotui.widgets.table import Table
+from evotui.widgets.table import Table, fit
 
 GATE_COLUMNS = tuple(marks.GATE_LABELS.items())
 MAX_DRAWN_DEPTH = 8
@@ -40,20 +40,54 @@ class AttemptTree(Table):
         super().__init__(cursor_type="row", **kwargs)
         self.task_id: str | None = None
         self.attempt_lines: list[AttemptLine] = []
+        self.column_plan: list[str] = []
 
     def on_mount(self) -> None:
         self._ensure_columns()
 
+    def on_resize(self) -> None:
+        if self._plan() != self.column_plan:
+            self._rebuild()
+
     def _ensure_columns(self) -> None:
         """Columns exist before the first rows, whichever comes first: mounting or data."""
-        if self.columns:
-            return
-        self.add_column("#", key="index")
-        self.add_column("stage", key="stage")
-        for gate, label in GATE_COLUMNS:
-            self.add_column(label, key=gate)
-        for key, label in (("ms", "ms"), ("reward", "reward"), ("source", "src")):
-            self.add_column(label, key=key)
+        if not self.columns:
+            self.column_plan = self._plan()
+            self._add_columns()
+
+    def _plan(self) -> list[str]:
+        """The columns that fit the pane: a mark column per gate, else the five marks in one "gates"
+        column; then the stage, then the author go (the tree's shape and the colour still say them)."""
+        lines = self.attempt_lines
+        index = max([len(tree_prefix(x)) + len(str(x.index)) + (len(f" ×{x.repeats + 1}") if x.repeats else 0)
+                     for x in lines] + [2])
+        ms_width = max([len(marks.ms(x.latency_ms)) for x in lines] + [3])
+        natural = {"index": index, "stage": 6, "gates": 5, "ms": ms_width, "reward": 6, "source": 5,
+                   **{gate: len(label) for gate, label in GATE_COLUMNS}}
+        width = self.scrollable_content_region.width or 10_000
+        padding = 2 * self.cell_padding
+        wide = ["index", "stage", *(g for g, _ in GATE_COLUMNS), "ms", "reward", "source"]
+        if sum(natural[k] + padding for k in wide) <= width:
+            return wide
+        compact = ["index", "stage", "gates", "ms", "reward", "source"]
+        return [k for k, _ in fit([(k, natural[k]) for k in compact], width, padding, ("stage", "source"))]
+
+    def _add_columns(self) -> None:
+        labels = {"index": "#", "stage": "stage", "gates": "gates", "ms": "ms", "reward": "reward",
+                  "source": "src", **dict(GATE_COLUMNS)}
+        for key in self.column_plan:
+            self.add_column(labels[key], key=key)
+
+    def _rebuild(self) -> None:
+        self.column_plan = self._plan()
+        row = self.cursor_row
+        self.clear(columns=True)
+        self._add_columns()
+        for line in self.attempt_lines:
+            self.add_row(*self._cells(line), key=line.id)
+        if self.attempt_lines:
+            self.move_cursor(row=min(row, len(self.attempt_lines) - 1), animate=False)
+            self.keep_cursor_visible()
 
     @property
     def current(self) -> AttemptLine | None:
@@ -70,7 +104,13 @@ class AttemptTree(Table):
         if keep is not None and keep == getattr(default_attempt(self.attempt_lines), "id", None):
             keep = None   # the cursor was where it starts (not moved by hand): it follows the new best
         self.task_id, self.attempt_lines = task_id, lines
-        self.clear()
+        plan = self._plan()
+        if plan != self.column_plan:
+            self.column_plan = plan
+            self.clear(columns=True)
+            self._add_columns()
+        else:
+            self.clear()
         for line in lines:
             self.add_row(*self._cells(line), key=line.id)
         if not lines:
@@ -81,6 +121,7 @@ class AttemptTree(Table):
         else:  # a new task: its best attempt, else its newest
             target = ids.index(default_attempt(lines).id)
         self.move_cursor(row=target, animate=False)
+        self.keep_cursor_visible()
         # Say it ourselves (moving to the row the cursor is on posts nothing; the screen drops repeats),
         # through our own queue: processing it gives the table the idle pass that sizes its columns.
         self.call_later(self.post_message, AttemptHighlighted(task_id, ids[target]))
@@ -95,14 +136,19 @@ class AttemptTree(Table):
 
     def _cells(self, line: AttemptLine) -> list:
         index = Text(tree_prefix(line)) + Text(str(line.index), style=self._style("best") if line.best else "")
-        cells: list = [index, line.stage]
+        if line.repeats:   # the same code came back this many more times (not stored twice)
+            index.append(f" ×{line.repeats + 1}", style=self._style("skip"))
         tone = {"passed": "pass", "failed": "fail", "skipped": "skip"}
-        for _, status in line.gates:
-            cells.append(Text(marks.mark(status), style=self._style(tone.get(status, "skip")), justify="center"))
-        cells.append(Text(marks.ms(line.latency_ms), justify="right"))
-        cells.append(Text(marks.reward(line.reward), justify="right"))
-        cells.append(Text(line.source, style=self._style("human") if line.source == "human" else ""))
-        return cells
+        gate_marks = {gate: Text(marks.mark(status), style=self._style(tone.get(status, "skip")), justify="center")
+                      for gate, status in line.gates}
+        gates = Text()
+        for gate, _ in line.gates:
+            gates.append_text(gate_marks[gate])
+        cells = {"index": index, "stage": line.stage, "gates": gates, **gate_marks,
+                 "ms": Text(marks.ms(line.latency_ms), justify="right"),
+                 "reward": Text(marks.reward(line.reward), justify="right"),
+                 "source": Text(line.source, style=self._style("human") if line.source == "human" else "")}
+        return [cells[key] for key in self.column_plan]
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         event.stop()

@@ -104,8 +104,14 @@ class CodeView(ScrollView, can_focus=True):
         self._content = ("empty", text)
         self._redraw()
 
-    def show_files(self, files: dict[str, str]) -> None:
-        self._content = ("files", files)
+    def show_files(self, files: dict[str, str], note: str = "") -> None:
+        """The files, highlighted; ``note`` (e.g. a failure's whole message) above them."""
+        self._content = ("files", files, note)
+        self._redraw()
+
+    def show_text(self, text: str, note: str = "") -> None:
+        """Plain text as it is (the model's answer), not wrapped."""
+        self._content = ("text", text, note)
         self._redraw()
 
     def show_diff(self, diff: str, note: str = "") -> None:
@@ -125,7 +131,7 @@ class CodeView(ScrollView, can_focus=True):
         kind = self._content[0]
         theme, background = self._syntax_theme(), pane_background(self)
         if kind == "files":
-            content = tuple(sorted(self._content[1].items()))
+            content = (tuple(sorted(self._content[1].items())), self._content[2])
         else:
             content = self._content[1:]
         self._key = (kind, content, theme, background)
@@ -136,12 +142,16 @@ class CodeView(ScrollView, can_focus=True):
     def _body_of(self, kind: str, theme: str, background: str) -> Text:
         newline = Text("\n", end="")
         if kind == "files":
-            files = self._content[1]
+            files, note = self._content[1], self._content[2]
             blocks = [(name, highlight(files[name], LEXERS.get(PurePath(name).suffix, "text"), theme, background))
                       for name in file_order(files)]
             width = max((cell_len(line) for _, b in blocks for line in b.plain.split("\n")), default=20)
-            return newline.join(newline.join([heading(name, width), block]) for name, block in blocks) \
-                if blocks else Text("(no files)")
+            parts = [Text(note, style="red")] if note else []
+            parts += [newline.join([heading(name, width), block]) for name, block in blocks] or [Text("(no files)")]
+            return newline.join(parts)
+        if kind == "text":
+            text, note = self._content[1], self._content[2]
+            return newline.join([*([Text(note, style="dim")] if note else []), Text(text)])
         if kind == "diff":
             diff, note = self._content[1], self._content[2]
             parts = [Text(note, style="dim")] if note else []

@@ -26,6 +26,27 @@ def sparkline(values: list[float], low: float = -1.0, high: float = 1.0) -> str:
                    for v in values)
 
 
+def unwrap(text: str) -> str:
+    """Seed texts are wrapped at ~100 columns in their files; join the lines of each paragraph so the
+    pane wraps them to its own width. Code blocks, lists and headings keep their lines."""
+    out: list[str] = []
+    fenced = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            out.append(line)
+            continue
+        joinable = (not fenced and stripped and out and out[-1].strip() and not out[-1].strip().startswith("```")
+                    and not stripped.startswith(("-", "*", "#", "|", ">")) and not line.startswith(("    ", "\t"))
+                    and not stripped[:2].rstrip(".").isdigit())
+        if joinable:
+            out[-1] = out[-1].rstrip() + " " + stripped
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
 def utc(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(ts)) if ts else "–"
 
@@ -115,10 +136,12 @@ class ExperienceDetail(VerticalScroll):
 
         if exp.text and not exp.files:
             parts.append(Rule("text", align="left", style=dim))
-            parts.append(Text(exp.text))
+            parts.append(Text(unwrap(exp.text)))
         theme = "monokai" if self.app.current_theme.dark else "friendly"
         for name in file_order(exp.files):
             parts.append(Rule(name, align="left", style=dim))
-            parts.append(highlight(exp.files[name], LEXERS.get(PurePath(name).suffix, "text"), theme,
-                                   pane_background(self)))
+            code = highlight(exp.files[name], LEXERS.get(PurePath(name).suffix, "text"), theme, pane_background(self))
+            code = code.copy()
+            code.end = "\n"      # the cached highlight ends without a line break: the next rule would join it
+            parts.append(code)
         return Group(*parts)

@@ -40,3 +40,26 @@ def verdict(outcome: dict) -> str:
     gate = outcome.get("failed_gate") or "?"
     prefix = f"{gate}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
+
+
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """"1 attempt", "3 attempts" (``nouns`` for irregular plurals)."""
+    return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
+
+
+def short_verdict(outcome: dict) -> str:
+    """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
+    if outcome.get("feasible"):
+        return verdict(outcome)
+    return f"✗ {outcome.get('failed_gate') or '?'}"
+
+
+def failure_text(outcome: dict) -> str:
+    """The whole failure, line breaks kept (compiler output is many lines): the gate, its message, and
+    every gate's own message that says more."""
+    gate = outcome.get("failed_gate") or "?"
+    lines = [f"✗ failed at {gate}:", (outcome.get("message") or "").rstrip()]
+    for g in outcome.get("gates", []):
+        if g.get("status") == "failed" and g.get("message") and g.get("message") != outcome.get("message"):
+            lines.append(f"{g.get('name')}: {g['message'].rstrip()}")
+    return "\n".join(line for line in lines if line)

@@ -29,7 +29,8 @@ class RunStatus:
 
 
 STATE_SYMBOL = {"running": "▶", "starting": "▶", "pausing": "‖", "paused": "‖", "finished": "■", "stopped": "■",
-                "failed": "✗", "budget": "■", "idle": "·", "opening": "…"}
+                "failed": "✗", "budget": "■", "idle": "", "opening": "…", "unavailable": "✗"}
+STATE_LABEL = {"unavailable": "workspace not open"}
 
 
 class RunHeader(Widget):
@@ -52,22 +53,31 @@ class RunHeader(Widget):
     def render(self) -> Text:
         s = self.status
         style = lambda name: self.get_component_rich_style(f"run-header--{name}", partial=True)  # noqa: E731
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append(" EvoKernel", style=style("title"))
-        sep = (" · ", style("dim"))
-        out.append_text(Text.assemble(sep, s.workspace or "…", sep, s.backend or "…", sep))
+        label = f"{STATE_SYMBOL.get(s.state, '')} {STATE_LABEL.get(s.state, s.state)}".strip()
+        # (text, style, rank): on a narrow terminal the highest ranks go first, so the run's state,
+        # progress, tokens and cost stay in view and the workspace name and backend give way
+        parts: list[tuple[str, str, int]] = [(" EvoKernel", "title", 0), (s.workspace or "…", "", 6),
+                                             (s.backend or "…", "", 5)]
         if s.llm_ok and s.model:
-            out.append(f"model {s.model}")
+            parts.append((f"model {s.model}", "", 3))
         else:
-            out.append("no LLM endpoint", style=style("problem"))
-        out.append_text(Text.assemble(sep))
-        label = f"{STATE_SYMBOL.get(s.state, '')} {s.state}".strip()
+            parts.append(("no LLM endpoint", "problem", 1))
+        parts.append((label, "state", 0))
         if s.run_id:
-            label += f" · run {s.run_id}"
+            parts.append((f"run {s.run_id}", "state", 4))
         if s.iteration is not None and s.iterations:
-            label += f" · iter {min(s.iteration + 1, s.iterations)}/{s.iterations}"
-        out.append(label, style=style("state"))
-        out.append_text(Text.assemble(sep, f"{_tokens(s.tokens)} tok", sep, f"${s.cost:.2f}"))
+            parts.append((f"iter {min(s.iteration + 1, s.iterations)}/{s.iterations}", "state", 0))
+        parts += [(f"{_tokens(s.tokens)} tok", "", 2), (f"${s.cost:.2f}", "", 2)]
+        width = self.size.width or 10_000
+        for rank in range(6, 0, -1):
+            if sum(len(t) for t, _, _ in parts) + 3 * (len(parts) - 1) <= width:
+                break
+            parts = [p for p in parts if p[2] != rank]
+        out = Text(no_wrap=True, overflow="ellipsis")
+        for n, (text, name, _) in enumerate(parts):
+            if n:
+                out.append(" · ", style=style("dim"))
+            out.append(text, style=style(name) if name else "")
         return out
 
 

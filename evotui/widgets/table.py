@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual.binding import Binding
 from textual.widgets import DataTable
 
 
@@ -13,7 +14,27 @@ class Table(DataTable):
     machine: columns cut to their labels). Such a table drops its cached lines after the pass.
     """
 
+    BINDINGS = [
+        Binding("home", "first_row", "First", show=False),
+        Binding("end", "last_row", "Last", show=False),
+    ]
+
     _drawn_unmeasured = False
+
+    def keep_cursor_visible(self) -> None:
+        """Scroll so the cursor's row is on screen (after rows were replaced or the pane resized)."""
+        if self.row_count:
+            self.call_after_refresh(self._scroll_cursor_into_view, False)
+
+    def action_first_row(self) -> None:
+        """Home: the first row (DataTable's own Home scrolls sideways)."""
+        if self.row_count:
+            self.move_cursor(row=0)
+
+    def action_last_row(self) -> None:
+        """End: the last row."""
+        if self.row_count:
+            self.move_cursor(row=self.row_count - 1)
 
     def render_lines(self, crop):
         if self._require_update_dimensions:   # drawing rows DataTable has not measured yet
@@ -28,3 +49,14 @@ class Table(DataTable):
     def _redraw_measured(self) -> None:
         self.notify_style_update()   # DataTable's way of dropping its rendered lines
         self.refresh()
+
+
+def fit(columns: list[tuple[str, int]], width: int, padding: int, drops: tuple[str, ...]) -> list[tuple[str, int]]:
+    """The columns (key, width) that fit in ``width``: dropping ``drops`` in order until they do.
+    Each column also takes ``padding`` cells."""
+    cols = list(columns)
+    for key in drops:
+        if sum(w + padding for _, w in cols) <= width:
+            break
+        cols = [c for c in cols if c[0] != key]
+    return cols

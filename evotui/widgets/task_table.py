@@ -11,14 +11,16 @@ from textual.widgets import DataTable
 from core.attempts import TaskRow
 from evotui.messages import TaskHighlighted
 from evotui.widgets import marks
-from evotui.widgets.table import Table
+from evotui.widgets.table import Table, fit
 
 STATUS_FLUSH_S = 0.25
-COLUMNS = (("mark", " "), ("id", "id"), ("stage", "stage"), ("iter", "iter"), ("best", "best"), ("status", "status"),
-           ("level", "lvl"), ("category", "category"))
-# Columns whose cells change while a run goes on get a fixed width (a changed cell does not resize
-# its column); the others are sized to the suite.
-WIDTHS = {"mark": 1, "stage": 6, "iter": 7, "best": 7, "status": 24}
+LABELS = {"mark": " ", "id": "id", "stage": "stage", "iter": "iter", "best": "best", "status": "status",
+          "level": "lvl", "category": "category"}
+# Every column has a fixed width (a changed cell does not resize its column, and a narrow pane is
+# laid out once per resize): ids and categories are sized to the suite, the live ones to their content.
+WIDTHS = {"mark": 1, "stage": 6, "iter": 7, "best": 7, "status": 24, "level": 3}
+DROPS = ("category", "level", "stage")   # what a narrow pane gives up first; then the status narrows
+MIN_STATUS = 12
 
 
 class TaskTable(Table):
@@ -39,17 +41,50 @@ class TaskTable(Table):
         self.rows_by_id: dict[str, TaskRow] = {}
         self.status: dict[str, tuple[str, str]] = {}     # task -> (text, tone: ok|fail|busy|dim)
         self.marked: set[str] = set()
+        self.filter_text = ""                          # / narrows the rows to tasks matching it
+        self.shown: list[str] = []                     # the ids on screen, in order
+        self.column_plan: list[tuple[str, int]] = []        # the columns on screen (key, width)
         self._stale: set[str] = set()
 
     def on_mount(self) -> None:
         self._ensure_columns()
 
+    def on_resize(self) -> None:
+        self._lay_out()
+
     def _ensure_columns(self) -> None:
         """Columns exist before the first rows, whichever comes first: mounting or data."""
-        if self.columns:
+        if not self.columns:
+            self._lay_out(force=True)
+
+    def _plan(self) -> list[tuple[str, int]]:
+        """The columns that fit the pane, in order (key, width)."""
+        rows = self.rows_by_id.values()
+        natural = {**WIDTHS, "id": max([len(r.id) for r in rows] + [8]),
+                   "category": max([len(r.category) for r in rows] + [8])}
+        width = self.scrollable_content_region.width or 10_000
+        padding = 2 * self.cell_padding
+        cols = fit([(k, natural[k]) for k in LABELS], width, padding, DROPS)
+        over = sum(w + padding for _, w in cols) - width
+        if over > 0:
+            cols = [(k, max(MIN_STATUS, w - over) if k == "status" else w) for k, w in cols]
+        return cols
+
+    def _lay_out(self, force: bool = False) -> None:
+        """Rebuild the columns when what fits changed (a resize, a suite with longer ids)."""
+        plan = self._plan()
+        if plan == self.column_plan and not force:
             return
-        for key, label in COLUMNS:
-            self.add_column(label, key=key, width=WIDTHS.get(key))
+        self.column_plan = plan
+        keep = self.current_task if self.columns else None
+        self.clear(columns=True)
+        for key, width in plan:
+            self.add_column(LABELS[key], key=key, width=width)
+        for task_id in self.shown:
+            self.add_row(*self._cells(task_id), key=task_id)
+        if keep in self.shown:
+            self.move_cursor(row=self.shown.index(keep), animate=False)
+        self.keep_cursor_visible()
 
     # -- content ------------------------------------------------------------------------------------
 
@@ -60,28 +95,46 @@ class TaskTable(Table):
             return None
         return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
 
+    def matches(self, row: TaskRow) -> bool:
+        """Whether ``row`` passes the filter (words in any order, in id, category, stage or level)."""
+        if not self.filter_text.strip():
+            return True
+        hay = f"{row.id} {row.category} {row.stage} level{row.level} l{row.level}".lower()
+        return all(word in hay for word in self.filter_text.lower().split())
+
+    def set_filter(self, text: str) -> None:
+        """Show only the tasks matching ``text`` (marks and statuses of hidden tasks are kept)."""
+        self.filter_text = text
+        self.show_rows(list(self.rows_by_id.values()))
+
     def show_rows(self, rows: list[TaskRow]) -> None:
-        """Show ``rows``; the cursor stays on its task."""
+        """Show ``rows`` (those passing the filter); the cursor stays on its task."""
         self._ensure_columns()
         keep = self.current_task
-        same = [r.id for r in rows] == list(self.rows_by_id)
         self.rows_by_id = {r.id: r for r in rows}
-        if same:
-            for row in rows:
-                self._refresh_row(row.id)
+        visible = [r.id for r in rows if self.matches(r)]
+        if visible == self.shown:
+            for task_id in visible:
+                self._refresh_row(task_id)
+            return
+        self.shown = visible
+        if self._plan() != self.column_plan:
+            self._lay_out()
             return
         self.clear()
-        for row in rows:
-            self.add_row(*self._cells(row.id), key=row.id)
-        if keep in self.rows_by_id:
-            self.move_cursor(row=self.get_row_index(keep))
+        for task_id in visible:
+            self.add_row(*self._cells(task_id), key=task_id)
+        if keep in visible:
+            self.move_cursor(row=visible.index(keep))
+        self.keep_cursor_visible()
         self.call_later(self.refresh)   # a message of our own: its idle pass sizes the columns
 
     def update_task(self, task_id: str, **changes) -> None:
         """Change fields of one task's row (stage, used, budget, best_speedup, ...)."""
         if task_id in self.rows_by_id:
             self.rows_by_id[task_id] = replace(self.rows_by_id[task_id], **changes)
-            self._refresh_row(task_id)
+            if task_id in self.shown:
+                self._refresh_row(task_id)
 
     def set_status(self, task_id: str, text: str, tone: str = "dim") -> None:
         """The live status of a task (tone: ok, fail, busy or dim). Drawn in batches, at most every
@@ -98,19 +151,21 @@ class TaskTable(Table):
 
     def _draw_statuses(self) -> None:
         stale, self._stale = self._stale, set()
-        for task_id in stale & set(self.rows_by_id):
+        if "status" not in dict(self.column_plan):
+            return
+        for task_id in stale & set(self.shown):
             self.update_cell(task_id, "status", self._status_cell(task_id))
 
     def restyle(self) -> None:
         """Recolour every row (after a theme change)."""
-        for task_id in self.rows_by_id:
+        for task_id in self.shown:
             self._refresh_row(task_id, force=True)
 
     def _refresh_row(self, task_id: str, force: bool = False) -> None:
         """Redraw the cells of a row whose text changed (each update costs the table a re-measure);
         ``force``: all of them (their colours changed)."""
         row = self.get_row(task_id)
-        for (key, _), old, new in zip(COLUMNS, row, self._cells(task_id)):
+        for (key, _), old, new in zip(self.column_plan, row, self._cells(task_id)):
             if force or old != new:
                 self.update_cell(task_id, key, new)
 
@@ -126,7 +181,10 @@ class TaskTable(Table):
         best = Text(marks.speedup(r.best_speedup), style=self._style("ok") if r.best_speedup else "")
         stage = Text(r.stage, style=self._style("ok") if r.stage == "refine" else "")
         mark = Text("●" if task_id in self.marked else " ", style=self._style("mark"))
-        return [mark, r.id, stage, f"{r.used}/{r.budget}", best, self._status_cell(task_id), str(r.level), r.category]
+        cells = {"mark": mark, "id": Text(r.id, no_wrap=True, overflow="ellipsis"), "stage": stage,
+                 "iter": f"{r.used}/{r.budget}", "best": best, "status": self._status_cell(task_id),
+                 "level": str(r.level), "category": Text(r.category, no_wrap=True, overflow="ellipsis")}
+        return [cells[key] for key, _ in self.column_plan]
 
     # -- events -------------------------------------------------------------------------------------
 

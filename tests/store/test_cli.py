@@ -51,7 +51,8 @@ def test_list_filters_sorts_and_pages(workspace, capsys):
     data = _json(capsys, "-w", str(ws), "memory", "list", "--json", "--asc", "--limit", "2", "--offset", "1")
     assert [it["id"] for it in data["items"]] == ids[1:3]
     assert main(["-w", str(ws), "memory", "list", "--source", "human"]) == 0
-    assert "experiences by recency" in capsys.readouterr().out
+    said = capsys.readouterr()   # piped: the table on stdout as TSV, its title on stderr
+    assert "experiences by recency" in said.err and said.out.startswith("id\ttask\t")
 
 
 def test_show_by_id_and_prefix(workspace, capsys):

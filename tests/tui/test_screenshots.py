@@ -10,6 +10,18 @@ import pytest
 from waiting import wait_for
 
 SIZE = (150, 44)
+SMALL = (100, 30)
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch):
+    """Log lines without a time of their own get this one (every run draws the same screen)."""
+    import time
+
+    from evotui.widgets import event_log
+
+    at = time.mktime((2026, 1, 1, 12, 30, 0, 0, 0, -1))
+    monkeypatch.setattr(event_log, "now", lambda: at)
 
 
 def workbench(workspace, theme: str):
@@ -50,3 +62,23 @@ def test_main_screen(snap_compare, filled_workspace, theme):
 @pytest.mark.parametrize("theme", ["dark", "light"])
 def test_memory_browser(snap_compare, filled_workspace, theme):
     assert snap_compare(workbench(filled_workspace, theme), terminal_size=SIZE, run_before=open_memory)
+
+
+def test_main_screen_at_100x30(snap_compare, filled_workspace):
+    """A 100x30 terminal: the columns that fit (a gates column, no level or category), the header
+    keeps the run's state, tokens and cost, the footer its daily keys, and the selection in view."""
+    async def run_before(pilot):
+        await settle_main(pilot)
+        app = pilot.app
+        table = app.main.query_one("#tasks")
+        assert [k for k, _ in table.column_plan] == ["mark", "id", "iter", "best", "status"]
+        tree = app.main.query_one("#attempts")
+        assert "gates" in tree.column_plan and {"ms", "reward", "source"} <= set(tree.column_plan)
+        header = str(app.main.query_one("RunHeader").render())
+        assert "tok" in header and "$0.00" in header and "paused" in header
+
+    assert snap_compare(workbench(filled_workspace, "dark"), terminal_size=SMALL, run_before=run_before)
+
+
+def test_memory_browser_at_100x30(snap_compare, filled_workspace):
+    assert snap_compare(workbench(filled_workspace, "dark"), terminal_size=SMALL, run_before=open_memory)

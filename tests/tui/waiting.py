@@ -10,7 +10,13 @@ async def wait_for(pilot, condition, timeout: float = 120.0, what: str = "") -> 
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or condition}")
+            log = getattr(getattr(pilot.app, "main", None), "query_one", None)
+            said = ""
+            try:
+                said = "\n".join(list(pilot.app.main.query_one("#log").lines_written)[-8:])
+            except Exception:  # noqa: BLE001 - only for the message
+                pass
+            raise AssertionError(f"timed out waiting for {what or condition}; the log ends:\n{said}")
         await pilot.pause(0.05)
     await pilot.pause()
 

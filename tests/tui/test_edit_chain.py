@@ -1,0 +1,146 @@
+"""Hand edits as a daily path (issue 13): saves in a row form a chain, each the child of the previous
+one, rewarded by the same function as the model's refinements; a save that repeats stored code (a
+comment added, an earlier version saved again) is explained in the log and the tree, never a
+verdict that vanishes or a best no attempt shows."""
+
+from __future__ import annotations
+
+import pytest
+
+import candidates as C
+from waiting import posted, wait_for
+
+pytestmark = pytest.mark.slow
+SIZE = (150, 44)
+
+
+def save(folder, files: dict[str, str]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+def human_attempts(messages) -> list:
+    from evotui.messages import EngineEvent
+
+    return [m.event for m in posted(messages, EngineEvent)
+            if type(m.event).__name__ == "AttemptRecorded" and m.event.source == "human"]
+
+
+def relu(tag: int) -> dict[str, str]:
+    """The real relu with a distinct unused constant: different code, same speed class."""
+    files = C.elementwise(C.RELU)
+    return {**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const int kVersion{tag} = {tag};\n"}
+
+
+async def save_and_wait(pilot, messages, folder, files, count: int):
+    save(folder, files)
+    await wait_for(pilot, lambda: len(human_attempts(messages)) >= count, timeout=120,
+                   what=f"save {count} to be verified")
+    return human_attempts(messages)[count - 1]
+
+
+async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(workspace):
+    from core import policy
+    from evotui.app import make_app
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    app = make_app(workspace.root)
+    messages: list = []
+    folder = workspace.kernels_dir / "relu"
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        first = await save_and_wait(pilot, messages, folder, relu(1), 1)
+        second = await save_and_wait(pilot, messages, folder, relu(2), 2)
+        third = await save_and_wait(pilot, messages, folder, relu(3), 3)
+
+        assert all(e.feasible and not e.duplicate for e in (first, second, third))
+        assert first.parent_id is None and first.stage == "draft" and first.reward == 1.0
+        assert second.parent_id == first.experience_id and third.parent_id == second.experience_id
+        assert second.stage == third.stage == "refine"
+        # the model's refinement reward: tanh(log best - log latency) against the best so far, under
+        # too few samples to normalise by (so only clipped at the feasible floor)
+        best = first.latency_ms
+        for e in (second, third):
+            raw = policy.refine_reward_raw(True, best, e.latency_ms)
+            assert e.reward == pytest.approx(policy.normalise(raw, {"count": 0}))
+            best = min(best, e.latency_ms)
+
+        # the tree shows the chain: each a level deeper than its parent
+        tree = app.main.query_one(AttemptTree)
+        await wait_for(pilot, lambda: len(tree.attempt_lines) == 3, what="the tree")
+        depth = {line.id: line.depth for line in tree.attempt_lines}
+        assert [depth[e.experience_id] for e in (first, second, third)] == [0, 1, 2]
+        assert all(line.source == "human" for line in tree.attempt_lines)
+        await pilot.press("q")
+
+
+async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
+    from evotui.app import make_app
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    app = make_app(workspace.root)
+    messages: list = []
+    folder = workspace.kernels_dir / "relu"
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        tree = app.main.query_one(AttemptTree)
+        log = lambda: "\n".join(app.main.query_one("#log").lines_written)  # noqa: E731
+        one = await save_and_wait(pilot, messages, folder, relu(1), 1)
+        two = await save_and_wait(pilot, messages, folder, relu(2), 2)
+        await wait_for(pilot, lambda: len(tree.attempt_lines) == 2, what="two attempts in the tree")
+        index = {line.id: line.index for line in tree.attempt_lines}
+
+        # a comment-only save of version 2: the same code, not stored again, and said so
+        commented = relu(2)
+        commented["kernel.cpp"] = "// tidied up\n" + commented["kernel.cpp"]
+        again = await save_and_wait(pilot, messages, folder, commented, 3)
+        assert again.duplicate and again.experience_id == two.experience_id and not again.new_best
+        await wait_for(pilot, lambda: f"the same code as #{index[two.experience_id]}" in log(), what="the log")
+        assert len(tree.attempt_lines) == 2
+        await wait_for(pilot, lambda: f"last: a repeat of #{index[two.experience_id]}" in
+                       str(tree.border_subtitle), what="the tree's note")
+
+        # version 1 saved again: a repeat of #1; whatever its new timing, no best that no line shows
+        back = await save_and_wait(pilot, messages, folder, relu(1), 4)
+        assert back.duplicate and back.experience_id == one.experience_id and not back.new_best
+        await wait_for(pilot, lambda: f"the same code as #{index[one.experience_id]}" in log(), what="the log")
+        best_ms = app.main.tasks["relu"].best_ms
+        assert best_ms is None or any(line.latency_ms == best_ms for line in tree.attempt_lines)
+
+        # the next real change is the child of the version it was made from (the repeat of #1)
+        three = await save_and_wait(pilot, messages, folder, relu(3), 5)
+        assert not three.duplicate and three.parent_id == one.experience_id
+        await wait_for(pilot, lambda: len(tree.attempt_lines) == 3, what="the third attempt")
+        assert "repeat" not in str(tree.border_subtitle)
+        await pilot.press("q")
+
+
+async def test_repeated_answers_agree_across_status_tree_and_log(workspace, llm_env):
+    """Issue 13, item 4: a model that gives the same kernel every time: the status counts iterations,
+    the tree marks the repeated attempt ×2 and says so in its subtitle, and the log explains why the
+    repeat's reward is not in the tree."""
+    from openai_server import Reply, answer_with
+    from evotui.app import make_app
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 3")
+    workspace.config_path.write_text(config)
+    llm_env(lambda request, n: Reply(answer_with(C.elementwise(C.RELU))))
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("s")      # relu is under the cursor
+        await wait_for(pilot, lambda: app.run_status.state == "finished", timeout=300, what="the run")
+        # the first answer is a draft; the second, a refinement of it, is stored (another stage); the
+        # third repeats the second
+        tree = app.main.query_one(AttemptTree)
+        await wait_for(pilot, lambda: any(line.repeats == 1 for line in tree.attempt_lines), what="the tree")
+        assert len(tree.attempt_lines) == 2
+        assert "2 attempts · 1 repeat" in str(tree.border_subtitle)
+        second = tree.get_row_index([line.id for line in tree.attempt_lines if line.index == 2][0])
+        assert "×2" in str(tree.get_row_at(second)[0])
+        log = "\n".join(app.main.query_one("#log").lines_written)
+        assert log.count("the same code as #2") == 1 and "the tree keeps #2's reward" in log
+        assert app.main.query_one("#tasks").status["relu"][0].startswith("#3 ✓")
+        await pilot.press("q")
