@@ -1,0 +1,238 @@
+"""The probe process: size, run and time one task's reference, in a subprocess of its own.
+
+``python -m core.probe JOB.json PROGRESS.jsonl``. Every step (a scale tried, its bytes and time) is
+appended to PROGRESS as one JSON line before the next begins, so a probe killed for time or memory
+still says how far it got; the last line has ``"final": true``. Run by :func:`core.sizing.run_probe`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from core.sizing import CALL_CAP_S, MAX_GROWTH, WINDOW_MS, scale_cases, scale_values
+from verifier.task import TaskSpec, load_task_module, size_constants
+
+
+class _Progress:
+    def __init__(self, path: str):
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
+    """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides."""
+    sizes = size_constants(spec.source)
+    scaled = scale_values(sizes, factor) if sizes and factor != 1.0 else dict(sizes)
+    overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
+    cases = scale_cases(spec.cases, factor) if spec.cases and factor != 1.0 else spec.cases
+    return replace(spec, size_overrides=overrides, cases=cases), overrides
+
+
+def _tensors(value: Any):
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def meta_bytes(spec: TaskSpec) -> int | None:
+    """Bytes of the model's parameters and buffers plus the largest case's inputs, on the meta device
+    (nothing allocated); None when the task cannot be built there (it reads values, say)."""
+    import torch
+
+    try:
+        module = load_task_module(spec)
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs())
+            state = _nbytes(list(model.parameters()) + list(model.buffers())) if hasattr(model, "parameters") else 0
+            per_case = [_nbytes(_tensors(_case_inputs(module, k))) for k in range(max(1, len(spec.cases)))]
+    except Exception:
+        return None
+    return state + max(per_case)
+
+
+def _case_inputs(module, k: int | None):
+    from verifier.cases import inputs_for
+
+    return list(inputs_for(module.get_inputs, k if k else None)() if k else module.get_inputs())
+
+
+def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool = False) -> dict:
+    """Build the model once and time one forward per case (median of a few calls, fewer for slow ones):
+    ``{"ms" (geometric mean over cases), "case_ms", "ops" (aten ops of the first case's forward)}``."""
+    import torch
+
+    torch.set_num_threads(threads)
+    module = load_task_module(spec)
+    torch.manual_seed(0)
+    model = module.Model(*module.get_init_inputs())
+    if hasattr(model, "eval"):
+        model.eval()
+    case_ms, ops = [], {}
+    for k in range(max(1, len(spec.cases))):
+        torch.manual_seed(1 + k)
+        inputs = _case_inputs(module, k)
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            model(*inputs)
+            first = time.perf_counter() - t0
+            times = [first]
+            if first < call_cap_s:
+                budget = time.perf_counter() + max(0.2, 3 * first)
+                while len(times) < 11 and (time.perf_counter() < budget or len(times) < 3):
+                    t0 = time.perf_counter()
+                    model(*inputs)
+                    times.append(time.perf_counter() - t0)
+                times = times[1:]  # the first call warms caches and allocators
+            if trace and k == 0:
+                ops = trace_ops(model, inputs)
+        times.sort()
+        case_ms.append(times[len(times) // 2] * 1e3)
+    geo = math.exp(sum(math.log(max(t, 1e-6)) for t in case_ms) / len(case_ms))
+    return {"ms": geo, "case_ms": case_ms, "ops": ops}
+
+
+def trace_ops(model, inputs) -> dict[str, int]:
+    """The aten operators one forward runs, with counts (a TorchDispatchMode sees them after
+    decomposition of nothing: what PyTorch itself dispatches)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    seen: dict[str, int] = {}
+
+    class Ops(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            seen[name] = seen.get(name, 0) + 1
+            return func(*args, **(kwargs or {}))
+
+    try:
+        with torch.no_grad(), Ops():
+            model(*inputs)
+    except Exception:
+        pass
+    return seen
+
+
+def probe(job: dict, progress: _Progress) -> dict:
+    spec = TaskSpec.from_dict(job["spec"])
+    threads = int(job.get("threads", 1))
+    lo, hi = job.get("window", WINDOW_MS)
+    cap = int(job["bytes_cap"])
+    call_cap = float(job.get("call_cap_s", CALL_CAP_S))
+    auto = job.get("mode") == "auto"
+    factor = float(job.get("factor", 1.0))
+    notes: list[str] = []
+    has_sizes = bool(size_constants(spec.source)) or bool(spec.cases)
+
+    current, overrides = spec_at(spec, factor)
+    nbytes = meta_bytes(current)
+    if nbytes is not None and nbytes > cap:
+        if not auto:
+            return {"ok": False, "factor": factor, "bytes": nbytes,
+                    "problem": f"needs {nbytes / 2**30:.1f} GiB of tensors at these sizes (cap {cap / 2**30:.1f} GiB): "
+                               "use --size-scale auto or a smaller factor"}
+        if not has_sizes:
+            return {"ok": False, "factor": factor, "bytes": nbytes,
+                    "problem": f"needs {nbytes / 2**30:.1f} GiB and has no module-level sizes to scale"}
+        # shrink on the meta device until the tensors fit: bisect the log of the factor
+        a, b = math.log(1e-4), math.log(factor)
+        for _ in range(30):
+            mid = (a + b) / 2
+            got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+            if got is not None and got <= cap:
+                a = mid
+            else:
+                b = mid
+        factor = math.exp(a)
+        current, overrides = spec_at(spec, factor)
+        nbytes = meta_bytes(current)
+        notes.append(f"shrunk to fit {cap / 2**30:.1f} GiB before timing")
+        progress.write({"factor": factor, "bytes": nbytes})
+
+    previous: tuple[float, float] | None = None
+    target = math.sqrt(lo * hi)
+    result: dict = {}
+    for step in range(10):
+        progress.write({"factor": factor, "bytes": nbytes, "started": True})
+        result = time_reference(current, threads, call_cap, trace=False)
+        ms = result["ms"]
+        progress.write({"factor": factor, "bytes": nbytes, "ms": ms})
+        if not auto or lo <= ms <= hi or not has_sizes:
+            break
+        # work grows as factor**p: p from the last two measurements, else a guess (2: a matrix's worth)
+        p = 2.0
+        if previous and previous[0] != factor and previous[1] > 0:
+            p = math.log(ms / previous[1]) / math.log(factor / previous[0])
+            p = min(4.0, max(0.5, p)) if p == p else 2.0
+        previous = (factor, ms)
+        wanted = factor * (target / ms) ** (1.0 / p)
+        wanted = min(wanted, MAX_GROWTH)
+        nxt, nxt_overrides = spec_at(spec, wanted)
+        if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
+            break  # the sizes cannot move further (floors reached)
+        nb = meta_bytes(nxt)
+        if nb is not None and nb > cap:
+            notes.append("growth stopped at the memory cap")
+            break
+        factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
+    else:
+        notes.append("stopped after 10 sizing steps")
+    ms = result.get("ms")
+    out = {"ok": True, "factor": factor, "overrides": overrides,
+           "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
+           "bytes": nbytes, "notes": notes}
+    if job.get("trace", True):
+        try:
+            out["ops"] = time_reference(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
+        except Exception:
+            out["ops"] = {}
+    if ms is not None and not lo <= ms <= hi:
+        why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
+               else "its sizes reached their floors" if ms < lo else "still over at the smallest sizes tried")
+        out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
+                          ": use --size-scale auto"))
+    return out
+
+
+def main(argv: list[str]) -> int:
+    job_path, progress_path = argv
+    progress = _Progress(progress_path)
+    job = json.loads(open(job_path).read())
+    try:
+        out = probe(job, progress)
+    except MemoryError:
+        out = {"ok": False, "problem": "out of memory building or running the reference: try --size-scale auto"}
+    except BaseException as exc:  # the task's own code: any failure is the task's, in one line
+        from verifier.npu_source import NpuOnly
+
+        if isinstance(exc, NpuOnly):
+            out = {"ok": False, "problem": f"refused: {exc}"}
+        else:
+            text = " ".join(str(exc).split())[:300]
+            out = {"ok": False, "problem": f"reference failed: {type(exc).__name__}: {text}"}
+    out["final"] = True
+    progress.write(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
