@@ -144,14 +144,16 @@ def probe(job: dict, progress: _Progress) -> dict:
     has_sizes = bool(size_constants(spec.source)) or bool(spec.cases)
 
     current, overrides = spec_at(spec, factor)
+    load_task_module(current)  # a task that does not load fails here, before any sizing
+    progress.write({"loaded": True})
     nbytes = meta_bytes(current)
     if nbytes is not None and nbytes > cap:
         if not auto:
-            return {"ok": False, "factor": factor, "bytes": nbytes,
+            return {"ok": False, "loaded": True, "factor": factor, "bytes": nbytes,
                     "problem": f"needs {nbytes / 2**30:.1f} GiB of tensors at these sizes (cap {cap / 2**30:.1f} GiB): "
                                "use --size-scale auto or a smaller factor"}
         if not has_sizes:
-            return {"ok": False, "factor": factor, "bytes": nbytes,
+            return {"ok": False, "loaded": True, "factor": factor, "bytes": nbytes,
                     "problem": f"needs {nbytes / 2**30:.1f} GiB and has no module-level sizes to scale"}
         # shrink on the meta device until the tensors fit: bisect the log of the factor
         a, b = math.log(1e-4), math.log(factor)
@@ -169,6 +171,7 @@ def probe(job: dict, progress: _Progress) -> dict:
         progress.write({"factor": factor, "bytes": nbytes})
 
     previous: tuple[float, float] | None = None
+    capped = False
     target = math.sqrt(lo * hi)
     result: dict = {}
     for step in range(10):
@@ -191,13 +194,26 @@ def probe(job: dict, progress: _Progress) -> dict:
             break  # the sizes cannot move further (floors reached)
         nb = meta_bytes(nxt)
         if nb is not None and nb > cap:
+            if wanted < factor or capped:
+                break
+            # grow only as far as the memory cap allows: the largest factor whose tensors fit
+            a, b = math.log(factor), math.log(wanted)
+            for _ in range(14):
+                mid = (a + b) / 2
+                got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+                a, b = (mid, b) if got is not None and got <= cap else (a, mid)
+            capped = True
             notes.append("growth stopped at the memory cap")
-            break
+            wanted = math.exp(a)
+            nxt, nxt_overrides = spec_at(spec, wanted)
+            nb = meta_bytes(nxt)
+            if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
+                break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
         notes.append("stopped after 10 sizing steps")
     ms = result.get("ms")
-    out = {"ok": True, "factor": factor, "overrides": overrides,
+    out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes}
     if job.get("trace", True):
@@ -207,6 +223,7 @@ def probe(job: dict, progress: _Progress) -> dict:
             out["ops"] = {}
     if ms is not None and not lo <= ms <= hi:
         why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
+               else f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap" if ms < lo and capped
                else "its sizes reached their floors" if ms < lo else "still over at the smallest sizes tried")
         out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
                           ": use --size-scale auto"))

@@ -97,6 +97,7 @@ class Probe:
     """What a probe of a task's reference found (all fields optional but ``ok``)."""
 
     ok: bool
+    loaded: bool = False
     factor: float = 1.0
     overrides: dict[str, int] = field(default_factory=dict)
     cases: list[dict] | None = None
@@ -141,6 +142,8 @@ def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
         records = [json.loads(line) for line in lines if line.strip()]
     final = next((r for r in reversed(records) if r.get("final")), None)
     if final is not None:
+        final.setdefault("loaded", any(r.get("loaded") for r in records))
+        final["steps"] = [r for r in records if "factor" in r and not r.get("final")]
         return Probe.from_dict(final)
     last = next((r for r in reversed(records) if "factor" in r), None)
     where = f" at scale {last['factor']:.3g}" if last else ""
@@ -157,7 +160,8 @@ def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
         problem = f"reference process {how}{where}" + (f": {tail[-1][:200]}" if tail else "")
         if code < 0 or "MemoryError" in (tail[-1] if tail else ""):
             problem += "; try --size-scale auto or a smaller factor"
-    return Probe(ok=False, problem=problem, steps=[r for r in records if "factor" in r])
+    return Probe(ok=False, loaded=any(r.get("loaded") for r in records), problem=problem,
+                 steps=[r for r in records if "factor" in r])
 
 
 def _limits(job: dict):
