@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from core.sizing import CALL_CAP_S, MAX_GROWTH, WINDOW_MS, scale_cases, scale_values
+from core.sizing import CALL_CAP_S, MAX_GROWTH, START_BYTES, WINDOW_MS, scale_cases, scale_values
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 
@@ -32,7 +32,8 @@ def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
     sizes = size_constants(spec.source)
     scaled = scale_values(sizes, factor) if sizes and factor != 1.0 else dict(sizes)
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
-    cases = scale_cases(spec.cases, factor) if spec.cases and factor != 1.0 else spec.cases
+    # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
+    cases = scale_cases(spec.cases, factor) if spec.cases and spec.case_file and factor != 1.0 else spec.cases
     return replace(spec, size_overrides=overrides, cases=cases), overrides
 
 
@@ -170,6 +171,17 @@ def probe(job: dict, progress: _Progress) -> dict:
         notes.append(f"shrunk to fit {cap / 2**30:.1f} GiB before timing")
         progress.write({"factor": factor, "bytes": nbytes})
 
+    if auto and has_sizes and nbytes is not None and nbytes > START_BYTES:
+        # start small and grow by measured time: a GPU-sized call can take seconds on a CPU
+        a, b = math.log(1e-4), math.log(factor)
+        for _ in range(20):
+            mid = (a + b) / 2
+            got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+            a, b = (mid, b) if got is not None and got <= START_BYTES else (a, mid)
+        factor = math.exp(a)
+        current, overrides = spec_at(spec, factor)
+        nbytes = meta_bytes(current)
+
     previous: tuple[float, float] | None = None
     capped = False
     target = math.sqrt(lo * hi)
@@ -188,7 +200,7 @@ def probe(job: dict, progress: _Progress) -> dict:
             p = min(4.0, max(0.5, p)) if p == p else 2.0
         previous = (factor, ms)
         wanted = factor * (target / ms) ** (1.0 / p)
-        wanted = min(wanted, MAX_GROWTH)
+        wanted = min(wanted, MAX_GROWTH, factor * 8)  # grow at most 8x per step: overhead hides the work
         nxt, nxt_overrides = spec_at(spec, wanted)
         if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
             break  # the sizes cannot move further (floors reached)

@@ -32,6 +32,7 @@ BYTES_CAP = 1 << 30           # parameters + one case's inputs, at most (the mem
 CALL_CAP_S = 2.0              # one reference call longer than this is not repeated: shrink first
 PROBE_TIMEOUT_S = 120.0       # a probe (sizing + timing one task) is killed after this
 MAX_GROWTH = 64.0             # "auto" grows a small task by at most this factor per size
+START_BYTES = 32 << 20        # "auto" times a large task first at this size, then grows it by measured time
 
 
 def _pow2(v: int) -> bool:

@@ -91,7 +91,7 @@ class Task:
             size_overrides=dict(self.size_overrides),
             atol=float(atol) if isinstance(atol, (int, float)) else None,
             rtol=float(rtol) if isinstance(rtol, (int, float)) else None,
-            cases=tuple(self.cases), case_file=self.case_file,
+            cases=tuple(self.cases) or _listed_cases(self), case_file=self.case_file,
         )
 
     def signature(self) -> dict:
@@ -202,6 +202,33 @@ def with_traced_category(task: Task, ops: dict[str, int]) -> Task:
     if category is None:
         return task
     return replace(task, category=category, category_source="ops")
+
+
+_LISTED: dict[str, tuple[dict, ...]] = {}
+
+
+def _listed_cases(task: Task) -> tuple[dict, ...]:
+    """The cases of a task whose ``get_input_groups()`` lists them in code (no case file): described
+    from the groups it builds on the meta device (nothing allocated); () when it is not such a task or
+    cannot be run there, and then its first group is its only case."""
+    if task.case_file or "get_input_groups" not in task.source:
+        return ()
+    key = f"{task.id}:{hash(task.source)}:{sorted(task.size_overrides.items())}"
+    if key not in _LISTED:
+        from verifier.cases import describe_groups
+        from verifier.task import load_task_module
+
+        try:
+            import torch
+
+            module = load_task_module(TaskSpec(id=task.id, source=task.source, path=str(task.path),
+                                               size_overrides=dict(task.size_overrides)))
+            with torch.device("meta"):
+                groups = list(module.get_input_groups())
+            _LISTED[key] = describe_groups(groups) if len(groups) > 1 else ()
+        except Exception:  # the task's own code; its first group stays its one case
+            _LISTED[key] = ()
+    return _LISTED[key]
 
 
 def _cases_for(path: Path, source: str) -> tuple[str, tuple[dict, ...]]:

@@ -1,8 +1,9 @@
 """What the verifier needs to know about a task, and how a KernelBench task file is loaded.
 
-A task file defines ``class Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``. Its
-module-level integer constants (``batch_size = 16``) are its *sizes*: the verifier changes them for
-a second-shape trial, and the engine scales them down for CPU runs. Changing a size rewrites the
+A task file defines ``class Model(nn.Module)``, ``get_inputs()`` (or ``get_input_groups()`` and a
+case file: verifier.cases) and ``get_init_inputs()``. Its module-level integers (``batch_size = 16``,
+``N = 2048 * 2``, ``h = w = 256``, ``shape = (128, 256)``) are its *sizes*: the verifier changes them
+for a second-shape trial, and the engine scales them for CPU runs. Changing a size rewrites the
 assignment in the source before it runs, so derived constants (``hidden = 4 * dim``) follow.
 """
 

@@ -508,3 +508,34 @@ def test_cli_check_json_and_auto_listing_survive_a_bad_task(tmp_path):
     assert [t["id"] for t in data["tasks"]] == ["expr"]
     assert len(data["errors"]) == 1 and "missing" in data["errors"][0]
     assert "evokernel_no_such_package_xyz" in listing.stderr
+
+
+LISTED_CASES = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return (a.float() @ b.float()).to(a.dtype)
+
+def get_input_groups():
+    groups = []
+    for dtype, m, n, k in (("float16", 32, 16, 8), ("bfloat16", 8, 24, 40)):
+        t = getattr(torch, dtype)
+        groups.append([torch.randn(m, k).to(t), torch.randn(k, n).to(t)])
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_cases_listed_in_code_are_each_a_case(tmp_path):
+    task = load_suite(write(tmp_path / "s", {"gemm_cases.py": LISTED_CASES})).get("gemm_cases")
+    spec = task.spec()
+    assert [c["inputs"][0] for c in spec.cases] == [{"name": "in0", "dtype": "float16", "shape": [32, 8]},
+                                                   {"name": "in0", "dtype": "bfloat16", "shape": [8, 40]}]
+    module = load_task_module(spec)
+    a, b = make_inputs(module.get_inputs, Trial(seed=3, distribution="uniform", case=1))
+    assert (a.dtype, tuple(a.shape), tuple(b.shape)) == (torch.bfloat16, (8, 40), (40, 24))
+    assert len(case_trials(trial_plan(5), len(spec.cases))) == 10
