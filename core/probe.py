@@ -183,16 +183,24 @@ def probe(job: dict, progress: _Progress) -> dict:
         nbytes = meta_bytes(current)
 
     previous: tuple[float, float] | None = None
+    below: float | None = None     # the largest factor measured under the window
+    above: float | None = None     # the smallest factor measured over it
     capped = False
     target = math.sqrt(lo * hi)
-    result: dict = {}
-    for step in range(10):
+    tried: list[tuple[float, float, TaskSpec, dict, int | None, dict]] = []
+    stuck = ""
+    for step in range(12):
         progress.write({"factor": factor, "bytes": nbytes, "started": True})
         result = time_reference(current, threads, call_cap, trace=False)
         ms = result["ms"]
         progress.write({"factor": factor, "bytes": nbytes, "ms": ms})
+        tried.append((factor, ms, current, overrides, nbytes, result))
         if not auto or lo <= ms <= hi or not has_sizes:
             break
+        if ms < lo:
+            below = factor if below is None else max(below, factor)
+        else:
+            above = factor if above is None else min(above, factor)
         # work grows as factor**p: p from the last two measurements, else a guess (2: a matrix's worth)
         p = 2.0
         if previous and previous[0] != factor and previous[1] > 0:
@@ -201,9 +209,23 @@ def probe(job: dict, progress: _Progress) -> dict:
         previous = (factor, ms)
         wanted = factor * (target / ms) ** (1.0 / p)
         wanted = min(wanted, MAX_GROWTH, factor * 8)  # grow at most 8x per step: overhead hides the work
+        if below is not None and above is not None and not below < wanted < above:
+            wanted = math.sqrt(below * above)        # bracketed: bisect between the two
         nxt, nxt_overrides = spec_at(spec, wanted)
-        if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
-            break  # the sizes cannot move further (floors reached)
+        # sizes move in steps (powers of two, divisors): nudge until they do move
+        for _ in range(10):
+            if nxt.size_overrides != current.size_overrides or nxt.cases != current.cases:
+                break
+            wanted = wanted * 1.3 if ms < lo else wanted / 1.3
+            if not 1e-4 <= wanted <= MAX_GROWTH or (below is not None and wanted <= below) or \
+                    (above is not None and wanted >= above):
+                break
+            nxt, nxt_overrides = spec_at(spec, wanted)
+        if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases or \
+                any(t[3] == nxt_overrides and t[2].cases == nxt.cases for t in tried):
+            stuck = "no sizes between the nearest ones tried" if below is not None and above is not None else \
+                "its sizes reached their floors" if ms > hi else "its sizes cannot grow further"
+            break
         nb = meta_bytes(nxt)
         if nb is not None and nb > cap:
             if wanted < factor or capped:
@@ -223,8 +245,12 @@ def probe(job: dict, progress: _Progress) -> dict:
                 break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
-        notes.append("stopped after 10 sizing steps")
-    ms = result.get("ms")
+        notes.append("stopped after 12 sizing steps")
+
+    def distance(ms: float) -> float:  # how far outside the window, in log terms
+        return 0.0 if lo <= ms <= hi else abs(math.log(ms / (lo if ms < lo else hi)))
+
+    factor, ms, current, overrides, nbytes, result = min(tried, key=lambda t: distance(t[1]))
     out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes}
@@ -236,7 +262,7 @@ def probe(job: dict, progress: _Progress) -> dict:
     if ms is not None and not lo <= ms <= hi:
         why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
                else f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap" if ms < lo and capped
-               else "its sizes reached their floors" if ms < lo else "still over at the smallest sizes tried")
+               else stuck or "sizing stopped after 12 steps")
         out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
                           ": use --size-scale auto"))
     return out
