@@ -63,8 +63,12 @@ class _Neutralise(ast.NodeTransformer):
         return node
 
     def visit_Call(self, node: ast.Call):
-        self.generic_visit(node)
         f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "is_available" and ast.unparse(f.value) in \
+                ("torch.npu", "torch_npu.npu", *(f"{a}.npu" for a in self.aliases)):
+            self._note(f"{ast.unparse(f)}() (False here)")
+            return ast.Constant(False)
+        self.generic_visit(node)
         if isinstance(f, ast.Attribute) and f.attr == "npu" and not node.args and not node.keywords:
             self._note(".npu() calls")
             return f.value

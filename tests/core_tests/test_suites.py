@@ -165,7 +165,7 @@ dim = 4096
 
 def get_inputs():
     x = torch.randn(batch_size, dim).npu()
-    return [x.to("npu:0")]
+    return [x.to("npu:0") if torch.npu.is_available() else x]
 
 def get_init_inputs():
     return []
@@ -399,6 +399,7 @@ def test_torch_npu_for_placement_only_loads_and_says_what_was_skipped(tmp_path):
     source, notes = neutralise_npu(NPU_PLACEMENT)
     assert "torch_npu" not in source and ".npu()" not in source and "npu:0" not in source
     assert any("import torch_npu" in n for n in notes) and ".npu() calls" in notes
+    assert "torch.npu.is_available() (False here)" in notes
     suite = load_suite(write(tmp_path / "s", {"gelu_npu.py": NPU_PLACEMENT, "rms_npu.py": NPU_OPERATOR}))
     task = suite.get("gelu_npu")
     assert "skipped import torch_npu" in task.notes[0]
