@@ -187,6 +187,7 @@ def probe(job: dict, progress: _Progress) -> dict:
     above: float | None = None     # the smallest factor measured over it
     capped = False
     target = math.sqrt(lo * hi)
+    inner = (lo * (hi / lo) ** 0.15, hi / (hi / lo) ** 0.15)  # 2-50 ms: about 3.2-31 ms
     tried: list[tuple[float, float, TaskSpec, dict, int | None, dict]] = []
     stuck = ""
     for step in range(12):
@@ -195,8 +196,8 @@ def probe(job: dict, progress: _Progress) -> dict:
         ms = result["ms"]
         progress.write({"factor": factor, "bytes": nbytes, "ms": ms})
         tried.append((factor, ms, current, overrides, nbytes, result))
-        if not auto or lo <= ms <= hi or not has_sizes:
-            break
+        if not auto or not has_sizes or inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
+            break  # (auto aims inside the window's middle, so a noisy re-measurement stays in it)
         if ms < lo:
             below = factor if below is None else max(below, factor)
         else:
@@ -250,7 +251,8 @@ def probe(job: dict, progress: _Progress) -> dict:
     def distance(ms: float) -> float:  # how far outside the window, in log terms
         return 0.0 if lo <= ms <= hi else abs(math.log(ms / (lo if ms < lo else hi)))
 
-    factor, ms, current, overrides, nbytes, result = min(tried, key=lambda t: distance(t[1]))
+    factor, ms, current, overrides, nbytes, result = min(
+        tried, key=lambda t: (distance(t[1]), abs(math.log(max(t[1], 1e-9) / target))))
     out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes}
