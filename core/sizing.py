@@ -7,8 +7,8 @@ the reference and measures: each task is probed in its own subprocess (``core.pr
 and memory cap, which first shrinks it on the meta device until its tensors fit the memory cap (a
 parameter never allocated at full size), then times it and rescales until one call lands in the window.
 
-Scaling keeps what the task declares between its sizes: equal sizes stay equal, a power of two stays a
-power of two, and a size that divides another still divides it (``block_len`` into ``seq_length``).
+Scaling keeps what the task declares between its sizes: equal sizes stay equal, and a size that
+divides another still divides it (``block_len`` into ``seq_length``).
 A task that cannot be brought into the window is reported with the reason, never timed for minutes.
 """
 
@@ -35,22 +35,16 @@ MAX_GROWTH = 64.0             # "auto" grows a small task by at most this factor
 START_BYTES = 32 << 20        # "auto" times a large task first at this size, then grows it by measured time
 
 
-def _pow2(v: int) -> bool:
-    return v > 0 and v & (v - 1) == 0
-
-
 def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE) -> dict[str, int]:
-    """``values`` scaled by ``factor``: equal values stay equal, powers of two stay powers of two, a value
-    that divides another still divides it, and none goes below ``min(value, floor)``."""
+    """``values`` scaled by ``factor``: equal values stay equal, a value that divides another still
+    divides it (the larger is rounded to a multiple of the smaller), and none goes below
+    ``min(value, floor)``. Sizes are not kept powers of two: all of a task's sizes doubling at once
+    would change its time 30-fold in one step, past the whole window."""
     distinct = sorted(set(values.values()))
     scaled: dict[int, int] = {}
     for v in distinct:  # ascending, so every divisor of v is already scaled
         lo = min(v, floor)
-        if _pow2(v):
-            r = 2 ** round(math.log2(max(v * factor, 1)))
-        else:
-            r = round(v * factor)
-        r = max(lo, r)
+        r = max(lo, round(v * factor))
         divisors = [scaled[d] for d in distinct if d < v and v % d == 0 and d >= floor]
         step = 1
         for d in divisors:
