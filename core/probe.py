@@ -190,7 +190,7 @@ def probe(job: dict, progress: _Progress) -> dict:
     inner = (lo * (hi / lo) ** 0.15, hi / (hi / lo) ** 0.15)  # 2-50 ms: about 3.2-31 ms
     tried: list[tuple[float, float, TaskSpec, dict, int | None, dict]] = []
     stuck = ""
-    for step in range(12):
+    for step in range(16):
         progress.write({"factor": factor, "bytes": nbytes, "started": True})
         result = time_reference(current, threads, call_cap, trace=False)
         ms = result["ms"]
@@ -206,7 +206,7 @@ def probe(job: dict, progress: _Progress) -> dict:
         p = 2.0
         if previous and previous[0] != factor and previous[1] > 0:
             p = math.log(ms / previous[1]) / math.log(factor / previous[0])
-            p = min(4.0, max(0.5, p)) if p == p else 2.0
+            p = min(8.0, max(0.5, p)) if p == p else 2.0  # a conv's work is batch x in x out x h x w
         previous = (factor, ms)
         wanted = factor * (target / ms) ** (1.0 / p)
         wanted = min(wanted, MAX_GROWTH, factor * 8)  # grow at most 8x per step: overhead hides the work
@@ -222,8 +222,14 @@ def probe(job: dict, progress: _Progress) -> dict:
                     (above is not None and wanted >= above):
                 break
             nxt, nxt_overrides = spec_at(spec, wanted)
-        if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases or \
-                any(t[3] == nxt_overrides and t[2].cases == nxt.cases for t in tried):
+        def seen(candidate: TaskSpec) -> bool:
+            return any(t[2].size_overrides == candidate.size_overrides and t[2].cases == candidate.cases
+                       for t in tried)
+
+        if seen(nxt) and below is not None and above is not None:
+            wanted = math.sqrt(below * above)  # a noisy estimate led back: bisect the bracket instead
+            nxt, nxt_overrides = spec_at(spec, wanted)
+        if seen(nxt):
             stuck = "no sizes between the nearest ones tried" if below is not None and above is not None else \
                 "its sizes reached their floors" if ms > hi else "its sizes cannot grow further"
             break
@@ -246,7 +252,7 @@ def probe(job: dict, progress: _Progress) -> dict:
                 break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
-        notes.append("stopped after 12 sizing steps")
+        notes.append("stopped after 16 sizing steps")
 
     def distance(ms: float) -> float:  # how far outside the window, in log terms
         return 0.0 if lo <= ms <= hi else abs(math.log(ms / (lo if ms < lo else hi)))
@@ -264,7 +270,7 @@ def probe(job: dict, progress: _Progress) -> dict:
     if ms is not None and not lo <= ms <= hi:
         why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
                else f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap" if ms < lo and capped
-               else stuck or "sizing stopped after 12 steps")
+               else stuck or "sizing stopped after 16 steps")
         out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
                           ": use --size-scale auto"))
     return out
