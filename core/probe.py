@@ -248,8 +248,13 @@ def probe(job: dict, progress: _Progress) -> dict:
             wanted = wanted * (0.6 if ms > hi else 1.6)
             nxt, nxt_overrides = spec_at(spec, wanted)
         if seen(nxt):
-            stuck = "no sizes between the nearest ones tried" if below is not None and above is not None else \
-                "its sizes reached their floors" if ms > hi else "its sizes cannot grow further"
+            if below is not None and above is not None:
+                under = max(t[1] for t in tried if t[1] < lo)
+                over = min(t[1] for t in tried if t[1] > hi)
+                stuck = (f"its time jumps from {under:.3g} to {over:.3g} ms between neighbouring sizes tried "
+                         "(a performance cliff, or a busy machine)")
+            else:
+                stuck = "no untried size closer to the window" + (" (sizes at their floors?)" if ms > hi else "")
             break
         nb = meta_bytes(nxt)
         if nb is not None and nb > cap:
