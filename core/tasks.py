@@ -10,29 +10,53 @@ from __future__ import annotations
 
 import ast
 import difflib
+import json
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.errors import TaskError
-from verifier.task import MIN_SIZE, TaskSpec, input_numel, module_constants, size_constants
+from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS, Probe, run_probe, scale_cases, scale_values
+from verifier.cases import CaseError, case_file_name, parse_case_file
+from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
+from verifier.task import TaskSpec, module_constants, size_constants
 
 BUILTIN_ROOT = Path(__file__).parent / "suites" / "builtin"
 CATEGORIES = ("activation", "elementwise", "reduction", "normalization", "pooling", "matmul", "convolution",
               "loss", "scan", "fused")
-AUTO_SCALE_ELEMENTS = 4_000_000  # "auto" scaling aims at about this many input elements (16 MB of fp32)
 
-# Inferred categories for files that do not declare one (KernelBench's), by name and ops.
+# Categories by name, for a task whose reference has not run yet (the traced ops decide once it has:
+# see category_from_ops). Words are matched at word boundaries so "bilinear" is not "linear".
 _CATEGORY_WORDS = [
+    ("fused", r"resnet|vgg|mobilenet|efficientnet|densenet|transformer|lstm|unet|(?<![a-z])(gru|vit|mlp)(?![a-z])"),
     ("loss", r"loss|entropy|kl_?div|hinge|huber|triplet"),
     ("convolution", r"conv"),
     ("pooling", r"pool"),
     ("normalization", r"norm(?!al)|normaliz"),
     ("scan", r"cum(sum|prod|max|min)|scan"),
-    ("matmul", r"matmul|gemm|bmm|matvec|mm\b|linear|einsum|matrix"),
+    ("matmul", r"matmul|gemm|bmm|matvec|(?<![a-z])mm(?![a-z])|(?<!bi)linear|einsum|matrix|attention"),
     ("activation", r"relu|gelu|sigmoid|tanh|elu|softplus|softsign|swish|silu|mish|softmax|hardtanh|selu|activation"),
     ("reduction", r"sum|mean|max|min|argmax|argmin|prod|reduc|norm"),
 ]
+
+# Traced aten operators -> category. A reference whose heavy ops span two of the "heavy" categories
+# (a ResNet: convolutions, norms, pooling, a linear layer) is "fused".
+_OP_CATEGORIES = [
+    ("convolution", r"^(convolution|_convolution|conv\w*|mkldnn_convolution|slow_conv\w*|thnn_conv\w*)$"),
+    ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_scaled_dot_product\w*|scaled_dot_product\w*)$"),
+    ("normalization", r"^(native_layer_norm|layer_norm|native_batch_norm|_native_batch_norm_legit\w*|batch_norm\w*|"
+                      r"native_group_norm|group_norm|instance_norm|_fused_rms_norm|rms_norm|norm|linalg_vector_norm)$"),
+    ("pooling", r"\w*pool\w*"),
+    ("loss", r"^(\w*_loss\w*|nll_loss\w*|binary_cross_entropy\w*|kl_div|huber_loss|smooth_l1_loss|mse_loss|"
+             r"cross_entropy_loss)$"),
+    ("scan", r"^(cumsum|cumprod|cummax|cummin|logcumsumexp)$"),
+    ("activation", r"^(relu|gelu|sigmoid|tanh|elu|softplus|softshrink|hardshrink|hardtanh|hardsigmoid|hardswish|"
+                   r"leaky_relu|selu|silu|mish|_softmax|softmax|_log_softmax|log_softmax|threshold|glu|celu|rrelu\w*|"
+                   r"logsigmoid|prelu|_prelu_kernel)$"),
+    ("reduction", r"^(sum|mean|amax|amin|max|min|argmax|argmin|prod|var|std|var_mean|std_mean|logsumexp|all|any)$"),
+]
+_HEAVY = ("convolution", "matmul", "normalization", "pooling")
 
 
 @dataclass(frozen=True)
@@ -48,6 +72,11 @@ class Task:
     ops: tuple[str, ...] = ()
     size_overrides: dict[str, int] = field(default_factory=dict)
     scale: float | None = None
+    cases: tuple[dict, ...] = ()        # a multi-case task's cases (as they will run: scaled with the task)
+    case_file: str = ""
+    original_cases: tuple[dict, ...] = ()
+    notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
+    category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -62,6 +91,7 @@ class Task:
             size_overrides=dict(self.size_overrides),
             atol=float(atol) if isinstance(atol, (int, float)) else None,
             rtol=float(rtol) if isinstance(rtol, (int, float)) else None,
+            cases=tuple(self.cases) or _listed_cases(self), case_file=self.case_file,
         )
 
     def signature(self) -> dict:
@@ -71,12 +101,16 @@ class Task:
 
     def scale_note(self) -> str:
         """A line saying how sizes were scaled ("" when they were not)."""
-        if not self.size_overrides:
+        from verifier.cases import describe_case
+
+        if not self.size_overrides and self.cases == self.original_cases:
             return ""
         original = size_constants(self.source)
-        changes = ", ".join(f"{k} {original.get(k, '?')}->{v}" for k, v in self.size_overrides.items())
+        changes = [f"{k} {original.get(k, '?')}->{v}" for k, v in self.size_overrides.items()]
+        if self.cases != self.original_cases:
+            changes.append(f"{len(self.cases)} cases, first {describe_case(self.cases[0])}")
         factor = f" by {self.scale:.3g}" if self.scale else ""
-        return f"sizes scaled{factor}: {changes}"
+        return f"sizes scaled{factor}: {', '.join(changes)}"
 
 
 @dataclass
@@ -129,6 +163,7 @@ def _call_names(tree: ast.AST) -> list[str]:
 
 
 def infer_category(task_id: str, ops: list[str], level: int) -> str:
+    """The category by the task's name (and the call names in its source), for a reference not yet run."""
     if level >= 2:
         return "fused"
     text = f"{task_id} {' '.join(ops)}".lower()
@@ -136,6 +171,80 @@ def infer_category(task_id: str, ops: list[str], level: int) -> str:
         if re.search(pattern, text):
             return category
     return "elementwise"
+
+
+def category_from_ops(ops: dict[str, int], level: int = 1) -> str | None:
+    """The category of a reference from the aten operators its forward ran (None if nothing matched):
+    the heaviest kind of op present decides; heavy ops of two kinds make it "fused"."""
+    if level >= 2:
+        return "fused"
+    found: list[str] = []
+    for name in ops:
+        for category, pattern in _OP_CATEGORIES:
+            if re.search(pattern, name):
+                if category not in found:
+                    found.append(category)
+                break
+    heavy = [c for c in _HEAVY if c in found]
+    if len(heavy) >= 2 and set(heavy) != {"matmul", "normalization"}:
+        return "fused"
+    for category in ("convolution", "matmul", "loss", "normalization", "pooling", "scan", "activation", "reduction"):
+        if category in found:
+            return category
+    return "elementwise" if ops else None
+
+
+def with_traced_category(task: Task, ops: dict[str, int]) -> Task:
+    """The task with its category from traced ops (a category the file declares is kept)."""
+    if task.category_source == "declared" or not ops:
+        return task
+    category = category_from_ops(ops, task.level)
+    if category is None:
+        return task
+    return replace(task, category=category, category_source="ops")
+
+
+_LISTED: dict[str, tuple[dict, ...]] = {}
+
+
+def _listed_cases(task: Task) -> tuple[dict, ...]:
+    """The cases of a task whose ``get_input_groups()`` lists them in code (no case file): described
+    from the groups it builds on the meta device (nothing allocated); () when it is not such a task or
+    cannot be run there, and then its first group is its only case."""
+    if task.case_file or "get_input_groups" not in task.source:
+        return ()
+    key = f"{task.id}:{hash(task.source)}:{sorted(task.size_overrides.items())}"
+    if key not in _LISTED:
+        from verifier.cases import describe_groups
+        from verifier.task import load_task_module
+
+        try:
+            import torch
+
+            module = load_task_module(TaskSpec(id=task.id, source=task.source, path=str(task.path),
+                                               size_overrides=dict(task.size_overrides)))
+            with torch.device("meta"):
+                groups = list(module.get_input_groups())
+            _LISTED[key] = describe_groups(groups) if len(groups) > 1 else ()
+        except Exception:  # the task's own code; its first group stays its one case
+            _LISTED[key] = ()
+    return _LISTED[key]
+
+
+def _cases_for(path: Path, source: str) -> tuple[str, tuple[dict, ...]]:
+    """The case file a multi-case task reads and its cases (none for a task that lists them in code)."""
+    name = case_file_name(source, path.stem)
+    file = path.parent / name
+    if not file.exists():
+        if re.search(r"\.jsonl?[\"']", source):
+            raise TaskError(f"{path.name}: get_input_groups() reads {name}, which is not beside it")
+        return "", ()
+    try:
+        return name, parse_case_file(file.read_text(), name)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TaskError(f"{path.name}: case file {name} unreadable: {exc}") from None
+    except CaseError as exc:
+        raise TaskError(f"{path.name}: {exc}") from None
 
 
 def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
@@ -152,20 +261,32 @@ def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
     model = top.get("Model")
     if not isinstance(model, ast.ClassDef):
         raise TaskError(f"{path.name}: no class Model (a KernelBench task defines Model, get_inputs, get_init_inputs)")
+    multi = isinstance(top.get("get_input_groups"), ast.FunctionDef)
     for fn in ("get_inputs", "get_init_inputs"):
-        if not isinstance(top.get(fn), ast.FunctionDef):
-            raise TaskError(f"{path.name}: no {fn}() function")
+        if not isinstance(top.get(fn), ast.FunctionDef) and not (fn == "get_inputs" and multi):
+            more = " (nor get_input_groups())" if fn == "get_inputs" else ""
+            raise TaskError(f"{path.name}: no {fn}() function{more}")
     forward = next((n for n in model.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
     if forward is None:
         raise TaskError(f"{path.name}: Model has no forward()")
+    notes: list[str] = []
+    if "torch_npu" in source and not torch_npu_available():
+        try:
+            _, skipped = neutralise_npu(source)
+        except NpuOnly as exc:
+            raise TaskError(f"{path.name}: refused: {exc}") from None
+        if skipped:
+            notes.append(f"without torch_npu: skipped {', '.join(skipped)} (device placement only)")
+    case_file, cases = _cases_for(path, source) if multi else ("", ())
     ops = _call_names(model)
-    consts = module_constants(source)
-    declared = consts.get("CATEGORY")
+    declared = module_constants(source).get("CATEGORY")
     tid = task_id or path.stem
     category = declared if declared in CATEGORIES else infer_category(tid, ops, level)
     doc = ast.get_docstring(tree) or ast.get_docstring(model) or ""
     return Task(id=tid, level=level, category=category, path=path, source=source,
-                description=" ".join(doc.split())[:200], ops=tuple(ops))
+                description=" ".join(doc.split())[:200], ops=tuple(ops), cases=cases, case_file=case_file,
+                original_cases=cases, notes=tuple(notes),
+                category_source="declared" if declared in CATEGORIES else "name")
 
 
 def _level_of(path: Path, root: Path) -> int:
@@ -210,43 +331,87 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
     return Suite(name, root, tasks, errors)
 
 
-def scale_task(task: Task, scale: float | str | None) -> Task:
-    """The task with its module-level sizes scaled by ``scale`` (a factor in (0, 1], or "auto")."""
+def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
+               window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
+               timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
+    """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
+    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given."""
+    from verifier.machine import fingerprint
+
+    auto = scale == "auto"
+    factor = 1.0 if auto or scale in (None, "none") else _factor(scale)
+    base = replace(task.spec(), size_overrides={}, cases=task.original_cases)
+    key = json.dumps([_PROBE_FORMAT, base.key, auto, factor, list(window), bytes_cap, threads,
+                      fingerprint(threads, "cpu")])
+    cache_file = Path(cache_dir) / "sizing.json" if cache_dir else None
+    if key in _probes:
+        return _probes[key]
+    if cache_file is not None:
+        try:
+            cached = json.loads(cache_file.read_text()).get(key)
+        except (OSError, ValueError):
+            cached = None
+        if isinstance(cached, dict):
+            _probes[key] = Probe.from_dict(cached)
+            return _probes[key]
+    job = {"spec": base.to_dict(), "mode": "auto" if auto else "fixed", "factor": factor, "window": list(window),
+           "bytes_cap": bytes_cap, "threads": threads, "trace": True}
+    probe = run_probe(job, timeout_s)
+    _probes[key] = probe
+    if cache_file is not None and probe.ok:
+        try:
+            data = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+        except (OSError, ValueError):
+            data = {}
+        data[key] = probe.to_dict()
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, cache_file)
+    return probe
+
+
+_PROBE_FORMAT = 1
+_probes: dict[str, Probe] = {}
+
+
+def _factor(scale: float | str) -> float:
+    try:
+        factor = float(scale)
+    except (TypeError, ValueError):
+        raise TaskError(f"size scale {scale!r} is not a number in (0, 1] or 'auto'") from None
+    if not 0 < factor <= 1:
+        raise TaskError(f"size scale {factor} must be in (0, 1] (or 'auto')")
+    return factor
+
+
+def apply_probe(task: Task, probe: Probe) -> Task:
+    """The task at the sizes a probe chose, its category from the ops the probe traced."""
+    sizes = size_constants(task.source)
+    overrides = {k: int(v) for k, v in probe.overrides.items() if k in sizes and int(v) != sizes[k]}
+    cases = tuple(probe.cases) if probe.cases else task.original_cases
+    scaled = replace(task, size_overrides=overrides, cases=cases,
+                     scale=probe.factor if overrides or cases != task.original_cases else None)
+    return with_traced_category(scaled, probe.ops)
+
+
+def scale_task(task: Task, scale: float | str | None, **probe_options) -> Task:
+    """The task with its sizes scaled: by a factor in (0, 1] (every module-level size and case extent,
+    keeping equal sizes equal, powers of two and divisors), or "auto": by work, to a reference time in
+    the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot
+    run raises TaskError in one line; one it cannot bring into the window keeps the closest sizes."""
     if scale in (None, 1, 1.0, "1", "none"):
         return task
-    sizes = size_constants(task.source)
-    if not sizes:
-        return task
-
-    def overrides_for(factor: float) -> dict[str, int]:
-        return {k: max(min(v, MIN_SIZE), round(v * factor)) for k, v in sizes.items()}
-
     if scale == "auto":
-        spec = task.spec()
-
-        def numel(s) -> int:
-            try:
-                return input_numel(s)
-            except (Exception, SystemExit) as exc:  # the task's own code, run to learn its input sizes
-                raise TaskError(f"task {task.id}: --size-scale auto could not size its inputs: get_inputs() "
-                                f"failed on the meta device ({type(exc).__name__}: {exc})") from None
-
-        if numel(spec) <= AUTO_SCALE_ELEMENTS:
-            return task
-        lo, hi = 0.0, 1.0
-        for _ in range(24):
-            mid = (lo + hi) / 2
-            if numel(replace(spec, size_overrides=overrides_for(mid))) <= AUTO_SCALE_ELEMENTS:
-                lo = mid
-            else:
-                hi = mid
-        factor = lo or 1e-6
-    else:
-        try:
-            factor = float(scale)
-        except ValueError:
-            raise TaskError(f"size scale {scale!r} is not a number in (0, 1] or 'auto'") from None
-        if not 0 < factor <= 1:
-            raise TaskError(f"size scale {factor} must be in (0, 1] (or 'auto')")
-    overrides = {k: v for k, v in overrides_for(factor).items() if v != sizes[k]}
-    return replace(task, size_overrides=overrides, scale=factor) if overrides else task
+        probe = probe_task(task, "auto", **probe_options)
+        if not probe.ok:
+            raise TaskError(f"task {task.id}: --size-scale auto could not size it: {probe.problem}")
+        return apply_probe(task, probe)
+    factor = _factor(scale)
+    sizes = size_constants(task.source)
+    scaled = scale_values(sizes, factor) if sizes else {}
+    overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
+    cases = scale_cases(task.original_cases, factor) if task.original_cases else ()
+    if not overrides and cases == task.original_cases:
+        return task
+    return replace(task, size_overrides=overrides, cases=cases, scale=factor)

@@ -13,11 +13,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--level", type=int, default=None, help="only this level")
     p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
     p.add_argument("--time", action="store_true", help="run and time every reference (cached per machine)")
+    p.add_argument("--check", action="store_true",
+                   help="vet the suite: load, size and run each reference once (one subprocess each)")
+    p.add_argument("--timeout", type=float, default=None, help="--check/auto: seconds per task (default 120)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from core.errors import TaskError
     from core.tasks import load_suite, scale_task
     from core.workspace import Workspace
 
@@ -25,7 +29,17 @@ def run(args: argparse.Namespace) -> int:
     config = ws.config()
     suite = load_suite(args.suite or config.suite)
     scale = args.size_scale if args.size_scale is not None else config.size_scale
-    tasks = [scale_task(t, scale) for t in suite.select(level=args.level)]
+    probe_options = {"threads": config.verifier.threads, "cache_dir": ws.cache_dir if ws.exists() else None}
+    if args.timeout is not None:
+        probe_options["timeout_s"] = args.timeout
+    if args.check:
+        return _check(args, suite, scale, probe_options)
+    tasks, failed = [], []
+    for t in suite.select(level=args.level):
+        try:  # one task that cannot be sized is one line, not the end of the listing
+            tasks.append(scale_task(t, scale, **probe_options) if scale == "auto" else scale_task(t, scale))
+        except TaskError as exc:
+            failed.append(str(exc))
     timings: dict[str, dict] = {}
     if args.time:
         timings = _time_references(ws, tasks, quiet=args.json)
@@ -38,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         if t.id in timings:
             row.update(timings[t.id])
         rows.append(row)
-    for err in suite.errors:
+    for err in [*suite.errors, *failed]:
         print(f"evokernel: skipped {err}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"suite": suite.name, "tasks": rows, "errors": suite.errors}, indent=1))
+        print(json.dumps({"suite": suite.name, "tasks": rows, "errors": [*suite.errors, *failed]}, indent=1))
         return 0
     from evotui.table_output import Column, print_table, to_terminal
 
@@ -69,3 +83,33 @@ def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
         print(f"[{i}/{n}] {task_id}: {said}", file=sys.stderr)
 
     return time_references(ws, tasks, None if quiet else progress)
+
+
+def _check(args: argparse.Namespace, suite, scale, probe_options: dict) -> int:
+    """``--check``: one row per task file (loaded / sized / time / problems) and a summary line."""
+    from core.suite_check import check_tasks
+
+    tasks = suite.select(level=args.level)
+
+    def progress(i: int, n: int, row: dict) -> None:
+        said = f"{row['ms']:.3g} ms" if row["ms"] is not None else "-"
+        print(f"[{i}/{n}] {row['id']}: {said}{'; ' + row['problems'][0] if row['problems'] else ''}", file=sys.stderr)
+
+    report = check_tasks(suite, tasks, scale, progress=None if args.json else progress, **probe_options)
+    if args.json:
+        print(json.dumps({"suite": suite.name, **report}, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{suite.name}: check", box=None, header_style="bold")
+    for col in ("id", "lvl", "category", "loaded", "sized", "ref ms", "problems"):
+        table.add_column(col, overflow="fold")
+    for r in report["rows"]:
+        ms = f"{r['ms']:.3g}" if r["ms"] is not None else "-"
+        said = "; ".join([*r["problems"], *r["notes"]]) or (r.get("scaled") or "")
+        table.add_row(r["id"], str(r["level"] or "-"), r["category"] or "-", "yes" if r["loaded"] else "no",
+                      "yes" if r["sized"] else "no", ms, said)
+    Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None).print(table)
+    print(report["line"])
+    return 0

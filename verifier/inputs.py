@@ -34,6 +34,7 @@ class Trial:
     distribution: str
     overrides: tuple[tuple[str, int], ...] = ()   # sizes changed for this trial (the second shape)
     init_seed: int | None = None                   # seeds the model's parameters when not ``seed``
+    case: int | None = None                        # a multi-case task's case (verifier.cases)
 
     @property
     def model_seed(self) -> int:
@@ -44,18 +45,22 @@ class Trial:
         text = f"{DESCRIPTIONS[self.distribution]}, seed {self.seed}"
         if self.overrides:
             text += ", second shape " + ", ".join(f"{k}={v}" for k, v in self.overrides)
+        if self.case is not None:
+            text += f", case {self.case + 1}"
         return text
 
     def to_dict(self) -> dict[str, Any]:
         d = {"seed": self.seed, "distribution": self.distribution, "overrides": [list(p) for p in self.overrides]}
         if self.init_seed is not None:
             d["init_seed"] = self.init_seed
+        if self.case is not None:
+            d["case"] = self.case
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Trial":
         return cls(d["seed"], d["distribution"], tuple((k, int(v)) for k, v in d.get("overrides", ())),
-                   d.get("init_seed"))
+                   d.get("init_seed"), d.get("case"))
 
 
 def trial_plan(n_base: int) -> list[Trial]:
@@ -117,9 +122,12 @@ def _reshape(x: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.
 
 
 def make_inputs(get_inputs, trial: Trial) -> list[Any]:
-    """Inputs for one trial: ``get_inputs()`` under the trial's seed, reshaped to its distribution."""
+    """Inputs for one trial: ``get_inputs()`` (the trial's case of a multi-case task) under the trial's
+    seed, reshaped to its distribution."""
+    from verifier.cases import inputs_for
+
     torch.manual_seed(trial.seed)
-    inputs = list(get_inputs())
+    inputs = list(inputs_for(get_inputs, trial.case)())
     gen = torch.Generator().manual_seed(trial.seed * 7919 + DISTRIBUTIONS.index(trial.distribution))
     out = []
     for x in inputs:

@@ -183,8 +183,11 @@ class ReferenceCache:
                     last = (job_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()[-1]
                 except (OSError, IndexError):
                     last = ""
-                raise ReferenceFailed(f"the reference of task {task.id} {exit_.describe()}"
-                                      + (f": {last}" if last else "")) from None
+                said = exit_.describe()
+                hint = ("; a GPU-sized task may need smaller sizes: --size-scale auto (or a factor)"
+                        if "SIGKILL" in said or "memory" in said else "")
+                raise ReferenceFailed(f"the reference of task {task.id} {said}" + (f": {last}" if last else "")
+                                      + hint) from None
             if not result.get("ok"):
                 raise ReferenceFailed(f"the reference of task {task.id} failed: {result.get('error')}")
             ref = Reference(list(trials), [], [], result.get("alt_rejected", []), result.get("timing"),

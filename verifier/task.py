@@ -1,8 +1,9 @@
 """What the verifier needs to know about a task, and how a KernelBench task file is loaded.
 
-A task file defines ``class Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``. Its
-module-level integer constants (``batch_size = 16``) are its *sizes*: the verifier changes them for
-a second-shape trial, and the engine scales them down for CPU runs. Changing a size rewrites the
+A task file defines ``class Model(nn.Module)``, ``get_inputs()`` (or ``get_input_groups()`` and a
+case file: verifier.cases) and ``get_init_inputs()``. Its module-level integers (``batch_size = 16``,
+``N = 2048 * 2``, ``h = w = 256``, ``shape = (128, 256)``) are its *sizes*: the verifier changes them
+for a second-shape trial, and the engine scales them for CPU runs. Changing a size rewrites the
 assignment in the source before it runs, so derived constants (``hidden = 4 * dim``) follow.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import json
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,12 +33,18 @@ class TaskSpec:
     size_overrides: dict[str, int] = field(default_factory=dict)
     atol: float | None = None
     rtol: float | None = None
+    # A multi-case task (``get_input_groups()``): its cases as JSON-lines records, ``{"inputs": [...]}``
+    # (shapes already scaled), each a correctness trial set; empty for a plain KernelBench task.
+    cases: tuple[dict, ...] = ()
+    case_file: str = ""         # the file name the task opens to read them (served from ``cases``)
 
     @property
     def key(self) -> str:
-        """Content key of the reference as it will run (source + size overrides)."""
+        """Content key of the reference as it will run (source + size overrides + cases)."""
         h = hashlib.sha256(self.source.encode())
         h.update(repr(sorted(self.size_overrides.items())).encode())
+        if self.cases:
+            h.update(json.dumps(list(self.cases), sort_keys=True).encode())
         return h.hexdigest()[:20]
 
     def to_dict(self) -> dict[str, Any]:
@@ -48,10 +56,14 @@ class TaskSpec:
             "size_overrides": dict(self.size_overrides),
             "atol": self.atol,
             "rtol": self.rtol,
+            "cases": list(self.cases),
+            "case_file": self.case_file,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TaskSpec":
+        d = dict(d)
+        d["cases"] = tuple(d.get("cases", ()))
         return cls(**d)
 
 
@@ -74,15 +86,62 @@ def module_constants(source: str) -> dict[str, Any]:
     return out
 
 
+_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+            ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b}
+
+
+def _const_int(node: ast.AST) -> int | None:
+    """The value of an integer expression made only of literals (``2048 * 2``), else None."""
+    if isinstance(node, ast.Constant):
+        return node.value if isinstance(node.value, int) and not isinstance(node.value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        v = _const_int(node.operand)
+        return -v if v is not None else None
+    if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
+        a, b = _const_int(node.left), _const_int(node.right)
+        if a is None or b is None or (isinstance(node.op, ast.Pow) and not 0 <= b <= 64) or \
+                (isinstance(node.op, ast.FloorDiv) and b == 0) or (isinstance(node.op, ast.LShift) and not 0 <= b <= 64):
+            return None
+        return _INT_OPS[type(node.op)](a, b)
+    return None
+
+
+def _size_slots(tree: ast.Module):
+    """Every module-level integer a size can live in: ``(key, value)`` with key ``name`` or ``name[i]``.
+    Covers literals, literal expressions (``N = 2048 * 2``), chained assignments (``h = w = 256``),
+    tuples (``shape = (128, 256)``) and unpacking (``m, n = 64, 32``)."""
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            targets, value = [node.target], node.value
+        elif isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        else:
+            continue
+        for target in targets:
+            if isinstance(target, ast.Name):
+                v = _const_int(value)
+                if v is not None:
+                    yield target.id, v
+                elif isinstance(value, (ast.Tuple, ast.List)) and len(targets) == 1:
+                    for i, elt in enumerate(value.elts):
+                        v = _const_int(elt)
+                        if v is not None:
+                            yield f"{target.id}[{i}]", v
+            elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)) \
+                    and len(target.elts) == len(value.elts):
+                for t, elt in zip(target.elts, value.elts):
+                    v = _const_int(elt)
+                    if isinstance(t, ast.Name) and v is not None:
+                        yield t.id, v
+
+
 def size_constants(source: str) -> dict[str, int]:
-    """The module-level integers that are extents (scalable sizes), by name."""
+    """The module-level integers that are extents (scalable sizes), by name (``name[i]`` in a tuple)."""
     sizes = {}
-    for name, value in module_constants(source).items():
-        if not isinstance(value, int) or value < MIN_SIZE:
+    for key, value in _size_slots(ast.parse(source)):
+        if value < MIN_SIZE or any(word in key.lower() for word in _NOT_SIZES):
             continue
-        if any(word in name.lower() for word in _NOT_SIZES):
-            continue
-        sizes[name] = value
+        sizes[key] = value
     return sizes
 
 
@@ -101,25 +160,72 @@ def alt_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[st
 
 
 def apply_overrides(source: str, overrides: dict[str, int]) -> str:
-    """Rewrite the module-level assignments named in ``overrides`` to the given integers."""
+    """Rewrite the module-level sizes named in ``overrides`` (keys as :func:`size_constants` gives them)
+    to the given integers; a chained or unpacking assignment is split so each name gets its own value."""
     if not overrides:
         return source
     tree = ast.parse(source)
-    for name, node in _module_assignments(tree):
-        if name in overrides:
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in overrides \
+                and node.value is not None:
+            node.value = ast.Constant(int(overrides[node.target.id]))
+        elif isinstance(node, ast.Assign):
+            body.extend(_rewrite_assign(node, overrides))
+            continue
+        body.append(node)
+    tree.body = body
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
+def _rewrite_assign(node: ast.Assign, overrides: dict[str, int]) -> list[ast.stmt]:
+    names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+    value = node.value
+    if len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        name = names[0]
+        if name in overrides and _const_int(value) is not None:
             node.value = ast.Constant(int(overrides[name]))
-    return ast.unparse(tree)
+        elif isinstance(value, (ast.Tuple, ast.List)) and any(f"{name}[{i}]" in overrides for i in range(len(value.elts))):
+            value.elts = [ast.Constant(int(overrides[f"{name}[{i}]"])) if f"{name}[{i}]" in overrides else e
+                          for i, e in enumerate(value.elts)]
+        return [node]
+    if len(node.targets) == 1 and isinstance(node.targets[0], (ast.Tuple, ast.List)) \
+            and isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(node.targets[0].elts):
+        value.elts = [ast.Constant(int(overrides[t.id])) if isinstance(t, ast.Name) and t.id in overrides else e
+                      for t, e in zip(node.targets[0].elts, value.elts)]
+        return [node]
+    if len(names) == len(node.targets) and any(n in overrides for n in names) and _const_int(value) is not None:
+        # ``h = w = 256`` with one of them changed: one assignment per name
+        return [ast.Assign(targets=[ast.Name(n, ast.Store())],
+                           value=ast.Constant(int(overrides[n])) if n in overrides else value, lineno=node.lineno)
+                for n in reversed(names)]
+    return [node]
 
 
-def load_task_module(spec: TaskSpec, overrides: dict[str, int] | None = None) -> types.ModuleType:
-    """Execute the task source (with size overrides) as a fresh module and return it."""
+def runnable_source(spec: TaskSpec, overrides: dict[str, int] | None = None) -> tuple[str, list[str]]:
+    """The task source as it will run here (sizes applied; without torch_npu, an NPU task's device
+    placement dropped) and notes on what was skipped. Raises NpuOnly for an NPU-only operator."""
+    from verifier.npu_source import neutralise_npu, torch_npu_available
+
     sizes = dict(spec.size_overrides)
     sizes.update(overrides or {})
     source = apply_overrides(spec.source, sizes)
+    if "torch_npu" in source and not torch_npu_available():
+        return neutralise_npu(source)
+    return source, []
+
+
+def load_task_module(spec: TaskSpec, overrides: dict[str, int] | None = None) -> types.ModuleType:
+    """Execute the task source (with size overrides) as a fresh module and return it. A multi-case task
+    (``get_input_groups()``) gets a ``get_inputs`` that makes its cases (see verifier.cases)."""
+    from verifier.cases import install_cases
+
+    source, _ = runnable_source(spec, overrides)
     module = types.ModuleType(f"evokernel_task_{spec.id}")
     module.__file__ = spec.path or f"<task {spec.id}>"
     code = compile(source, module.__file__, "exec")
     exec(code, module.__dict__)  # noqa: S102 - task files are the user's own trusted references
+    install_cases(module, spec)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, name):
             raise AttributeError(f"task {spec.id} defines no {name}")

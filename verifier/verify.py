@@ -32,6 +32,7 @@ from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
+from verifier.cases import case_trials, dtype_tolerance
 from verifier.inputs import trial_plan
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
@@ -146,13 +147,16 @@ class Verifier:
 
     def tolerance_for(self, task: TaskSpec):
         def tolerance(dtype: str) -> tuple[float, float]:
-            atol, rtol = self.backend.tolerance(dtype)
+            atol, rtol = dtype_tolerance(dtype, *self.backend.tolerance(dtype))  # fp16/bf16 floors
             atol = task.atol if task.atol is not None else self.config.atol if self.config.atol is not None else atol
             rtol = task.rtol if task.rtol is not None else self.config.rtol if self.config.rtol is not None else rtol
             return atol, rtol
         return tolerance
 
     def reference(self, task: TaskSpec, want_timing: bool = True) -> Reference:
+        if task.cases:  # a multi-case task's own cases replace the second shape
+            return self.references.get(task, case_trials(trial_plan(self.config.trials), len(task.cases)), [],
+                                       want_timing=want_timing)
         alt = alt_shape_candidates(task.source, task.size_overrides) if self.config.second_shape else []
         return self.references.get(task, trial_plan(self.config.trials), alt, want_timing=want_timing)
 
@@ -396,7 +400,9 @@ class Verifier:
                 return False
             max_abs, max_rel = max(max_abs, verdict.max_abs_error), max(max_rel, verdict.max_rel_error)
         out.max_abs_error, out.max_rel_error = max_abs, max_rel
-        shape_note = "" if any(t.overrides for t in ref.trials) else " (no second shape: the reference accepts none)"
+        cases = len({t.case for t in ref.trials if t.case is not None})
+        shape_note = f" over {cases} cases" if cases else "" if any(t.overrides for t in ref.trials) else \
+            " (no second shape: the reference accepts none)"
         out.pass_gate("correctness", f"{len(ref.trials)} trials agree; max abs error {max_abs:.2e}{shape_note}",
                       trials=len(ref.trials))
         return True

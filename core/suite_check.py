@@ -1,0 +1,55 @@
+"""``tasks --check``: vet a suite by loading, sizing and running every reference once.
+
+Each task runs in its own probe subprocess (core.probe) under a time and memory cap, so a task that
+hangs, calls ``os._exit`` or needs a missing package is one row with its problem, never the end of
+the listing. The summary line says how many loaded, ran, and landed in the time window.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
+from core.tasks import Suite, Task, apply_probe, probe_task
+
+
+def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
+                cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
+                timeout_s: float = PROBE_TIMEOUT_S,
+                progress: Callable[[int, int, dict], None] | None = None) -> dict:
+    """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
+    parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``."""
+    rows: list[dict] = []
+    lo, hi = window
+    total = len(tasks) + len(suite.errors)
+    for err in suite.errors:
+        where, _, why = err.partition(": ")
+        rows.append({"id": Path(where).stem, "level": None, "category": "", "loaded": False, "sized": False,
+                     "ms": None, "in_window": False, "problems": [why or err], "notes": [], "path": where})
+        if progress:
+            progress(len(rows), total, rows[-1])
+    for task in tasks:
+        probe = probe_task(task, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
+                           timeout_s=timeout_s)
+        sized = apply_probe(task, probe) if probe.ok else task
+        in_window = probe.ms is not None and lo <= probe.ms <= hi
+        problems = [probe.problem] if probe.problem else []
+        rows.append({
+            "id": task.id, "level": task.level, "category": sized.category, "category_from": sized.category_source,
+            "loaded": probe.loaded, "sized": probe.ok and (in_window or scale != "auto"),
+            "ms": probe.ms, "case_ms": probe.case_ms, "in_window": in_window,
+            "sizes": sized.sizes, "scaled": sized.scale_note(), "bytes": probe.bytes,
+            "cases": len(task.original_cases), "problems": problems, "notes": [*task.notes, *probe.notes],
+            "path": str(task.path),
+        })
+        if progress:
+            progress(len(rows), total, rows[-1])
+    n = len(rows)
+    summary = {"tasks": n, "loaded": sum(r["loaded"] for r in rows), "ran": sum(r["ms"] is not None for r in rows),
+               "in_window": sum(r["in_window"] for r in rows), "problems": sum(bool(r["problems"]) for r in rows),
+               "window_ms": [lo, hi], "scale": scale}
+    pct = 100.0 * summary["in_window"] / n if n else 0.0
+    line = (f"{n} tasks: {summary['loaded']} loaded, {summary['ran']} ran, {summary['in_window']} in the "
+            f"{lo:g}-{hi:g} ms window ({pct:.0f} %), {summary['problems']} with problems")
+    return {"rows": rows, "summary": summary, "line": line}

@@ -1,0 +1,225 @@
+"""Multi-case tasks: a task that defines ``get_input_groups()`` and a JSON-lines case file beside it.
+
+The NPU benchmarks' format: each line of the case file is ``{"inputs": [{"name", "dtype", "shape"} or
+{"name", "value"}, ...]}`` (dtype float32 / float16 / bfloat16 / int..., several shapes per task), and
+``get_input_groups()`` opens that file and returns one input list per line. The task's own code knows
+what its inputs mean (a target's class range, a scalar attribute), so inputs are always made by it;
+this module only decides *which* cases it sees: the cases ride in the :class:`TaskSpec` (sizes already
+scaled) and the task's ``open()`` of its case file is answered from them, one case at a time, so the
+worker never reads the task's folder and a scaled case is what the task builds.
+
+Every case is a correctness trial set (in place of the second-shape trials); performance is the
+geometric mean over the cases (:func:`case_geomean`).
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import json
+import math
+import os
+import re
+from typing import Any, Callable
+
+# Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
+# rounds once differs from a reference that rounds at every step by a few units in the last place.
+LOW_PRECISION_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)}
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+KNOWN_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "int32", "int64", "bool", "complex64")
+
+
+class CaseError(ValueError):
+    """A case file that cannot be used, in one line."""
+
+
+def parse_case_file(text: str, name: str = "cases") -> tuple[dict, ...]:
+    """The cases of a JSON-lines case file, each checked: an object with an ``inputs`` list whose
+    entries have a ``name`` and either a ``value`` or a ``dtype`` (a known one) and a ``shape``."""
+    cases = []
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            case = json.loads(line)
+        except ValueError as exc:
+            raise CaseError(f"{name} line {lineno}: not JSON ({exc.msg})") from None
+        inputs = case.get("inputs") if isinstance(case, dict) else None
+        if not isinstance(inputs, list):
+            raise CaseError(f"{name} line {lineno}: a case is an object with an \"inputs\" list")
+        for k, entry in enumerate(inputs):
+            if not isinstance(entry, dict):
+                raise CaseError(f"{name} line {lineno}: input {k} is not an object")
+            if "value" in entry or entry.get("shape", 0) is None:
+                continue
+            dtype, shape = entry.get("dtype"), entry.get("shape")
+            if dtype is not None and dtype not in KNOWN_DTYPES:
+                raise CaseError(f"{name} line {lineno}: input {entry.get('name', k)!r} has unknown dtype {dtype!r} "
+                                f"(known: {', '.join(KNOWN_DTYPES)})")
+            if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+                raise CaseError(f"{name} line {lineno}: input {entry.get('name', k)!r} needs a \"shape\" list of "
+                                "non-negative integers or a \"value\"")
+        cases.append(case)
+    if not cases:
+        raise CaseError(f"{name}: no cases")
+    return tuple(cases)
+
+
+_CASE_FILE_LITERAL = re.compile(r"""["']([\w.\-]+\.jsonl?)["']""")
+
+
+def case_file_name(source: str, task_stem: str) -> str:
+    """The case file a task reads: the ``*.json``/``*.jsonl`` name its source spells, else ``<stem>.json``."""
+    m = _CASE_FILE_LITERAL.search(source)
+    return m.group(1) if m else f"{task_stem}.json"
+
+
+def describe_case(case: dict) -> str:
+    """``x float16[4, 1024], dim=1``: a case in a few words."""
+    parts = []
+    for k, entry in enumerate(case.get("inputs", [])):
+        name = entry.get("name", f"in{k}")
+        if "value" in entry:
+            parts.append(f"{name}={entry['value']!r}")
+        elif entry.get("shape") is None:
+            parts.append(f"{name}=None")
+        else:
+            parts.append(f"{name} {entry.get('dtype', 'float32')}{list(entry['shape'])}")
+    return ", ".join(parts)
+
+
+def case_dtypes(case: dict) -> list[str]:
+    """The floating dtypes of a case's tensor inputs, in order, each once."""
+    seen: list[str] = []
+    for entry in case.get("inputs", []):
+        d = entry.get("dtype")
+        if "shape" in entry and d in FLOAT_DTYPES and d not in seen:
+            seen.append(d)
+    return seen
+
+
+def dtype_tolerance(dtype: str, atol: float, rtol: float) -> tuple[float, float]:
+    """``(atol, rtol)`` for outputs of ``dtype``, no tighter than that dtype's floor."""
+    floor = LOW_PRECISION_TOLERANCE.get(dtype)
+    if floor is None:
+        return atol, rtol
+    return max(atol, floor[0]), max(rtol, floor[1])
+
+
+def describe_groups(groups: list) -> tuple[dict, ...]:
+    """Cases in the case-file format for what a task's ``get_input_groups()`` returned (run on the meta
+    device): for a task that lists its cases in code instead of a file."""
+    import torch
+
+    cases = []
+    for group in groups:
+        inputs = []
+        for k, x in enumerate(group if isinstance(group, (list, tuple)) else [group]):
+            if isinstance(x, torch.Tensor):
+                inputs.append({"name": f"in{k}", "dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)})
+            else:
+                inputs.append({"name": f"in{k}", "value": x if isinstance(x, (int, float, str, bool)) or x is None
+                               else repr(x)})
+        cases.append({"inputs": inputs})
+    return tuple(cases)
+
+
+class CaseInputs:
+    """A multi-case task's ``get_inputs``: called plainly it gives case 0; ``for_case(k)`` gives the
+    function that makes case k. The task's ``open()`` of its case file is answered with only the case
+    asked for (so a case's inputs cost one case); a task that lists cases in code gets its k-th group."""
+
+    def __init__(self, module, cases: tuple[dict, ...], case_file: str):
+        self.module = module
+        self.cases = cases
+        self.case_file = case_file
+        self._served: tuple[dict, ...] = cases
+
+    def _open(self, file, mode="r", *args, **kwargs):
+        if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == self.case_file \
+                and "w" not in mode and "a" not in mode:
+            text = "".join(json.dumps(c) + "\n" for c in self._served)
+            return io.BytesIO(text.encode()) if "b" in mode else io.StringIO(text)
+        return builtins.open(file, mode, *args, **kwargs)
+
+    def install(self) -> None:
+        """Answer the module's ``open()`` of its case file from the cases (module globals come first)."""
+        self.module.__dict__["open"] = self._open
+
+    def for_case(self, k: int) -> Callable[[], list[Any]]:
+        def make() -> list[Any]:
+            self._served = (self.cases[k],) if self.case_file and k < len(self.cases) else self.cases
+            try:
+                groups = list(self.module.get_input_groups())
+            finally:
+                self._served = self.cases
+            if not groups:
+                raise ValueError("get_input_groups() returned no groups")
+            group = groups[0] if len(groups) == 1 else groups[k % len(groups)]
+            return list(group) if isinstance(group, (list, tuple)) else [group]
+        return make
+
+    def __call__(self) -> list[Any]:
+        return self.for_case(0)()
+
+
+def install_cases(module, spec) -> None:
+    """Give a loaded multi-case task a ``get_inputs`` (case 0, ``for_case(k)`` for the others)."""
+    if not callable(getattr(module, "get_input_groups", None)):
+        return
+    cases = tuple(spec.cases) or ({"inputs": []},)
+    inputs = CaseInputs(module, cases, spec.case_file)
+    if spec.case_file:
+        inputs.install()
+    if not callable(getattr(module, "get_inputs", None)):
+        module.get_inputs = inputs
+    else:  # a task with both: its get_inputs stays case 0's ... unless asked for a case
+        module.get_inputs_for_case = inputs.for_case
+
+
+def inputs_for(get_inputs: Callable[[], list[Any]], case: int | None) -> Callable[[], list[Any]]:
+    """The input maker for ``case`` (``get_inputs`` itself for a single-case task or no case)."""
+    if case is None:
+        return get_inputs
+    for_case = getattr(get_inputs, "for_case", None)
+    if for_case is None:
+        for_case = getattr(get_inputs, "__globals__", {}).get("get_inputs_for_case")
+    return for_case(case) if for_case is not None else get_inputs
+
+
+def case_trials(base: list, n_cases: int) -> list:
+    """The trial plan of a task with ``n_cases`` cases: every case gets the base plan's trials (its own
+    seeds), case 0 first so trials 0..2 keep their roles in the performance gate."""
+    from dataclasses import replace
+
+    out = []
+    for k in range(max(1, n_cases)):
+        for t in base:
+            if k == 0:
+                out.append(replace(t, case=0))
+            else:
+                out.append(replace(t, seed=t.seed + 100 * k, case=k,
+                                   init_seed=None if t.init_seed is None else t.init_seed + 100 * k))
+    return out
+
+
+def case_geomean(case_ms: list[float]) -> float:
+    """Performance over a task's cases: the geometric mean of the per-case times (ms). A per-case
+    speedup's geometric mean equals the ratio of the two geometric means, so either may be reported."""
+    if not case_ms:
+        raise ValueError("no case times")
+    if any(not (t > 0 and math.isfinite(t)) for t in case_ms):
+        raise ValueError(f"case times must be positive and finite: {case_ms}")
+    return math.exp(sum(math.log(t) for t in case_ms) / len(case_ms))
+
+
+def case_performance(reference_ms: list[float], candidate_ms: list[float]) -> dict:
+    """The performance record of a multi-case task from per-case medians measured in one window:
+    ``{"reference_ms", "latency_ms", "speedup", "cases": [{"case", "reference_ms", "latency_ms", "speedup"}]}``
+    with the two times being geometric means over the cases."""
+    if len(reference_ms) != len(candidate_ms):
+        raise ValueError("one reference and one candidate time per case")
+    ref, cand = case_geomean(reference_ms), case_geomean(candidate_ms)
+    return {"reference_ms": ref, "latency_ms": cand, "speedup": ref / cand,
+            "cases": [{"case": k, "reference_ms": r, "latency_ms": c, "speedup": r / c}
+                      for k, (r, c) in enumerate(zip(reference_ms, candidate_ms))]}
