@@ -166,6 +166,8 @@ def check_links(needed: list[str], undefined: list[tuple[str, bool]], policy: Li
     message naming what is not."""
     allowed_words = SYSTEM_NAMES + (f", and {policy.runtime_names}" if policy.runtime_names else "")
     runtime_dirs = [os.path.realpath(d) for d in policy.runtime_dirs if d]
+    # A toolkit's own libraries are found where its environment script would put them on the path.
+    search = [*search, *(os.path.join(d, sub) for d in runtime_dirs for sub in ("lib64", "lib", "runtime/lib64"))]
     available: set[str] = set()
     for soname in needed:
         path = resolve(soname, search)
