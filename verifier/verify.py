@@ -429,7 +429,8 @@ class Verifier:
             n = check["call"] - result["timing"]["calls"]
             what = (f"timed call {check['call'] + 1}" if n < 0 else "a call after timing" if n == 0
                     else "a call after timing on new inputs") + f" ({base[trial].describe()})"
-            verdict = compare_outputs(ref.outputs[trial], got, ref.noise[trial], tolerance, what=what)
+            verdict = compare_outputs(ref.outputs[trial], got, ref.noise[trial], tolerance, what=what,
+                                      ignore=ref.ignore[trial] if trial < len(ref.ignore) else None)
             if not isinstance(verdict, Agreement):
                 out.fail("correctness", f"results changed under repeated calls: {verdict.message}. Every call must "
                                         "compute from its inputs: no results kept from earlier calls")
