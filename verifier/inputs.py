@@ -78,8 +78,8 @@ class Trial:
     def widened(self) -> bool:
         return self.distribution in WIDENED
 
-    def describe(self) -> str:
-        text = f"{DESCRIPTIONS[self.distribution]}, seed {self.seed}"
+    def describe(self, seed: bool = True) -> str:
+        text = DESCRIPTIONS[self.distribution] + (f", seed {self.seed}" if seed else "")
         if self.overrides:
             kind = f" ({self.shape})" if self.shape else ""
             text += f", second shape{kind} " + ", ".join(f"{k}={v}" for k, v in self.overrides)
@@ -101,13 +101,15 @@ class Trial:
 
 
 def trial_plan(n_base: int, *, widen: bool = True) -> list[Trial]:
-    """The trials at the task's own shape, with fresh seeds: ``n_base`` over the task's own range
-    (distributions in turn), then the widened ones. The third trial's model has the first trial's
-    parameters, so the performance gate can re-check the instance it timed (which has only ever
-    seen the first trial's inputs) on the third trial's unseen inputs."""
-    params = [new_seed() for _ in range(n_base)]
+    """The trials at the task's own shape, with fresh seeds: over the task's own range (distributions
+    in turn), then, with ``widen``, the two widened ones in place of the last repeats (at least the
+    four own-range distributions are kept: ``n_base`` = 5 gives 4 + 2). The third trial's model has
+    the first trial's parameters, so the performance gate can re-check the instance it timed (which
+    has only ever seen the first trial's inputs) on the third trial's unseen inputs."""
+    own = max(len(BASE_DISTRIBUTIONS), n_base - len(WIDENED)) if widen else n_base
+    params = [new_seed() for _ in range(own)]
     trials = [Trial(seed=new_seed(), distribution=BASE_DISTRIBUTIONS[i % len(BASE_DISTRIBUTIONS)],
-                    init_seed=params[0] if i == 2 else params[i]) for i in range(n_base)]
+                    init_seed=params[0] if i == 2 else params[i]) for i in range(own)]
     if widen:
         trials += [Trial(seed=new_seed(), distribution=d, init_seed=new_seed()) for d in WIDENED]
     return trials

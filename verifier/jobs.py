@@ -39,6 +39,7 @@ class ReferenceJob:
     timing: dict[str, Any] = field(default_factory=dict)   # the performance gate's settings
     machine_lock: str | None = None
     inputs_to: str | None = None               # write the kept trials' inputs here (the candidate job's folder)
+    noise_ratios: dict[str, list[float]] = field(default_factory=dict)  # measured before: see ReferenceResult
     kind: str = "reference"
 
     def to_dict(self) -> dict[str, Any]:
@@ -69,6 +70,10 @@ class ReferenceResult:
     nondeterministic: list[str] = field(default_factory=list)  # outputs that differ between two runs
     timing: dict[str, Any] | None = None
     bandwidth_gbps: float | None = None
+    # Rounding noise (float32 against float64) over the output's RMS, per "distribution|shape" slot and
+    # output, newly measured: the harness keeps them per task, so later jobs scale instead of re-running
+    # the reference in float64.
+    noise_ratios: dict[str, list[float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

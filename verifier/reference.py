@@ -122,6 +122,31 @@ class ReferenceCache:
 
     # -- disk ---------------------------------------------------------------------------------
 
+    def _noise_key(self, task: TaskSpec) -> str:
+        import torch
+
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, torch.__version__, self.threads, self._machine()])
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def _load_json(self, name: str) -> dict:
+        try:
+            data = json.loads((self.root / name).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _update_json(self, name: str, key: str, value: dict) -> None:
+        """Merge ``value`` into ``name``'s entry ``key`` (under a file lock: other verifiers share it)."""
+        path = self.root / name
+        with open(self.root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self._load_json(name)
+            entry = data.get(key) if isinstance(data.get(key), dict) else {}
+            data[key] = {**entry, **value}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
+
     def _load_timing(self, key: str) -> Any:
         try:
             return json.loads((self.root / "timing.json").read_text()).get(key)
@@ -148,10 +173,12 @@ class ReferenceCache:
         self._server.jobs_root.mkdir(parents=True, exist_ok=True)
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self._server.jobs_root))
         try:
+            noise_key = self._noise_key(task)
             job = ReferenceJob(task=task, trials=list(trials), shapes=list(shapes), threads=self.threads,
                                device=self.backend.device, want_outputs=True, want_timing=want_timing,
                                want_bandwidth=want_bandwidth, timing=self.timing, machine_lock=str(self._lock.path),
-                               inputs_to=str(inputs_to) if inputs_to else None)
+                               inputs_to=str(inputs_to) if inputs_to else None,
+                               noise_ratios=self._load_json("noise.json").get(noise_key, {}))
             write_job(job_dir, job)
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
                                file_size_mb=4096)
@@ -169,6 +196,8 @@ class ReferenceCache:
                     raise NondeterministicReference(status.error)
                 raise ReferenceFailed(f"the reference of task {task.id} failed: {status.error}")
             found = ReferenceResult.from_dict(fields)
+            if found.noise_ratios:
+                self._update_json("noise.json", noise_key, found.noise_ratios)
             import torch
 
             payload = torch.load(job_dir / "outputs.pt", weights_only=True)

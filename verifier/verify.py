@@ -44,6 +44,9 @@ from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec
 
 MAX_READ_BYTES = 1024 * 1024
+# Passing verifications of a task checked against one reference (one set of seeds) before it is
+# drawn again; a failing verdict retires it at once (see Verifier._live_reference).
+REFERENCE_USES = 8
 OUTCOME_FORMAT = 3  # bump when the gates change what they decide
 
 
@@ -116,6 +119,8 @@ class Verifier:
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
+        self._live: dict[str, tuple[Reference, int]] = {}   # per task: the reference in use, verifications on it
+        self._live_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self._warm: Future | None = None
 
@@ -158,6 +163,27 @@ class Verifier:
         """The task's reference at a fresh trial plan (new seeds every call), with its timing."""
         trials, shapes = correctness_plan(task, self.config.trials, self.config.second_shape)
         return self.references.get(task, trials, shapes, want_timing=want_timing, inputs_to=inputs_to)
+
+    def _live_reference(self, task: TaskSpec) -> Reference:
+        """The reference this verification checks against. Its seeds come from the operating system; it
+        serves at most ``REFERENCE_USES`` verifications of the task in this verifier, and only while
+        every verdict on it passed (a failure's message shows seeds and values, and a failing candidate's
+        stderr may show its inputs): nothing a candidate or its author has seen is ever checked again."""
+        with self._live_guard:
+            live = self._live.get(task.key)
+            if live is not None and live[1] < REFERENCE_USES:
+                self._live[task.key] = (live[0], live[1] + 1)
+                return live[0]
+        ref = self.reference(task)
+        with self._live_guard:
+            self._live[task.key] = (ref, 1)
+        return ref
+
+    def _retire_reference(self, task: TaskSpec, ref: Reference) -> None:
+        with self._live_guard:
+            live = self._live.get(task.key)
+            if live is not None and live[0] is ref:
+                del self._live[task.key]
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False) -> Outcome:
@@ -240,43 +266,37 @@ class Verifier:
         out.pass_gate("anti_hack", "static rules passed" if cfg.antihack else "static rules off",
                       seconds=time.perf_counter() - t)
 
-        # The reference and the sandbox get ready while the compiler works. The reference writes this
-        # verification's inputs straight into the candidate's job folder.
-        job_dir = self._job_dir("candidate")
-        reference: Future | None = None
-        try:
-            reference = self._pool.submit(self.reference, task, True, job_dir)
-            self.warm_up()
-            t = time.perf_counter()
-            with self._lock.shared():  # compilers stop while something is being timed
-                built = check_build(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
-                                    hidden=self.hidden_paths)
-            build = built.build
-            out.build_cached = build.cached
-            if not built.passed:
-                out.fail("build", built.message, time.perf_counter() - t)
-                return
-            out.pass_gate("build", built.message, seconds=time.perf_counter() - t, warnings=build.log)
+        # The reference and the sandbox get ready while the compiler works.
+        reference = self._pool.submit(self._live_reference, task)
+        self.warm_up()
+        t = time.perf_counter()
+        with self._lock.shared():  # compilers stop while something is being timed
+            built = check_build(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
+                                hidden=self.hidden_paths)
+        build = built.build
+        out.build_cached = build.cached
+        if not built.passed:
+            out.fail("build", built.message, time.perf_counter() - t)
+            return
+        out.pass_gate("build", built.message, seconds=time.perf_counter() - t, warnings=build.log)
 
-            ref = reference.result()
-            if self._warm is not None:
-                self._warm.result()
+        ref = reference.result()
+        if self._warm is not None:
+            self._warm.result()
+        passed = False
+        try:
             t = time.perf_counter()
-            passed = self._correctness(task, files, build, ref, out, job_dir)
+            passed = self._correctness(task, files, build, ref, out)
+            if passed:
+                out.gate("correctness").seconds = time.perf_counter() - t
+                t = time.perf_counter()
+                self._performance(task, files, build, ref, out)
+                out.gate("performance").seconds = time.perf_counter() - t
         finally:
-            try:
-                if reference is not None:
-                    reference.result()  # never remove the folder under a reference still writing into it
-            except Exception:
-                pass
-            shutil.rmtree(job_dir, ignore_errors=True)
+            if out.failed_gate is not None or not passed:   # its message may show seeds and values
+                self._retire_reference(task, ref)
         if not passed:
             out.gate("correctness").seconds = out.gate("correctness").seconds or time.perf_counter() - t
-            return
-        out.gate("correctness").seconds = time.perf_counter() - t
-        t = time.perf_counter()
-        self._performance(task, files, build, ref, out)
-        out.gate("performance").seconds = time.perf_counter() - t
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -380,15 +400,18 @@ class Verifier:
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
         return f"{message}\n{meaning}" if meaning and meaning not in message else message
 
-    def _correctness(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome, job_dir: Path) -> bool:
+    def _correctness(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> bool:
         job = CandidateJob(task=task, trials=list(ref.trials), eval_mode=bool(ref.eval_mode))
-        self._new_job("candidate", files, build, job, job_dir)
-        with self._lock.shared():  # trials stop while something is being timed
-            exit_, result, outputs = self._run_job(job_dir)
-        if not result or not result.get("ok") or outputs is None:
-            out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
-                     transient=exit_.status in ("timeout", "lost"))
-            return False
+        job_dir = self._new_job("candidate", files, build, job)
+        try:
+            with self._lock.shared():  # trials stop while something is being timed
+                exit_, result, outputs = self._run_job(job_dir)
+            if not result or not result.get("ok") or outputs is None:
+                out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
+                         transient=exit_.status in ("timeout", "lost"))
+                return False
+        finally:
+            shutil.rmtree(job_dir, ignore_errors=True)
         verdict = judge(ref, CandidateResult.from_dict(result), outputs, self.tolerance_for(task))
         out.max_abs_error, out.max_rel_error = verdict.max_abs_error, verdict.max_rel_error
         if not verdict.passed:

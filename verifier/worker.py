@@ -1,8 +1,10 @@
-"""Jobs that run in a worker process: the reference (outputs, second shape, timing) and the candidate
-(correctness trials, timing). The candidate's jobs run in the sandbox and never see reference
-outputs; the harness compares what each job wrote.
+"""Jobs that run in a worker process: the reference (outputs at every trial, run twice where that
+can show nondeterminism, the second shapes, timing) and the candidate (correctness trials, timing).
+The candidate's jobs run in the sandbox and never see reference outputs; the harness compares
+what each job wrote.
 
-A job is a folder holding ``job.json``; the worker writes ``result.json`` (a small JSON summary),
+A job is a folder holding ``job.json`` (a ``verifier.jobs`` record; the timing job is still a plain
+dict); the worker writes ``result.json`` (a ``JobStatus`` envelope and the job's result fields),
 ``outputs.pt`` (tensors, loaded by the harness with ``weights_only=True``) and ``progress.txt``
 (the step in flight, so a crash can be located).
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import os
 import random
 import sys
@@ -76,13 +79,15 @@ def _progress(job_dir: Path, text: str) -> None:
     (job_dir / "progress.txt").write_text(text)
 
 
-def flatten(value: Any) -> tuple[Any, list[torch.Tensor]]:
-    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors."""
+def flatten(value: Any, copy: bool = True) -> tuple[Any, list[torch.Tensor]]:
+    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors. Leaves are copies
+    unless ``copy`` is False (the reference's own results, which nothing else writes to)."""
     leaves: list[torch.Tensor] = []
 
     def walk(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
-            leaves.append(v.detach().to("cpu").contiguous().clone())
+            leaf = v.detach().to("cpu").contiguous()
+            leaves.append(leaf.clone() if copy and leaf.data_ptr() == v.data_ptr() else leaf)
             return {"t": "tensor", "device": v.device.type}
         if isinstance(v, (tuple, list)):
             return {"t": type(v).__name__, "items": [walk(x) for x in v]}
@@ -345,6 +350,7 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
     causes: dict[int, str] = {}
     notes: dict[int, str] = {}
     spreads: dict[int, float] = {}
+    pending = Path(job.inputs_to or job_dir) / ".inputs.pending"
 
     def run(mod, trial: Trial, twice: bool):
         torch.manual_seed(trial.model_seed)
@@ -352,16 +358,20 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
         if eval_mode:
             model.eval()
         inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
-        kept = _snapshot(inputs)
+        if job.inputs_to:  # as drawn, before forward can touch them; named for good when the trial is kept
+            torch.save([x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs], pending)
+        pristine = _snapshot(inputs) if twice else None
         watch = WriteOrder()
         with torch.no_grad(), watch:
             out = model(*inputs)
-        structure, leaves = flatten(out)
+        structure, leaves = flatten(out, copy=False)
+        kept = inputs
         ignore: list[torch.Tensor | None] = [None] * len(leaves)
         if twice or watch.seen:  # again on the same inputs, with order-dependent writes reversed
             again = WriteOrder(reverse=True)
             with torch.no_grad(), again:
-                structure2, leaves2 = flatten(model(*_snapshot(kept)))
+                again_inputs = pristine if pristine is not None else _to_device(make_inputs(mod.get_inputs, trial), device)
+                structure2, leaves2 = flatten(model(*again_inputs), copy=False)
             if structure2 != structure or len(leaves2) != len(leaves):
                 raise TaskProblem(f"the reference of task {spec.id} is nondeterministic: two runs on the same inputs "
                                   "return results of different structure; it cannot judge a candidate")
@@ -379,7 +389,14 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
         index = len(result.trials)
         result.trials.append(trial)
         payload["trials"].append({"structure": structure, "leaves": leaves})
-        payload["noise"].append(_noise(model, kept, leaves))
+        slot = f"{trial.distribution}|{trial.shape}"
+        ratios = job.noise_ratios.get(slot)
+        if ratios is not None and len(ratios) == len(leaves):   # measured before for this task: scale it
+            noise = [r * _rms(leaf) for r, leaf in zip(ratios, leaves)]
+        else:
+            noise = _noise(model, kept, leaves)
+            result.noise_ratios[slot] = [n / r if (r := _rms(leaf)) > 0 else 0.0 for n, leaf in zip(noise, leaves)]
+        payload["noise"].append(noise)
         payload["ignore"].append(ignore)
         for k, mask in enumerate(ignore):
             if mask is None:
@@ -397,10 +414,7 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                             f"at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); those places are not "
                             f"compared")
         if job.inputs_to:
-            target = Path(job.inputs_to)
-            tmp = target / f".inputs-{index}.pt.tmp"
-            torch.save([x.to("cpu") if isinstance(x, torch.Tensor) else x for x in kept], tmp)
-            os.replace(tmp, target / f"inputs-{index}.pt")
+            os.replace(pending, Path(job.inputs_to) / f"inputs-{index}.pt")
 
     for i, trial in enumerate(job.trials):
         _progress(job_dir, f"reference trial {i}")
@@ -410,12 +424,14 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
             except TaskProblem:
                 raise
             except Exception as exc:  # the operator is not defined there: the task's precondition
-                result.dropped.append(f"{trial.describe()}: dropped, the reference refuses them ({_describe(exc)})")
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them ({_describe(exc)})")
+                pending.unlink(missing_ok=True)
                 continue
             undefined = _undefined_fraction(leaves)
             if undefined > UNDEFINED_LIMIT:
-                result.dropped.append(f"{trial.describe()}: dropped, the reference is NaN or infinite at "
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
                                       f"{undefined:.0%} of its output there (a precondition of the task)")
+                pending.unlink(missing_ok=True)
                 continue
             keep(trial, kept, model, structure, leaves, ignore)
             continue
@@ -454,6 +470,7 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                 raise
             except Exception as exc:  # the reference does not accept this shape: try the next
                 result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
+                pending.unlink(missing_ok=True)
                 continue
             keep(trial, kept, model, structure, leaves, ignore)
             break
@@ -474,7 +491,7 @@ def _undefined_fraction(leaves: list[torch.Tensor]) -> float:
     """The largest share of NaN or infinite values over the floating outputs."""
     worst = 0.0
     for leaf in leaves:
-        if leaf.is_floating_point() and leaf.numel():
+        if leaf.is_floating_point() and leaf.numel() and not math.isfinite(float(leaf.sum(dtype=torch.float64))):
             worst = max(worst, float((~torch.isfinite(leaf)).sum()) / leaf.numel())
     return worst
 
@@ -487,6 +504,18 @@ def _input_numel(module) -> int | None:
         return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
     except Exception:
         return None
+
+
+def _rms(leaf: torch.Tensor) -> float:
+    """Root mean square of a floating output's finite values (0 for other outputs)."""
+    if not leaf.is_floating_point() or not leaf.numel():
+        return 0.0
+    x = leaf.float()
+    value = float(torch.linalg.vector_norm(x)) / math.sqrt(x.numel())
+    if math.isfinite(value):
+        return value
+    x = x[torch.isfinite(x)]
+    return float(torch.linalg.vector_norm(x.double())) / math.sqrt(x.numel()) if x.numel() else 0.0
 
 
 def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]) -> list[float]:
@@ -504,9 +533,12 @@ def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]
     out = []
     for a, b in zip(leaves, leaves64):
         if a.is_floating_point() and a.shape == b.shape and a.numel():
-            d = a.double() - b
-            d = d[torch.isfinite(d)]
-            out.append(float(d.pow(2).mean().sqrt()) if d.numel() else 0.0)
+            d = b.neg_().add_(a)             # a - b, in float64, in place
+            value = float(torch.linalg.vector_norm(d)) / math.sqrt(d.numel())
+            if not math.isfinite(value):     # NaN or infinities: over the finite differences only
+                d = d[torch.isfinite(d)]
+                value = float(d.pow(2).mean().sqrt()) if d.numel() else 0.0
+            out.append(value)
         else:
             out.append(0.0)
     return out

@@ -47,7 +47,7 @@ def rejected(out, *words):
 def test_widened_trials_reject_a_branch_the_task_never_draws(verifier, tasks, make_candidate, task_id, good, bad):
     out = check(verifier, tasks, task_id, bad, make_candidate)
     rejected(out, "widened inputs")
-    assert out.gate("correctness").details.get("trial", 0) >= 5   # the five trials over the task's range agree
+    assert out.gate("correctness").details.get("trial", 0) >= 4   # the trials over the task's own range agree
     ok = check(verifier, tasks, task_id, good, make_candidate)
     assert ok.feasible, ok.message
 
