@@ -2,8 +2,8 @@
 one dataclass per message, imported by both sides, written as ``job.json`` and ``result.json``.
 
 ``result.json`` is an envelope (``JobStatus``: ok, or the stage and error of a failure) with the
-job's result fields beside it. Tensors never go through JSON: outputs and inputs travel as
-``outputs.pt``/``inputs.pt``, loaded with ``weights_only=True``.
+job's result fields beside it. Tensors never go through JSON: outputs travel as ``outputs.pt``,
+loaded with ``weights_only=True``.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ class ReferenceJob:
     want_bandwidth: bool = False
     timing: dict[str, Any] = field(default_factory=dict)   # the performance gate's settings
     machine_lock: str | None = None
-    inputs_to: str | None = None               # write the kept trials' inputs here (the candidate job's folder)
     noise_ratios: dict[str, list[float]] = field(default_factory=dict)  # measured before: see ReferenceResult
     kind: str = "reference"
 
@@ -89,8 +88,8 @@ class ReferenceResult:
 
 @dataclass
 class CandidateJob:
-    """The correctness trials of one candidate. ``inputs`` (in the job folder) holds every trial's
-    inputs, written by the reference job; ``trials`` only describe them."""
+    """The correctness trials of one candidate: it makes each trial's inputs from its seeds, as the
+    reference did (verifier.inputs.make_inputs), and never sees the reference's outputs."""
 
     task: TaskSpec
     trials: list[Trial]
@@ -101,7 +100,6 @@ class CandidateJob:
     device: str = "cpu"
     timer: str = "wall"
     eval_mode: bool = False
-    inputs: str = "inputs.pt"
     kind: str = "candidate"
 
     def to_dict(self) -> dict[str, Any]:

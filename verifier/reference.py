@@ -5,10 +5,10 @@ Reference jobs run in a fork server of their own (PyTorch imported once; each jo
 child with the same rlimits and seccomp filter as candidates), separate from the candidates'
 sandbox so no candidate can ever see a reference's outputs.
 
-Outputs are computed afresh for every verification: the trial seeds are drawn from the operating
-system each time (see verifier.inputs), so no candidate can know the inputs it is checked on. The
-same job writes those inputs into the candidate's job folder, so the candidate's job does not draw
-them again. Latency is cached by the task's content and the machine's fingerprint (CPU, threads,
+Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs);
+the verifier reuses one for a few passing verifications of a task at most (Verifier._live_reference),
+so no candidate can know the inputs it is checked on. The rounding-noise measurement (float64) is
+kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the machine's fingerprint (CPU, threads,
 torch), so a changed machine or thread count re-measures. Candidates never see the reference's
 files: they live in the verifier's cache folder, hidden from the sandbox.
 """
@@ -91,11 +91,10 @@ class ReferenceCache:
                           sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    def get(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], *, want_timing: bool = True,
-            inputs_to: Path | None = None) -> Reference:
-        """The reference at ``trials`` (fresh seeds each time: its outputs are never reused) and the second
-        shapes of ``shapes``, with its timing (cached per machine). With ``inputs_to``, the inputs of
-        every trial kept are written there for the candidate's job."""
+    def get(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], *, want_timing: bool = True
+            ) -> Reference:
+        """The reference at ``trials`` and the second shapes of ``shapes``, with its timing (cached per
+        machine). Outputs are not cached here: the seeds are new each time (see Verifier._live_reference)."""
         timing_key = self._timing_key(task)
         bandwidth_key = "bandwidth:" + fingerprint(self.threads, self.backend.name)
         with self._guard:
@@ -108,8 +107,7 @@ class ReferenceCache:
             if not isinstance(bandwidth, (int, float)):
                 bandwidth = None
             need_timing = want_timing and timing is None
-            ref = self._compute(task, trials, shapes, need_timing, want_bandwidth=need_timing and bandwidth is None,
-                                inputs_to=inputs_to)
+            ref = self._compute(task, trials, shapes, need_timing, want_bandwidth=need_timing and bandwidth is None)
             if need_timing:
                 timing = ref.timing
                 self._store_timing(timing_key, timing)
@@ -169,7 +167,7 @@ class ReferenceCache:
     # -- compute ------------------------------------------------------------------------------
 
     def _compute(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], want_timing: bool,
-                 want_bandwidth: bool, inputs_to: Path | None) -> Reference:
+                 want_bandwidth: bool) -> Reference:
         self._server.jobs_root.mkdir(parents=True, exist_ok=True)
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self._server.jobs_root))
         try:
@@ -177,7 +175,6 @@ class ReferenceCache:
             job = ReferenceJob(task=task, trials=list(trials), shapes=list(shapes), threads=self.threads,
                                device=self.backend.device, want_outputs=True, want_timing=want_timing,
                                want_bandwidth=want_bandwidth, timing=self.timing, machine_lock=str(self._lock.path),
-                               inputs_to=str(inputs_to) if inputs_to else None,
                                noise_ratios=self._load_json("noise.json").get(noise_key, {}))
             write_job(job_dir, job)
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,

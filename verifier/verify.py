@@ -159,10 +159,10 @@ class Verifier:
             return atol, rtol
         return tolerance
 
-    def reference(self, task: TaskSpec, want_timing: bool = True, inputs_to: Path | None = None) -> Reference:
+    def reference(self, task: TaskSpec, want_timing: bool = True) -> Reference:
         """The task's reference at a fresh trial plan (new seeds every call), with its timing."""
         trials, shapes = correctness_plan(task, self.config.trials, self.config.second_shape)
-        return self.references.get(task, trials, shapes, want_timing=want_timing, inputs_to=inputs_to)
+        return self.references.get(task, trials, shapes, want_timing=want_timing)
 
     def _live_reference(self, task: TaskSpec) -> Reference:
         """The reference this verification checks against. Its seeds come from the operating system; it

@@ -342,15 +342,13 @@ def _reference(job: ReferenceJob, job_dir: Path) -> dict:
 def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult) -> dict:
     """The reference's outputs at every trial it is defined on, then at the first smaller and the first
     larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
-    returns the payload of ``outputs.pt``. With ``job.inputs_to``, each kept trial's inputs are written
-    there (``inputs-K.pt``) for the candidate's job, which then never generates them itself."""
+    returns the payload of ``outputs.pt``."""
     spec, device = job.task, job.device
     payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
     eval_mode = False
     causes: dict[int, str] = {}
     notes: dict[int, str] = {}
     spreads: dict[int, float] = {}
-    pending = Path(job.inputs_to or job_dir) / ".inputs.pending"
 
     def run(mod, trial: Trial, twice: bool):
         torch.manual_seed(trial.model_seed)
@@ -358,8 +356,6 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
         if eval_mode:
             model.eval()
         inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
-        if job.inputs_to:  # as drawn, before forward can touch them; named for good when the trial is kept
-            torch.save([x.to("cpu") if isinstance(x, torch.Tensor) else x for x in inputs], pending)
         pristine = _snapshot(inputs) if twice else None
         watch = WriteOrder()
         with torch.no_grad(), watch:
@@ -413,8 +409,6 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                 notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same inputs "
                             f"at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); those places are not "
                             f"compared")
-        if job.inputs_to:
-            os.replace(pending, Path(job.inputs_to) / f"inputs-{index}.pt")
 
     for i, trial in enumerate(job.trials):
         _progress(job_dir, f"reference trial {i}")
@@ -425,13 +419,11 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                 raise
             except Exception as exc:  # the operator is not defined there: the task's precondition
                 result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them ({_describe(exc)})")
-                pending.unlink(missing_ok=True)
                 continue
             undefined = _undefined_fraction(leaves)
             if undefined > UNDEFINED_LIMIT:
                 result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
                                       f"{undefined:.0%} of its output there (a precondition of the task)")
-                pending.unlink(missing_ok=True)
                 continue
             keep(trial, kept, model, structure, leaves, ignore)
             continue
@@ -470,7 +462,6 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                 raise
             except Exception as exc:  # the reference does not accept this shape: try the next
                 result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
-                pending.unlink(missing_ok=True)
                 continue
             keep(trial, kept, model, structure, leaves, ignore)
             break
@@ -562,10 +553,7 @@ def _candidate(job: CandidateJob, job_dir: Path) -> dict:
         if key not in modules:
             modules[key] = load_task_module(spec, dict(trial.overrides))
         module = modules[key]
-        # The reference job wrote this trial's inputs; without them (a job run by hand), make them.
-        stored = job_dir / f"inputs-{i}.pt"
-        fresh = torch.load(stored, weights_only=True) if stored.exists() else make_inputs(module.get_inputs, trial)
-        fresh = _to_device(list(fresh), device)
+        fresh = _to_device(make_inputs(module.get_inputs, trial), device)
         # Reuse the previous trial's buffers when shapes match, so results keyed by pointer go stale.
         if buffers is not None and _same_layout(buffers, fresh):
             for buf, new in zip(buffers, fresh):
@@ -574,7 +562,6 @@ def _candidate(job: CandidateJob, job_dir: Path) -> dict:
             inputs = buffers
         else:
             inputs = buffers = fresh
-        del fresh
         init_inputs = module.get_init_inputs()
         torch.manual_seed(trial.model_seed)
         try:

@@ -116,7 +116,7 @@ def test_job_records_round_trip():
 
     spec = TaskSpec("t", "x = 1\n", size_overrides={"n": 8})
     ref = ReferenceJob(spec, trial_plan(5), [ShapeSearch("larger", [{"n": 11}], shape_trial("larger", {}))],
-                       inputs_to="/tmp/x")
+                       noise_ratios={"normal|": [0.5]})
     assert ReferenceJob.from_dict(ref.to_dict()) == ref
     cand = CandidateJob(spec, trial_plan(5), library="lib.so", eval_mode=True)
     assert CandidateJob.from_dict(cand.to_dict()) == cand
