@@ -1,8 +1,10 @@
-"""Jobs that run in a worker process: the reference (outputs, second shape, timing) and the candidate
-(correctness trials, timing). The candidate's jobs run in the sandbox and never see reference
-outputs; the harness compares what each job wrote.
+"""Jobs that run in a worker process: the reference (outputs at every trial, run twice where that
+can show nondeterminism, the second shapes, timing) and the candidate (correctness trials, timing).
+The candidate's jobs run in the sandbox and never see reference outputs; the harness compares
+what each job wrote.
 
-A job is a folder holding ``job.json``; the worker writes ``result.json`` (a small JSON summary),
+A job is a folder holding ``job.json`` (a ``verifier.jobs`` record; the timing job is still a plain
+dict); the worker writes ``result.json`` (a ``JobStatus`` envelope and the job's result fields),
 ``outputs.pt`` (tensors, loaded by the harness with ``weights_only=True``) and ``progress.txt``
 (the step in flight, so a crash can be located).
 
@@ -14,11 +16,13 @@ from __future__ import annotations
 import copy
 import importlib.util
 import json
+import math
 import os
 import random
 import sys
 import traceback
 from collections import Counter
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +31,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier import runtime
 from verifier.inputs import Trial, make_inputs
+from verifier.jobs import CandidateJob, CandidateResult, JobStatus, ReferenceJob, ReferenceResult, TrialReport, load_job
 from verifier.machine_lock import held
-from verifier.task import TaskSpec, load_task_module
+from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, TaskSpec, load_task_module
 from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_calls
 
 # aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
@@ -74,13 +79,15 @@ def _progress(job_dir: Path, text: str) -> None:
     (job_dir / "progress.txt").write_text(text)
 
 
-def flatten(value: Any) -> tuple[Any, list[torch.Tensor]]:
-    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors."""
+def flatten(value: Any, copy: bool = True) -> tuple[Any, list[torch.Tensor]]:
+    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors. Leaves are copies
+    unless ``copy`` is False (the reference's own results, which nothing else writes to)."""
     leaves: list[torch.Tensor] = []
 
     def walk(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
-            leaves.append(v.detach().to("cpu").contiguous().clone())
+            leaf = v.detach().to("cpu").contiguous()
+            leaves.append(leaf.clone() if copy and leaf.data_ptr() == v.data_ptr() else leaf)
             return {"t": "tensor", "device": v.device.type}
         if isinstance(v, (tuple, list)):
             return {"t": type(v).__name__, "items": [walk(x) for x in v]}
@@ -177,10 +184,16 @@ def _flush_bytes(device: str, requested: int) -> int:
     return requested
 
 
-def _load_candidate(job: dict, job_dir: Path):
-    device = job.get("device", "cpu")
-    runtime.configure(str(job_dir / job["library"]), job["signatures"], device, runtime.current_stream(device))
-    path = job_dir / job.get("model", "model.py")
+def _field(job: Any, name: str, default: Any = None) -> Any:
+    """A job's field, whether the job is a dataclass (verifier.jobs) or a plain dict (the timing job)."""
+    return job.get(name, default) if isinstance(job, dict) else getattr(job, name, default)
+
+
+def _load_candidate(job: Any, job_dir: Path):
+    device = _field(job, "device", "cpu")
+    runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device,
+                      runtime.current_stream(device))
+    path = job_dir / (_field(job, "model") or "model.py")
     spec = importlib.util.spec_from_file_location("candidate_model", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules["candidate_model"] = module
@@ -207,11 +220,11 @@ def _save(job_dir: Path, payload: dict) -> None:
     os.replace(tmp, job_dir / "outputs.pt")
 
 
-def _setup(job: dict) -> None:
-    threads = int(job.get("threads", 1))
+def _setup(job: Any) -> None:
+    threads = int(_field(job, "threads", 1))
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
-    if job.get("device") == "npu":
+    if _field(job, "device") == "npu":
         import torch_npu  # noqa: F401
 
         torch.npu.set_device(0)  # type: ignore[attr-defined]
@@ -220,66 +233,281 @@ def _setup(job: dict) -> None:
 # ----------------------------------------------------------------------------- reference
 
 
-def _reference(job: dict, job_dir: Path) -> dict:
-    spec = TaskSpec.from_dict(job["task"])
-    device = job.get("device", "cpu")
-    trials = [Trial.from_dict(t) for t in job["trials"]]
-    result: dict[str, Any] = {"alt": None, "alt_rejected": []}
-    payload: dict[str, Any] = {"trials": [], "noise": []}
+# A widened trial is dropped when the reference is NaN or infinite at more than this share of an
+# output's places: the operator is not defined on much of the widened range (log, sqrt: about half).
+UNDEFINED_LIMIT = 0.1
+
+
+class TaskProblem(Exception):
+    """The task's reference cannot judge a candidate (it is nondeterministic): the task's fault."""
+
+
+# aten ops whose result depends on the order of writes when indices repeat (scatter with a source,
+# index_put without accumulation, index_copy): which write wins is unspecified.
+ORDERED_WRITES = frozenset({"scatter", "scatter_", "index_put", "index_put_", "_index_put_impl_",
+                            "index_copy", "index_copy_"})
+
+
+class WriteOrder(TorchDispatchMode):
+    """Records the order-dependent writes the reference makes and, with ``reverse``, makes them in
+    the reverse order: an equally valid run in which, where indices repeat, another write wins."""
+
+    def __init__(self, reverse: bool = False):
+        super().__init__()
+        self.reverse = reverse
+        self.seen: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in ORDERED_WRITES:
+            self.seen[name] += 1
+            if self.reverse:
+                try:
+                    args = _reversed_writes(name, tuple(args), kwargs)
+                except Exception:  # a form we do not know how to reverse: run it as it is
+                    pass
+        return func(*args, **kwargs)
+
+
+def _reversed_writes(name: str, args: tuple, kwargs: dict) -> tuple:
+    if name.startswith("scatter"):
+        if len(args) != 4 or not isinstance(args[3], torch.Tensor) or "reduce" in kwargs:
+            return args
+        target, dim, index, src = args
+        src = src[tuple(slice(0, n) for n in index.shape)]
+        return target, dim, index.flip(dim), src.flip(dim)
+    if name.startswith("index_copy"):
+        target, dim, index, source = args[:4]
+        return (target, dim, index.flip(0), source.flip(dim), *args[4:])
+    target, indices, values = args[:3]
+    accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
+    if accumulate or any(i is None or i.dtype not in (torch.int64, torch.int32) for i in indices):
+        return args
+    idx = torch.broadcast_tensors(*indices)
+    rest = target.shape[len(indices):]
+    vals = values.expand(*idx[0].shape, *rest).reshape(-1, *rest).flip(0)
+    return (target, [i.reshape(-1).flip(0) for i in idx], vals, *args[3:])
+
+
+def _differing(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """Per output: where two runs differ (NaN equal to NaN), or None where they agree."""
+    out: list[torch.Tensor | None] = []
+    for x, y in zip(a, b):
+        if _identical(x, y):
+            out.append(None)
+        elif x.shape != y.shape or x.dtype != y.dtype:
+            out.append(torch.ones(x.shape, dtype=torch.bool))
+        else:
+            diff = x != y
+            if x.is_floating_point():
+                diff &= ~(torch.isnan(x) & torch.isnan(y))
+            out.append(diff)
+    return out
+
+
+def _training_modules(model: torch.nn.Module) -> list[str]:
+    """Names of the layers that behave differently in training mode (dropout, batch norm)."""
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})
+
+
+def _reference(job: ReferenceJob, job_dir: Path) -> dict:
+    spec, device = job.task, job.device
+    result = ReferenceResult()
     module = load_task_module(spec)
     init_inputs = module.get_init_inputs()
 
-    def run(mod, trial: Trial) -> tuple[Any, list[torch.Tensor], list[float]]:
-        torch.manual_seed(trial.model_seed)
-        model = mod.Model(*mod.get_init_inputs()).to(device)
-        inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
-        with torch.no_grad():
-            out = model(*inputs)
-        structure, leaves = flatten(out)
-        noise = _noise(model, inputs, leaves)
-        return structure, leaves, noise
-
-    if job.get("want_outputs", True):
-        with held(job.get("machine_lock"), "shared"):  # computing: waits while something is timed
-            _reference_outputs(job_dir, spec, module, trials, job, result, payload, run)
+    if job.want_outputs:
+        with held(job.machine_lock, "shared"):  # computing: waits while something is timed
+            payload = _reference_outputs(job_dir, job, module, result)
         _save(job_dir, payload)
 
-    if job.get("want_timing", True):
+    if job.want_timing:
         _progress(job_dir, "reference timing (waiting for the machine)")
         models = []
-        for trial in trials[:2]:
+        for trial in job.trials[:2]:
             torch.manual_seed(trial.model_seed)
             models.append(module.Model(*init_inputs).to(device))
-        with held(job.get("machine_lock"), "exclusive"):  # nothing of ours runs beside a timing
+            if result.eval_mode:
+                models[-1].eval()
+        with held(job.machine_lock, "exclusive"):  # nothing of ours runs beside a timing
             _progress(job_dir, "reference timing")
-            timing, _, _ = _time_model(models, module, trials[:2], job, device)
-            result["timing"] = timing
-            if job.get("want_bandwidth") and device == "cpu":
-                result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
-    return result
+            timing, _, _ = _time_model(models, module, job.trials[:2], {"timing": job.timing}, device)
+            result.timing = timing
+            if job.want_bandwidth and device == "cpu":
+                result.bandwidth_gbps = memory_bandwidth_gbps(device)
+    return result.to_dict()
 
 
-def _reference_outputs(job_dir: Path, spec: TaskSpec, module, trials: list[Trial], job: dict, result: dict,
-                       payload: dict, run) -> None:
-    """The reference's outputs at every trial, then at the first second shape it accepts."""
-    for i, trial in enumerate(trials):
+def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult) -> dict:
+    """The reference's outputs at every trial it is defined on, then at the first smaller and the first
+    larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
+    returns the payload of ``outputs.pt``."""
+    spec, device = job.task, job.device
+    payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
+    eval_mode = False
+    causes: dict[int, str] = {}
+    notes: dict[int, str] = {}
+    spreads: dict[int, float] = {}
+
+    def run(mod, trial: Trial, twice: bool):
+        torch.manual_seed(trial.model_seed)
+        model = mod.Model(*mod.get_init_inputs()).to(device)
+        if eval_mode:
+            model.eval()
+        inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
+        pristine = _snapshot(inputs) if twice else None
+        watch = WriteOrder()
+        with torch.no_grad(), watch:
+            out = model(*inputs)
+        structure, leaves = flatten(out, copy=False)
+        kept = inputs
+        ignore: list[torch.Tensor | None] = [None] * len(leaves)
+        if twice or watch.seen:  # again on the same inputs, with order-dependent writes reversed
+            again = WriteOrder(reverse=True)
+            with torch.no_grad(), again:
+                again_inputs = pristine if pristine is not None else _to_device(make_inputs(mod.get_inputs, trial), device)
+                structure2, leaves2 = flatten(model(*again_inputs), copy=False)
+            if structure2 != structure or len(leaves2) != len(leaves):
+                raise TaskProblem(f"the reference of task {spec.id} is nondeterministic: two runs on the same inputs "
+                                  "return results of different structure; it cannot judge a candidate")
+            ignore = _differing(leaves, leaves2)
+            for k, mask in enumerate(ignore):
+                if mask is not None:
+                    spreads[k] = max(spreads.get(k, 0.0), _spread(leaves[k], leaves2[k], mask))
+                if mask is not None and k not in causes:
+                    ops = sorted(watch.seen)
+                    causes[k] = (f"duplicate indices in {', '.join('aten.' + o for o in ops)}: which write wins is "
+                                 "unspecified" if ops else "random or order-dependent computation")
+        return model, kept, structure, leaves, ignore
+
+    def keep(trial: Trial, kept: list, model, structure, leaves, ignore) -> None:
+        index = len(result.trials)
+        result.trials.append(trial)
+        payload["trials"].append({"structure": structure, "leaves": leaves})
+        slot = f"{trial.distribution}|{trial.shape}"
+        ratios = job.noise_ratios.get(slot)
+        if ratios is not None and len(ratios) == len(leaves):   # measured before for this task: scale it
+            noise = [r * _rms(leaf) for r, leaf in zip(ratios, leaves)]
+        else:
+            noise = _noise(model, kept, leaves)
+            result.noise_ratios[slot] = [n / r if (r := _rms(leaf)) > 0 else 0.0 for n, leaf in zip(noise, leaves)]
+        payload["noise"].append(noise)
+        payload["ignore"].append(ignore)
+        for k, mask in enumerate(ignore):
+            if mask is None:
+                continue
+            n, total = int(mask.sum()), mask.numel()
+            spread = spreads.get(k, 0.0)
+            if n * 2 > total:
+                raise TaskProblem(
+                    f"the reference of task {spec.id} is nondeterministic: output {k} differs between two runs on the "
+                    f"same inputs at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)})"
+                    + (" in training and in eval mode" if eval_mode else "")
+                    + "; it cannot judge a candidate: make the reference deterministic")
+            if k not in notes:
+                notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same inputs "
+                            f"at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); those places are not "
+                            f"compared")
+
+    for i, trial in enumerate(job.trials):
         _progress(job_dir, f"reference trial {i}")
-        structure, leaves, noise = run(module, trial)
-        payload["trials"].append({"structure": structure, "leaves": leaves})
-        payload["noise"].append(noise)
-    for overrides in job.get("alt_candidates", []):
-        alt = Trial(seed=2000, distribution="normal", overrides=tuple(sorted(overrides.items())))
-        _progress(job_dir, f"reference second shape {overrides}")
-        try:
-            alt_module = load_task_module(spec, overrides)
-            structure, leaves, noise = run(alt_module, alt)
-        except Exception as exc:  # the reference does not accept this shape: try the next
-            result["alt_rejected"].append(f"{overrides}: {_describe(exc)}")
+        if trial.widened:
+            try:
+                model, kept, structure, leaves, ignore = run(module, trial, twice=False)
+            except TaskProblem:
+                raise
+            except Exception as exc:  # the operator is not defined there: the task's precondition
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them ({_describe(exc)})")
+                continue
+            undefined = _undefined_fraction(leaves)
+            if undefined > UNDEFINED_LIMIT:
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
+                                      f"{undefined:.0%} of its output there (a precondition of the task)")
+                continue
+            keep(trial, kept, model, structure, leaves, ignore)
             continue
-        payload["trials"].append({"structure": structure, "leaves": leaves})
-        payload["noise"].append(noise)
-        result["alt"] = alt.to_dict()
-        break
+        model, kept, structure, leaves, ignore = run(module, trial, twice=i == 0)
+        if i == 0 and any(m is not None for m in ignore):
+            # Random in the mode it was built in (training): try eval mode, deterministic for dropout.
+            eval_mode = True
+            model_e, kept_e, structure_e, leaves_e, ignore_e = run(module, trial, twice=True)
+            if all(m is None for m in ignore_e):
+                layers = _training_modules(model_e)
+                result.eval_mode = (f"compared in eval mode: in training mode the reference is random "
+                                    f"({', '.join(layers) if layers else 'randomness tied to self.training'}); "
+                                    "eval mode makes it deterministic")
+                causes.clear()
+                model, kept, structure, leaves, ignore = model_e, kept_e, structure_e, leaves_e, ignore_e
+            else:
+                eval_mode = False
+        keep(trial, kept, model, structure, leaves, ignore)
+
+    base_numel = _input_numel(module)
+    for search in job.shapes:
+        for overrides in search.candidates:
+            _progress(job_dir, f"reference second shape ({search.kind}) {overrides}")
+            try:
+                alt_module = load_task_module(spec, overrides)
+                if search.kind == "larger":
+                    numel = _input_numel(alt_module)
+                    limit = min(LARGER_MAX_RATIO * base_numel, LARGER_MAX_ELEMENTS) if base_numel else LARGER_MAX_ELEMENTS
+                    if numel is not None and numel > limit:
+                        result.alt_rejected.append(f"{overrides}: {numel} input elements, over the limit {int(limit)}")
+                        continue
+                trial = Trial(search.trial.seed, search.trial.distribution, tuple(sorted(overrides.items())),
+                              search.trial.init_seed, search.kind)
+                model, kept, structure, leaves, ignore = run(alt_module, trial, twice=False)
+            except TaskProblem:
+                raise
+            except Exception as exc:  # the reference does not accept this shape: try the next
+                result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
+                continue
+            keep(trial, kept, model, structure, leaves, ignore)
+            break
+    result.nondeterministic = [notes[k] for k in sorted(notes)]
+    return payload
+
+
+def _spread(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    """The largest difference between two runs' values at the places where they differ."""
+    if a.shape != b.shape or not bool(mask.any()):
+        return float("inf") if a.shape != b.shape else 0.0
+    d = (a.double() - b.double()).abs()[mask]
+    d = d[~torch.isnan(d)]
+    return float(d.max()) if d.numel() else float("inf")
+
+
+def _undefined_fraction(leaves: list[torch.Tensor]) -> float:
+    """The largest share of NaN or infinite values over the floating outputs."""
+    worst = 0.0
+    for leaf in leaves:
+        if leaf.is_floating_point() and leaf.numel() and not math.isfinite(float(leaf.sum(dtype=torch.float64))):
+            worst = max(worst, float((~torch.isfinite(leaf)).sum()) / leaf.numel())
+    return worst
+
+
+def _input_numel(module) -> int | None:
+    """Elements of ``get_inputs()``, worked out on PyTorch's meta device (None when that fails)."""
+    try:
+        with torch.device("meta"):
+            inputs = module.get_inputs()
+        return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    except Exception:
+        return None
+
+
+def _rms(leaf: torch.Tensor) -> float:
+    """Root mean square of a floating output's finite values (0 for other outputs)."""
+    if not leaf.is_floating_point() or not leaf.numel():
+        return 0.0
+    x = leaf.float()
+    value = float(torch.linalg.vector_norm(x)) / math.sqrt(x.numel())
+    if math.isfinite(value):
+        return value
+    x = x[torch.isfinite(x)]
+    return float(torch.linalg.vector_norm(x.double())) / math.sqrt(x.numel()) if x.numel() else 0.0
 
 
 def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]) -> list[float]:
@@ -297,9 +525,12 @@ def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]
     out = []
     for a, b in zip(leaves, leaves64):
         if a.is_floating_point() and a.shape == b.shape and a.numel():
-            d = a.double() - b
-            d = d[torch.isfinite(d)]
-            out.append(float(d.pow(2).mean().sqrt()) if d.numel() else 0.0)
+            d = b.neg_().add_(a)             # a - b, in float64, in place
+            value = float(torch.linalg.vector_norm(d)) / math.sqrt(d.numel())
+            if not math.isfinite(value):     # NaN or infinities: over the finite differences only
+                d = d[torch.isfinite(d)]
+                value = float(d.pow(2).mean().sqrt()) if d.numel() else 0.0
+            out.append(value)
         else:
             out.append(0.0)
     return out
@@ -308,17 +539,16 @@ def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]
 # ----------------------------------------------------------------------------- candidate
 
 
-def _candidate(job: dict, job_dir: Path) -> dict:
-    spec = TaskSpec.from_dict(job["task"])
-    device = job.get("device", "cpu")
-    trials = [Trial.from_dict(t) for t in job["trials"]]
+def _candidate(job: CandidateJob, job_dir: Path) -> dict:
+    spec, device = job.task, job.device
     ModelNew = _load_candidate(job, job_dir)
     sync = _synchronize(device)
     stream_sync = _stream_synchronize(device)
-    reports, saved = [], []
+    reports: list[TrialReport] = []
+    saved = []
     buffers: list[Any] | None = None
     modules: dict[tuple, Any] = {}
-    for i, trial in enumerate(trials):
+    for i, trial in enumerate(job.trials):
         _progress(job_dir, f"trial {i}: {trial.describe()}")
         key = trial.overrides
         if key not in modules:
@@ -337,6 +567,8 @@ def _candidate(job: dict, job_dir: Path) -> dict:
         torch.manual_seed(trial.model_seed)
         try:
             model = ModelNew(*init_inputs).to(device)
+            if job.eval_mode:
+                model.eval()
         except Exception as exc:
             raise CandidateFailure("correctness", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}", i) from exc
         before = _snapshot(inputs)
@@ -360,14 +592,10 @@ def _candidate(job: dict, job_dir: Path) -> dict:
             _, settled = flatten(out)
             escaped = [k for k, (a, b) in enumerate(zip(leaves, settled)) if not _identical(a, b)]
         saved.append({"structure": structure, "leaves": leaves})
-        reports.append({
-            "calls": runtime.call_counts(),
-            "forbidden_ops": trace.forbidden(),
-            "inputs_changed": _changed(before, inputs),
-            "escaped_stream": escaped,
-        })
+        reports.append(TrialReport(calls=runtime.call_counts(), forbidden_ops=trace.forbidden(),
+                                   inputs_changed=_changed(before, inputs), escaped_stream=escaped))
     _save(job_dir, {"trials": saved})
-    return {"trials": reports}
+    return CandidateResult(reports).to_dict()
 
 
 def _same_layout(a: list[Any], b: list[Any]) -> bool:
@@ -389,6 +617,8 @@ def _perf(job: dict, job_dir: Path) -> dict:
         torch.manual_seed(trial.model_seed)
         try:
             models.append(ModelNew(*module.get_init_inputs()).to(device))
+            if job.get("eval_mode"):  # the mode the reference is compared in (see _reference_outputs)
+                models[-1].eval()
         except Exception as exc:
             raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
@@ -472,19 +702,22 @@ HANDLERS = {"reference": _reference, "candidate": _candidate, "perf": _perf}
 
 def run_job(job_dir: Path) -> int:
     """Run the job in ``job_dir``; always writes result.json unless the process itself dies."""
-    job = json.loads((job_dir / "job.json").read_text())
+    job = load_job(job_dir)
     random.seed(0)
-    result: dict[str, Any] = {"ok": False}
+    status = JobStatus()
+    fields: dict[str, Any] = {}
     try:
         _setup(job)
-        result.update(HANDLERS[job["kind"]](job, job_dir))
-        result["ok"] = True
+        fields = HANDLERS[_field(job, "kind")](job, job_dir)
+        status.ok = True
     except CandidateFailure as exc:
-        result.update(stage=exc.stage, error=str(exc), trial=exc.trial)
+        status.stage, status.error, status.trial = exc.stage, str(exc), exc.trial
+    except TaskProblem as exc:
+        status.stage, status.error = "task", str(exc)
     except Exception as exc:  # the task or the candidate raised somewhere we did not expect
-        result.update(stage="worker", error=_describe(exc), traceback=traceback.format_exc()[-4000:])
+        status.stage, status.error, status.traceback = "worker", _describe(exc), traceback.format_exc()[-4000:]
     tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps(result))
+    tmp.write_text(json.dumps({**fields, **asdict(status)}))
     os.replace(tmp, job_dir / "result.json")
     return 0
 
