@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import random
 import shutil
 import tempfile
 import threading
@@ -32,16 +31,18 @@ from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
+from verifier.gates.performance import fail_pytorch_compute as _fail_pytorch_compute
+from verifier.gates.performance import judge as judge_performance
 from verifier.inputs import trial_plan
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
-from verifier.machine_lock import MachineLock
+from verifier.machine_lock import MachineLock, machine_lock_path
 from verifier.reference import Reference, ReferenceCache
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
 MAX_READ_BYTES = 1024 * 1024
-OUTCOME_FORMAT = 2  # bump when the gates change what they decide
+OUTCOME_FORMAT = 3  # bump when the gates change what they decide
 
 
 def read_candidate(folder: Path) -> dict[str, str]:
@@ -82,8 +83,9 @@ class Verifier:
         self._job_counter = 0
         self._job_lock = threading.Lock()
         cfg = self.config
-        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine_lock).
-        self._lock = MachineLock(self.cache_dir / "timing.lock")
+        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine_lock): one
+        # lock per machine and user, whatever the workspace, so two workbenches never time together.
+        self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
                         "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
@@ -95,7 +97,7 @@ class Verifier:
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
         self.server = ForkServer(
             self.jobs_root,
-            env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)}, home=str(self.jobs_root)),
+            env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)}, home=str(self.jobs_root)),
             preload=preload, use_bwrap=cfg.use_bwrap,
             hidden=list(self.hidden_paths), devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules,
@@ -105,7 +107,7 @@ class Verifier:
         reference_jobs = self.cache_dir / "reference" / f"jobs-{os.getpid()}-{id(self):x}"
         reference_jobs.mkdir(parents=True, exist_ok=True)
         self.reference_server = ForkServer(
-            reference_jobs, env=scrubbed_env({**self.backend.worker_env(), "OMP_NUM_THREADS": str(cfg.threads)},
+            reference_jobs, env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)},
                                              home=str(reference_jobs)),
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules, confine=False,
@@ -156,12 +158,14 @@ class Verifier:
         return self.references.get(task, trial_plan(self.config.trials), alt, want_timing=want_timing)
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
-               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False) -> Outcome:
+               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
+               best: dict[str, str] | None = None) -> Outcome:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
-        ``on_gate`` is called (from this thread) as each gate gets its verdict. A byte-identical
-        candidate verified before on this machine with the same settings returns its recorded Outcome
-        (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
-        measured here."""
+        ``on_gate`` is called (from this thread) as each gate gets its verdict. ``best``: the files of
+        the task's best so far, timed in the same window as the candidate (``Outcome.gain``,
+        ``vs_best``). A byte-identical candidate verified before on this machine with the same
+        settings (and the same best) returns its recorded Outcome (``from_cache``) unless ``fresh``:
+        every gate is deterministic but the timing, which was measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
@@ -170,7 +174,8 @@ class Verifier:
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
-        key = self._outcome_key(task, out.candidate_hash)
+        best_hash = candidate_hash(best) if best else ""
+        key = self._outcome_key(task, out.candidate_hash, best_hash)
         if not fresh:
             cached = self._cached_outcome(key)
             if cached is not None:
@@ -182,7 +187,7 @@ class Verifier:
         if on_gate is not None:
             out.listener = on_gate
         try:
-            self._run_gates(task, files, out)
+            self._run_gates(task, files, out, best)
         except VerifierError:
             raise                       # a broken task or a missing toolchain: not this candidate's verdict
         except Exception as exc:        # our own failure: a verdict-less attempt, kept, never cached
@@ -200,8 +205,8 @@ class Verifier:
 
     # -- the outcome cache ----------------------------------------------------------------------
 
-    def _outcome_key(self, task: TaskSpec, cand_hash: str) -> str:
-        text = json.dumps([OUTCOME_FORMAT, cand_hash, task.key, task.atol, task.rtol, self.backend.build_key(),
+    def _outcome_key(self, task: TaskSpec, cand_hash: str, best_hash: str = "") -> str:
+        text = json.dumps([OUTCOME_FORMAT, cand_hash, best_hash, task.key, task.atol, task.rtol, self.backend.build_key(),
                            self.config.model_dump(mode="json"), fingerprint(self.config.threads, self.backend.name)],
                           sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
@@ -219,7 +224,8 @@ class Verifier:
         tmp.write_text(json.dumps(out.to_dict()))
         os.replace(tmp, folder / f"{key}.json")
 
-    def _run_gates(self, task: TaskSpec, files: dict[str, str], out: Outcome) -> None:
+    def _run_gates(self, task: TaskSpec, files: dict[str, str], out: Outcome,
+                   best: dict[str, str] | None = None) -> None:
         backend, cfg = self.backend, self.config
         t = time.perf_counter()
         problem = check_format(files, backend.source_suffixes, backend.header_suffixes)
@@ -237,7 +243,7 @@ class Verifier:
                       seconds=time.perf_counter() - t)
 
         # The reference and the sandbox get ready while the compiler works.
-        reference = self._pool.submit(self.reference, task)
+        reference = self._pool.submit(self.reference, task, False)  # its timing is taken beside the candidate
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
@@ -249,6 +255,13 @@ class Verifier:
             return
         out.pass_gate("build", "cached" if build.cached else f"built in {build.seconds:.2f} s",
                       seconds=time.perf_counter() - t, warnings=build.log)
+        best_build = None
+        if best:
+            with self._lock.shared():  # the best was built before: normally a cache hit
+                best_build = build_candidate(backend, best, self.cache_dir, timeout=cfg.build_timeout_s,
+                                             sandbox=cfg.use_bwrap, hidden=self.hidden_paths)
+            if not best_build.ok:
+                best_build = None
 
         ref = reference.result()
         if self._warm is not None:
@@ -259,12 +272,13 @@ class Verifier:
             return
         out.gate("correctness").seconds = time.perf_counter() - t
         t = time.perf_counter()
-        self._performance(task, files, build, ref, out)
+        self._performance(task, files, build, ref, out, best if best_build else None, best_build)
         out.gate("performance").seconds = time.perf_counter() - t
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def _new_job(self, kind: str, files: dict[str, str], build, job: dict) -> Path:
+    def _new_job(self, kind: str, files: dict[str, str], build, job: dict,
+                 best: tuple[dict[str, str], Any] | None = None) -> Path:
         with self._job_lock:
             self._job_counter += 1
             counter = self._job_counter
@@ -273,6 +287,12 @@ class Verifier:
         job_dir = Path(tempfile.mkdtemp(prefix=f"{counter:05d}-{kind}-", dir=self.jobs_root))
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
+        if best is not None:  # the task's best, timed beside the candidate: its own model and library
+            best_files, best_build = best
+            (job_dir / "best_model.py").write_text(best_files["model.py"])
+            shutil.copy2(best_build.library, job_dir / f"best-{best_build.library.name}")
+            job["best"] = {"library": f"best-{best_build.library.name}", "model": "best_model.py",
+                           "signatures": [s.to_dict() for s in best_build.signatures]}
         job.update(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                    model="model.py", threads=self.config.threads, device=self.backend.device,
                    timer=getattr(self.backend, "timer", "wall"))
@@ -399,11 +419,13 @@ class Verifier:
                       trials=len(ref.trials))
         return True
 
-    def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> None:
+    def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
+                     best: dict[str, str] | None = None, best_build=None) -> None:
+        """Time the reference, the candidate and the best in one window (see verifier.gates.performance)."""
         base = [t for t in ref.trials if not t.overrides][:3]  # two timed, a third for the re-check
-        checks = sorted(random.SystemRandom().sample(range(5), 2))  # spot-checked timed calls
-        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing, "checks": checks}
-        job_dir = self._new_job("perf", files, build, job)
+        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing,
+               "check_samples": self.config.check_samples}
+        job_dir = self._new_job("perf", files, build, job, (best, best_build) if best and best_build else None)
         try:
             with self._lock.exclusive():
                 exit_, result, outputs = self._run_job(job_dir)
@@ -413,63 +435,20 @@ class Verifier:
                 return
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        recheck = result.get("recheck") or {}
-        if recheck.get("forbidden_ops"):
-            _fail_pytorch_compute(out, recheck["forbidden_ops"], "after repeated calls, forward ran PyTorch compute "
-                                                                 "({ops}): the kernel must do the work on every call")
-            out.gate("performance").status = "failed"
-            return
-        if "calls" in recheck and not recheck["calls"]:
-            out.fail("anti_hack", "after repeated calls, forward no longer called the kernel library: every call's "
-                                  "result must come from your kernels")
-            out.gate("performance").status = "failed"
-            return
-        tolerance = self.tolerance_for(task)
-        for check, got in zip(result["checks"], outputs["checks"]):
-            trial = check["trial"]
-            n = check["call"] - result["timing"]["calls"]
-            what = (f"timed call {check['call'] + 1}" if n < 0 else "a call after timing" if n == 0
-                    else "a call after timing on new inputs") + f" ({base[trial].describe()})"
-            verdict = compare_outputs(ref.outputs[trial], got, ref.noise[trial], tolerance, what=what)
-            if not isinstance(verdict, Agreement):
-                out.fail("correctness", f"results changed under repeated calls: {verdict.message}. Every call must "
-                                        "compute from its inputs: no results kept from earlier calls")
-                out.gate("performance").status = "failed"
-                return
-        timing = result["timing"]
-        out.latency_ms, out.latency_spread_ms = timing["median_ms"], timing["spread_ms"]
-        if ref.timing:
-            out.reference_ms = ref.timing["median_ms"]
-            out.speedup = out.reference_ms / max(out.latency_ms, 1e-9)
-        self._flag(ref, outputs, out, timing)
-        message = f"{out.latency_ms:.3f} ms (IQR {out.latency_spread_ms:.3f}, {timing['calls']} calls)"
-        if out.speedup is not None:
-            message += f"; reference {out.reference_ms:.3f} ms; speedup {out.speedup:.2f}x"
-        out.pass_gate("performance", message, timing=timing, reference_timing=ref.timing)
-
-    def _flag(self, ref: Reference, outputs: dict, out: Outcome, timing: dict | None = None) -> None:
-        if timing and timing.get("clock") == "events" and timing.get("wall_median_ms") is not None:
-            gap = timing["wall_median_ms"] - timing["median_ms"]
-            if gap > max(0.1, timing["median_ms"]):
-                out.flags.append(f"device events saw {timing['median_ms']:.3f} ms but each call took "
-                                 f"{timing['wall_median_ms']:.3f} ms until the device was idle: work may run outside "
-                                 "the current stream; review before trusting")
-        if out.speedup is not None and out.speedup > self.config.implausible_speedup:
-            out.flags.append(f"speedup {out.speedup:.1f}x exceeds {self.config.implausible_speedup:g}x: review before trusting")
-        if ref.bandwidth_gbps and out.latency_ms:
-            nbytes = sum(leaf.numel() * leaf.element_size() for leaf in ref.outputs[0]["leaves"])
-            nbytes += ref.timing.get("input_bytes", 0) if ref.timing else 0
-            floor_ms = nbytes / (ref.bandwidth_gbps * 1e9) * 1e3
-            if out.latency_ms < 0.5 * floor_ms:
-                out.flags.append(f"{out.latency_ms:.3f} ms is below the memory-bandwidth floor {floor_ms:.3f} ms "
-                                 f"for writing the outputs: review before trusting")
+        judge_performance(result, outputs, ref, self.tolerance_for(task), out,
+                          min_speed_change=self.config.min_speed_change,
+                          implausible_speedup=self.config.implausible_speedup,
+                          best_hash=candidate_hash(best) if best else "")
 
 
-def _fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> None:
-    """Fail the anti-hack gate for the aten ops the op trace saw (``{ops}`` in ``message`` lists them)."""
-    listed = ", ".join(f"aten.{k} x{v}" for k, v in sorted(ops.items()))
-    out.fail("anti_hack", message.format(ops=listed))
-    out.gate("anti_hack").details["dynamic"] = ops
+def omp_env(threads: int) -> dict[str, str]:
+    """The OpenMP settings of every job: the same thread count for all sides, and passive waiting.
+
+    The candidate's libgomp and PyTorch's own OpenMP runtime (a second copy) each keep their threads
+    spinning for a while after a parallel region by default; whichever side runs next in the timing
+    window would share the cores with those spinners. Passive waiting puts idle threads to sleep at
+    once, the same policy for the reference, the candidate and the best."""
+    return {"OMP_NUM_THREADS": str(threads), "OMP_WAIT_POLICY": "PASSIVE"}
 
 
 def _tail(path: Path, limit: int = 400) -> str:

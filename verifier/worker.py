@@ -11,6 +11,7 @@ Run a job by hand: ``python -m verifier.worker JOB_DIR``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -29,7 +30,7 @@ from verifier import runtime
 from verifier.inputs import Trial, make_inputs
 from verifier.machine_lock import held
 from verifier.task import TaskSpec, load_task_module
-from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_calls
+from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_interleaved
 
 # aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
 # PyTorch doing the computation the kernel should do.
@@ -176,13 +177,13 @@ def _flush_bytes(device: str, requested: int) -> int:
     return requested
 
 
-def _load_candidate(job: dict, job_dir: Path):
+def _load_candidate(job: dict, job_dir: Path, module_name: str = "candidate_model"):
     device = job.get("device", "cpu")
     runtime.configure(str(job_dir / job["library"]), job["signatures"], device, runtime.current_stream(device))
     path = job_dir / job.get("model", "model.py")
-    spec = importlib.util.spec_from_file_location("candidate_model", path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["candidate_model"] = module
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
@@ -243,17 +244,19 @@ def _reference(job: dict, job_dir: Path) -> dict:
             _reference_outputs(job_dir, spec, module, trials, job, result, payload, run)
         _save(job_dir, payload)
 
-    if job.get("want_timing", True):
+    want_timing = job.get("want_timing", True)
+    want_bandwidth = job.get("want_bandwidth") and device == "cpu"
+    if want_timing or want_bandwidth:
         _progress(job_dir, "reference timing (waiting for the machine)")
-        models = []
-        for trial in trials[:2]:
-            torch.manual_seed(trial.model_seed)
-            models.append(module.Model(*init_inputs).to(device))
         with held(job.get("machine_lock"), "exclusive"):  # nothing of ours runs beside a timing
             _progress(job_dir, "reference timing")
-            timing, _, _ = _time_model(models, module, trials[:2], job, device)
-            result["timing"] = timing
-            if job.get("want_bandwidth") and device == "cpu":
+            if want_timing:
+                # The reference alone: shown (``evokernel tasks --time``), never divided by; the
+                # performance gate times the reference again beside each candidate.
+                sides = {"reference": _instances(module.Model, module, trials, device)}
+                window, _, _, input_bytes = _time_sides(sides, module, trials[:2], job, device, checked=False)
+                result["timing"] = {**window.timing("reference").to_dict(), "input_bytes": input_bytes}
+            if want_bandwidth:
                 result["bandwidth_gbps"] = memory_bandwidth_gbps(device)
     return result
 
@@ -377,91 +380,163 @@ def _same_layout(a: list[Any], b: list[Any]) -> bool:
     )
 
 
+def _instances(make, module, trials: list[Trial], device: str) -> list:
+    """One instance per timed trial, seeded like the reference's (``make(*init_inputs)``)."""
+    out = []
+    for trial in trials[:2]:
+        torch.manual_seed(trial.model_seed)
+        out.append(make(*module.get_init_inputs()).to(device))
+    return out
+
+
 def _perf(job: dict, job_dir: Path) -> dict:
+    """The performance job: the reference, the candidate and (when given) the task's best, timed
+    interleaved in one window on the same inputs, every timed call's output checked against the
+    reference's on the same inputs (a random sample of positions), then the re-checks."""
     spec = TaskSpec.from_dict(job["task"])
     device = job.get("device", "cpu")
     trials = [Trial.from_dict(t) for t in job["trials"]]
-    ModelNew = _load_candidate(job, job_dir)
     module = load_task_module(spec)
-    models = []
-    for trial in trials[:2]:  # one instance per timed trial, seeded like the reference's
-        torch.manual_seed(trial.model_seed)
+    sides: dict[str, list] = {"reference": _instances(module.Model, module, trials, device)}
+    result: dict[str, Any] = {}
+    if job.get("best"):
+        # The task's best is loaded first: its model.py binds its own library at import time.
         try:
-            models.append(ModelNew(*module.get_init_inputs()).to(device))
-        except Exception as exc:
-            raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
+            BestNew = _load_candidate({**job, **job["best"]}, job_dir, module_name="best_model")
+            sides["best"] = _instances(BestNew, module, trials, device)
+        except Exception as exc:  # the best no longer loads here: time without it, and say so
+            result["best_error"] = str(exc)[:300] if isinstance(exc, CandidateFailure) else _describe(exc)
+    ModelNew = _load_candidate(job, job_dir)
+    try:
+        sides["candidate"] = _instances(ModelNew, module, trials, device)
+    except Exception as exc:
+        raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
-    timing, checks, recheck = _time_model(models, module, trials, job, device, checks=set(job.get("checks", [])))
-    _save(job_dir, {"checks": [{"structure": s, "leaves": l} for _, s, l in checks]})
-    return {"timing": timing, "checks": [{"call": c, "trial": t} for (c, t), _, _ in checks],
-            "calls": runtime.call_counts(), "recheck": recheck}
+    try:
+        window, checks, recheck, input_bytes = _time_sides(sides, module, trials, job, device,
+                                                           samples=int(job.get("check_samples", 1024)))
+    except CandidateFailure:
+        raise
+    except Exception as exc:
+        raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
+    _save(job_dir, {"checks": [{"expected": e, "got": g} for _, e, g in checks]})
+    result.update(window=window.to_dict(), checks=[meta for meta, _, _ in checks], recheck=recheck,
+                  input_bytes=input_bytes)
+    return result
 
 
-def _time_model(models: list, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
-    """Time ``models[k]`` on the inputs of ``trials[k]`` for the first two trials, alternating k (inputs
-    copied into fixed buffers before each call). Returns the timing (a dict, with the bytes of one input
-    set), the outputs to check, and a report of the re-check.
+def _pick(structure_leaves: tuple[Any, list[torch.Tensor]], picks: list[torch.Tensor | None]) -> dict:
+    """A result reduced to the positions ``picks`` (one index tensor per leaf, None = every position),
+    with each leaf's full shape kept beside."""
+    structure, leaves = structure_leaves
+    sampled = []
+    for leaf, idx in zip(leaves, picks):
+        flat = leaf.reshape(-1)
+        sampled.append(flat if idx is None or flat.numel() <= idx.numel() else flat[idx % max(flat.numel(), 1)])
+    return {"structure": structure, "leaves": sampled, "shapes": [list(leaf.shape) for leaf in leaves]}
 
-    Every call but the spot-checked ones (``checks``: call indices) gets its floating-point inputs
-    scaled by a fresh factor just below 1, so no two timed calls see the same values: a result cached by
-    pointer or by content is never reused in the timing. With ``checks``, after timing: one more call of
-    the second instance on its own trial's inputs (a kernel that stops working after a few calls), then
-    the timed first instance on the third trial's inputs, which it has never seen (the third trial has
-    the first one's parameters; a result computed once and replayed cannot match), watched for PyTorch
-    compute and for whether the library was called."""
+
+def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, device: str, *,
+                samples: int | None = 1024, checked: bool = True):
+    """Time each side (``sides[name][k]`` runs on trial ``k``'s inputs) interleaved in one window.
+
+    Every round draws a fresh factor just below 1 and a trial (alternating); every side in the round
+    gets that trial's inputs scaled by the factor, copied into the same buffers, caches flushed, before
+    its call. So no two rounds see the same values (nothing cached by pointer or content is reused),
+    and every call is alike: there are no exact, recognisable "checked" inputs. With ``checked``,
+    every timed round's candidate output is compared (by the harness) with the reference's output in
+    the same round at ``samples`` random positions per output, drawn after both calls; then the
+    re-checks: the second instance once more on fresh inputs of its own trial (a kernel that stops
+    working after a few calls), and the timed first instance on the third trial's inputs, never seen
+    in the timing (it has the first one's parameters; a result computed once and replayed cannot
+    match), under the op trace and the call count.
+
+    Returns (the window, [(meta, expected, got)], the re-check report, the bytes of one input set)."""
     t = job["timing"]
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
-    timed = sets[:2]
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
     flush = CacheFlusher(_flush_bytes(device, int(t["flush_bytes"])), device) if t.get("flush_bytes") else None
     sync = _synchronize(device)
-    current = {"trial": 0}
-    captured: list[tuple[tuple[int, int], Any, list[torch.Tensor]]] = []
     rng = random.Random(os.urandom(16))
+    rounds: dict[int, tuple[int, float]] = {}
+    current = {"trial": 0}
+    pending: dict[int, dict[str, tuple[Any, list[torch.Tensor]]]] = {}
+    captured: list[tuple[dict, dict, dict]] = []
 
-    def before(i: int) -> None:
-        load(i % len(timed), perturb=not checks or i not in checks)
+    def round_inputs(i: int) -> tuple[int, float]:
+        if i not in rounds:
+            rounds[i] = ((i if i >= 0 else -1 - i) % min(2, len(sets)), 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7))
+        return rounds[i]
 
-    def load(k: int, perturb: bool = False) -> None:
+    def load(k: int, factor: float) -> None:
         current["trial"] = k
-        factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
         for buf, new in zip(buffers, sets[k]):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(new)
-                if perturb and buf.is_floating_point():
+                if buf.is_floating_point():
                     buf.mul_(factor)
         if flush is not None:
             flush()
 
-    def call(k: int | None = None):
-        with torch.no_grad():
-            return models[current["trial"] if k is None else k](*buffers)
+    def before(i: int, side: str) -> None:
+        load(*round_inputs(i))
 
-    def after(i: int, out: Any) -> None:
-        if checks and i in checks:
-            s, leaves = flatten(out)
-            captured.append(((i, current["trial"]), s, leaves))
+    def make_call(side: str):
+        def call():
+            with torch.no_grad():
+                return sides[side][current["trial"]](*buffers)
+        return call
 
-    timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
-                        budget_s=float(t["budget_s"]), synchronize=sync, after=after,
-                        events=_events(device) if _timer(job, device) == "events" else None)
+    def picks_for(leaves: list[torch.Tensor], limit: int | None) -> list[torch.Tensor | None]:
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        return [None if limit is None or leaf.numel() <= limit else torch.randint(leaf.numel(), (limit,), generator=gen)
+                for leaf in leaves]
+
+    def after(i: int, side: str, out: Any) -> None:
+        if not checked or side == "best":
+            return
+        got = pending.setdefault(i, {})
+        got[side] = flatten(out)
+        if len(got) == 2:  # both the reference and the candidate have run on this round's inputs
+            k, _ = rounds[i]
+            picks = picks_for(got["reference"][1], samples)
+            captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
+                             _pick(got["reference"], picks), _pick(got["candidate"], picks)))
+            del pending[i]
+
+    window = time_interleaved({side: make_call(side) for side in sides}, before, warmup=int(t["warmup"]),
+                              max_rounds=int(t["max_calls"]), budget_s=float(t["budget_s"]), synchronize=sync,
+                              after=after, events=_events(device) if _timer(job, device) == "events" else None,
+                              rng=rng)
     recheck = None
-    if checks is not None:
-        load(1)                       # the second instance again, on its own trial's exact inputs
-        s, leaves = flatten(call())
-        sync()
-        captured.append(((timing.calls, 1), s, leaves))
-        load(len(sets) - 1)           # the timed first instance on the unseen third trial
-        runtime.reset_calls()
-        trace = OpTrace()
-        with trace:
-            out = call(0)
-        sync()
-        s, leaves = flatten(out)
-        captured.append(((timing.calls + 1, len(sets) - 1), s, leaves))
-        recheck = {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()}
+    if checked and "candidate" in sides:
+        n = window.rounds
+
+        def both(k_inputs: int, k_model: int, what: str, index: int, traced: bool = False) -> dict | None:
+            """The reference's and the candidate's instance ``k_model`` on fresh values of trial
+            ``k_inputs``: compared at every position."""
+            factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
+            load(k_inputs, factor)
+            with torch.no_grad():
+                expected = flatten(sides["reference"][k_model](*buffers))
+            sync()
+            load(k_inputs, factor)
+            runtime.reset_calls()
+            trace = OpTrace()
+            with torch.no_grad(), (trace if traced else contextlib.nullcontext()):
+                out = sides["candidate"][k_model](*buffers)
+            sync()
+            got = flatten(out)
+            everything = [None] * len(expected[1])
+            captured.append(({"round": index, "trial": k_inputs, "what": what},
+                             _pick(expected, everything), _pick(got, everything)))
+            return {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()} if traced else None
+
+        k1 = min(1, len(sets) - 1)
+        both(k1, k1, "a call after timing", n)                        # the second instance again
+        recheck = both(len(sets) - 1, 0, "a call after timing on new inputs", n + 1, traced=True)
     input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
-    return {**timing.to_dict(), "input_bytes": input_bytes}, captured, recheck
+    return window, captured, recheck, input_bytes
 
 
 # ----------------------------------------------------------------------------- entry points
