@@ -44,7 +44,7 @@ def paired(tmp_path_factory):
     from verifier import VerifyConfig
     from verifier.verify import Verifier
 
-    cfg = VerifyConfig(trials=5, timing_calls=15, timing_budget_s=0.3, warmup_calls=1, run_timeout_s=60,
+    cfg = VerifyConfig(trials=5, timing_calls=15, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
                        memory_limit_mb=4096, threads=2)
     v = Verifier("cpu", cfg, cache_dir=tmp_path_factory.mktemp("paired-cache"))
     yield v
