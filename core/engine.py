@@ -342,7 +342,7 @@ class Engine:
             exp.id = exp_id
             changes: list[tuple[str, float, float]] = []
             if evokernel:
-                changes = self._credit(task, attempt, reward)
+                changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
@@ -368,9 +368,14 @@ class Engine:
                 self._write_workspace(task, attempt.files, exp_id)
         return exp, reward, new_best
 
-    def _credit(self, task: Task, attempt: Attempt, reward: float) -> list[tuple[str, float, float]]:
+    def _credit(self, task: Task, attempt: Attempt, reward: float, start_points: list[str] = ()) -> list[tuple[str, float, float]]:
+        """Q <- Q + alpha w (r - Q) for the context and the start point. When refining, the task's own
+        start points in the context are left out: a start point's Q2 is learned from its own role (its
+        reward, then its children's), so that it says how good a place it is to refine from, not how
+        the variants refined beside it happened to do."""
         cfg = self.config.engine
-        ids = [e.id for e in attempt.context]
+        own = set(start_points) if attempt.stage == "refine" else set()
+        ids = [e.id for e in attempt.context if e.id not in own]
         weights = policy.credit_weights(ids, attempt.cited, cfg.adoption_weight, cfg.ignored_weight)
         if attempt.start is not None and attempt.stage == "refine":
             ids.append(attempt.start.id)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import resource
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -79,13 +80,12 @@ class Window:
     wall: dict[str, list[float]]          # side -> wall-clock ms per round
     order: list[list[str]]                # the order the sides ran in, per round
     clock: str = "wall"
+    preempted: list[bool] | None = None   # per round: a call was preempted (another process took a core);
+                                          # reported, not filtered on (on a saturated machine every round is)
 
     @property
     def rounds(self) -> int:
         return len(self.order)
-
-    def timing(self, side: str) -> Timing:
-        return summarize(self.samples[side], self.clock, self.wall[side])
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -110,7 +110,8 @@ def time_interleaved(
     ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after a timed call (checks).
     ``events()`` returns a fresh (start, end) pair of device events; given, they time each call.
     ``budget_s`` is the wall-clock budget of one side: the window stops after ``min_rounds`` once
-    ``budget_s * len(calls)`` has passed, or at ``max_rounds``."""
+    ``budget_s * len(calls)`` has passed, or at ``max_rounds``. Rounds in which a call was preempted
+    (involuntary context switches of this process) are marked."""
     rng = rng or random.Random(os.urandom(16))
     sides = list(calls)
     for i in range(warmup):
@@ -121,15 +122,18 @@ def time_interleaved(
     samples: dict[str, list[float]] = {s: [] for s in sides}
     wall: dict[str, list[float]] = {s: [] for s in sides}
     order: list[list[str]] = []
+    preempted: list[bool] = []
     started = time.perf_counter()
     budget = budget_s * len(sides)
     i = 0
     while i < max_rounds and (i < min_rounds or time.perf_counter() - started < budget):
         this_round = rng.sample(sides, len(sides))
+        switched = False
         for side in this_round:
             before(i, side)
             synchronize()
             pair = events() if events is not None else None
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
             t0 = time.perf_counter_ns()
             if pair is not None:
                 pair[0].record()
@@ -138,14 +142,16 @@ def time_interleaved(
                 pair[1].record()
             synchronize()
             t1 = time.perf_counter_ns()
+            switched |= resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
             wall[side].append((t1 - t0) / 1e6)
             samples[side].append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[side][-1])
             if after is not None:
                 after(i, side, result)
             del result
         order.append(this_round)
+        preempted.append(switched)
         i += 1
-    return Window(sides, samples, wall, order, clock="events" if events is not None else "wall")
+    return Window(sides, samples, wall, order, clock="events" if events is not None else "wall", preempted=preempted)
 
 
 def time_calls(
@@ -173,7 +179,7 @@ def time_calls(
 
 @dataclass(frozen=True)
 class Ratio:
-    """``median(numerator) / median(denominator)`` from one window, with its bootstrap interval."""
+    """``statistic(numerator) / statistic(denominator)`` from one window, with its bootstrap interval."""
 
     value: float
     low: float
@@ -199,22 +205,23 @@ class Ratio:
 
 def ratio_of_medians(numerator: Sequence[float], denominator: Sequence[float], *,
                      confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
-                     seed: int | None = None) -> Ratio:
-    """``median(numerator) / median(denominator)`` with a paired percentile-bootstrap interval: rounds
-    are resampled together, so load shared by the calls of one round stays paired. With the reference
-    as numerator and the candidate as denominator this is the speedup."""
+                     seed: int | None = None, quantile: float = 0.5) -> Ratio:
+    """``median(numerator) / median(denominator)`` (or of another ``quantile`` of each side) with a
+    paired percentile-bootstrap interval: rounds are resampled together, so load shared by the calls
+    of one round stays paired. With the reference as numerator and the candidate as denominator this
+    is the speedup."""
     import numpy as np
 
     a = np.asarray(numerator, dtype=float)
     b = np.asarray(denominator, dtype=float)
     if a.shape != b.shape or a.size == 0:
         raise ValueError("paired samples of equal, non-zero length are needed")
-    value = float(np.median(a) / max(np.median(b), 1e-12))
+    value = float(np.quantile(a, quantile) / max(np.quantile(b, quantile), 1e-12))
     if a.size < 3:
         return Ratio(value, 0.0, math.inf)   # too few rounds to say anything: never significant
     gen = np.random.default_rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
     idx = gen.integers(0, a.size, size=(resamples, a.size))
-    ratios = np.median(a[idx], axis=1) / np.maximum(np.median(b[idx], axis=1), 1e-12)
+    ratios = np.quantile(a[idx], quantile, axis=1) / np.maximum(np.quantile(b[idx], quantile, axis=1), 1e-12)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(ratios, [tail, 1.0 - tail])
     return Ratio(value, float(min(low, value)), float(max(high, value)))

@@ -44,7 +44,7 @@ def paired(tmp_path_factory):
     from verifier import VerifyConfig
     from verifier.verify import Verifier
 
-    cfg = VerifyConfig(trials=5, timing_calls=15, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
+    cfg = VerifyConfig(trials=5, timing_calls=30, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
                        memory_limit_mb=4096, threads=2)
     v = Verifier("cpu", cfg, cache_dir=tmp_path_factory.mktemp("paired-cache"))
     yield v
@@ -77,4 +77,4 @@ def test_an_honest_candidate_with_its_own_best_is_the_same_speed(paired, suite):
     out = paired.verify(suite.get("relu").spec(), C.repeated_relu(4, "a"), best=C.repeated_relu(4, "b"), fresh=True)
     assert out.feasible, out.message
     assert out.vs_best in ("same", "faster", "slower") and out.gain_ci[0] <= out.gain <= out.gain_ci[1]
-    assert 0.6 < out.gain < 1.6
+    assert 0.4 < out.gain < 2.5          # identical code: only the machine's noise between them
