@@ -107,7 +107,8 @@ def time_interleaved(
     """Time every side of ``calls`` in rounds: each round calls each side once, in a random order.
 
     ``before(i, side)`` runs untimed before each call (copy inputs, flush caches; warm-up rounds have
-    ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after a timed call (checks).
+    ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after each call, warm-up included
+    (checks, and clearing the result).
     ``events()`` returns a fresh (start, end) pair of device events; given, they time each call.
     ``budget_s`` is the wall-clock budget of one side: the window stops after ``min_rounds`` once
     ``budget_s * len(calls)`` has passed, or at ``max_rounds``. Rounds in which a call was preempted
@@ -117,8 +118,11 @@ def time_interleaved(
     for i in range(warmup):
         for side in rng.sample(sides, len(sides)):
             before(-1 - i, side)
-            calls[side]()
+            result = calls[side]()
             synchronize()
+            if after is not None:
+                after(-1 - i, side, result)
+            del result
     samples: dict[str, list[float]] = {s: [] for s in sides}
     wall: dict[str, list[float]] = {s: [] for s in sides}
     order: list[list[str]] = []

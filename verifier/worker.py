@@ -436,6 +436,58 @@ def _pick(structure_leaves: tuple[Any, list[torch.Tensor]], picks: list[torch.Te
     return {"structure": structure, "leaves": sampled, "shapes": [list(leaf.shape) for leaf in leaves]}
 
 
+def _storages(*things: Any) -> set[int]:
+    """Data pointers of the storages of tensors in ``things`` (tensors, lists of them, modules with
+    their parameters, buffers and tensor attributes): memory ``_poison`` must never overwrite."""
+    ptrs: set[int] = set()
+
+    def add(t: torch.Tensor) -> None:
+        try:
+            ptrs.add(t.untyped_storage().data_ptr())
+        except Exception:  # a tensor without storage (meta, sparse): nothing to protect
+            pass
+
+    for thing in things:
+        if isinstance(thing, torch.Tensor):
+            add(thing)
+        elif isinstance(thing, (list, tuple)):
+            ptrs |= _storages(*thing)
+        elif isinstance(thing, torch.nn.Module):
+            for t in thing.state_dict(keep_vars=True).values():
+                add(t)
+            for m in thing.modules():
+                for v in vars(m).values():
+                    if isinstance(v, torch.Tensor):
+                        add(v)
+    return ptrs
+
+
+def _poison(value: Any, protected: set[int]) -> None:
+    """Overwrite a call's outputs once they have been read (NaN, or every bit flipped), so the
+    allocator never hands a later call memory that still holds a result: a kernel that writes
+    nothing into ``torch.empty_like`` would otherwise pass on the reference's output of the round
+    before. Memory in ``protected`` (inputs, parameters) is left alone."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        try:
+            if t.numel() == 0 or t.untyped_storage().data_ptr() in protected:
+                return
+            if t.is_floating_point() or t.is_complex():
+                t.fill_(float("nan"))
+            elif t.dtype == torch.bool:
+                t.logical_not_()
+            else:
+                t.bitwise_not_()
+        except Exception:  # a read-only or exotic tensor: leave it
+            pass
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _poison(v, protected)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _poison(v, protected)
+
+
 def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, device: str, *,
                 samples: int | None = 1024, checked: bool = True):
     """Time each side (``sides[name][k]`` runs on trial ``k``'s inputs) interleaved in one window.
@@ -492,17 +544,20 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
         return [None if limit is None or leaf.numel() <= limit else torch.randint(leaf.numel(), (limit,), generator=gen)
                 for leaf in leaves]
 
+    protected = _storages(buffers, *sets, *(m for instances in sides.values() for m in instances))
+
     def after(i: int, side: str, out: Any) -> None:
-        if not checked or side == "best":
-            return
-        got = pending.setdefault(i, {})
-        got[side] = flatten(out)
-        if len(got) == 2:  # both the reference and the candidate have run on this round's inputs
-            k, _ = rounds[i]
-            picks = picks_for(got["reference"][1], samples)
-            captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
-                             _pick(got["reference"], picks), _pick(got["candidate"], picks)))
-            del pending[i]
+        if checked and side != "best" and i >= 0:
+            got = pending.setdefault(i, {})
+            got[side] = flatten(out)
+            if len(got) == 2:  # both the reference and the candidate have run on this round's inputs
+                k, _ = rounds[i]
+                picks = picks_for(got["reference"][1], samples)
+                captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
+                                 _pick(got["reference"], picks), _pick(got["candidate"], picks)))
+                for _, leaves in pending.pop(i).values():
+                    _poison(leaves, set())
+        _poison(out, protected)
 
     window = time_interleaved({side: make_call(side) for side in sides}, before, warmup=int(t["warmup"]),
                               max_rounds=int(t["max_calls"]), budget_s=float(t["budget_s"]), synchronize=sync,
@@ -518,8 +573,11 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
             factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
             load(k_inputs, factor)
             with torch.no_grad():
-                expected = flatten(sides["reference"][k_model](*buffers))
+                ref_out = sides["reference"][k_model](*buffers)
             sync()
+            expected = flatten(ref_out)
+            _poison(ref_out, protected)
+            del ref_out
             load(k_inputs, factor)
             runtime.reset_calls()
             trace = OpTrace()
@@ -527,6 +585,7 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
                 out = sides["candidate"][k_model](*buffers)
             sync()
             got = flatten(out)
+            _poison(out, protected)
             everything = [None] * len(expected[1])
             captured.append(({"round": index, "trial": k_inputs, "what": what},
                              _pick(expected, everything), _pick(got, everything)))
