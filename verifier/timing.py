@@ -87,6 +87,9 @@ class Window:
     def rounds(self) -> int:
         return len(self.order)
 
+    def timing(self, side: str) -> Timing:
+        return summarize(self.samples[side], self.clock, self.wall[side])
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
