@@ -85,7 +85,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="evokernel-stability-") as tmp:
         ws_a, ws_b = Path(tmp) / "a", Path(tmp) / "b"
         with Verifier("cpu", cache_dir=ws_a) as v:
-            print(f"task {args.task} · {v.config.threads} threads · timing quantile {v.config.timing_quantile} · "
+            print(f"task {args.task} · {v.config.threads} threads · "
                   f"lock {v._lock.path}")
             first = v.verify(spec, candidate("main"), fresh=True)        # build, reference outputs, sandbox start
             if not first.feasible:

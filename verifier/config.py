@@ -44,11 +44,6 @@ class VerifyConfig(BaseModel):
     timing_budget_s: float = Field(1.0, gt=0)
     """Wall-clock budget for the timed calls of one side; a window with three sides gets three times it."""
 
-    timing_quantile: float = Field(0.25, gt=0, le=0.5)
-    """Which quantile of each side's calls stands for its latency: 0.5 is the median; the default, the
-    lower quartile, still measures the kernel when most calls were slowed by other processes (being
-    preempted only ever adds time); on a quiet machine the two agree."""
-
     min_speed_change: float = Field(0.03, ge=0, lt=1)
     """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
 

@@ -438,7 +438,7 @@ class Verifier:
         judge_performance(result, outputs, ref, self.tolerance_for(task), out,
                           min_speed_change=self.config.min_speed_change,
                           implausible_speedup=self.config.implausible_speedup,
-                          best_hash=candidate_hash(best) if best else "", quantile=self.config.timing_quantile)
+                          best_hash=candidate_hash(best) if best else "")
 
 
 def omp_env(threads: int) -> dict[str, str]:

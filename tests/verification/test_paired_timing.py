@@ -10,18 +10,18 @@ import pytest
 import candidates as C
 
 
-def test_ratio_of_medians_and_its_interval():
-    from verifier.timing import ratio_of_medians
+def test_paired_ratio_and_its_interval():
+    from verifier.timing import paired_ratio
 
     rng = random.Random(7)
     fast = [1.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
     slow = [2.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
-    half = ratio_of_medians(fast, slow, seed=1)          # best / candidate: a 2x slower candidate
+    half = paired_ratio(fast, slow, seed=1)          # best / candidate: a 2x slower candidate
     assert 0.4 < half.value < 0.6 and half.high < 1.0 and half.verdict(0.03) == "slower"
-    same = ratio_of_medians(fast, list(reversed(fast)), seed=1)
+    same = paired_ratio(fast, rng.sample(fast, len(fast)), seed=1)
     assert same.low <= 1.0 <= same.high and same.verdict(0.03) == "same"
-    assert ratio_of_medians(slow, fast, seed=1).verdict(0.03) == "faster"
-    tiny = ratio_of_medians([1.0, 1.0], [2.0, 2.0])      # too few rounds: never significant
+    assert paired_ratio(slow, fast, seed=1).verdict(0.03) == "faster"
+    tiny = paired_ratio([1.0, 1.0], [2.0, 2.0])      # too few rounds: never significant
     assert tiny.verdict(0.0) == "same"
 
 
@@ -60,8 +60,7 @@ def test_a_2x_slower_candidate_measures_about_half_the_best_in_one_window(paired
     assert out.gain_ci[1] < 1.0 and out.vs_best == "slower", out.gate("performance").message
     assert out.best_hash and "slower than the best" in out.message
     # the speedup is over the reference timed in the same window, with its interval
-    assert out.speedup == pytest.approx(out.reference_ms / out.latency_ms)
-    assert out.speedup_ci[0] <= out.speedup <= out.speedup_ci[1]
+    assert out.speedup_ci[0] <= out.speedup <= out.speedup_ci[1] and out.reference_ms > 0
 
 
 def test_a_kernel_that_cheats_in_the_middle_of_the_timing_is_caught(paired, suite):

@@ -7,10 +7,9 @@ task's best interleaved in one window, on the same fresh inputs per round. Here,
   inputs* at random positions, and the two calls after timing at every position (a kernel that
   cheats on some calls, stops working, or replays a result fails, whichever call it picks);
 - the op trace of the re-check (PyTorch compute after the first call fails the anti-hack gate);
-- speedup = reference / candidate and gain = best / candidate, each side's level being a quantile
-  of its calls in that window (``timing_quantile``: the median, or by default the lower quartile,
-  which preemption by other processes cannot push up unless it hits three calls in four), each
-  with a paired bootstrap interval; "faster"/"slower" only when the interval excludes 1 and the change is at least
+- speedup = reference / candidate and gain = best / candidate: the median over the window's rounds
+  of the two calls' ratio in each round (adjacent calls share the machine's load of the moment),
+  each with a bootstrap interval over the rounds; "faster"/"slower" only when the interval excludes 1 and the change is at least
   ``min_speed_change``, else "same speed";
 - flags for review: implausible speedups, latencies below the memory-bandwidth floor, device event
   times far below the wall clock (work outside the current stream).
@@ -22,9 +21,7 @@ from typing import Any, Callable
 
 from verifier.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome, speed_words
-import numpy as np
-
-from verifier.timing import Window, ratio_of_medians, summarize
+from verifier.timing import Window, paired_ratio, summarize
 
 FAILED_AS = "performance"
 
@@ -37,8 +34,7 @@ def fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> Non
 
 
 def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[float, float]], out: Outcome, *,
-          min_speed_change: float, implausible_speedup: float, best_hash: str = "",
-          quantile: float = 0.5) -> None:
+          min_speed_change: float, implausible_speedup: float, best_hash: str = "") -> None:
     """Decide the performance gate from the perf job's ``result`` and ``outputs`` (see module doc)."""
     recheck = result.get("recheck") or {}
     if recheck.get("forbidden_ops"):
@@ -63,22 +59,20 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
     samples, wall, clock = window.samples, window.wall, window.clock
     cand = summarize(samples["candidate"], clock, wall.get("candidate"))
     reference = summarize(samples["reference"], clock, wall.get("reference"))
-    speed = ratio_of_medians(samples["reference"], samples["candidate"], quantile=quantile)
-    level = lambda xs: float(np.quantile(xs, quantile))  # noqa: E731
-    out.latency_ms, out.latency_spread_ms = level(samples["candidate"]), cand.spread_ms
-    out.reference_ms, out.speedup, out.speedup_ci = level(samples["reference"]), speed.value, speed.to_list()
+    speed = paired_ratio(samples["reference"], samples["candidate"])
+    out.latency_ms, out.latency_spread_ms = cand.median_ms, cand.spread_ms
+    out.reference_ms, out.speedup, out.speedup_ci = reference.median_ms, speed.value, speed.to_list()
     out.vs_reference = speed.verdict(min_speed_change)
     out.timing_rounds = window.rounds
-    stat = "median" if quantile == 0.5 else f"q{round(quantile * 100)}"
     kept = f"{window.rounds} rounds" + (f", {sum(window.preempted)} preempted" if any(window.preempted or []) else "")
-    message = (f"{out.latency_ms:.3f} ms ({stat}; IQR {cand.spread_ms:.3f}), reference {out.reference_ms:.3f} ms in "
+    message = (f"{out.latency_ms:.3f} ms (median; IQR {cand.spread_ms:.3f}), reference {out.reference_ms:.3f} ms in "
                f"the same window ({kept}); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
     details: dict[str, Any] = {"timing": cand.to_dict(), "reference_timing": reference.to_dict(),
                                "rounds": window.rounds, "preempted": sum(window.preempted or [])}
     if "best" in samples:
         best = summarize(samples["best"], clock, wall.get("best"))
-        gain = ratio_of_medians(samples["best"], samples["candidate"], quantile=quantile)
-        out.best_ms, out.gain, out.gain_ci = level(samples["best"]), gain.value, gain.to_list()
+        gain = paired_ratio(samples["best"], samples["candidate"])
+        out.best_ms, out.gain, out.gain_ci = best.median_ms, gain.value, gain.to_list()
         out.vs_best, out.best_hash = gain.verdict(min_speed_change), best_hash
         message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
         details["best_timing"] = best.to_dict()
