@@ -141,7 +141,7 @@ class Engine:
         parent = self.store.get(parent_id) if parent_id else None
         best = self.store.get(state.best_id) if state.best_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
-        attempt = Attempt(task, -1, stage, start=parent if stage == "refine" else None, files=files,
+        attempt = Attempt(task, -1, stage, start=parent, files=files,
                           best=best if best is not None and best.files else None, source="human")
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
@@ -333,7 +333,8 @@ class Engine:
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
                 title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
                 text=prompts.attempt_text(out.to_dict()), files=attempt.files, outcome=out.to_dict(), reward=reward,
-                parent_id=attempt.start.id if attempt.start is not None and attempt.stage == "refine" else None,
+                # a person's edit keeps the attempt it was made from as its parent, at either stage
+                parent_id=attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human) else None,
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
                 signature=task.signature(), extra=extra,

@@ -431,8 +431,8 @@ def _pick(structure_leaves: tuple[Any, list[torch.Tensor]], picks: list[torch.Te
     structure, leaves = structure_leaves
     sampled = []
     for leaf, idx in zip(leaves, picks):
-        flat = leaf.reshape(-1)
-        sampled.append(flat if idx is None or flat.numel() <= idx.numel() else flat[idx % max(flat.numel(), 1)])
+        whole = idx is None or leaf.numel() <= idx.numel()
+        sampled.append(leaf if whole else leaf.reshape(-1)[idx % max(leaf.numel(), 1)])
     return {"structure": structure, "leaves": sampled, "shapes": [list(leaf.shape) for leaf in leaves]}
 
 
