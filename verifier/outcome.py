@@ -46,11 +46,11 @@ class Outcome:
     latency_ms: float | None = None          # the candidate's median in the timing window
     latency_spread_ms: float | None = None   # its interquartile range
     reference_ms: float | None = None        # the reference's median in the same window
-    speedup: float | None = None             # reference_ms / latency_ms (ratio of medians, one window)
+    speedup: float | None = None             # reference / candidate: median of the per-round ratios, one window
     speedup_ci: list[float] | None = None    # [low, high]: its 95 % paired-bootstrap interval
     vs_reference: str = ""                   # "faster", "slower" or "same" (within the noise)
     best_ms: float | None = None             # the task's best, timed in the same window (when given)
-    gain: float | None = None                # best_ms / latency_ms: above 1 is faster than the best
+    gain: float | None = None                # best / candidate, paired like speedup: above 1 is faster than the best
     gain_ci: list[float] | None = None       # [low, high]: its 95 % interval
     vs_best: str = ""                        # "faster", "slower", "same"; "" when no best was timed
     best_hash: str = ""                      # the candidate hash of the best it was timed against

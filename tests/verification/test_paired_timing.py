@@ -1,5 +1,5 @@
 """Paired timing: the reference, the candidate and the task's best timed interleaved in one window;
-speedup and gain are ratios of medians with an interval; every timed call is checked."""
+speedup and gain are paired ratios with an interval; every timed call is checked."""
 
 from __future__ import annotations
 
