@@ -75,13 +75,14 @@ def _progress(job_dir: Path, text: str) -> None:
     (job_dir / "progress.txt").write_text(text)
 
 
-def flatten(value: Any) -> tuple[Any, list[torch.Tensor]]:
-    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors."""
+def flatten(value: Any, copy: bool = True) -> tuple[Any, list[torch.Tensor]]:
+    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors. With ``copy``
+    False the leaves are the result's own tensors (detached), not copies on the CPU."""
     leaves: list[torch.Tensor] = []
 
     def walk(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
-            leaves.append(v.detach().to("cpu").contiguous().clone())
+            leaves.append(v.detach().to("cpu").contiguous().clone() if copy else v.detach())
             return {"t": "tensor", "device": v.device.type}
         if isinstance(v, (tuple, list)):
             return {"t": type(v).__name__, "items": [walk(x) for x in v]}
@@ -431,8 +432,10 @@ def _pick(structure_leaves: tuple[Any, list[torch.Tensor]], picks: list[torch.Te
     structure, leaves = structure_leaves
     sampled = []
     for leaf, idx in zip(leaves, picks):
-        whole = idx is None or leaf.numel() <= idx.numel()
-        sampled.append(leaf if whole else leaf.reshape(-1)[idx % max(leaf.numel(), 1)])
+        if idx is None or leaf.numel() <= idx.numel():
+            sampled.append(leaf.to("cpu").contiguous().clone())
+        else:
+            sampled.append(leaf.reshape(-1)[(idx % max(leaf.numel(), 1)).to(leaf.device)].to("cpu"))
     return {"structure": structure, "leaves": sampled, "shapes": [list(leaf.shape) for leaf in leaves]}
 
 
@@ -548,15 +551,19 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
 
     def after(i: int, side: str, out: Any) -> None:
         if checked and side != "best" and i >= 0:
+            # Kept as it is (no copy) until both sides of the round have run: memory still held
+            # cannot be handed to the other side's call.
             got = pending.setdefault(i, {})
-            got[side] = flatten(out)
-            if len(got) == 2:  # both the reference and the candidate have run on this round's inputs
-                k, _ = rounds[i]
-                picks = picks_for(got["reference"][1], samples)
-                captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
-                                 _pick(got["reference"], picks), _pick(got["candidate"], picks)))
-                for _, leaves in pending.pop(i).values():
-                    _poison(leaves, set())
+            got[side] = (flatten(out, copy=False), out)
+            if len(got) < 2:
+                return
+            k, _ = rounds[i]            # both the reference and the candidate ran on this round's inputs
+            picks = picks_for(got["reference"][0][1], samples)
+            captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
+                             _pick(got["reference"][0], picks), _pick(got["candidate"][0], picks)))
+            for _, raw in pending.pop(i).values():
+                _poison(raw, protected)
+            return
         _poison(out, protected)
 
     window = time_interleaved({side: make_call(side) for side in sides}, before, warmup=int(t["warmup"]),
