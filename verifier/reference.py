@@ -8,9 +8,11 @@ sandbox so no candidate can ever see a reference's outputs.
 Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs);
 the verifier reuses one for a few passing verifications of a task at most (Verifier._live_reference),
 so no candidate can know the inputs it is checked on. The rounding-noise measurement (float64) is
-kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the machine's fingerprint (CPU, threads,
-torch), so a changed machine or thread count re-measures. Candidates never see the reference's
-files: they live in the verifier's cache folder, hidden from the sandbox.
+kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the
+machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures. The
+cached latency is only ever shown (``evokernel tasks --time``): the performance gate times the
+reference again beside every candidate, and divides only by that. Candidates never see the
+reference's files: they live in the verifier's cache folder, hidden from the sandbox.
 """
 
 from __future__ import annotations
@@ -107,7 +109,8 @@ class ReferenceCache:
             if not isinstance(bandwidth, (int, float)):
                 bandwidth = None
             need_timing = want_timing and timing is None
-            ref = self._compute(task, trials, shapes, need_timing, want_bandwidth=need_timing and bandwidth is None)
+            ref = self._compute(task, trials, shapes, need_timing,
+                                want_bandwidth=bandwidth is None and self.backend.device == "cpu")
             if need_timing:
                 timing = ref.timing
                 self._store_timing(timing_key, timing)

@@ -13,6 +13,7 @@ Run a job by hand: ``python -m verifier.worker JOB_DIR``.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import importlib.util
 import json
@@ -34,7 +35,7 @@ from verifier.inputs import Trial, make_inputs
 from verifier.jobs import CandidateJob, CandidateResult, JobStatus, ReferenceJob, ReferenceResult, TrialReport, load_job
 from verifier.machine_lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, TaskSpec, load_task_module
-from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_calls
+from verifier.timing import CacheFlusher, memory_bandwidth_gbps, time_interleaved
 
 # aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
 # PyTorch doing the computation the kernel should do.
@@ -79,13 +80,17 @@ def _progress(job_dir: Path, text: str) -> None:
     (job_dir / "progress.txt").write_text(text)
 
 
-def flatten(value: Any, copy: bool = True) -> tuple[Any, list[torch.Tensor]]:
+def flatten(value: Any, copy: bool = True, cpu: bool = True) -> tuple[Any, list[torch.Tensor]]:
     """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors. Leaves are copies
-    unless ``copy`` is False (the reference's own results, which nothing else writes to)."""
+    unless ``copy`` is False (results nothing else writes to: the reference's own; a timed call's,
+    read before the next call), moved to the CPU unless ``cpu`` is False as well."""
     leaves: list[torch.Tensor] = []
 
     def walk(v: Any) -> Any:
         if isinstance(v, torch.Tensor):
+            if not copy and not cpu:
+                leaves.append(v.detach())
+                return {"t": "tensor", "device": v.device.type}
             leaf = v.detach().to("cpu").contiguous()
             leaves.append(leaf.clone() if copy and leaf.data_ptr() == v.data_ptr() else leaf)
             return {"t": "tensor", "device": v.device.type}
@@ -189,14 +194,14 @@ def _field(job: Any, name: str, default: Any = None) -> Any:
     return job.get(name, default) if isinstance(job, dict) else getattr(job, name, default)
 
 
-def _load_candidate(job: Any, job_dir: Path):
+def _load_candidate(job: Any, job_dir: Path, module_name: str = "candidate_model"):
     device = _field(job, "device", "cpu")
     runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device,
                       runtime.current_stream(device))
     path = job_dir / (_field(job, "model") or "model.py")
-    spec = importlib.util.spec_from_file_location("candidate_model", path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
-    sys.modules["candidate_model"] = module
+    sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
@@ -316,26 +321,26 @@ def _reference(job: ReferenceJob, job_dir: Path) -> dict:
     spec, device = job.task, job.device
     result = ReferenceResult()
     module = load_task_module(spec)
-    init_inputs = module.get_init_inputs()
 
     if job.want_outputs:
         with held(job.machine_lock, "shared"):  # computing: waits while something is timed
             payload = _reference_outputs(job_dir, job, module, result)
         _save(job_dir, payload)
 
-    if job.want_timing:
+    want_timing = job.want_timing
+    want_bandwidth = job.want_bandwidth and device == "cpu"
+    if want_timing or want_bandwidth:
         _progress(job_dir, "reference timing (waiting for the machine)")
-        models = []
-        for trial in job.trials[:2]:
-            torch.manual_seed(trial.model_seed)
-            models.append(module.Model(*init_inputs).to(device))
-            if result.eval_mode:
-                models[-1].eval()
         with held(job.machine_lock, "exclusive"):  # nothing of ours runs beside a timing
             _progress(job_dir, "reference timing")
-            timing, _, _ = _time_model(models, module, job.trials[:2], {"timing": job.timing}, device)
-            result.timing = timing
-            if job.want_bandwidth and device == "cpu":
+            if want_timing:
+                # The reference alone: shown (``evokernel tasks --time``), never divided by; the
+                # performance gate times the reference again beside each candidate.
+                sides = {"reference": _instances(module.Model, module, job.trials, device, bool(result.eval_mode))}
+                window, _, _, input_bytes = _time_sides(sides, module, job.trials[:2], {"timing": job.timing},
+                                                        device, checked=False)
+                result.timing = {**window.timing("reference").to_dict(), "input_bytes": input_bytes}
+            if want_bandwidth:
                 result.bandwidth_gbps = memory_bandwidth_gbps(device)
     return result.to_dict()
 
@@ -383,7 +388,6 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
         return model, kept, structure, leaves, ignore
 
     def keep(trial: Trial, kept: list, model, structure, leaves, ignore) -> None:
-        index = len(result.trials)
         result.trials.append(trial)
         payload["trials"].append({"structure": structure, "leaves": leaves})
         slot = f"{trial.distribution}|{trial.shape}"
@@ -606,93 +610,232 @@ def _same_layout(a: list[Any], b: list[Any]) -> bool:
     )
 
 
+def _instances(make, module, trials: list[Trial], device: str, eval_mode: bool = False) -> list:
+    """One instance per timed trial, seeded like the reference's (``make(*init_inputs)``), in eval mode
+    when the reference is compared in it (see _reference_outputs)."""
+    out = []
+    for trial in trials[:2]:
+        torch.manual_seed(trial.model_seed)
+        out.append(make(*module.get_init_inputs()).to(device))
+        if eval_mode:
+            out[-1].eval()
+    return out
+
+
 def _perf(job: dict, job_dir: Path) -> dict:
+    """The performance job: the reference, the candidate and (when given) the task's best, timed
+    interleaved in one window on the same inputs, every timed call's output checked against the
+    reference's on the same inputs (a random sample of positions), then the re-checks."""
     spec = TaskSpec.from_dict(job["task"])
     device = job.get("device", "cpu")
     trials = [Trial.from_dict(t) for t in job["trials"]]
-    ModelNew = _load_candidate(job, job_dir)
     module = load_task_module(spec)
-    models = []
-    for trial in trials[:2]:  # one instance per timed trial, seeded like the reference's
-        torch.manual_seed(trial.model_seed)
+    eval_mode = bool(job.get("eval_mode"))  # the mode the reference is compared in
+    sides: dict[str, list] = {"reference": _instances(module.Model, module, trials, device, eval_mode)}
+    result: dict[str, Any] = {}
+    if job.get("best"):
+        # The task's best is loaded first: its model.py binds its own library at import time.
         try:
-            models.append(ModelNew(*module.get_init_inputs()).to(device))
-            if job.get("eval_mode"):  # the mode the reference is compared in (see _reference_outputs)
-                models[-1].eval()
-        except Exception as exc:
-            raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
+            BestNew = _load_candidate({**job, **job["best"]}, job_dir, module_name="best_model")
+            sides["best"] = _instances(BestNew, module, trials, device, eval_mode)
+        except Exception as exc:  # the best no longer loads here: time without it, and say so
+            result["best_error"] = str(exc)[:300] if isinstance(exc, CandidateFailure) else _describe(exc)
+    ModelNew = _load_candidate(job, job_dir)
+    try:
+        sides["candidate"] = _instances(ModelNew, module, trials, device, eval_mode)
+    except Exception as exc:
+        raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
-    timing, checks, recheck = _time_model(models, module, trials, job, device, checks=set(job.get("checks", [])))
-    _save(job_dir, {"checks": [{"structure": s, "leaves": l} for _, s, l in checks]})
-    return {"timing": timing, "checks": [{"call": c, "trial": t} for (c, t), _, _ in checks],
-            "calls": runtime.call_counts(), "recheck": recheck}
+    try:
+        window, checks, recheck, input_bytes = _time_sides(sides, module, trials, job, device,
+                                                           samples=int(job.get("check_samples", 1024)))
+    except CandidateFailure:
+        raise
+    except Exception as exc:
+        raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
+    _save(job_dir, {"checks": [{"expected": e, "got": g} for _, e, g in checks]})
+    result.update(window=window.to_dict(), checks=[meta for meta, _, _ in checks], recheck=recheck,
+                  input_bytes=input_bytes)
+    return result
 
 
-def _time_model(models: list, module, trials: list[Trial], job: dict, device: str, checks: set[int] | None = None):
-    """Time ``models[k]`` on the inputs of ``trials[k]`` for the first two trials, alternating k (inputs
-    copied into fixed buffers before each call). Returns the timing (a dict, with the bytes of one input
-    set), the outputs to check, and a report of the re-check.
+def _pick(structure_leaves: tuple[Any, list[torch.Tensor]], picks: list[torch.Tensor | None]) -> dict:
+    """A result reduced to the positions ``picks`` (one index tensor per leaf, None = every position),
+    with each leaf's full shape kept beside."""
+    structure, leaves = structure_leaves
+    sampled = []
+    for leaf, idx in zip(leaves, picks):
+        if idx is None or leaf.numel() <= idx.numel():
+            sampled.append(leaf.to("cpu").contiguous().clone())
+        else:
+            sampled.append(leaf.reshape(-1)[(idx % max(leaf.numel(), 1)).to(leaf.device)].to("cpu"))
+    return {"structure": structure, "leaves": sampled, "shapes": [list(leaf.shape) for leaf in leaves]}
 
-    Every call but the spot-checked ones (``checks``: call indices) gets its floating-point inputs
-    scaled by a fresh factor just below 1, so no two timed calls see the same values: a result cached by
-    pointer or by content is never reused in the timing. With ``checks``, after timing: one more call of
-    the second instance on its own trial's inputs (a kernel that stops working after a few calls), then
-    the timed first instance on the third trial's inputs, which it has never seen (the third trial has
-    the first one's parameters; a result computed once and replayed cannot match), watched for PyTorch
-    compute and for whether the library was called."""
+
+def _storages(*things: Any) -> set[int]:
+    """Data pointers of the storages of tensors in ``things`` (tensors, lists of them, modules with
+    their parameters, buffers and tensor attributes): memory ``_poison`` must never overwrite."""
+    ptrs: set[int] = set()
+
+    def add(t: torch.Tensor) -> None:
+        try:
+            ptrs.add(t.untyped_storage().data_ptr())
+        except Exception:  # a tensor without storage (meta, sparse): nothing to protect
+            pass
+
+    for thing in things:
+        if isinstance(thing, torch.Tensor):
+            add(thing)
+        elif isinstance(thing, (list, tuple)):
+            ptrs |= _storages(*thing)
+        elif isinstance(thing, torch.nn.Module):
+            for t in thing.state_dict(keep_vars=True).values():
+                add(t)
+            for m in thing.modules():
+                for v in vars(m).values():
+                    if isinstance(v, torch.Tensor):
+                        add(v)
+    return ptrs
+
+
+def _poison(value: Any, protected: set[int]) -> None:
+    """Overwrite a call's outputs once they have been read (NaN, or every bit flipped), so the
+    allocator never hands a later call memory that still holds a result: a kernel that writes
+    nothing into ``torch.empty_like`` would otherwise pass on the reference's output of the round
+    before. Memory in ``protected`` (inputs, parameters) is left alone."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        try:
+            if t.numel() == 0 or t.untyped_storage().data_ptr() in protected:
+                return
+            if t.is_floating_point() or t.is_complex():
+                t.fill_(float("nan"))
+            elif t.dtype == torch.bool:
+                t.logical_not_()
+            else:
+                t.bitwise_not_()
+        except Exception:  # a read-only or exotic tensor: leave it
+            pass
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _poison(v, protected)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _poison(v, protected)
+
+
+def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, device: str, *,
+                samples: int | None = 1024, checked: bool = True):
+    """Time each side (``sides[name][k]`` runs on trial ``k``'s inputs) interleaved in one window.
+
+    Every round draws a fresh factor just below 1 and a trial (alternating); every side in the round
+    gets that trial's inputs scaled by the factor, copied into the same buffers, caches flushed, before
+    its call. So no two rounds see the same values (nothing cached by pointer or content is reused),
+    and every call is alike: there are no exact, recognisable "checked" inputs. With ``checked``,
+    every timed round's candidate output is compared (by the harness) with the reference's output in
+    the same round at ``samples`` random positions per output, drawn after both calls; then the
+    re-checks: the second instance once more on fresh inputs of its own trial (a kernel that stops
+    working after a few calls), and the timed first instance on the third trial's inputs, never seen
+    in the timing (it has the first one's parameters; a result computed once and replayed cannot
+    match), under the op trace and the call count.
+
+    Returns (the window, [(meta, expected, got)], the re-check report, the bytes of one input set)."""
     t = job["timing"]
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
-    timed = sets[:2]
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
     flush = CacheFlusher(_flush_bytes(device, int(t["flush_bytes"])), device) if t.get("flush_bytes") else None
     sync = _synchronize(device)
-    current = {"trial": 0}
-    captured: list[tuple[tuple[int, int], Any, list[torch.Tensor]]] = []
     rng = random.Random(os.urandom(16))
+    rounds: dict[int, tuple[int, float]] = {}
+    current = {"trial": 0}
+    pending: dict[int, dict[str, tuple[Any, list[torch.Tensor]]]] = {}
+    captured: list[tuple[dict, dict, dict]] = []
 
-    def before(i: int) -> None:
-        load(i % len(timed), perturb=not checks or i not in checks)
+    def round_inputs(i: int) -> tuple[int, float]:
+        if i not in rounds:
+            rounds[i] = ((i if i >= 0 else -1 - i) % min(2, len(sets)), 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7))
+        return rounds[i]
 
-    def load(k: int, perturb: bool = False) -> None:
+    def load(k: int, factor: float) -> None:
         current["trial"] = k
-        factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
         for buf, new in zip(buffers, sets[k]):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(new)
-                if perturb and buf.is_floating_point():
+                if buf.is_floating_point():
                     buf.mul_(factor)
         if flush is not None:
             flush()
 
-    def call(k: int | None = None):
-        with torch.no_grad():
-            return models[current["trial"] if k is None else k](*buffers)
+    def before(i: int, side: str) -> None:
+        load(*round_inputs(i))
 
-    def after(i: int, out: Any) -> None:
-        if checks and i in checks:
-            s, leaves = flatten(out)
-            captured.append(((i, current["trial"]), s, leaves))
+    def make_call(side: str):
+        def call():
+            with torch.no_grad():
+                return sides[side][current["trial"]](*buffers)
+        return call
 
-    timing = time_calls(call, before, warmup=int(t["warmup"]), max_calls=int(t["max_calls"]),
-                        budget_s=float(t["budget_s"]), synchronize=sync, after=after,
-                        events=_events(device) if _timer(job, device) == "events" else None)
+    def picks_for(leaves: list[torch.Tensor], limit: int | None) -> list[torch.Tensor | None]:
+        gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        return [None if limit is None or leaf.numel() <= limit else torch.randint(leaf.numel(), (limit,), generator=gen)
+                for leaf in leaves]
+
+    protected = _storages(buffers, *sets, *(m for instances in sides.values() for m in instances))
+
+    def after(i: int, side: str, out: Any) -> None:
+        if checked and side != "best" and i >= 0:
+            # Kept as it is (no copy) until both sides of the round have run: memory still held
+            # cannot be handed to the other side's call.
+            got = pending.setdefault(i, {})
+            got[side] = (flatten(out, copy=False, cpu=False), out)
+            if len(got) < 2:
+                return
+            k, _ = rounds[i]            # both the reference and the candidate ran on this round's inputs
+            picks = picks_for(got["reference"][0][1], samples)
+            captured.append(({"round": i, "trial": k, "what": f"timed call {i + 1}"},
+                             _pick(got["reference"][0], picks), _pick(got["candidate"][0], picks)))
+            for _, raw in pending.pop(i).values():
+                _poison(raw, protected)
+            return
+        _poison(out, protected)
+
+    window = time_interleaved({side: make_call(side) for side in sides}, before, warmup=int(t["warmup"]),
+                              max_rounds=int(t["max_calls"]), budget_s=float(t["budget_s"]), synchronize=sync,
+                              after=after, events=_events(device) if _timer(job, device) == "events" else None,
+                              rng=rng)
     recheck = None
-    if checks is not None:
-        load(1)                       # the second instance again, on its own trial's exact inputs
-        s, leaves = flatten(call())
-        sync()
-        captured.append(((timing.calls, 1), s, leaves))
-        load(len(sets) - 1)           # the timed first instance on the unseen third trial
-        runtime.reset_calls()
-        trace = OpTrace()
-        with trace:
-            out = call(0)
-        sync()
-        s, leaves = flatten(out)
-        captured.append(((timing.calls + 1, len(sets) - 1), s, leaves))
-        recheck = {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()}
+    if checked and "candidate" in sides:
+        n = window.rounds
+
+        def both(k_inputs: int, k_model: int, what: str, index: int, traced: bool = False) -> dict | None:
+            """The reference's and the candidate's instance ``k_model`` on fresh values of trial
+            ``k_inputs``: compared at every position."""
+            factor = 1.0 - rng.uniform(2.0 ** -12, 2.0 ** -7)
+            load(k_inputs, factor)
+            with torch.no_grad():
+                ref_out = sides["reference"][k_model](*buffers)
+            sync()
+            expected = flatten(ref_out)
+            _poison(ref_out, protected)
+            del ref_out
+            load(k_inputs, factor)
+            runtime.reset_calls()
+            trace = OpTrace()
+            with torch.no_grad(), (trace if traced else contextlib.nullcontext()):
+                out = sides["candidate"][k_model](*buffers)
+            sync()
+            got = flatten(out)
+            _poison(out, protected)
+            everything = [None] * len(expected[1])
+            captured.append(({"round": index, "trial": k_inputs, "what": what},
+                             _pick(expected, everything), _pick(got, everything)))
+            return {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()} if traced else None
+
+        k1 = min(1, len(sets) - 1)
+        both(k1, k1, "a call after timing", n)                        # the second instance again
+        recheck = both(len(sets) - 1, 0, "a call after timing on new inputs", n + 1, traced=True)
     input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
-    return {**timing.to_dict(), "input_bytes": input_bytes}, captured, recheck
+    return window, captured, recheck, input_bytes
 
 
 # ----------------------------------------------------------------------------- entry points
