@@ -26,7 +26,10 @@ def run(args: argparse.Namespace) -> int:
     if args.backend is not None and args.backend not in BACKENDS:
         print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}", file=sys.stderr)
         return 2
-    data = diagnose([args.backend] if args.backend else None)
+    from core.workspace import Workspace
+
+    ws = Workspace.at(getattr(args, "workspace", None))
+    data = diagnose([args.backend] if args.backend else None, cache_dir=ws.cache_dir if ws.exists() else None)
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
@@ -50,6 +53,15 @@ def run(args: argparse.Namespace) -> int:
     for name, b in data["backends"].items():
         for problem in b["problems"]:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
+    machine = data.get("machine")
+    if machine:  # #12: this machine's roofline ceilings (core.doctor.machine_report)
+        c = machine.get("ceilings")
+        ceil = (f"ceilings ({machine['threads']} threads): memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
+                f"compute {c['fma_gflops']:.1f} GFLOP/s fp32 (FMA){' [cached]' if machine.get('ceilings_cached') else ''}"
+                if c else f"ceilings not measured: {machine.get('problem')}")
+        console.print(f"{'[green]✓[/]' if c else '[yellow]![/]'} {escape(ceil)}")
+        if machine.get("isa"):
+            console.print(f"[dim]{escape('cpu: ' + machine['cpu'] + ', -march=native = ' + (machine.get('arch') or '?') + ': ' + ' '.join(machine['isa']) + '; ' + machine.get('caches_text', ''))}[/]")
     for layer in ("bubblewrap", "seccomp"):
         entry = data["sandbox"][layer]
         mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"

@@ -37,6 +37,7 @@ from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
 from verifier.machine_lock import MachineLock
 from verifier.reference import Reference, ReferenceCache
+from verifier.roofline import RooflineMeter
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec, alt_shape_candidates
 
@@ -113,6 +114,7 @@ class Verifier:
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
+        self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self._warm: Future | None = None
 
@@ -238,6 +240,7 @@ class Verifier:
 
         # The reference and the sandbox get ready while the compiler works.
         reference = self._pool.submit(self.reference, task)
+        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.roofline)
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
@@ -445,6 +448,9 @@ class Verifier:
         message = f"{out.latency_ms:.3f} ms (IQR {out.latency_spread_ms:.3f}, {timing['calls']} calls)"
         if out.speedup is not None:
             message += f"; reference {out.reference_ms:.3f} ms; speedup {out.speedup:.2f}x"
+        out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure
+        if out.roofline:
+            message += f"; {out.roofline['summary']}"
         out.pass_gate("performance", message, timing=timing, reference_timing=ref.timing)
 
     def _flag(self, ref: Reference, outputs: dict, out: Outcome, timing: dict | None = None) -> None:
