@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from core import events as ev
-from core import policy, prompts
+from core import memory, policy, prompts
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
 from core.responses import parse_answer
-from core.seeds import GENERAL_TASK, api_items, ensure_seeded
+from core.seeds import api_items, ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskState
@@ -60,6 +60,7 @@ class Attempt:
     outcome: Outcome | None = None
     tokens: tuple[int, int] = (0, 0)
     problem: str = ""
+    change: str = ""          # the answer's one-line "Change:" summary
 
 
 class Engine:
@@ -77,6 +78,7 @@ class Engine:
         self._verify_slots = asyncio.Semaphore(config.engine.parallel_builds)
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
+        self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -229,7 +231,8 @@ class Engine:
         words = policy.words_of(" ".join([task.id, task.category, *task.ops]))
         if run.method == "passk":
             attempt = Attempt(task, iteration, "draft")
-            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [])
+            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [],
+                                                    facts=self.facts)
             return attempt
         if run.method == "refinement":
             last = self.store.get(progress["attempts"][-1]) if progress["attempts"] else None
@@ -237,7 +240,7 @@ class Engine:
             attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last)
             code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
             attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
-                                                       last, best)
+                                                       last, best, facts=self.facts)
             return attempt
 
         state = self.store.get_task(task.id) or TaskState(task.id)
@@ -245,7 +248,8 @@ class Engine:
         stage = "refine" if points else "draft"
         attempt = Attempt(task, iteration, stage)
         query = task.signature()["text"]
-        exclude: list[str] = []
+        rules, replaced = memory.resident_rules(self.store, self.backend, MAX_RULES)
+        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
         if stage == "refine":
             attempt.start = policy.choose_start_point(points, cfg.epsilon, rng)
             exclude.append(attempt.start.id)
@@ -255,15 +259,15 @@ class Engine:
         pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
                                    kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
         attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
-        rules = self.store.query(kind="rule", backend=self.backend, sort="q1", limit=MAX_RULES) + \
-            self.store.query(kind="rule", backend="", sort="q1", limit=MAX_RULES)
-        api = policy.select_api(api_all, words)
+        api = policy.select_api([e for e in api_all if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context)
+            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules, attempt.context, facts=self.facts)
         else:
             children = sorted(self.store.children(attempt.start.id), key=lambda e: e.created_at)[-5:]
-            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context,
-                                                     attempt.start, children, state.best_latency_ms)
+            best = self.store.get(state.best_id) if state.best_id else None
+            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules, attempt.context,
+                                                     attempt.start, children, state.best_latency_ms, best=best,
+                                                     facts=self.facts)
         return attempt
 
     # -- running an attempt ---------------------------------------------------------------------
@@ -282,6 +286,7 @@ class Engine:
         parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
                               truncated=answer.finish_reason == "length")
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
+        attempt.change = parsed.change
         attempt.tokens = (answer.tokens_in, answer.tokens_out)
         run.tokens_in += answer.tokens_in if not answer.cached else 0
         run.tokens_out += answer.tokens_out if not answer.cached else 0
@@ -346,7 +351,7 @@ class Engine:
                 source="llm", model=self.llm.model, run_id=run.id, iteration=attempt.iteration,
                 signature=task.signature(),
                 extra={"context": [e.id for e in attempt.context], "cited": attempt.cited, "method": run.method,
-                       "tokens": list(attempt.tokens), "problem": attempt.problem},
+                       "tokens": list(attempt.tokens), "problem": attempt.problem, "change": attempt.change},
             )
             exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
@@ -420,22 +425,9 @@ class Engine:
     # -- beyond the paper: resident rules ----------------------------------------------------------
 
     def _consolidate_rules(self, run: RunRecord) -> None:
-        """Items adopted with positive value by several operators become short resident rules."""
-        if run.method != "evokernel":
-            return
-        existing = {e.extra.get("from") for e in self.store.query(kind="rule", limit=None)}
-        for exp in self.store.query(backend=self.backend, sort="adoptions", limit=20):
-            if exp.kind == "rule" or exp.id in existing or len(exp.adopted_by) < RULE_MIN_TASKS:
-                continue
-            if max(exp.q1, exp.q2) < RULE_MIN_Q:
-                continue
-            lesson = exp.text if exp.kind in ("best_practice", "api_template") else prompts.verdict(exp.outcome)
-            rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
-                              title=f"Adopted by {len(exp.adopted_by)} operators ({', '.join(exp.adopted_by[:4])})",
-                              text=f"{exp.title}: {lesson[:400]}", source=exp.source, model=exp.model,
-                              run_id=run.id, extra={"from": exp.id}, q1=exp.q1, q2=exp.q2, signature=exp.signature)
-            self.store.add_experience(rule)
-            existing.add(exp.id)
+        """Items adopted with positive value by several operators become short resident rules (core.memory)."""
+        if run.method == "evokernel":
+            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
 
     # -- the workspace ----------------------------------------------------------------------------
 

@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; ++i) { a[i] = 0.0; b[i] = 1.0; c[i] = 2.0; }
   double best = 1e30;
-  for (int r = 0; r < 12; ++r) {
+  for (int r = 0; r < 30; ++r) {
     double t = now();
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; ++i) a[i] = b[i] + 3.0 * c[i];
@@ -231,7 +231,7 @@ int main(int argc, char** argv) {
   long iters = 1 << 16;
   while (fma_run(iters, &sink) < 0.05 && iters < (1L << 40)) iters *= 2;
   double fbest = 1e30;
-  for (int r = 0; r < 5; ++r) fbest = std::min(fbest, fma_run(iters, &sink));
+  for (int r = 0; r < 10; ++r) fbest = std::min(fbest, fma_run(iters, &sink));
   double flops = 2.0 * LANES * NACC * (double)iters * omp_get_max_threads() / fbest / 1e9;
   printf("{\"triad_gbps\": %.3f, \"fma_gflops\": %.3f, \"threads\": %d, \"vector_bits\": %d, \"array_bytes\": %zu,"
          " \"check\": %.3f}\n", triad, flops, omp_get_max_threads(), VBYTES * 8, n * sizeof(double), a[n / 2] + sink * 0.0f);
