@@ -94,22 +94,21 @@ def whole_sentences(text: str, limit: int = RULE_TEXT_CHARS) -> str:
 
     A line too long is split into its sentences; a first sentence longer than the limit is cut at a
     word and ends in "..." (so a cut is visible, never mid-word)."""
-    units: list[str] = []
+    units: list[tuple[str, str]] = []        # (text, separator before it)
     for line in text.strip().splitlines():
         if not line.strip():
             continue
-        units.extend([line.rstrip()] if len(line) <= limit else
-                     [u for u in _SENTENCE_END.split(line.strip()) if u])
-    kept: list[str] = []
-    used = 0
-    for unit in units:
-        if used + len(unit) + (1 if kept else 0) > limit:
+        pieces = [line.rstrip()] if len(line) <= limit else [u for u in _SENTENCE_END.split(line.strip()) if u]
+        units.extend((piece, "\n" if k == 0 else " ") for k, piece in enumerate(pieces))
+    out = ""
+    for piece, sep in units:
+        candidate = out + (sep if out else "") + piece
+        if len(candidate) > limit:
             break
-        kept.append(unit)
-        used += len(unit) + (1 if len(kept) > 1 else 0)
-    if not kept and units:
-        return units[0][: max(0, limit - 4)].rsplit(" ", 1)[0] + " ..."
-    return "\n".join(kept)
+        out = candidate
+    if not out and units:
+        return units[0][0][: max(0, limit - 4)].rsplit(" ", 1)[0] + " ..."
+    return out
 
 
 def rule_title(operators: list[str], shown: int = RULE_NAMES_SHOWN) -> str:
