@@ -93,8 +93,8 @@ class PromptFacts:
             atol, rtol = get_backend(self.backend).tolerance("float32")
         except Exception:
             atol = rtol = 1e-2
-        return (task.atol if getattr(task, "atol", None) is not None else atol,
-                task.rtol if getattr(task, "rtol", None) is not None else rtol)
+        spec = task.spec()   # a task may set its own ATOL / RTOL
+        return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
 
     def profile(self, task: Task) -> dict | None:
         if self.meter is None:
