@@ -39,7 +39,7 @@ def backend_report(name: str) -> dict[str, Any]:
     }
 
 
-def machine_report(threads: int | None = None, cache_dir=None) -> dict[str, Any]:
+def machine_report(threads: int | None = None, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
     """The CPU as prompts describe it (ISA, caches, threads) and its roofline ceilings: STREAM triad
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
@@ -55,21 +55,21 @@ def machine_report(threads: int | None = None, cache_dir=None) -> dict[str, Any]
         facts = machine_facts(backend, threads)
         meter = RooflineMeter(cache_dir or default_cache_dir(), backend, threads)
         cached = meter.cached_ceilings() is not None
-        ceilings = meter.ceilings()
+        ceilings = meter.ceilings(remeasure=remeasure)
     except Exception as exc:  # a probe of ours broke: report it, do not crash
         return {"threads": threads, "ceilings": None, "problem": f"{type(exc).__name__}: {exc}"}
     return {**facts, "ceilings": ceilings, "ceilings_cached": cached,
             "problem": "; ".join(meter.problems) if ceilings is None else ""}
 
 
-def diagnose(names: list[str] | None = None, *, cache_dir=None) -> dict[str, Any]:
+def diagnose(names: list[str] | None = None, *, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
     from verifier.sandbox import bwrap_status, seccomp_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()
     backends = {name: backend_report(name) for name in (names or list(BACKENDS))}
-    machine = machine_report(cache_dir=cache_dir) if backends.get("cpu", {}).get("available") else None
+    machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if backends.get("cpu", {}).get("available") else None
     return {
         "backends": backends,
         "machine": machine,
