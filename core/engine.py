@@ -101,6 +101,7 @@ class Engine:
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
+        await asyncio.to_thread(self.facts.prepare, tasks)   # task rooflines and ceilings for the first prompts
         run.status = "running"
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],

@@ -137,38 +137,59 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m verifier.roofline profile JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[1]).read_text())
-    try:
-        import torch
+    import torch
 
-        torch.set_num_threads(1)
-        result = {"ok": True, "profile": _count(job["task"])}
-    except Exception as exc:
-        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:600]}
-    Path(job["result"]).write_text(json.dumps(result))
+    torch.set_num_threads(1)
+    results = []
+    for task in job["tasks"]:
+        try:
+            results.append({"ok": True, "profile": _count(task)})
+        except Exception as exc:
+            results.append({"ok": False, "error": f"{type(exc).__name__}: {exc}"[:600]})
+        Path(job["result"]).write_text(json.dumps(results))   # what is done survives a timeout
     return 0
 
 
 def profile_task(spec, timeout: float = 120.0) -> dict:
     """Count ``spec``'s bytes and FLOPs in a fresh interpreter; raises RuntimeError with a reason."""
+    result = profile_tasks([spec], timeout)[0]
+    if isinstance(result, str):
+        raise RuntimeError(result)
+    return result
+
+
+def profile_tasks(specs: list, timeout: float = 120.0) -> list:
+    """Profiles of ``specs`` counted in one fresh interpreter: each a dict, or a string saying why not."""
     from verifier.sandbox import scrubbed_env
 
+    if not specs:
+        return []
+    timeout = timeout + 5.0 * len(specs)
+    results: list = []
     with tempfile.TemporaryDirectory(prefix="evokernel-roofline-") as tmp:
         job = Path(tmp) / "job.json"
-        job.write_text(json.dumps({"task": spec.to_dict(), "result": str(Path(tmp) / "result.json")}))
+        job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
+        why = ""
         try:
             ran = subprocess.run([sys.executable, "-m", "verifier.roofline", "profile", str(job)], env=env, cwd=tmp,
                                  capture_output=True, text=True, timeout=timeout, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"counting the reference took over {timeout:.0f} s") from None
-        try:
-            result = json.loads((Path(tmp) / "result.json").read_text())
-        except (OSError, ValueError):
             tail = (ran.stderr or "").strip().splitlines()[-1:] or [f"exit {ran.returncode}"]
-            raise RuntimeError(f"counting the reference failed: {tail[0][:300]}") from None
-    if not result.get("ok"):
-        raise RuntimeError(f"counting the reference failed: {result.get('error')}")
-    return result["profile"]
+            why = f"counting the reference failed: {tail[0][:300]}"
+        except subprocess.TimeoutExpired:
+            why = f"counting the reference took over {timeout:.0f} s"
+        try:
+            results = json.loads((Path(tmp) / "result.json").read_text())
+        except (OSError, ValueError):
+            results = []
+    out = []
+    for i in range(len(specs)):
+        r = results[i] if i < len(results) and isinstance(results[i], dict) else None
+        if r is None:
+            out.append(why or "counting the reference failed")
+        else:
+            out.append(r["profile"] if r.get("ok") else f"counting the reference failed: {r.get('error')}")
+    return out
 
 
 # -- the ceilings ---------------------------------------------------------------------------------
@@ -438,6 +459,22 @@ class RooflineMeter:
             self._ceilings = found
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
+
+    def prepare(self, specs: list) -> None:
+        """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
+        first prompts of a run already carry them. Never raises."""
+        try:
+            with self._guard:
+                missing = [s for s in specs if not self.cached_profile(s)]
+                for spec, found in zip(missing, profile_tasks(missing)):
+                    if isinstance(found, str):
+                        self.problems.append(f"{spec.id}: {found}")
+                        continue
+                    self._profiles[self._profile_key(spec)] = found
+                    self._write("tasks.json", self._profile_key(spec), found)
+            self.ceilings()
+        except Exception as exc:
+            self.problems.append(f"{type(exc).__name__}: {exc}")
 
     def point(self, spec, latency_ms: float | None) -> dict | None:
         """``assess`` for a kernel of ``spec`` taking ``latency_ms`` here; None when it cannot be had."""
