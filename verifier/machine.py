@@ -162,8 +162,8 @@ def describe_caches(caches: list[dict] | None = None) -> str:
     return ", ".join(parts)
 
 
-# What a device toolchain reports that bounds a kernel (CUDA arch, Ascend SoC); paths are left out.
-_DEVICE_LIMITS = ("arch", "nvcc_targets", "soc", "torch_cuda", "flow")
+# What a device toolchain reports about the device itself (CUDA compute capability, Ascend SoC).
+_DEVICE_LIMITS = ("arch", "soc")
 
 
 def machine_facts(backend, threads: int) -> dict:
