@@ -79,6 +79,7 @@ class Engine:
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
         self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
+        self._facts_ready: asyncio.Future | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -101,7 +102,8 @@ class Engine:
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
-        await asyncio.to_thread(self.facts.prepare, tasks)   # task rooflines and ceilings for the first prompts
+        # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],

@@ -84,11 +84,10 @@ class PromptFacts:
         return facts
 
     def prepare(self, tasks: Sequence[Task]) -> None:
-        """Count the tasks' rooflines and measure the ceilings now (blocking: call it off the event
-        loop), so even the first prompts carry them."""
+        """Count the tasks' rooflines and measure the ceilings (blocking: run it in a thread beside
+        the first attempts; prompts built after it carry them)."""
         if self.meter is not None:
             self.meter.prepare([t.spec() for t in tasks])
-            self.ceilings = self.meter.cached_ceilings()
 
     def tolerance_for(self, task: Task) -> tuple[float, float]:
         """(atol, rtol) for float32 outputs of ``task`` as the verifier will apply them."""
