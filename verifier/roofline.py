@@ -371,6 +371,7 @@ class RooflineMeter:
         self._lock = lock
         self._guard = threading.Lock()
         self._profiles: dict[str, dict] = {}
+        self._failed: set[str] = set()       # tasks whose count failed: not tried again by this meter
         self._ceilings: dict | None = None
         self.problems: list[str] = []
 
@@ -405,9 +406,12 @@ class RooflineMeter:
             if found:
                 self._profiles[key] = found
                 return found
+            if key in self._failed:
+                return None
             try:
                 found = profile_task(spec)
             except RuntimeError as exc:
+                self._failed.add(key)
                 self.problems.append(f"{spec.id}: {exc}")
                 return None
             self._profiles[key] = found
@@ -465,9 +469,10 @@ class RooflineMeter:
         first prompts of a run already carry them. Never raises."""
         try:
             with self._guard:
-                missing = [s for s in specs if not self.cached_profile(s)]
+                missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
                 for spec, found in zip(missing, profile_tasks(missing)):
                     if isinstance(found, str):
+                        self._failed.add(self._profile_key(spec))
                         self.problems.append(f"{spec.id}: {found}")
                         continue
                     self._profiles[self._profile_key(spec)] = found

@@ -212,3 +212,33 @@ def test_verify_and_doctor_print_the_roofline(tmp_path, make_candidate):
                      text)
     data = json.loads(_cli("doctor", "--json", "--backend", "cpu", cwd=tmp_path).stdout)
     assert data["machine"]["ceilings"]["triad_gbps"] > 0 and data["machine"]["ceilings_cached"]
+
+
+BROKEN = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        raise ValueError("this reference cannot run")
+
+
+def get_inputs():
+    return [torch.randn(4)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_a_task_that_cannot_be_counted_gives_no_roofline_and_a_reason(tmp_path):
+    from verifier.backends import get_backend
+    from verifier.roofline import RooflineMeter
+
+    meter = RooflineMeter(tmp_path, get_backend("cpu"), 2)
+    assert meter.point(spec("broken", BROKEN), 1.0) is None
+    assert "this reference cannot run" in meter.problems[0]
+    assert meter.profile(spec("broken", BROKEN)) is None and len(meter.problems) == 1   # not counted again
