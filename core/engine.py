@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from core import events as ev
-from core import policy, prompts
+from core import memory, policy, prompts
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
 from core.responses import parse_answer
-from core.seeds import GENERAL_TASK, api_items, ensure_seeded
+from core.seeds import api_items, ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskState
@@ -63,6 +63,7 @@ class Attempt:
     problem: str = ""
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
+    change: str = ""          # the answer's one-line "Change:" summary
 
 
 class Engine:
@@ -80,6 +81,8 @@ class Engine:
         self._verify_slots = asyncio.Semaphore(config.engine.parallel_builds)
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
+        self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
+        self._facts_ready: asyncio.Future | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -102,6 +105,8 @@ class Engine:
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
+        # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],
@@ -207,7 +212,8 @@ class Engine:
         run_best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
         if run.method == "passk":
             attempt = Attempt(task, iteration, "draft", best=run_best)
-            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [])
+            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [],
+                                                    facts=self.facts)
             return attempt
         if run.method == "refinement":
             last = self.store.get(progress["attempts"][-1]) if progress["attempts"] else None
@@ -215,7 +221,7 @@ class Engine:
             attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=run_best)
             code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
             attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
-                                                       last, best)
+                                                       last, best, facts=self.facts)
             return attempt
 
         state = self.store.get_task(task.id) or TaskState(task.id)
@@ -226,7 +232,8 @@ class Engine:
         if best is not None and best.files and best.backend == self.backend:
             attempt.best = best       # always in P(x), and timed beside every attempt
         query = task.signature()["text"]
-        exclude: list[str] = []
+        rules, replaced = memory.resident_rules(self.store, self.backend, MAX_RULES)
+        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
         if stage == "refine":
             attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
             exclude.append(attempt.start.id)
@@ -236,15 +243,15 @@ class Engine:
         pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
                                    kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
         attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
-        rules = self.store.query(kind="rule", backend=self.backend, sort="q1", limit=MAX_RULES) + \
-            self.store.query(kind="rule", backend="", sort="q1", limit=MAX_RULES)
-        api = policy.select_api(api_all, words)
+        api = policy.select_api([e for e in api_all if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context)
+            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules, attempt.context, facts=self.facts)
         else:
             children = sorted(self.store.children(attempt.start.id), key=lambda e: e.created_at)[-5:]
-            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context,
-                                                     attempt.start, children, state.best_latency_ms)
+            best = self.store.get(state.best_id) if state.best_id else None
+            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules, attempt.context,
+                                                     attempt.start, children, state.best_latency_ms, best=best,
+                                                     facts=self.facts)
         return attempt
 
     # -- running an attempt ---------------------------------------------------------------------
@@ -263,6 +270,7 @@ class Engine:
         parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
                               truncated=answer.finish_reason == "length")
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
+        attempt.change = parsed.change
         attempt.tokens = (answer.tokens_in, answer.tokens_out)
         run.tokens_in += answer.tokens_in if not answer.cached else 0
         run.tokens_out += answer.tokens_out if not answer.cached else 0
@@ -340,7 +348,8 @@ class Engine:
             kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
             what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
-                     "problem": attempt.problem, "best": attempt.best.id if attempt.best else None}
+                     "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
+                     "change": attempt.change}
             if run is not None:
                 extra["method"] = run.method
             exp = Experience(
@@ -453,22 +462,9 @@ class Engine:
     # -- beyond the paper: resident rules ----------------------------------------------------------
 
     def _consolidate_rules(self, run: RunRecord) -> None:
-        """Items adopted with positive value by several operators become short resident rules."""
-        if run.method != "evokernel":
-            return
-        existing = {e.extra.get("from") for e in self.store.query(kind="rule", limit=None)}
-        for exp in self.store.query(backend=self.backend, sort="adoptions", limit=20):
-            if exp.kind == "rule" or exp.id in existing or len(exp.adopted_by) < RULE_MIN_TASKS:
-                continue
-            if max(exp.q1, exp.q2) < RULE_MIN_Q:
-                continue
-            lesson = exp.text if exp.kind in ("best_practice", "api_template") else prompts.verdict(exp.outcome)
-            rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
-                              title=f"Adopted by {len(exp.adopted_by)} operators ({', '.join(exp.adopted_by[:4])})",
-                              text=f"{exp.title}: {lesson[:400]}", source=exp.source, model=exp.model,
-                              run_id=run.id, extra={"from": exp.id}, q1=exp.q1, q2=exp.q2, signature=exp.signature)
-            self.store.add_experience(rule)
-            existing.add(exp.id)
+        """Items adopted with positive value by several operators become short resident rules (core.memory)."""
+        if run.method == "evokernel":
+            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
 
     # -- the workspace ----------------------------------------------------------------------------
 

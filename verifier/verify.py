@@ -40,6 +40,7 @@ from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
 from verifier.machine_lock import MachineLock, machine_lock_path
 from verifier.reference import Reference, ReferenceCache
+from verifier.roofline import RooflineMeter
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
 from verifier.task import TaskSpec
 
@@ -125,6 +126,7 @@ class Verifier:
                                          server=self.reference_server)
         self._live: dict[str, tuple[Reference, int]] = {}   # per task: the reference in use, verifications on it
         self._live_guard = threading.Lock()
+        self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self._warm: Future | None = None
 
@@ -276,6 +278,7 @@ class Verifier:
 
         # The reference and the sandbox get ready while the compiler works.
         reference = self._pool.submit(self._live_reference, task)
+        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.roofline)
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
@@ -462,6 +465,11 @@ class Verifier:
                           min_speed_change=self.config.min_speed_change,
                           implausible_speedup=self.config.implausible_speedup,
                           best_hash=candidate_hash(best) if best else "")
+        perf = out.gate("performance")
+        if perf.passed and out.latency_ms:
+            out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure
+            if out.roofline:
+                perf.message += f"; {out.roofline['summary']}"
 
 
 def omp_env(threads: int) -> dict[str, str]:
