@@ -238,6 +238,36 @@ def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
     return Ratio(value, float(min(low, value)), float(max(high, value)))
 
 
+def geomean_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
+                  confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int | None = None) -> Ratio:
+    """The geometric mean over cases of each case's paired ratio (``paired_ratio``'s median over the
+    rounds of one window per case), with a percentile-bootstrap interval that resamples every case's
+    rounds independently. One case gives ``paired_ratio``'s value."""
+    import numpy as np
+
+    if not pairs:
+        raise ValueError("at least one case is needed")
+    ratios = []
+    for numerator, denominator in pairs:
+        a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+        if a.shape != b.shape or a.size == 0:
+            raise ValueError("paired samples of equal, non-zero length are needed")
+        ratios.append(a / np.maximum(b, 1e-12))
+    value = float(np.exp(np.mean([np.log(max(float(np.median(r)), 1e-300)) for r in ratios])))
+    if any(r.size < 3 for r in ratios):
+        return Ratio(value, 0.0, math.inf)   # too few rounds in some case: never significant
+    gen = np.random.default_rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+    logs = np.zeros(resamples)
+    for r in ratios:
+        idx = gen.integers(0, r.size, size=(resamples, r.size))
+        logs += np.log(np.maximum(np.median(r[idx], axis=1), 1e-300))
+    boot = np.exp(logs / len(ratios))
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return Ratio(value, float(min(low, value)), float(max(high, value)))
+
+
 def memory_bandwidth_gbps(device: str = "cpu") -> float:
     """Sustained copy bandwidth (read + write bytes per second), for plausibility checks."""
     import torch

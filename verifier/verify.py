@@ -36,6 +36,7 @@ from verifier.gates.format import check_format
 from verifier.cases import dtype_tolerance
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.gates.performance import judge as judge_performance
+from verifier.gates.performance import judge_cases
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.outcome import GateResult, Outcome
 from verifier.machine_lock import MachineLock, machine_lock_path
@@ -447,29 +448,61 @@ class Verifier:
 
     def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
                      best: dict[str, str] | None = None, best_build=None) -> None:
-        """Time the reference, the candidate and the best in one window (see verifier.gates.performance)."""
-        base = [t for t in ref.trials if not t.overrides][:3]  # two timed, a third for the re-check
-        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in base], "timing": self._timing,
+        """Time the reference, the candidate and the best in one window (see verifier.gates.performance);
+        a multi-case task in one window per case, combined by geometric mean (``judge_cases``)."""
+        best_pair = (best, best_build) if best and best_build else None
+        best_hash = candidate_hash(best) if best_pair else ""
+        cases = sorted({t.case for t in ref.trials if t.case is not None})
+        if len(cases) > 1:
+            judged = []
+            for k in cases:
+                sub = _restricted(ref, [i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
+                                        and not t.widened][:3])
+                got = self._perf_job(task, files, build, sub, out, best_pair)
+                if got is None:
+                    return
+                judged.append((k, *got, sub))
+            judge_cases(judged, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
+                        implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+            return
+        base = _restricted(ref, [i for i, t in enumerate(ref.trials) if not t.overrides][:3])  # two timed, a re-check
+        got = self._perf_job(task, files, build, base, out, best_pair)
+        if got is None:
+            return
+        judge_performance(*got, base, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
+                          implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+        perf = out.gate("performance")
+        if perf.passed and out.latency_ms:
+            out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure
+            if out.roofline:
+                perf.message += f"; {out.roofline['summary']}"
+
+    def _perf_job(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
+                  best: tuple[dict[str, str], Any] | None) -> tuple[dict, dict] | None:
+        """Run one timing window on ``ref``'s trials (the first two timed, the third for the re-check);
+        (result, outputs), or None when the job failed (``out`` says why)."""
+        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials], "timing": self._timing,
                "check_samples": self.config.check_samples, "eval_mode": bool(ref.eval_mode)}
-        job_dir = self._new_job("perf", files, build, job, best=(best, best_build) if best and best_build else None)
+        job_dir = self._new_job("perf", files, build, job, best=best)
         try:
             with self._lock.exclusive():
                 exit_, result, outputs = self._run_job(job_dir)
             if not result or not result.get("ok") or outputs is None:
                 out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds,
                          transient=exit_.status in ("timeout", "lost"))
-                return
+                return None
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        judge_performance(result, outputs, ref, self.tolerance_for(task), out,
-                          min_speed_change=self.config.min_speed_change,
-                          implausible_speedup=self.config.implausible_speedup,
-                          best_hash=candidate_hash(best) if best else "")
-        perf = out.gate("performance")
-        if perf.passed and out.latency_ms:
-            out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure
-            if out.roofline:
-                perf.message += f"; {out.roofline['summary']}"
+        return result, outputs
+
+
+def _restricted(ref: Reference, keep: list[int]) -> Reference:
+    """``ref`` with only the trials at ``keep`` (in that order), their outputs, noise and masks."""
+    from dataclasses import replace
+
+    return replace(ref, trials=[ref.trials[i] for i in keep], outputs=[ref.outputs[i] for i in keep],
+                   noise=[ref.noise[i] for i in keep],
+                   ignore=[ref.ignore[i] if i < len(ref.ignore) else None for i in keep])
 
 
 def omp_env(threads: int) -> dict[str, str]:

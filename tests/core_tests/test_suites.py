@@ -332,6 +332,13 @@ def test_verify_checks_every_case(tmp_path, verifier, make_candidate):
     good = verifier.verify(spec, make_candidate(C.elementwise(C.RELU)))
     assert good.feasible, good.message
     assert "over 3 cases" in good.gate("correctness").message
+    # performance: one window per case, the speedup their geometric mean, every case reported
+    perf = good.gate("performance")
+    per_case = perf.details["cases"]
+    assert [c["case"] for c in per_case] == [0, 1, 2] and "geometric means over 3 cases" in perf.message
+    assert good.speedup == pytest.approx(math.exp(sum(math.log(c["speedup"]) for c in per_case) / 3), rel=1e-9)
+    assert good.latency_ms == pytest.approx(case_geomean([c["latency_ms"] for c in per_case]), rel=1e-9)
+    assert good.speedup_ci[0] <= good.speedup <= good.speedup_ci[1]
     # right up to 6400 elements only: the third case (9000 elements) finds it out
     partial = C.RELU.replace("for (int64_t i = 0; i < n; ++i)", "for (int64_t i = 0; i < (n < 6400 ? n : 6400); ++i)")
     bad = verifier.verify(spec, make_candidate(C.elementwise(partial)))

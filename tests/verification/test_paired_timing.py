@@ -25,6 +25,29 @@ def test_paired_ratio_and_its_interval():
     assert tiny.verdict(0.0) == "same"
 
 
+def test_geomean_ratio_over_cases():
+    """A multi-case task's speed: the geometric mean of each case's paired ratio, with an interval that
+    resamples every case's rounds; one case is the plain paired ratio."""
+    from verifier.timing import geomean_ratio, paired_ratio
+
+    rng = random.Random(11)
+    base = [rng.uniform(0.9, 1.3) for _ in range(15)]
+    twice = [2.0 * b * rng.uniform(0.98, 1.02) for b in base]   # case 1: 2x faster
+    half = [0.5 * b * rng.uniform(0.98, 1.02) for b in base]    # case 2: 2x slower
+    one = geomean_ratio([(twice, base)], seed=3)
+    assert one.value == pytest.approx(paired_ratio(twice, base, seed=3).value)
+    both = geomean_ratio([(twice, base), (half, base)], seed=3)
+    assert both.value == pytest.approx(1.0, rel=0.05) and both.low <= both.value <= both.high
+    assert both.verdict(0.03) == "same"
+    faster = geomean_ratio([(twice, base), (twice, base)], seed=3)
+    assert faster.value == pytest.approx(2.0, rel=0.05) and faster.low > 1.0 and faster.verdict(0.03) == "faster"
+    assert geomean_ratio([(twice, base), ([1.0, 1.0], [2.0, 2.0])]).verdict(0.0) == "same"  # too few rounds
+    with pytest.raises(ValueError):
+        geomean_ratio([])
+    with pytest.raises(ValueError):
+        geomean_ratio([([1.0, 2.0], [1.0])])
+
+
 def test_rounds_interleave_every_side_in_a_random_order():
     from verifier.timing import time_interleaved
 

@@ -23,7 +23,7 @@ import torch
 
 from verifier.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome, speed_words
-from verifier.timing import Window, paired_ratio, summarize
+from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
 
 FAILED_AS = "performance"
 
@@ -82,6 +82,50 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
         message += f"; the task's best could not be timed beside it ({result['best_error']})"
     flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)), implausible_speedup=implausible_speedup)
     out.pass_gate("performance", message, **details)
+
+
+def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[str], tuple[float, float]],
+                out: Outcome, *, min_speed_change: float, implausible_speedup: float, best_hash: str = "") -> None:
+    """A multi-case task (verifier.cases): ``cases`` holds, per case, (its index, the perf job's result
+    and outputs, the reference restricted to that case's trials), each timed in its own window. Every
+    case is judged like a single task (checks, re-checks, flags); a failure in any case is the
+    candidate's failure, named by case. Then speedup and gain over the best are geometric means over
+    the cases of each case's paired ratio, with a bootstrap interval over every case's rounds, and the
+    latencies are geometric means; each case is reported in the gate's message and details."""
+    from verifier.cases import case_geomean
+
+    parts: list[tuple[int, Outcome, Window]] = []
+    for case, result, outputs, ref in cases:
+        part = Outcome.start(out.task, out.backend)
+        judge(result, outputs, ref, tolerance, part, min_speed_change=min_speed_change,
+              implausible_speedup=implausible_speedup, best_hash=best_hash)
+        if part.failed_gate is not None:
+            failed = part.gate(part.failed_gate)
+            out.fail(failed.name, f"case {case + 1}: {failed.message}", **failed.details)
+            if failed.name != FAILED_AS:
+                out.gate(FAILED_AS).status = "failed"
+            return
+        out.flags += [f"case {case + 1}: {f}" for f in part.flags]
+        parts.append((case, part, Window(**result["window"])))
+    speed = geomean_ratio([(w.samples["reference"], w.samples["candidate"]) for _, _, w in parts])
+    out.latency_ms = case_geomean([p.latency_ms for _, p, _ in parts])
+    out.latency_spread_ms = out.latency_ms * max(p.latency_spread_ms / max(p.latency_ms, 1e-12) for _, p, _ in parts)
+    out.reference_ms = case_geomean([p.reference_ms for _, p, _ in parts])
+    out.speedup, out.speedup_ci, out.vs_reference = speed.value, speed.to_list(), speed.verdict(min_speed_change)
+    out.timing_rounds = min(w.rounds for _, _, w in parts)
+    message = (f"{out.latency_ms:.3f} ms, reference {out.reference_ms:.3f} ms (geometric means over {len(parts)} "
+               f"cases, each case in its own window); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
+    if all("best" in w.samples for _, _, w in parts):
+        gain = geomean_ratio([(w.samples["best"], w.samples["candidate"]) for _, _, w in parts])
+        out.best_ms = case_geomean([p.best_ms for _, p, _ in parts])
+        out.gain, out.gain_ci, out.vs_best, out.best_hash = gain.value, gain.to_list(), gain.verdict(min_speed_change), best_hash
+        message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
+    per_case = [{"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
+                 "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
+    message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x" for c in per_case)
+    if out.speedup > implausible_speedup:
+        out.flags.append(f"speedup {out.speedup:.1f}x exceeds {implausible_speedup:g}x: review before trusting")
+    out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
 
 
 def _check(meta: dict, pair: dict, ref, tolerance) -> str | None:
