@@ -45,26 +45,9 @@ def _run(workspace, ids, iterations):
         return asyncio.run(go())
 
 
-def _seed_best(workspace) -> str:
-    """A best kernel recorded earlier (by another run, say): faster than anything this run will time,
-    and not a start point, so the refine prompts' start point is never the best kernel."""
-    from store import Experience, Store, TaskState
-
-    workspace.state_dir.mkdir(parents=True, exist_ok=True)
-    with Store.open(workspace.memory_path) as store:
-        best = Experience(task_id="relu", kind="refine_trace", backend="cpu", stage="refine", title="relu refine #9",
-                          files=C.elementwise(BEST_KERNEL), source="llm",
-                          outcome={"feasible": True, "latency_ms": 0.0001, "latency_spread_ms": 0.00001},
-                          extra={"change": "the best one"})
-        best_id, _ = store.add_experience(best)
-        store.put_task(TaskState("relu", stage="refine", feasible=True, best_latency_ms=0.0001, best_id=best_id))
-    return best_id
-
-
 def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace, llm_env):
     from verifier.machine import compiler_target
 
-    best_id = _seed_best(workspace)
     answers = iter([
         ("Change: first version, one parallel simd loop", C.elementwise(C.RELU)),
         ("**Change:** dropped the max to save a compare", C.elementwise(C.IDENTITY)),     # wrong: fails
@@ -98,18 +81,17 @@ def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace,
     assert re.search(r"This task's roofline: at least 2\.1 MB moved \(inputs 1\.0 MB, weights 0 B, outputs 1\.0 MB\) "
                      r"and 262\.1 KFLOP \(0\.12 FLOP/byte\): memory-bound on this machine", third)
 
-    # iteration 2 refines the first kernel again (the only start point: its child failed): the
-    # start's roofline and Change, the tried variant with its Change line and verdict, the best code
+    # iteration 2 refines the first kernel again (the best, always among the start points; its child
+    # failed): the start's roofline and Change, the tried variant with its Change line and verdict
     start = third.split("## Start point", 1)[1].split("## Best kernel so far")[0]
     assert re.search(r"Roofline: memory-bound: \d+ % of the [\d.]+ GB/s triad ceiling \(2\.1 MB moved at [\d.]+ GB/s", start)
     assert re.search(r"feasible, [\d.]+ ms ± [\d.]+ \(IQR\)", start)
     assert "Change that made it: first version, one parallel simd loop" in start
     tried = start.split("### Variants already tried from this start point", 1)[1]
     assert "Change: dropped the max to save a compare\n  -> failed at correctness" in tried
-    assert BEST_MARKER not in start and C.RELU.strip() in start            # the start point's code, whole
+    assert C.RELU.strip() in start                                         # the start point's code, whole
     best = third.split("## Best kernel so far", 1)[1].split("## Your answer")[0]
-    assert f"[mem:{best_id}]" in best and "It differs from the start point" in best
-    assert BEST_KERNEL.strip() in best                                     # the best kernel's code, whole
+    assert "The start point above is the best kernel so far." in best
 
     # the Change lines are stored with the experiences
     from store import Store
@@ -166,3 +148,27 @@ def test_a_consolidated_item_is_replaced_by_its_rule_in_the_next_prompt(workspac
     assert lesson.startswith(body) and body.endswith("end.") and len(rule.text) <= 600
     assert f"[mem:{rule.id}] {rule.title}" in second
     assert f"[mem:{item_id}]" not in second                 # replaced, not shown beside the rule
+
+
+def test_refine_prompt_gives_the_best_kernel_whole_when_it_is_not_the_start_point():
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(Path(__file__).parents[1] / "fixtures" / "suite").get("relu")
+    start = Experience(task_id="relu", kind="draft_trace", backend="cpu", stage="draft", title="relu draft",
+                       files=C.elementwise(C.RELU), outcome={"feasible": True, "latency_ms": 0.2,
+                                                              "latency_spread_ms": 0.01}, extra={"change": "first"})
+    start.id = "s" * 20
+    best = Experience(task_id="relu", kind="refine_trace", backend="cpu", stage="refine", title="relu refine #9",
+                      files=C.elementwise(BEST_KERNEL), outcome={"feasible": True, "latency_ms": 0.1,
+                                                                  "latency_spread_ms": 0.01},
+                      extra={"change": "the best one"})
+    best.id = "b" * 20
+    text = prompts.refine_prompt(task, "cpu", [], [], [], start, [], 0.1, best=best)[1][1]
+    start_part = text.split("## Start point", 1)[1].split("## Best kernel so far")[0]
+    best_part = text.split("## Best kernel so far", 1)[1].split("## Your answer")[0]
+    assert BEST_MARKER not in start_part and C.RELU.strip() in start_part
+    assert f"[mem:{best.id}]" in best_part and "It differs from the start point" in best_part
+    assert BEST_KERNEL.strip() in best_part                                # the best kernel's code, whole
+    assert "beat the best so far, 0.100 ms" in text
