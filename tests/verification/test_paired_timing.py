@@ -87,8 +87,9 @@ def test_a_2x_slower_candidate_measures_about_half_the_best_in_one_window(paired
 
 
 def test_a_kernel_that_cheats_in_the_middle_of_the_timing_is_caught(paired, suite):
-    """Spot checks on the first five timed calls and the calls after timing all miss calls 8-14;
-    with every timed call compared with the reference on the same inputs, they do not."""
+    """Spot checks on the first five timed calls and the calls after timing all miss calls 12-18 (and
+    the correctness job's eight trials are over by then); with every timed call compared with the
+    reference on the same inputs, they do not."""
     out = paired.verify(suite.get("relu").spec(), C.elementwise(C.CHEATS_MID_TIMING), fresh=True)
     assert not out.feasible
     assert out.failed_gate == "correctness" and "repeated calls" in out.message, out.message
