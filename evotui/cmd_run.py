@@ -69,11 +69,11 @@ def run(args: argparse.Namespace) -> int:
 def run_summary(record) -> str:
     """One readable line for a finished (or stopped, failed) run."""
     progress = record.progress.values()
-    feasible = sum(1 for p in progress if p.get("feasible"))
-    done = max((int(p.get("iterations_used", 0)) for p in progress), default=0)
+    feasible = sum(1 for p in progress if p.feasible)
+    done = max((p.iterations_used for p in progress), default=0)
     budget = record.config.get("iterations")
     tokens = record.tokens_in + record.tokens_out
-    broken = [t for t, p in record.progress.items() if p.get("broken")]
+    broken = [t for t, p in record.progress.items() if p.broken]
     said = f"; {len(broken)} ended early ({', '.join(broken[:3])}{'...' if len(broken) > 3 else ''})" if broken else ""
     from evotui.widgets.marks import plural
 
