@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
+from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
 from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
@@ -344,6 +344,18 @@ def explain_error(text: str) -> str:
     return ""
 
 
+# Anti-hack rules on kernel sources (verifier.gates.antihack): kernels are device code, launched by the
+# runtime on torch_npu's stream; the CANN kernel headers may be included with quotes.
+KERNEL_RULES = KernelRules(
+    words={},
+    includes=((r"^acl/|^aclnn|^hccl", "kernels are device code; the runtime launches them on torch_npu's stream"),),
+    sdk_headers=frozenset({"kernel_operator.h", "lib/matmul_intf.h", "kernel_tiling/kernel_tiling.h",
+                           "lib/matrix/matmul/matmul.h"}),
+    prefixes=((r"acl(?:rt|nn|op)?[A-Z]\w*\s*\(", "kernels may not call the ACL runtime (streams, memory, "
+               "devices): the runtime launches them on torch_npu's stream"),),
+)
+
+
 class AscendBackend:
     name = "ascend"
     device = "npu"
@@ -353,6 +365,7 @@ class AscendBackend:
     # asynchronous device error (507015...) leaves the process unusable for NPU work.
     process_model = "spawn"
     timer = "events"
+    kernel_rules = KERNEL_RULES
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,

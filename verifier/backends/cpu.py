@@ -26,6 +26,7 @@ class CpuBackend:
     header_suffixes = (".h", ".hpp")
     process_model = "fork"   # torch is imported once in the fork server; each job is a forked child
     timer = "wall"
+    kernel_rules = None      # the common kernel-source rules are the CPU's
 
     @functools.cached_property
     def compiler(self) -> str | None:
