@@ -16,6 +16,7 @@ from textual.app import SuspendNotSupported
 
 from core.errors import LLMError
 from core.workspace_files import read_candidate_files
+from evotui.app_parts import AppParts
 from evotui.messages import Promoted, RunRefused, VerifyFinished
 from evotui.widgets import marks
 from evotui.widgets.code_view import file_order
@@ -41,7 +42,7 @@ def editor_command(environ=None) -> list[str] | str:
     return command
 
 
-class RunControl:
+class RunControl(AppParts):
     """Mixed into the app, which provides ``host``, ``main``, ``run_status``, ``set_run_state`` and
     ``open_problem`` (why the workspace could not be opened, or None)."""
 
@@ -169,7 +170,8 @@ class RunControl:
         folder = await self.host.task_folder(task)
         paths = [str(folder / name) for name in file_order(read_candidate_files(folder))]
         hint = f"Edit {folder}: saving re-verifies it."
-        self.main.note(f"{task}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)} in kernels/{task}/; saving re-verifies")
+        names = ", ".join(p.rsplit("/", 1)[-1] for p in paths)
+        self.main.note(f"{task}: {names} in kernels/{task}/; saving re-verifies")
         failed = None
         try:
             with self.suspend():

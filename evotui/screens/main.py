@@ -8,20 +8,26 @@ workers read the memory and post the results back here.
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from core import events as ev
 from core.attempts import AttemptLine, TaskRow
-from evotui.messages import (AnswerLoaded, AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
-                             TaskRowsLoaded)
+from evotui import keys
+from evotui.messages import (
+    AnswerLoaded,
+    AttemptHighlighted,
+    AttemptLoaded,
+    AttemptsLoaded,
+    TaskHighlighted,
+    TaskRowsLoaded,
+)
 from evotui.widgets import marks
-from evotui.widgets.marks import plural
 from evotui.widgets.attempt_tree import AttemptTree
 from evotui.widgets.code_view import CodeView, unified_diff
 from evotui.widgets.event_log import EventLog
+from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunHeader
 from evotui.widgets.task_table import TaskTable
 
@@ -29,17 +35,7 @@ from evotui.widgets.task_table import TaskTable
 class MainScreen(Screen):
     """Tasks, attempts, code and events."""
 
-    BINDINGS = [
-        Binding("r", "app.run_toggle", "Run/pause"),
-        Binding("s", "app.run_task", "Run task"),
-        Binding("v", "app.verify", "Verify"),
-        Binding("e", "app.edit", "Edit"),
-        Binding("p", "app.promote", "Promote", show=False),     # ? lists every key; the footer the daily ones
-        Binding("d", "toggle_diff", "Diff/code", show=False),
-        Binding("slash", "filter", "Filter", show=False),
-        Binding("question_mark,f1", "help", "Help"),
-        Binding("escape", "escape", "Close", show=False),
-    ]
+    BINDINGS = keys.bindings("main")
     DEFAULT_CSS = """
     MainScreen { layout: vertical; }
     MainScreen #top { height: 1fr; }

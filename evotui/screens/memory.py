@@ -5,12 +5,12 @@ Q history, the tasks that retrieved or adopted it, and its code."""
 from __future__ import annotations
 
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Select
 
 from core.memory import KINDS, SORTS, SOURCES
+from evotui import keys
 from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
@@ -28,11 +28,7 @@ def _label(value: str) -> str:
 class MemoryScreen(Screen):
     """Experiences on the left, the selected one in full on the right."""
 
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("f5", "refresh", "Refresh"),
-        Binding("o", "next_sort", "Sort"),
-    ]
+    BINDINGS = keys.bindings("memory")
     DEFAULT_CSS = """
     MemoryScreen { layout: vertical; }
     MemoryScreen #panes { height: 1fr; }

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rich.text import Text
-from textual.binding import Binding
 from textual.widgets import DataTable
 
 from core.attempts import TaskRow
+from evotui import keys
 from evotui.messages import TaskHighlighted
 from evotui.widgets import marks
 from evotui.widgets.table import Table, fit
@@ -29,7 +29,7 @@ class TaskTable(Table):
     Space marks tasks (a run covers the marked ones, else all); moving the cursor posts
     ``TaskHighlighted``."""
 
-    BINDINGS = [Binding("space", "toggle_mark", "Mark")]
+    BINDINGS = keys.bindings("tasks")
     COMPONENT_CLASSES = {"task-table--ok", "task-table--fail", "task-table--busy", "task-table--dim",
                          "task-table--mark"}
     DEFAULT_CSS = """
