@@ -81,7 +81,8 @@ def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | No
         outcome = (exp.outcome or {}) if exp else {}
         rows.append(TaskRow(
             id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
-            used=int(progress.get("iterations_used", 0)), budget=int(run.config.get("iterations", budget)) if run else budget,
+            used=int(progress.get("iterations_used", 0)),
+            budget=int(run.config.get("iterations", budget)) if run else budget,
             best_speedup=outcome.get("speedup"), best_ms=state.best_latency_ms, feasible=state.feasible,
             attempts=len(progress.get("attempts", [])),
         ))

@@ -95,7 +95,8 @@ class Session:
 
     async def run(self, tasks: list[Task], *, method: str, iterations: int | None, suite: str | None,
                   scale: float | str | None, seed: int = 0) -> RunRecord:
-        extra = {"suite": suite or self.config.suite, "size_scale": scale if scale is not None else self.config.size_scale}
+        extra = {"suite": suite or self.config.suite,
+                 "size_scale": scale if scale is not None else self.config.size_scale}
         return await self.engine.run(tasks, method=method, iterations=iterations, seed=seed, run_config=extra)
 
     def latest_run(self, unfinished: bool = False) -> RunRecord | None:
@@ -225,7 +226,7 @@ class Session:
             self._verifier.close()
         self.store.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:

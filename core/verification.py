@@ -3,10 +3,9 @@ from candidates, its caches inside the workspace."""
 
 from __future__ import annotations
 
+from core.workspace import Workspace
 from verifier import Outcome, VerifyConfig
 from verifier.verify import Verifier
-
-from core.workspace import Workspace
 
 
 def open_verifier(workspace: Workspace, backend: str | None = None, config: VerifyConfig | None = None) -> Verifier:

@@ -13,8 +13,8 @@ attempt, a new best) is the child of that attempt.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from core import events as ev
 from core.workspace_files import engine_wrote, files_hash, note_edit, parent_of_edit, read_candidate_files

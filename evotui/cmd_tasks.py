@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
     table = []
     for r in rows:
         sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
-        extra = [f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")] if args.time else []
+        reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
+        extra = [reference] if args.time else []
         table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])
     if to_terminal():
         print(f"{suite.name}: {len(rows)} tasks")

@@ -17,7 +17,8 @@ import concurrent.futures
 import os
 import sys
 import threading
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from textual.message import Message
 

@@ -8,8 +8,9 @@ never cut to a width that belongs to no one. ``--json`` stays the way to get typ
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def print_table(columns: Iterable[Column | str], rows: Iterable[Iterable[Any]], 
     natural = [max([len(c.name), *(len(str(r[i])) for r in rows if i < len(r))]) + 1 for i, c in enumerate(columns)]
     cut = [i for i, c in enumerate(columns) if c.cut]
     room = console.width - sum(w for i, w in enumerate(natural) if i not in cut)
-    for i, c in enumerate(columns):
+    for c in columns:
         limit = max(c.min_width or 10, room // max(1, len(cut))) if c.cut else None
         table.add_column(c.name, justify=c.justify, min_width=c.min_width, max_width=limit,
                          overflow="ellipsis" if c.cut else "fold", no_wrap=c.cut)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
@@ -84,7 +85,7 @@ class _Gate:
 class Environment:
     """One open LMDB environment with its named tables, map growth and transaction rules."""
 
-    _registry: dict[str, "Environment"] = {}
+    _registry: dict[str, Environment] = {}
     _registry_lock = threading.Lock()
 
     def __init__(self, path: Path, env: lmdb.Environment, readonly: bool) -> None:
@@ -102,7 +103,7 @@ class Environment:
     # -- opening and closing -------------------------------------------------------------------
 
     @classmethod
-    def acquire(cls, path: str | os.PathLike, *, readonly: bool, map_size: int) -> "Environment":
+    def acquire(cls, path: str | os.PathLike, *, readonly: bool, map_size: int) -> Environment:
         """The environment at ``path``, opened (and created, unless ``readonly``) if this process has none.
 
         The LMDB environment is opened writable whenever the files allow it, even for a read-only

@@ -8,10 +8,10 @@ with use). Every function here works inside a transaction the caller holds.
 from __future__ import annotations
 
 import math
-
 import re
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from store.codec import blob_digest, decode_blob, encode_blob, pack, seq_key, seq_of, text_key, unpack
 from store.errors import InvalidRecord
@@ -54,7 +54,8 @@ def validate(exp: Experience) -> None:
     if exp.reward is not None and not (isinstance(exp.reward, (int, float)) and not isinstance(exp.reward, bool)
                                        and math.isfinite(exp.reward)):
         raise InvalidRecord(f"reward of experience {name!r} must be a finite number or null")
-    for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str), ("outcome", (dict, type(None))),
+    for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str),
+                             ("outcome", (dict, type(None))),
                              ("signature", dict), ("extra", dict), ("q_history", list), ("adopted_by", list),
                              ("retrieved_by", dict), ("run_id", (str, type(None))), ("iteration", (int, type(None)))):
         if not isinstance(getattr(exp, field_name), kind):

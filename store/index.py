@@ -20,9 +20,9 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -154,7 +154,7 @@ class RetrievalIndex:
     # -- building, extending, persisting -------------------------------------------------------
 
     @classmethod
-    def build(cls, directory: Path, store_id: str, docs: Iterable[IndexDoc], head: int) -> "RetrievalIndex":
+    def build(cls, directory: Path, store_id: str, docs: Iterable[IndexDoc], head: int) -> RetrievalIndex:
         """A new index over ``docs`` (the store up to insertion ``head``), saved to ``directory``."""
         index = cls(directory, store_id)
         vocab: dict[str, int] = {}
@@ -228,7 +228,7 @@ class RetrievalIndex:
             log.warning("could not save the retrieval index to %s: %s", self.directory, exc)
 
     @classmethod
-    def load(cls, directory: Path, store_id: str) -> "RetrievalIndex | None":
+    def load(cls, directory: Path, store_id: str) -> RetrievalIndex | None:
         """The saved index of store ``store_id``, or None if missing, damaged or another store's."""
         for _ in range(2):  # CURRENT may move under us once while another process saves
             try:
@@ -241,7 +241,7 @@ class RetrievalIndex:
         return None
 
     @classmethod
-    def _load(cls, directory: Path, store_id: str) -> "RetrievalIndex | None":
+    def _load(cls, directory: Path, store_id: str) -> RetrievalIndex | None:
         import bm25s
 
         pointer = directory / "CURRENT"
@@ -335,7 +335,8 @@ class RetrievalIndex:
             return bytes(self.main_ids[pos]).decode()
         return self.delta.ids[pos - self.main_size]
 
-    def ranked(self, query: str, *, backend: str | None = None, kinds=None, first: int = 64) -> Iterator[tuple[str, float]]:
+    def ranked(self, query: str, *, backend: str | None = None, kinds=None,
+               first: int = 64) -> Iterator[tuple[str, float]]:
         """(id, score) of every experience matching ``query`` (score > 0), best first, lazily."""
         scores = self.scores(query, backend=backend, kinds=kinds)
         positive = int(np.count_nonzero(scores > 0))

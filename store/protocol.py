@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Iterable, Protocol
+from typing import Protocol
 
 from store.records import Experience, RunRecord, TaskState
 

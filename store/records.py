@@ -97,7 +97,7 @@ class Experience:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Experience":
+    def from_dict(cls, data: dict[str, Any]) -> Experience:
         """An experience from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
 
@@ -127,7 +127,7 @@ class TaskState:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskState":
+    def from_dict(cls, data: dict[str, Any]) -> TaskState:
         """A task state from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
 
@@ -155,6 +155,6 @@ class RunRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """A run from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)

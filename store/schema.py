@@ -18,8 +18,8 @@ Tables (LMDB named databases), keys → values:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from store.codec import pack
 

@@ -12,9 +12,10 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from store import experiences, values
 from store.codec import pack, text_key, unpack
@@ -49,7 +50,7 @@ class Store:
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> "Store":
+    def open(cls, path: str | os.PathLike, *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> Store:
         """Open the memory at ``path`` (an LMDB folder such as ``.evokernel/memory.lmdb``).
 
         Writable opens create it. An older schema is migrated when a migration exists; a newer one,
@@ -96,7 +97,7 @@ class Store:
             self._closed = True
             self._env.release()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -231,7 +232,7 @@ class Store:
             def chunk(txn, after=after):
                 out = []
                 pairs = experiences.ids_by_seq(txn, self._t, after, limit=_CHUNK)
-                for seq, exp_id in pairs:
+                for _seq, exp_id in pairs:
                     row = experiences.row(txn, self._t, exp_id)
                     if row is None or not experiences.row_matches(row, wanted):
                         continue
@@ -387,7 +388,7 @@ class Store:
         raw = txn.get(b"seq", db=self._t.meta)
         return (unpack(raw) if raw is not None else 0), self._env.shared["store_id"]
 
-    def _current_index(self) -> "RetrievalIndex":
+    def _current_index(self) -> RetrievalIndex:
         from store.index import RetrievalIndex
 
         head, store_id = self._env.read(self._head)
@@ -401,12 +402,12 @@ class Store:
         self._env.shared["index"] = index
         return index
 
-    def _build_index(self, head: int, store_id: str) -> "RetrievalIndex":
+    def _build_index(self, head: int, store_id: str) -> RetrievalIndex:
         from store.index import RetrievalIndex
 
         return RetrievalIndex.build(index_dir(self.path), store_id, self._index_docs(0, head), head)
 
-    def _index_docs(self, after: int, until: int) -> Iterator["IndexDoc"]:
+    def _index_docs(self, after: int, until: int) -> Iterator[IndexDoc]:
         from store.index import IndexDoc
         from store.terms import document_text
 

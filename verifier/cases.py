@@ -20,7 +20,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
 # rounds once differs from a reference that rounds at every step by a few units in the last place.

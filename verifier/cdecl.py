@@ -114,7 +114,7 @@ class Signature:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Signature":
+    def from_dict(cls, d: dict) -> Signature:
         return cls(d["name"], d["restype"], tuple(Param(**p) for p in d["params"]))
 
 
@@ -178,7 +178,8 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-_HEADER = re.compile(r"([A-Za-z_][\w\s\*&:<>]*?)\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:noexcept\s*)?([{;])")
+_HEADER = re.compile(r"([A-Za-z_][\w\s\*&:<>]*?)\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)"
+                     r"\s*(?:noexcept\s*)?([{;])")
 
 
 def _headers_in(segment: str) -> list[tuple[str, str, str]]:

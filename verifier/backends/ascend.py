@@ -25,15 +25,14 @@ import functools
 import glob
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
-from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
-                                 npu_arch)
+from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend, npu_arch
 
 RECIPE = 2          # 2: the generated project links the ACL runtime libraries; ASC entries return the launch error
 TARGET = "kernels"
@@ -292,7 +291,8 @@ def asc_cmake_project(install: CannInstall, arch: str) -> str:
         "    set(CMAKE_BUILD_TYPE Release)",
         "endif()",
         f"add_library({TARGET} SHARED {LAUNCH_FILE})",
-        f"set_target_properties({TARGET} PROPERTIES LINKER_LANGUAGE ASC LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)",
+        f"set_target_properties({TARGET} PROPERTIES LINKER_LANGUAGE ASC "
+        f"LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)",
         f'target_include_directories({TARGET} PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}} "{install.root}/include")',
         f"target_compile_options({TARGET} PRIVATE $<$<COMPILE_LANGUAGE:ASC>:--npu-arch={arch}>)",
         f'target_link_directories({TARGET} PRIVATE "{install.root}/lib64")',
@@ -388,11 +388,13 @@ class AscendBackend:
         inst = f.install
         details = {"cann_root": str(inst.root) if inst else "", "found_by": inst.found_by if inst else "",
                    "tried": ", ".join(f.tried), "flow": (inst.flow or "") if inst else "",
-                   "cmake_module": str(inst.cmake_dir or "") if inst else "", "set_env": str(inst.set_env or "") if inst else "",
+                   "cmake_module": str(inst.cmake_dir or "") if inst else "",
+                   "set_env": str(inst.set_env or "") if inst else "",
                    "cmake": f.cmake or "", "soc": f.soc or "", "soc_source": f.soc_source,
                    "torch": f.torch.get("torch", ""), "torch_npu": f.torch.get("torch_npu", ""),
                    "npu_smi": f.smi_note or " ".join(f.smi_names), "acl_soc": f.acl_note or f.soc or "",
-                   "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}" for k, v in f.versions.items()),
+                   "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}"
+                                         for k, v in f.versions.items()),
                    "versions_wanted": f"torch {PROJECT_TORCH}, torch_npu {PROJECT_TORCH}, "
                                       f"CANN {TORCH_NPU_PAIRING[PROJECT_TORCH][1]}"}
         problems = [*f.toolchain_problems, *f.device_problems]

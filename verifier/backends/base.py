@@ -101,7 +101,7 @@ class Backend(Protocol):
     def tolerance(self, dtype: str) -> tuple[float, float]:
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
 
-    def link_policy(self) -> "LinkPolicy":
+    def link_policy(self) -> LinkPolicy:
         """What a built library may link against beyond the system runtimes (``verifier.linkage``).
         Optional: without it, the system runtimes only and no loader lookups."""
 

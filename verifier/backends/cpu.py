@@ -38,8 +38,11 @@ class CpuBackend:
                              device=cpu_model(), toolchain_ok=False, device_ok=True)
         return Toolchain(True, compiler=self.compiler, version=self._version(), device=cpu_model())
 
-    @functools.lru_cache(maxsize=1)
     def _version(self) -> str:
+        return self._version_line
+
+    @functools.cached_property
+    def _version_line(self) -> str:
         try:
             out = subprocess.run([self.compiler, "--version"], capture_output=True, text=True, timeout=10)
             return out.stdout.splitlines()[0] if out.stdout else ""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import glob
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
@@ -132,7 +132,8 @@ class CudaBackend:
     def arch(self) -> str:
         arch = self.findings.arch
         if not arch:
-            raise BuildPlanError("no -arch for nvcc: no CUDA device here (set EVOKERNEL_CUDA_ARCH=sm_XY to build anyway)")
+            raise BuildPlanError("no -arch for nvcc: no CUDA device here "
+                                 "(set EVOKERNEL_CUDA_ARCH=sm_XY to build anyway)")
         return arch
 
     def build_key(self) -> str:

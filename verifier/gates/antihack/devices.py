@@ -45,7 +45,8 @@ def device_problem(name: str, code: str, rules: KernelRules, line_of: list[int])
             lineno = line_of[m.start()]
             if len(parts) < 4:
                 return (f"{name} line {lineno}: kernel launch <<<{m.group(1).strip()}>>> names no stream: pass the "
-                        "launcher's cudaStream_t as the fourth launch parameter, <<<grid, block, shared_bytes, stream>>>")
+                        "launcher's cudaStream_t as the fourth launch parameter, "
+                        "<<<grid, block, shared_bytes, stream>>>")
             if parts[3] in ("0", "nullptr", "NULL", "0L", "cudaStreamDefault"):
                 return (f"{name} line {lineno}: kernel launch on stream {parts[3]}: pass the launcher's "
                         "cudaStream_t as the fourth launch parameter")

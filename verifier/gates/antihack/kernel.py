@@ -13,7 +13,8 @@ from verifier.gates.antihack.devices import device_problem, kernel_rules
 
 _BANNED_INCLUDES = [
     (r"torch/|ATen/|c10/|Python\.h|pybind11", "kernels may not call into PyTorch or Python"),
-    (r"cblas|mkl|openblas|Eigen/|dnnl|oneapi/|cublas|cudnn|cutlass|lapack", "kernels may not call BLAS/DNN libraries; write the loops"),
+    (r"cblas|mkl|openblas|Eigen/|dnnl|oneapi/|cublas|cudnn|cutlass|lapack",
+     "kernels may not call BLAS/DNN libraries; write the loops"),
     (r"sys/socket|netinet/|arpa/|netdb\.h|curl", "no networking in kernels"),
     (r"fstream|filesystem|dirent\.h|sys/stat\.h|fcntl\.h", "no file access in kernels"),
     (r"unistd\.h|sys/syscall\.h|dlfcn\.h|spawn\.h|sys/ptrace\.h|sys/mman\.h|sys/wait\.h|csignal|signal\.h",
@@ -119,7 +120,8 @@ def _directive_problem(name: str, lineno: int, line: str, local_files: set[str],
             if target in rules.sdk_headers:
                 return None
         if quoted and target not in local_files:
-            return f"{name} line {lineno}: #include \"{target}\": only the candidate's own files may be included with quotes"
+            return (f"{name} line {lineno}: #include \"{target}\": only the candidate's own files may be included "
+                    "with quotes")
         if target.startswith("/") or ".." in target:
             return f"{name} line {lineno}: #include <{target}>: absolute or parent paths are not allowed"
         for pattern, why in _BANNED_INCLUDES:

@@ -6,9 +6,23 @@ from __future__ import annotations
 import ast
 
 from verifier.gates.antihack.model_names import (
-    ALLOWED_IMPORTS, MODULES, IMPORT_HINTS, DO_INSTEAD, TORCH_ALLOCATION, TORCH_HELPERS, TORCH_VALUES,
-    TORCH_FORBIDDEN, TENSOR_COMPUTE, DATA_ESCAPES, BANNED_NAMES, BANNED_ATTRS, MODULE_ATTRS,
-    ALLOWED_DUNDER_NAMES, MODULE_INTERNALS, INTERNAL_LIKE, NN_DATA,
+    ALLOWED_DUNDER_NAMES,
+    ALLOWED_IMPORTS,
+    BANNED_ATTRS,
+    BANNED_NAMES,
+    DATA_ESCAPES,
+    DO_INSTEAD,
+    IMPORT_HINTS,
+    INTERNAL_LIKE,
+    MODULE_ATTRS,
+    MODULE_INTERNALS,
+    MODULES,
+    NN_DATA,
+    TENSOR_COMPUTE,
+    TORCH_ALLOCATION,
+    TORCH_FORBIDDEN,
+    TORCH_HELPERS,
+    TORCH_VALUES,
 )
 
 
@@ -396,8 +410,10 @@ class _ModelRules(ast.NodeVisitor):
         if path.startswith("torch.") and not self._in_init():
             name = path.split(".")[1]
             if name not in TORCH_ALLOCATION and name not in TORCH_HELPERS and name != "nn":
+                allocation = TORCH_ALLOCATION - {"Size", "no_grad", "inference_mode", "device", "dtype", "is_tensor",
+                                                 "is_floating_point"}
                 self.fail(node, f"{dotted}() makes PyTorch compute outside __init__; only allocation "
-                                f"({', '.join(sorted(TORCH_ALLOCATION - {'Size', 'no_grad', 'inference_mode', 'device', 'dtype', 'is_tensor', 'is_floating_point'}))}) "
+                                f"({', '.join(sorted(allocation))}) "
                                 "and views are allowed — do the work in your kernel")
         owner = dotted.rsplit(".", 1)[0] if "." in dotted else ""
         if isinstance(func, ast.Attribute) and not self._in_init() and owner not in self.libraries \

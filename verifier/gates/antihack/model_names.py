@@ -32,18 +32,19 @@ TORCH_FORBIDDEN = {"set_num_threads", "set_num_interop_threads", "backends", "se
                    "set_default_device", "cuda", "npu", "random", "multiprocessing", "distributed", "_ops", "_refs",
                    "_prims", "_decomp", "func", "vmap"}
 # Tensor methods that compute (outside __init__ these hand the work back to PyTorch).
-TENSOR_COMPUTE = set("""abs abs_ absolute acos add add_ addbmm addcdiv addcmul addmm addmv addr all amax amin aminmax any
-argmax argmin argsort asin atan atan2 baddbmm bmm ceil clamp clamp_ clamp_max clamp_min clip cos cosh cross cummax
-cummin cumprod cumsum diff digamma dist div div_ divide dot eq erf erfc erfinv exp exp_ exp2 expm1 floor
-floor_divide fmax fmin fmod frac gather ge gelu greater gt hardtanh heaviside hypot index_add index_select inner
-kthvalue le lerp lgamma log log10 log1p log2 log_softmax logaddexp logcumsumexp logical_and logical_not
-logical_or logit logsumexp lt masked_fill masked_scatter masked_select matmul max maximum mean median min minimum
-mm mode msort mul mul_ multiply mv nan_to_num nanmean nanmedian nansum ne neg negative norm outer pow pow_ prod
-reciprocal relu relu_ remainder renorm roll round rsqrt scatter scatter_add scatter_reduce sigmoid sigmoid_ sign
-sin sinh softmax sort sqrt sqrt_ square std sub sub_ subtract sum tan tanh tanh_ tensordot topk trace tril triu
-true_divide trunc unique var where xlogy flip fliplr flipud rot90 conv1d conv2d conv3d softplus silu elu selu
-mish hardswish hardsigmoid leaky_relu prelu rrelu celu glu logical_xor bitwise_and bitwise_or bitwise_xor
-count_nonzero bincount histc cov corrcoef einsum kron cdist apply_ map_ map2_ item""".split())
+TENSOR_COMPUTE = set("""abs abs_ absolute acos add add_ addbmm addcdiv addcmul addmm addmv addr all amax amin aminmax
+any argmax argmin argsort asin atan atan2 baddbmm bmm ceil clamp clamp_ clamp_max clamp_min clip cos cosh
+cross cummax cummin cumprod cumsum diff digamma dist div div_ divide dot eq erf erfc erfinv exp exp_ exp2
+expm1 floor floor_divide fmax fmin fmod frac gather ge gelu greater gt hardtanh heaviside hypot index_add
+index_select inner kthvalue le lerp lgamma log log10 log1p log2 log_softmax logaddexp logcumsumexp
+logical_and logical_not logical_or logit logsumexp lt masked_fill masked_scatter masked_select matmul max
+maximum mean median min minimum mm mode msort mul mul_ multiply mv nan_to_num nanmean nanmedian nansum ne
+neg negative norm outer pow pow_ prod reciprocal relu relu_ remainder renorm roll round rsqrt scatter
+scatter_add scatter_reduce sigmoid sigmoid_ sign sin sinh softmax sort sqrt sqrt_ square std sub sub_
+subtract sum tan tanh tanh_ tensordot topk trace tril triu true_divide trunc unique var where xlogy flip
+fliplr flipud rot90 conv1d conv2d conv3d softplus silu elu selu mish hardswish hardsigmoid leaky_relu
+prelu rrelu celu glu logical_xor bitwise_and bitwise_or bitwise_xor count_nonzero bincount histc cov
+corrcoef einsum kron cdist apply_ map_ map2_ item""".split())
 # Attributes that hand a tensor's data to NumPy/Python or to raw memory: nowhere in model.py.
 DATA_ESCAPES = {"numpy": "x.numpy() hands the tensor to NumPy", "tolist": "x.tolist() computes in Python",
                 "__array__": "__array__ hands the tensor to NumPy", "__array_interface__": "__array_interface__ hands "
