@@ -75,14 +75,14 @@ def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | No
     rows = []
     for task in tasks:
         state = states.get(task.id) or TaskState(task.id)
-        run = latest.get(task.id)
-        progress = run.progress.get(task.id, {}) if run else {}
+        last_run = latest.get(task.id)
+        progress = last_run.progress.get(task.id, {}) if last_run else {}
         exp = best.get(state.best_id or "")
         outcome = (exp.outcome or {}) if exp else {}
         rows.append(TaskRow(
             id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
             used=int(progress.get("iterations_used", 0)),
-            budget=int(run.config.get("iterations", budget)) if run else budget,
+            budget=int(last_run.config.get("iterations", budget)) if last_run else budget,
             best_speedup=outcome.get("speedup"), best_ms=state.best_latency_ms, feasible=state.feasible,
             attempts=len(progress.get("attempts", [])),
         ))

@@ -26,6 +26,7 @@ def time_references(workspace: Workspace, tasks, progress=None) -> dict[str, dic
         for i, task in enumerate(tasks, 1):
             try:
                 ref = verifier.reference(task.spec())
+                assert ref.timing is not None, "a reference that ran was timed"
                 out[task.id] = {"reference_ms": ref.timing["median_ms"],
                                 "second_shape": dict(ref.trials[-1].overrides) if ref.trials[-1].overrides else None}
             except ReferenceFailed as exc:

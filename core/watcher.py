@@ -66,7 +66,7 @@ class EditWatcher:
 
     async def run(self) -> None:
         """Watch until ``stop_event`` is set."""
-        from watchfiles import awatch
+        from watchfiles import Change, awatch
 
         if not getattr(self, "_remembered", False):
             self.remember_all()
@@ -79,8 +79,8 @@ class EditWatcher:
                 # made between ``remember_all`` and now were not seen by it, so compare the folders.
                 started = True
                 self.ready.set()
-                changes = changes | {(None, str(self.kernels_dir / t / "*")) for t in self.task_ids
-                                     if (self.kernels_dir / t).is_dir()}
+                changes = changes | {(Change.modified, str(self.kernels_dir / t / "*")) for t in self.task_ids
+                                     if (self.kernels_dir / t).is_dir()}   # the change kind is not read
             for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
                 self.changed(task_id)
         for task in list(self._running.values()):

@@ -101,7 +101,7 @@ class EvoKernelApp(RunControl, Readers, App):
         self.run_status = self.run_status.but(state="idle", model=message.model, backend=message.backend,
                                               llm_ok=message.llm_problem is None)
         self.main.show_tasks(message.tasks)
-        llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
+        llm = (f"model {message.model} at {self.host.opened.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
         self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend"
                        f" · {llm}",

@@ -6,6 +6,10 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,7 +104,7 @@ class Reporter:
         self.rows: dict[str, dict] = {}
         self.header = ""
         self.lines: list[str] = []
-        self._live = None
+        self._live: Live | None = None
 
     def __enter__(self) -> Reporter:
         if not self.quiet:

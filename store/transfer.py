@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -89,7 +89,7 @@ def read_jsonl(path: Path) -> Iterator[Experience]:
             yield exp
 
 
-def _lines(handle, path: Path) -> Iterator[tuple[int, str]]:
+def _lines(handle: Iterable[str], path: Path) -> Iterator[tuple[int, str]]:
     lineno = 0
     try:
         for lineno, line in enumerate(handle, 1):

@@ -632,7 +632,8 @@ def version_pairing(torch_version: str, torch_npu_version: str, cann_version: st
     cann = _cann_tuple(cann_version)
     # Only an older CANN is refused: Ascend's compatibility table marks every current TorchNPU release
     # (7.3.x to 26.2.x) as working with CANN 8.5.x up to the newest, 9.2.x.
-    if pairing and cann is not None and cann < _cann_tuple(pairing[2]):
+    floor = _cann_tuple(pairing[2]) if pairing else None
+    if pairing and cann is not None and floor is not None and cann < floor:
         problems.append(
             f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
             f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")

@@ -4,6 +4,8 @@ Q history, the tasks that retrieved or adopted it, and its code."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
@@ -16,6 +18,9 @@ from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
+
+if TYPE_CHECKING:
+    from evotui.app import EvoKernelApp
 
 BACKENDS = ("cpu", "cuda", "ascend", "")
 FILTERS = ("task", "kind", "stage", "backend", "source")
@@ -43,6 +48,11 @@ class MemoryScreen(Screen):
     MemoryScreen MemoryList:focus, MemoryScreen ExperienceDetail:focus { border: round $primary; }
     MemoryScreen ExperienceDetail { width: 1fr; padding: 0 1; }
     """
+
+    @property
+    def workbench(self) -> EvoKernelApp:
+        """The app as the workbench it is: its readers and engine host."""
+        return cast("EvoKernelApp", self.app)
 
     def __init__(self, task_ids: list[str]) -> None:
         super().__init__()
@@ -92,7 +102,7 @@ class MemoryScreen(Screen):
 
     def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
         self.query_one(MemoryList).border_subtitle = "loading…"
-        self.app.load_memory(message.filters, message.sort, self)
+        self.workbench.load_memory(message.filters, message.sort, self)
 
     def action_refresh(self) -> None:
         self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
@@ -115,7 +125,7 @@ class MemoryScreen(Screen):
 
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
-            self.app.load_experience(message.exp_id, self)
+            self.workbench.load_experience(message.exp_id, self)
 
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
         if message.exp is None or message.exp.id != self.query_one(MemoryList).current_id:

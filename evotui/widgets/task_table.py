@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rich.text import Text
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from core.attempts import TaskRow
@@ -93,7 +94,7 @@ class TaskTable(Table):
         """The task under the cursor."""
         if not self.row_count:
             return None
-        return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+        return self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
 
     def matches(self, row: TaskRow) -> bool:
         """Whether ``row`` passes the filter (words in any order, in id, category, stage or level)."""

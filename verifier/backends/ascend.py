@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
@@ -143,7 +144,7 @@ class WorkspaceArgument:
         self._where = where
         self._device = device
         self._soc = soc
-        self.buffer = None
+        self.buffer: Any = None   # the workspace tensor (torch is imported lazily)
 
     def system_bytes(self) -> int:
         soc = self._soc

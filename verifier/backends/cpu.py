@@ -44,7 +44,7 @@ class CpuBackend:
     @functools.cached_property
     def _version_line(self) -> str:
         try:
-            out = subprocess.run([self.compiler, "--version"], capture_output=True, text=True, timeout=10)
+            out = subprocess.run([self.compiler or "g++", "--version"], capture_output=True, text=True, timeout=10)
             return out.stdout.splitlines()[0] if out.stdout else ""
         except (OSError, subprocess.TimeoutExpired):
             return ""

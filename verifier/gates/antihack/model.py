@@ -330,8 +330,9 @@ class _ModelRules(ast.NodeVisitor):
                             f"{DO_INSTEAD}")
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in BANNED_NAMES and BANNED_NAMES[node.id]:
-            self.fail(node, BANNED_NAMES[node.id])
+        why = BANNED_NAMES.get(node.id)
+        if why:
+            self.fail(node, why)
         if node.id == "F" and self.modules.get("F", "").endswith("functional"):
             self.fail(node, "nn.functional computes what your kernel must compute")
         self._check_segment(node, node.id)
