@@ -27,6 +27,9 @@ SLOW_FILES = {
     "tui/test_first_run.py",
     "tui/test_keys.py",
     "tui/test_screenshots.py",
+    # the timing tests of the merged timing branch: real paired timing windows, a lock across processes
+    "verification/test_machine_lock.py",
+    "verification/test_paired_timing.py",
 }
 
 
