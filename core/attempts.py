@@ -75,12 +75,13 @@ def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | No
     rows = []
     for task in tasks:
         state = states.get(task.id) or TaskState(task.id)
-        run = latest.get(task.id)
-        progress = run.progress.get(task.id) if run else None
+        last_run = latest.get(task.id)
+        progress = last_run.progress.get(task.id) if last_run else None
         exp = best.get(state.best_id or "")
         rows.append(TaskRow(
             id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
-            used=progress.iterations_used if progress else 0, budget=int(run.config.get("iterations", budget)) if run else budget,
+            used=progress.iterations_used if progress else 0,
+            budget=int(last_run.config.get("iterations", budget)) if last_run else budget,
             best_speedup=exp.result.speedup if exp else None, best_ms=state.best_latency_ms, feasible=state.feasible,
             attempts=len(progress.attempts) if progress else 0,
         ))

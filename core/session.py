@@ -8,6 +8,7 @@ listing tasks or browsing memory stays instant.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
@@ -36,7 +37,7 @@ class Session:
         self.store = Store.open(workspace.memory_path)
         self._verifier = None
         self._llm = None
-        self._engine = None
+        self._engine: Engine | None = None
         self._suite: Suite | None = None
 
     # -- parts, on first use -----------------------------------------------------------------------
@@ -95,7 +96,8 @@ class Session:
 
     async def run(self, tasks: list[Task], *, method: str, iterations: int | None, suite: str | None,
                   scale: float | str | None, seed: int = 0) -> RunRecord:
-        extra = {"suite": suite or self.config.suite, "size_scale": scale if scale is not None else self.config.size_scale}
+        extra = {"suite": suite or self.config.suite,
+                 "size_scale": scale if scale is not None else self.config.size_scale}
         return await self.engine.run(tasks, method=method, iterations=iterations, seed=seed, run_config=extra)
 
     def latest_run(self, unfinished: bool = False) -> RunRecord | None:
@@ -197,7 +199,7 @@ class Session:
         how many pass in all."""
         from core.memory import summary
 
-        active = {k: v for k, v in filters.items() if v is not None}
+        active: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
         items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
         return [summary(e) for e in items], self.store.count(**active)
 
@@ -225,7 +227,7 @@ class Session:
             self._verifier.close()
         self.store.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:

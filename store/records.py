@@ -71,14 +71,14 @@ class Experience:
     title: str = ""
     text: str = ""
     files: dict[str, str] = field(default_factory=dict)
-    outcome: dict | None = None
+    outcome: dict[str, Any] | None = None
     reward: float | None = None
     parent_id: str | None = None
     source: str = "llm"
     model: str = ""
     run_id: str | None = None
     iteration: int | None = None
-    signature: dict = field(default_factory=dict)
+    signature: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -86,18 +86,18 @@ class Experience:
     q2: float = 0.0
     n1: int = 0
     n2: int = 0
-    q_history: list = field(default_factory=list)
+    q_history: list[Any] = field(default_factory=list)
     adoptions: int = 0
     adopted_by: list[str] = field(default_factory=list)
     retrieved_by: dict[str, int] = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (files with their contents)."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Experience":
+    def from_dict(cls, data: dict[str, Any]) -> Experience:
         """An experience from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
 
@@ -125,14 +125,14 @@ class TaskState:
     iterations_used: int = 0
     budget: int = 0
     updated_at: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskState":
+    def from_dict(cls, data: dict[str, Any]) -> TaskState:
         """A task state from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
 
@@ -204,7 +204,7 @@ class RunRecord:
 
     id: str
     method: str
-    config: dict
+    config: dict[str, Any]
     tasks: list[str]
     status: str = "running"
     iteration: int = 0
@@ -214,7 +214,7 @@ class RunRecord:
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.progress = {k: v if isinstance(v, TaskProgress) else TaskProgress.from_dict(v)
@@ -225,6 +225,6 @@ class RunRecord:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """A run from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)

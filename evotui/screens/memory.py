@@ -4,18 +4,23 @@ Q history, the tasks that retrieved or adopted it, and its code."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Select
 
 from core.memory import KINDS, SORTS, SOURCES
+from evotui import keys
 from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
+
+if TYPE_CHECKING:
+    from evotui.app import EvoKernelApp
 
 BACKENDS = ("cpu", "cuda", "ascend", "")
 FILTERS = ("task", "kind", "stage", "backend", "source")
@@ -28,11 +33,7 @@ def _label(value: str) -> str:
 class MemoryScreen(Screen):
     """Experiences on the left, the selected one in full on the right."""
 
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("f5", "refresh", "Refresh"),
-        Binding("o", "next_sort", "Sort"),
-    ]
+    BINDINGS = keys.bindings("memory")
     DEFAULT_CSS = """
     MemoryScreen { layout: vertical; }
     MemoryScreen #panes { height: 1fr; }
@@ -47,6 +48,11 @@ class MemoryScreen(Screen):
     MemoryScreen MemoryList:focus, MemoryScreen ExperienceDetail:focus { border: round $primary; }
     MemoryScreen ExperienceDetail { width: 1fr; padding: 0 1; }
     """
+
+    @property
+    def workbench(self) -> EvoKernelApp:
+        """The app as the workbench it is: its readers and engine host."""
+        return cast("EvoKernelApp", self.app)
 
     def __init__(self, task_ids: list[str]) -> None:
         super().__init__()
@@ -96,7 +102,7 @@ class MemoryScreen(Screen):
 
     def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
         self.query_one(MemoryList).border_subtitle = "loading…"
-        self.app.load_memory(message.filters, message.sort, self)
+        self.workbench.load_memory(message.filters, message.sort, self)
 
     def action_refresh(self) -> None:
         self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
@@ -119,7 +125,7 @@ class MemoryScreen(Screen):
 
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
-            self.app.load_experience(message.exp_id, self)
+            self.workbench.load_experience(message.exp_id, self)
 
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
         if message.exp is None or message.exp.id != self.query_one(MemoryList).current_id:

@@ -24,7 +24,7 @@ class RunStatus:
     tokens: int = 0
     cost: float = 0.0
 
-    def but(self, **changes) -> "RunStatus":
+    def but(self, **changes) -> RunStatus:
         return replace(self, **changes)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import candidates as C
-from openai_server import Reply, answer_with, cited_ids, is_refine, task_of
+from openai_server import Reply, answer_with, cited_ids, task_of
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +165,7 @@ def test_resume_after_kill_does_not_redo_finished_iterations(workspace, llm_env,
         task = task_of(req)
         return Reply(answer_with(variant(GOOD[task], f"{task}-{unique()}")), delay=0.3)
 
-    llm = llm_env(script)
+    llm_env(script)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "run", "--tasks", "relu,scale_bias",
                              "--iterations", "4", "--quiet"], cwd=workspace.root, env=env,

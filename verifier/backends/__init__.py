@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import importlib
 
-from verifier.backends.base import Backend, BuildPlan, BuildPlanError, Toolchain
+from verifier.backends.base import Backend, BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.errors import UnknownBackend
 
 BACKENDS: dict[str, str] = {
@@ -14,15 +14,23 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def get_backend(name: str) -> Backend:
-    """The backend called ``name``; an unknown name lists the valid ones."""
+def backend_class(name: str) -> type[Backend]:
+    """The class of the backend called ``name``, imported but not instantiated (what it declares
+    without discovering its toolchain); an unknown name lists the valid ones."""
     try:
         target = BACKENDS[name]
     except KeyError:
         raise UnknownBackend(f"unknown backend {name!r}; choose one of: {', '.join(BACKENDS)}") from None
     module_name, _, cls_name = target.partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, cls_name)()
+    cls: type[Backend] = getattr(module, cls_name)
+    return cls
 
 
-__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "Toolchain", "get_backend"]
+def get_backend(name: str) -> Backend:
+    """The backend called ``name``; an unknown name lists the valid ones."""
+    return backend_class(name)()
+
+
+__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "KernelRules", "Toolchain", "backend_class",
+           "get_backend"]

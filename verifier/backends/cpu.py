@@ -26,6 +26,7 @@ class CpuBackend:
     header_suffixes = (".h", ".hpp")
     process_model = "fork"   # torch is imported once in the fork server; each job is a forked child
     timer = "wall"
+    kernel_rules = None      # the common kernel-source rules are the CPU's
 
     @functools.cached_property
     def compiler(self) -> str | None:
@@ -37,10 +38,13 @@ class CpuBackend:
                              device=cpu_model(), toolchain_ok=False, device_ok=True)
         return Toolchain(True, compiler=self.compiler, version=self._version(), device=cpu_model())
 
-    @functools.lru_cache(maxsize=1)
     def _version(self) -> str:
+        return self._version_line
+
+    @functools.cached_property
+    def _version_line(self) -> str:
         try:
-            out = subprocess.run([self.compiler, "--version"], capture_output=True, text=True, timeout=10)
+            out = subprocess.run([self.compiler or "g++", "--version"], capture_output=True, text=True, timeout=10)
             return out.stdout.splitlines()[0] if out.stdout else ""
         except (OSError, subprocess.TimeoutExpired):
             return ""
