@@ -32,6 +32,7 @@ from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskProgress, TaskState
 from verifier import Outcome
+from verifier.backends import source_suffix
 from verifier.reference import ReferenceFailed
 
 METHODS = ("evokernel", "passk", "refinement")
@@ -266,7 +267,7 @@ class Engine:
         t0 = time.perf_counter()
         answer = await self.llm.complete(request)
         self.timings["llm"] += time.perf_counter() - t0
-        parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
+        parsed = parse_answer(answer.text, source_suffix=source_suffix(self.backend),
                               truncated=answer.finish_reason == "length")
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
         attempt.change = parsed.change

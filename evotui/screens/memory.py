@@ -22,7 +22,14 @@ from evotui.widgets.run_header import RunHeader
 if TYPE_CHECKING:
     from evotui.app import EvoKernelApp
 
-BACKENDS = ("cpu", "cuda", "ascend", "")
+
+def _backends() -> list[str]:
+    """Every backend in the table (plugins too), then "" (knowledge of no backend)."""
+    from core.doctor import backend_names
+
+    return [*backend_names(), ""]
+
+
 FILTERS = ("task", "kind", "stage", "backend", "source")
 
 
@@ -70,7 +77,8 @@ class MemoryScreen(Screen):
                     yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind", compact=True)
                     yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage",
                                  compact=True)
-                    yield Select([(_label(b), b) for b in BACKENDS], prompt="backend: any", id="backend", compact=True)
+                    yield Select([(_label(b), b) for b in _backends()], prompt="backend: any", id="backend",
+                                 compact=True)
                     yield Select([(s, s) for s in SOURCES], prompt="source: any", id="source", compact=True)
                     yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort",
                                  compact=True)

@@ -359,6 +359,7 @@ KERNEL_RULES = KernelRules(
 
 class AscendBackend:
     name = "ascend"
+    display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
     device = "npu"
     source_suffixes = (".cpp",)
     header_suffixes = (".h", ".hpp")

@@ -77,6 +77,7 @@ class Backend(Protocol):
     """A place kernels run: CPU, CUDA GPU or Ascend NPU."""
 
     name: str
+    display_name: str                  # how prompts name it: "CPU (C++ with OpenMP, built by g++)"
     device: str                        # torch device type tensors must be on ("cpu", "cuda", "npu")
     source_suffixes: tuple[str, ...]   # kernel sources the build compiles (".cpp", ".cu", ...)
     header_suffixes: tuple[str, ...]   # sources included by others, not compiled alone

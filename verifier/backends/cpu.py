@@ -21,6 +21,7 @@ TOLERANCES = {"float32": (1e-4, 1e-4), "float64": (1e-7, 1e-7), "float16": (1e-2
 
 class CpuBackend:
     name = "cpu"
+    display_name = "CPU (C++ with OpenMP, built by g++)"
     device = "cpu"
     source_suffixes = (".cpp", ".cc", ".cxx")
     header_suffixes = (".h", ".hpp")

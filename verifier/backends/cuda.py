@@ -94,6 +94,7 @@ KERNEL_RULES = KernelRules(
 
 class CudaBackend:
     name = "cuda"
+    display_name = "NVIDIA GPU (CUDA C++, built by nvcc)"
     device = "cuda"
     source_suffixes = (".cu",)
     header_suffixes = (".cuh", ".h", ".hpp")
