@@ -36,7 +36,7 @@ run: setup
 	@mkdir -p $(WORKSPACE)
 	cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
 
-test: setup
+test: setup lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 check: setup

@@ -72,7 +72,8 @@ def diagnose(names: list[str] | None = None, *, cache_dir=None, remeasure: bool 
     landlock_ok, landlock_detail = landlock_status()
     link_ok, link_detail = link_check_status()
     backends = {name: backend_report(name) for name in (names or backend_names())}
-    machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if backends.get("cpu", {}).get("available") else None
+    cpu_ready = backends.get("cpu", {}).get("available")
+    machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if cpu_ready else None
     return {
         "backends": backends,
         "machine": machine,

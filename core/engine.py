@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,13 @@ class Attempt:
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
+
+    @property
+    def verified(self) -> Outcome:
+        """The outcome, once the attempt has been verified (committing before that is a bug of ours)."""
+        if self.outcome is None:
+            raise RuntimeError(f"attempt {self.task.id} #{self.iteration} committed before it was verified")
+        return self.outcome
 
 
 class Engine:
@@ -138,7 +146,8 @@ class Engine:
             self.bus.emit(ev.RunFinished(run.id, status, self.summary(run)))
         return run
 
-    async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None) -> tuple[Experience, Outcome]:
+    async def record_human(self, task: Task, files: dict[str, str],
+                           parent_id: str | None) -> tuple[Experience, Outcome]:
         """Verify a person's edit and log it as a human experience, through the same commit as the
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
@@ -163,7 +172,8 @@ class Engine:
 
     def _new_run(self, tasks: list[Task], method: str, iterations: int, seed: int, extra: dict | None) -> RunRecord:
         run_id = time.strftime("%Y%m%d-%H%M%S-") + hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]
-        config = {"iterations": iterations, "seed": seed, "backend": self.backend, "model": self.llm.model,
+        config = {"iterations": iterations, "seed": seed, "backend": self.backend,
+                  "model": self.llm.model if self.llm is not None else "",
                   "engine": self.config.engine.model_dump(), **(extra or {})}
         progress = {t.id: TaskProgress() for t in tasks}
         return RunRecord(id=run_id, method=method, config=config, tasks=[t.id for t in tasks],
@@ -219,9 +229,10 @@ class Engine:
             last = self.store.get(progress.attempts[-1]) if progress.attempts else None
             best = self.store.get(progress.best_id) if progress.best_id else None
             attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=run_best)
-            code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
-            attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
-                                                       last, best, facts=self.facts)
+            base = best or last
+            code_words = policy.words_of(" ".join(base.files.values())) if base else set()
+            api = policy.select_api(api_all, words | code_words)
+            attempt.messages = prompts.feedback_prompt(task, self.backend, api, last, best, facts=self.facts)
             return attempt
 
         state = self.store.get_task(task.id) or TaskState(task.id)
@@ -237,7 +248,8 @@ class Engine:
         if stage == "refine":
             attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
             exclude.append(attempt.start.id)
-            query += " " + " ".join(attempt.start.files.get(n, "") for n in attempt.start.files if n != "model.py")[:2000]
+            kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
+            query += " " + kernels[:2000]
             words |= policy.words_of(" ".join(attempt.start.files.values()))
         k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
         pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
@@ -247,10 +259,12 @@ class Engine:
         if stage == "draft":
             attempt.messages = prompts.draft_prompt(task, self.backend, api, rules, attempt.context, facts=self.facts)
         else:
-            children = sorted(self.store.children(attempt.start.id), key=lambda e: e.created_at)[-5:]
+            start = attempt.start
+            assert start is not None   # chosen above for the refine stage
+            children = sorted(self.store.children(start.id), key=lambda e: e.created_at)[-5:]
             best = self.store.get(state.best_id) if state.best_id else None
             attempt.messages = prompts.refine_prompt(task, self.backend, api, rules, attempt.context,
-                                                     attempt.start, children, state.best_latency_ms, best=best,
+                                                     start, children, state.best_latency_ms, best=best,
                                                      facts=self.facts)
         return attempt
 
@@ -258,6 +272,8 @@ class Engine:
 
     async def _execute(self, run: RunRecord, attempt: Attempt) -> None:
         task, progress = attempt.task, run.progress[attempt.task.id]
+        if self.llm is None:
+            raise RuntimeError("a run needs a model: this engine was made without one")
         self.bus.emit(ev.PromptSent(task.id, attempt.iteration, attempt.stage, tuple(e.id for e in attempt.context),
                                     attempt.start.id if attempt.start else None,
                                     sum(len(c) for _, c in attempt.messages)))
@@ -302,7 +318,8 @@ class Engine:
             self.store.put_run(run)
             self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
-    async def _verify(self, task: Task, iteration: int, files: dict[str, str], best: Experience | None = None) -> Outcome:
+    async def _verify(self, task: Task, iteration: int, files: dict[str, str],
+                      best: Experience | None = None) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window."""
         loop = asyncio.get_running_loop()
         extra = {"best": best.files} if best is not None and best.files else {}
@@ -322,7 +339,7 @@ class Engine:
     def _reward(self, attempt: Attempt) -> float:
         """r1 for drafts; r2 for refinements: from the gain over the task's best in the same timing
         window, scaled without a mean shift (see core.policy)."""
-        out = attempt.outcome
+        out = attempt.verified
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
         gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
@@ -338,7 +355,7 @@ class Engine:
         """The one commit path of every attempt, the model's (``run``) and a person's (``run`` None,
         ``attempt.source == "human"``): the experience, its reward, the value updates, the task state
         and the run's progress, in one transaction; then the events and the workspace's best."""
-        task, out = attempt.task, attempt.outcome
+        task, out = attempt.task, attempt.verified
         progress = run.progress[task.id] if run is not None else None
         evokernel = run is None or run.method == "evokernel"
         human = attempt.source == "human"
@@ -357,7 +374,8 @@ class Engine:
                 title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
                 text=prompts.attempt_text(out.to_dict()), files=attempt.files, outcome=out.to_dict(), reward=reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
-                parent_id=attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human) else None,
+                parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
+                           else None),
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
                 signature=task.signature(), extra=extra,
@@ -376,7 +394,7 @@ class Engine:
                     # the best starts below it, a faster one above, a same-speed one at zero.
                     self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
             new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, evokernel)
-            if progress is not None:
+            if progress is not None and run is not None:
                 progress.iterations_used += 1
                 progress.attempts.append(exp_id)
                 progress.stage = "refine" if progress.feasible else "draft"
@@ -384,9 +402,9 @@ class Engine:
                 self.store.put_run(run)
         if changes:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
-        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage, attempt.source,
-                                         out.feasible, out.failed_gate, out.message, out.latency_ms, out.speedup,
-                                         reward, new_best, duplicate=not created))
+        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
+                                         attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
+                                         out.speedup, reward, new_best, duplicate=not created))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -396,7 +414,8 @@ class Engine:
                 self._write_workspace(task, attempt.files, exp_id)
         return exp, reward, new_best
 
-    def _credit(self, task: Task, attempt: Attempt, reward: float, start_points: list[str] = ()) -> list[tuple[str, float, float]]:
+    def _credit(self, task: Task, attempt: Attempt, reward: float,
+                start_points: Sequence[str] = ()) -> list[tuple[str, float, float]]:
         """Q <- Q + alpha w (r - Q) for the context and the start point. When refining, the task's own
         start points in the context are left out: a start point's Q2 is learned from its own role (its
         reward, then its children's), so that it says how good a place it is to refine from, not how
@@ -421,7 +440,7 @@ class Engine:
                       exp: Experience, evokernel: bool) -> bool:
         """Task state and run progress after an attempt; returns whether it is the new best (feasible,
         and significantly faster than the best it was timed beside, or the first feasible one)."""
-        out = attempt.outcome
+        out = attempt.verified
         counts = attempt.source != "human"   # a person's edit spends no budget
         if progress is not None and out.reference_ms:
             progress.reference_ms = out.reference_ms

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from store import Experience, Store
+from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
 from store.records import KINDS, SOURCES
 
@@ -56,6 +56,8 @@ def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
     """Everything about one experience (id or unique id prefix), with its parent and children."""
     with Store.open(path, readonly=True) as store:
         exp = store.get(store.resolve_id(exp_id))
+        if exp is None:   # resolve_id found it a moment ago: removed since
+            raise StoreError(f"no experience {exp_id}")
         parent = store.get(exp.parent_id) if exp.parent_id else None
         children = store.children(exp.id)
     data = exp.to_dict()

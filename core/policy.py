@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from store import Experience
 
@@ -137,7 +137,8 @@ def is_new_best(feasible: bool, has_best: bool, verdict: str) -> bool:
     return feasible and (not has_best or verdict == "faster")
 
 
-def credit_weights(context_ids: Sequence[str], cited: Sequence[str], adopted: float, ignored: float) -> dict[str, float]:
+def credit_weights(context_ids: Sequence[str], cited: Sequence[str], adopted: float,
+                   ignored: float) -> dict[str, float]:
     """Adoption-aware credit: items the answer cites get ``adopted``, the others ``ignored``.
     With no citations at all (a model that ignores the instruction) everyone gets full credit."""
     cited_set = set(cited)

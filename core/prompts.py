@@ -13,8 +13,9 @@ start point are never cut.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from core.tasks import Task
 from store import Experience
@@ -65,7 +66,7 @@ class PromptFacts:
     meter: Any = None              # verifier.roofline.RooflineMeter, for cached task profiles
 
     @classmethod
-    def from_verifier(cls, verifier: Any, backend: str) -> "PromptFacts":
+    def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
         facts = cls(backend)
         vb = getattr(verifier, "backend", None)
         config = getattr(verifier, "config", None)
@@ -140,14 +141,16 @@ class PromptFacts:
             self.ceilings = self.meter.cached_ceilings()
         c = self.ceilings
         if c:
-            lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: memory {c['triad_gbps']:.1f} GB/s "
-                         f"(STREAM triad), compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop).")
+            lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: "
+                         f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
+                         f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop).")
         profile = self.profile(task)
         if profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
         atol, rtol = self.tolerance_for(task)
-        lines.append(f"- Correctness: every output must match the reference within atol={_num(atol)} and rtol={_num(rtol)} "
-                     f"(float32, {self.backend} backend), with NaN/Inf where the reference has them.")
+        lines.append("- Correctness: every output must match the reference within "
+                     f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
+                     "with NaN/Inf where the reference has them.")
         return "## Where your kernel runs\n" + "\n".join(lines)
 
 
@@ -354,8 +357,8 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
     ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
-           f"Correctness first: match the reference's outputs within atol={_num(atol)}, rtol={_num(rtol)}, including NaN/Inf "
-           "behaviour; then use the threads and vector width above.")
+           f"Correctness first: match the reference's outputs within atol={_num(atol)}, rtol={_num(rtol)}, "
+           "including NaN/Inf behaviour; then use the threads and vector width above.")
     return [("system", system_message(backend)),
             ("user", _fit([_task_section(task), facts.section(task)], api, rules, memory, [ask]))]
 
@@ -426,8 +429,9 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task)]
     if best is not None:
-        head.append(f"## Your best kernel so far: {verdict(best.outcome)}"
-                    + (f"\n{roofline_line(best.outcome)}" if roofline_line(best.outcome) else "") + "\n" + _code(best.files))
+        roof = roofline_line(best.outcome)
+        head.append(f"## Your best kernel so far: {verdict(best.outcome)}" + (f"\n{roof}" if roof else "")
+                    + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
         head.append(f"## Your last attempt: {verdict(last.outcome)}\n" + _code(last.files))
     ask = ("Fix the last attempt." if best is None else "Write a faster variant of your best kernel.")

@@ -102,8 +102,9 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
             # over the first draft: the two speedups over PyTorch, each a paired ratio from its own
             # window (the reference cancels the machine's state), never two latencies from two windows
             if best.speedup and first.speedup:
-                row["speedup_over_first"] = best.speedup / first.speedup
-                over_first.append(row["speedup_over_first"])
+                gain = best.speedup / first.speedup
+                row["speedup_over_first"] = gain
+                over_first.append(gain)
             if best.speedup:
                 row["speedup"] = best.speedup
                 over_ref.append(best.speedup)
@@ -127,10 +128,11 @@ def load_metrics(workspace, run_ids: list[str] | None = None) -> list[RunMetrics
     if not workspace.memory_path.exists():
         raise WorkspaceError(f"no memory in {workspace.root} yet: run `evokernel run` first")
     with Store.open(workspace.memory_path, readonly=True) as store:
-        runs = [store.get_run(r) for r in run_ids] if run_ids else store.list_runs()
-        if any(r is None for r in runs):
-            missing = [i for i, r in zip(run_ids, runs) if r is None]
+        found = [store.get_run(r) for r in run_ids] if run_ids else list(store.list_runs())
+        missing = [i for i, r in zip(run_ids or [], found) if r is None]
+        if missing:
             raise WorkspaceError(f"no run {', '.join(missing)}; `evokernel report` lists all")
+        runs = [r for r in found if r is not None]
         if not runs:
             raise WorkspaceError("no runs in this workspace yet")
         return [run_metrics(store, r) for r in runs]
@@ -192,7 +194,8 @@ def roofline_points(metrics: list[RunMetrics]) -> tuple[dict | None, list[dict]]
             ref_gflops = roof["flops"] / (row["reference_ms"] / 1e3) / 1e9 if row.get("reference_ms") else None
             points.append({"label": task if len(metrics) == 1 else f"{task} ({m.run_id})",
                            "intensity": roof["intensity"], "gflops": roof["achieved_gflops"],
-                           "reference_gflops": ref_gflops, "fraction": roof.get("fraction"), "bound": roof.get("bound")})
+                           "reference_gflops": ref_gflops, "fraction": roof.get("fraction"),
+                           "bound": roof.get("bound")})
     return ceilings, points
 
 

@@ -38,7 +38,7 @@ class Parsed:
 
 def _blocks(text: str) -> tuple[list[tuple[str, str, str]], bool]:
     """(info, body, text before the fence) for each block, and whether the last block is unclosed."""
-    blocks = []
+    blocks: list[tuple[str, str, str]] = []
     pos = 0
     while True:
         m = _FENCE.search(text, pos)
@@ -84,9 +84,10 @@ def change_line(text: str) -> str:
             break
         pos = end.end()
     outside.append((text or "")[pos:])
-    m = _CHANGE.search("".join(outside))
-    if not m:
+    found = _CHANGE.search("".join(outside))
+    if not found:
         return ""
+    m = found
     line = " ".join(m.group("text").replace("**", "").replace("`", "").split())
     if len(line) > MAX_CHANGE_CHARS:
         line = line[:MAX_CHANGE_CHARS].rsplit(" ", 1)[0] + " ..."

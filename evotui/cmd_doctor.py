@@ -50,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     for name, b in data["backends"].items():
         tool = b["toolchain"]
         dev = b["device"]
-        tool_text = ("[green]✓[/] " if tool["present"] else "[red]✗[/] ") + escape(tool.get("version") or tool.get("compiler") or "")
+        tool_text = (("[green]✓[/] " if tool["present"] else "[red]✗[/] ")
+                     + escape(tool.get("version") or tool.get("compiler") or ""))
         dev_text = ("[green]✓[/] " if dev["present"] else "[red]✗[/] ") + escape(dev.get("name") or "")
         table.add_row(name, "[green]ready[/]" if b["available"] else "[red]unavailable[/]", tool_text, dev_text)
     console.print(table)
@@ -66,11 +67,14 @@ def run(args: argparse.Namespace) -> int:
                 if c else f"ceilings not measured: {machine.get('problem')}")
         console.print(f"{'[green]✓[/]' if c else '[yellow]![/]'} {escape(ceil)}")
         if machine.get("isa"):
-            console.print(f"[dim]{escape('cpu: ' + machine['cpu'] + ', -march=native = ' + (machine.get('arch') or '?') + ': ' + ' '.join(machine['isa']) + '; ' + machine.get('caches_text', ''))}[/]")
+            cpu = (f"cpu: {machine['cpu']}, -march=native = {machine.get('arch') or '?'}: "
+                   f"{' '.join(machine['isa'])}; {machine.get('caches_text', '')}")
+            console.print(f"[dim]{escape(cpu)}[/]")
     for entry in data["sandbox"].values():
         mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"
         console.print(f"{mark} {escape(entry['detail'])}")
     versions = f"python {data['python']}, torch {data['torch'] or 'not installed'}"
-    versions += f", torch_npu {data['torch_npu']}" if data["torch_npu"] else ", torch_npu not installed (pip install 'evokernel[npu]')"
+    versions += (f", torch_npu {data['torch_npu']}" if data["torch_npu"]
+                 else ", torch_npu not installed (pip install 'evokernel[npu]')")
     console.print(f"[dim]{escape(versions)}[/]")
     return 0

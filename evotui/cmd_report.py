@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
         for m in metrics:
             rows = [[task, r["attempts"], str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
                      f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline"))] for task, r in m.per_task.items()]
+                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline"))]
+                    for task, r in m.per_task.items()]
             if terminal:
                 print_table(by_task, rows, title=f"{m.run_id} by task")
             else:

@@ -106,7 +106,7 @@ class Experience:
         return self.q1 if stage == "draft" else self.q2
 
     @property
-    def result(self) -> "OutcomeSummary":
+    def result(self) -> OutcomeSummary:
         """The verifier outcome stored with this experience, typed."""
         return OutcomeSummary.from_dict(self.outcome)
 
@@ -157,11 +157,11 @@ class OutcomeSummary:
     vs_best: str = ""
     best_hash: str = ""
     candidate_hash: str = ""
-    roofline: dict | None = None
+    roofline: dict[str, Any] | None = None
     flags: list[str] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> "OutcomeSummary":
+    def from_dict(cls, data: dict[str, Any] | None) -> OutcomeSummary:
         """The summary of an outcome dict (an empty, infeasible one for None)."""
         return _from_dict(cls, data or {})
 
@@ -185,13 +185,13 @@ class TaskProgress:
     reference_ms: float | None = None
     broken: str = ""               # why the task ended early (a broken reference, unusable answers)
     unusable_streak: int = 0       # answers in a row without usable code
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskProgress":
+    def from_dict(cls, data: dict[str, Any]) -> TaskProgress:
         """A task's progress from ``to_dict`` output (or a run stored before this type: same keys)."""
         data = dict(data)
         data["broken"] = str(data.get("broken") or "")

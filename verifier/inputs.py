@@ -100,7 +100,7 @@ class Trial:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trial":
+    def from_dict(cls, d: dict[str, Any]) -> Trial:
         return cls(int(d["seed"]), d["distribution"], tuple((k, int(v)) for k, v in d.get("overrides", ())),
                    d.get("init_seed"), d.get("shape", ""), d.get("case"))
 

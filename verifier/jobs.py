@@ -49,7 +49,7 @@ class ReferenceJob:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ReferenceJob":
+    def from_dict(cls, d: dict[str, Any]) -> ReferenceJob:
         d = dict(d)
         d["task"] = TaskSpec.from_dict(d["task"])
         d["trials"] = [Trial.from_dict(t) for t in d["trials"]]
@@ -80,7 +80,7 @@ class ReferenceResult:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ReferenceResult":
+    def from_dict(cls, d: dict[str, Any]) -> ReferenceResult:
         d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
         d["trials"] = [Trial.from_dict(t) for t in d.get("trials", [])]
         return cls(**d)
@@ -109,7 +109,7 @@ class CandidateJob:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CandidateJob":
+    def from_dict(cls, d: dict[str, Any]) -> CandidateJob:
         d = dict(d)
         d["task"] = TaskSpec.from_dict(d["task"])
         d["trials"] = [Trial.from_dict(t) for t in d["trials"]]
@@ -134,7 +134,7 @@ class CandidateResult:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CandidateResult":
+    def from_dict(cls, d: dict[str, Any]) -> CandidateResult:
         return cls([TrialReport(**r) for r in d.get("trials", [])])
 
 
@@ -149,7 +149,7 @@ class JobStatus:
     traceback: str = ""
 
 
-JOB_TYPES = {"reference": ReferenceJob, "candidate": CandidateJob}
+JOB_TYPES: dict[str, type[ReferenceJob] | type[CandidateJob]] = {"reference": ReferenceJob, "candidate": CandidateJob}
 
 
 def load_job(job_dir: Path) -> Any:

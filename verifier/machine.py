@@ -44,7 +44,7 @@ def fingerprint(threads: int, extra: str = "") -> str:
     try:
         import torch
 
-        torch_version = torch.__version__
+        torch_version = str(torch.__version__)
     except ImportError:  # pragma: no cover
         torch_version = "none"
     text = f"{cpu_model()}|{os.cpu_count()}|{threads}|{torch_version}|{platform.machine()}|{extra}"
@@ -178,7 +178,8 @@ def machine_facts(backend, threads: int) -> dict:
     if backend.device == "cpu" and compiler:
         all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
         target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
-        facts.update(compiler=Path(compiler).name, flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
+        facts.update(compiler=Path(compiler).name,
+                     flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
                      arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]))
     else:
         try:

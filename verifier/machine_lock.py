@@ -20,8 +20,8 @@ import fcntl
 import os
 import stat
 import tempfile
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Iterator
 
 LOCK_DIR_ENV = "EVOKERNEL_LOCK_DIR"
 
@@ -37,9 +37,9 @@ def _private_dir(path: Path) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
 
 
-def lock_dir(env: dict[str, str] | None = None) -> Path:
+def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
     """The folder of this user's machine-wide locks (see the module docstring)."""
-    env = os.environ if env is None else env
+    env: Mapping[str, str] = os.environ if environ is None else environ
     if env.get(LOCK_DIR_ENV):
         path = Path(env[LOCK_DIR_ENV])
         path.mkdir(parents=True, exist_ok=True)
@@ -113,6 +113,6 @@ def held(path: str | os.PathLike | None, mode: str) -> Iterator[None]:
     if not path:
         yield
         return
-    lock = MachineLock(path)
+    lock = MachineLock(os.fspath(path))
     with (lock.exclusive() if mode == "exclusive" else lock.shared()):
         yield

@@ -6,8 +6,9 @@ Outcome, never an exception; only the harness's own bugs raise.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Callable
+from typing import Any
 
 GATES: tuple[str, ...] = ("format", "anti_hack", "build", "correctness", "performance")
 
@@ -67,7 +68,7 @@ class Outcome:
     listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def start(cls, task: str, backend: str) -> "Outcome":
+    def start(cls, task: str, backend: str) -> Outcome:
         return cls(task=task, backend=backend, gates=[GateResult(name) for name in GATES])
 
     def gate(self, name: str) -> GateResult:
@@ -83,7 +84,7 @@ class Outcome:
         if self.listener is not None:
             self.listener(g)
 
-    def fail(self, name: str, message: str, seconds: float = 0.0, **details: Any) -> "Outcome":
+    def fail(self, name: str, message: str, seconds: float = 0.0, **details: Any) -> Outcome:
         """Mark gate ``name`` failed; the first failure decides ``failed_gate`` and ``message``."""
         g = self.gate(name)
         g.status, g.message, g.seconds = FAILED, message, g.seconds or seconds
@@ -96,7 +97,7 @@ class Outcome:
             self.message = f"{name}: {message}"
         return self
 
-    def finish(self) -> "Outcome":
+    def finish(self) -> Outcome:
         """Decide feasibility: every gate passed."""
         if self.failed_gate is None and all(g.passed for g in self.gates):
             self.feasible = True
@@ -116,7 +117,7 @@ class Outcome:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Outcome":
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
         known = {f.name for f in fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["gates"] = [

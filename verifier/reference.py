@@ -31,8 +31,8 @@ from typing import Any
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
-from verifier.machine_lock import MachineLock
 from verifier.machine import fingerprint
+from verifier.machine_lock import MachineLock
 from verifier.sandbox import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
@@ -89,8 +89,8 @@ class ReferenceCache:
         return f"{self.backend.name}|{self.backend.toolchain().device}"
 
     def _timing_key(self, task: TaskSpec) -> str:
-        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, fingerprint(self.threads, self._machine()), self.timing],
-                          sort_keys=True)
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, fingerprint(self.threads, self._machine()),
+                           self.timing], sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def get(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], *, want_timing: bool = True
@@ -126,7 +126,8 @@ class ReferenceCache:
     def _noise_key(self, task: TaskSpec) -> str:
         import torch
 
-        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, torch.__version__, self.threads, self._machine()])
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, torch.__version__, self.threads,
+                           self._machine()])
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def _load_json(self, name: str) -> dict:
@@ -142,7 +143,8 @@ class ReferenceCache:
         with open(self.root / f"{name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self._load_json(name)
-            entry = data.get(key) if isinstance(data.get(key), dict) else {}
+            found = data.get(key)
+            entry = found if isinstance(found, dict) else {}
             data[key] = {**entry, **value}
             tmp = path.with_suffix(".tmp")
             tmp.write_text(json.dumps(data))

@@ -64,7 +64,7 @@ def _count(spec_dict: dict) -> dict:
     from verifier.task import TaskSpec, load_task_module
 
     try:
-        from torch.utils.flop_counter import _FLOP_REGISTRY as counted
+        from torch.utils.flop_counter import _FLOP_REGISTRY as counted  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - older torch
         counted = {}
     counted_names = {getattr(k, "__name__", str(k)).split(".")[-1] for k in counted}
@@ -121,7 +121,7 @@ def _count(spec_dict: dict) -> dict:
             by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
             by_op.update(elementwise.by_op)
             ew = sum(elementwise.by_op.values())
-            result = {"format": PROFILE_FORMAT, "input_bytes": nbytes(tensors(inputs)),
+            result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": nbytes(tensors(inputs)),
                       "param_bytes": nbytes(list(state.values())), "output_bytes": nbytes(tensors(out)),
                       "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew,
                       "by_op": by_op, "device": device}
@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < 10; ++r) fbest = std::min(fbest, fma_run(iters, &sink));
   double flops = 2.0 * LANES * NACC * (double)iters * omp_get_max_threads() / fbest / 1e9;
   printf("{\"triad_gbps\": %.3f, \"fma_gflops\": %.3f, \"threads\": %d, \"vector_bits\": %d, \"array_bytes\": %zu,"
-         " \"check\": %.3f}\n", triad, flops, omp_get_max_threads(), VBYTES * 8, n * sizeof(double), a[n / 2] + sink * 0.0f);
+         " \"check\": %.3f}\n", triad, flops, omp_get_max_threads(), VBYTES * 8, n * sizeof(double),
+         a[n / 2] + sink * 0.0f);
   free(a); free(b); free(c);
   return 0;
 }
@@ -349,7 +350,8 @@ def describe_profile(profile: dict, ceilings: dict | None) -> str:
     """One line for prompts: what the task must move and compute, and its floor on this machine."""
     nbytes, flops = profile.get("bytes", 0), profile.get("flops", 0)
     text = (f"at least {_fmt_bytes(nbytes)} moved (inputs {_fmt_bytes(profile.get('input_bytes', 0))}, "
-            f"weights {_fmt_bytes(profile.get('param_bytes', 0))}, outputs {_fmt_bytes(profile.get('output_bytes', 0))}) "
+            f"weights {_fmt_bytes(profile.get('param_bytes', 0))}, "
+            f"outputs {_fmt_bytes(profile.get('output_bytes', 0))}) "
             f"and {_fmt_flops(flops)} ({flops / nbytes if nbytes else 0:.2f} FLOP/byte)")
     point = assess(profile, 1.0, ceilings)
     if point and point.get("floor_ms") is not None:
@@ -449,7 +451,8 @@ class RooflineMeter:
             from verifier.machine import last_level_cache_bytes
 
             compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
-            flags = list(getattr(sys.modules.get(type(self.backend).__module__), "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
+            module = sys.modules.get(type(self.backend).__module__)
+            flags = list(getattr(module, "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
                     found = measure_ceilings(compiler or "g++", flags, self.threads, last_level_cache_bytes())

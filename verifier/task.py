@@ -62,7 +62,7 @@ class TaskSpec:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "TaskSpec":
+    def from_dict(cls, d: dict[str, Any]) -> TaskSpec:
         d = dict(d)
         d["cases"] = tuple(d.get("cases", ()))
         return cls(**d)
@@ -100,8 +100,8 @@ def _const_int(node: ast.AST) -> int | None:
         return -v if v is not None else None
     if isinstance(node, ast.BinOp) and type(node.op) in _INT_OPS:
         a, b = _const_int(node.left), _const_int(node.right)
-        if a is None or b is None or (isinstance(node.op, ast.Pow) and not 0 <= b <= 64) or \
-                (isinstance(node.op, ast.FloorDiv) and b == 0) or (isinstance(node.op, ast.LShift) and not 0 <= b <= 64):
+        if (a is None or b is None or (isinstance(node.op, (ast.Pow, ast.LShift)) and not 0 <= b <= 64)
+                or (isinstance(node.op, ast.FloorDiv) and b == 0)):
             return None
         return _INT_OPS[type(node.op)](a, b)
     return None
@@ -112,6 +112,7 @@ def _size_slots(tree: ast.Module):
     Covers literals, literal expressions (``N = 2048 * 2``), chained assignments (``h = w = 256``),
     tuples (``shape = (128, 256)``) and unpacking (``m, n = 64, 32``)."""
     for node in tree.body:
+        targets: list[ast.expr]
         if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             targets, value = [node.target], node.value
         elif isinstance(node, ast.Assign):
@@ -214,7 +215,8 @@ def _rewrite_assign(node: ast.Assign, overrides: dict[str, int]) -> list[ast.stm
         name = names[0]
         if name in overrides and _const_int(value) is not None:
             node.value = ast.Constant(int(overrides[name]))
-        elif isinstance(value, (ast.Tuple, ast.List)) and any(f"{name}[{i}]" in overrides for i in range(len(value.elts))):
+        elif (isinstance(value, (ast.Tuple, ast.List))
+              and any(f"{name}[{i}]" in overrides for i in range(len(value.elts)))):
             value.elts = [ast.Constant(int(overrides[f"{name}[{i}]"])) if f"{name}[{i}]" in overrides else e
                           for i, e in enumerate(value.elts)]
         return [node]

@@ -20,8 +20,9 @@ import random
 import resource
 import statistics
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 # The two-sided confidence of the intervals, and the bootstrap resamples behind them (a few ms).
 CONFIDENCE = 0.95

@@ -20,12 +20,14 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from verifier.backends import Backend, get_backend
 from verifier.build import default_cache_dir
+from verifier.cases import dtype_tolerance
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
@@ -33,13 +35,12 @@ from verifier.gates.build import check_build
 from verifier.gates.correctness import judge
 from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
-from verifier.cases import dtype_tolerance
-from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
+from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
-from verifier.outcome import GateResult, Outcome
 from verifier.machine_lock import MachineLock, machine_lock_path
+from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache
 from verifier.roofline import RooflineMeter
 from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
@@ -89,7 +90,8 @@ class Verifier:
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         # Jobs exchange outputs through files: in memory (/dev/shm) where there is one.
         shm = Path("/dev/shm")
-        self.jobs_root = Path(tempfile.mkdtemp(prefix="evokernel-jobs-", dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None))
+        in_memory = shm.is_dir() and os.access(shm, os.W_OK)
+        self.jobs_root = Path(tempfile.mkdtemp(prefix="evokernel-jobs-", dir=shm if in_memory else None))
         self._job_counter = 0
         self._job_lock = threading.Lock()
         cfg = self.config
@@ -145,7 +147,7 @@ class Verifier:
         shutil.rmtree(self.jobs_root, ignore_errors=True)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
 
-    def __enter__(self) -> "Verifier":
+    def __enter__(self) -> Verifier:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -241,8 +243,9 @@ class Verifier:
     # -- the outcome cache ----------------------------------------------------------------------
 
     def _outcome_key(self, task: TaskSpec, cand_hash: str, best_hash: str = "") -> str:
-        text = json.dumps([OUTCOME_FORMAT, cand_hash, best_hash, task.key, task.atol, task.rtol, self.backend.build_key(),
-                           self.config.model_dump(mode="json"), fingerprint(self.config.threads, self.backend.name)],
+        text = json.dumps([OUTCOME_FORMAT, cand_hash, best_hash, task.key, task.atol, task.rtol,
+                           self.backend.build_key(), self.config.model_dump(mode="json"),
+                           fingerprint(self.config.threads, self.backend.name)],
                           sort_keys=True, default=str)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -270,7 +273,8 @@ class Verifier:
         out.pass_gate("format", seconds=time.perf_counter() - t)
 
         t = time.perf_counter()
-        problem = check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend.name) if cfg.antihack else None
+        problem = (check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend.name)
+                   if cfg.antihack else None)
         if problem:
             out.fail("anti_hack", problem, time.perf_counter() - t)
             return
@@ -294,9 +298,9 @@ class Verifier:
         best_build = None
         if best:
             with self._lock.shared():  # the best was built before: normally a cache hit
-                best_build = check_build(backend, best, self.cache_dir, timeout=cfg.build_timeout_s,
-                                             sandbox=cfg.use_bwrap, hidden=self.hidden_paths)
-            best_build = best_build.build if best_build.passed else None
+                best_built = check_build(backend, best, self.cache_dir, timeout=cfg.build_timeout_s,
+                                         sandbox=cfg.use_bwrap, hidden=self.hidden_paths)
+            best_build = best_built.build if best_built.passed else None
 
         ref = reference.result()
         if self._warm is not None:
@@ -451,7 +455,7 @@ class Verifier:
         """Time the reference, the candidate and the best in one window (see verifier.gates.performance);
         a multi-case task in one window per case, combined by geometric mean (``judge_cases``)."""
         best_pair = (best, best_build) if best and best_build else None
-        best_hash = candidate_hash(best) if best_pair else ""
+        best_hash = candidate_hash(best) if best and best_pair else ""
         cases = sorted({t.case for t in ref.trials if t.case is not None})
         if len(cases) > 1:
             judged = []
@@ -502,7 +506,7 @@ def _restricted(ref: Reference, keep: list[int]) -> Reference:
 
     return replace(ref, trials=[ref.trials[i] for i in keep], outputs=[ref.outputs[i] for i in keep],
                    noise=[ref.noise[i] for i in keep],
-                   ignore=[ref.ignore[i] if i < len(ref.ignore) else None for i in keep])
+                   ignore=[ref.ignore[i] if i < len(ref.ignore) else [] for i in keep])
 
 
 def omp_env(threads: int) -> dict[str, str]:

@@ -19,6 +19,7 @@ import os
 import random
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,22 @@ from verifier import runtime
 from verifier.inputs import make_inputs
 from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
 from verifier.task import load_task_module
-from verifier.worker_common import (CandidateFailure, OpTrace, _changed, _describe, _field, _identical,
-                                    _load_candidate, _progress, _save, _snapshot, _stream_synchronize,
-                                    _synchronize, _to_device, flatten)
+from verifier.worker_common import (
+    CandidateFailure,
+    OpTrace,
+    _changed,
+    _describe,
+    _field,
+    _identical,
+    _load_candidate,
+    _progress,
+    _save,
+    _snapshot,
+    _stream_synchronize,
+    _synchronize,
+    _to_device,
+    flatten,
+)
 from verifier.worker_reference import TaskProblem, WriteOrder, _reference
 from verifier.worker_timing import _perf, _time_sides
 
@@ -120,7 +134,8 @@ def _same_layout(a: list[Any], b: list[Any]) -> bool:
     )
 
 
-HANDLERS = {"reference": _reference, "candidate": _candidate, "perf": _perf}
+HANDLERS: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
+    "reference": _reference, "candidate": _candidate, "perf": _perf}
 
 
 def run_job(job_dir: Path) -> int:
@@ -131,7 +146,8 @@ def run_job(job_dir: Path) -> int:
     fields: dict[str, Any] = {}
     try:
         _setup(job)
-        fields = HANDLERS[_field(job, "kind")](job, job_dir)
+        handler = HANDLERS[_field(job, "kind")]
+        fields = handler(job, job_dir)
         status.ok = True
     except CandidateFailure as exc:
         status.stage, status.error, status.trial = exc.stage, str(exc), exc.trial

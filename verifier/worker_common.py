@@ -181,6 +181,8 @@ def _load_candidate(job: Any, job_dir: Path, module_name: str = "candidate_model
                       runtime.current_stream(device))
     path = job_dir / (_field(job, "model") or "model.py")
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CandidateFailure("correctness", f"{path.name} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -194,7 +196,8 @@ def _load_candidate(job: Any, job_dir: Path, module_name: str = "candidate_model
 
 def _describe(exc: BaseException) -> str:
     """One line: exception type and message, plus where in the candidate's code it happened."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "candidate_model" in f.filename or f.filename.endswith("model.py")]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if "candidate_model" in f.filename or f.filename.endswith("model.py")]
     where = f" (model.py line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}{where}"[:600]

@@ -19,10 +19,8 @@ from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine_lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
 from verifier.timing import memory_bandwidth_gbps
-
 from verifier.worker_common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
 from verifier.worker_timing import _instances, _time_sides
-
 
 UNDEFINED_LIMIT = 0.1
 
@@ -156,7 +154,8 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
         if twice or watch.seen:  # again on the same inputs, with order-dependent writes reversed
             again = WriteOrder(reverse=True)
             with torch.no_grad(), again:
-                again_inputs = pristine if pristine is not None else _to_device(make_inputs(mod.get_inputs, trial), device)
+                again_inputs = (pristine if pristine is not None
+                                else _to_device(make_inputs(mod.get_inputs, trial), device))
                 structure2, leaves2 = flatten(model(*again_inputs), copy=False)
             if structure2 != structure or len(leaves2) != len(leaves):
                 raise TaskProblem(f"the reference of task {spec.id} is nondeterministic: two runs on the same inputs "
@@ -195,9 +194,9 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                     + (" in training and in eval mode" if eval_mode else "")
                     + "; it cannot judge a candidate: make the reference deterministic")
             if k not in notes:
-                notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same inputs "
-                            f"at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); those places are not "
-                            f"compared")
+                notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same "
+                            f"inputs at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); "
+                            "those places are not compared")
 
     for i, trial in enumerate(job.trials):
         _progress(job_dir, f"reference trial {i}")
@@ -207,7 +206,8 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
             except TaskProblem:
                 raise
             except Exception as exc:  # the operator is not defined there: the task's precondition
-                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them ({_describe(exc)})")
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them "
+                                      f"({_describe(exc)})")
                 continue
             undefined = _undefined_fraction(leaves)
             if undefined > UNDEFINED_LIMIT:
@@ -240,7 +240,8 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                 alt_module = load_task_module(spec, overrides)
                 if search.kind == "larger":
                     numel = _input_numel(alt_module)
-                    limit = min(LARGER_MAX_RATIO * base_numel, LARGER_MAX_ELEMENTS) if base_numel else LARGER_MAX_ELEMENTS
+                    limit = (min(LARGER_MAX_RATIO * base_numel, LARGER_MAX_ELEMENTS) if base_numel
+                             else LARGER_MAX_ELEMENTS)
                     if numel is not None and numel > limit:
                         result.alt_rejected.append(f"{overrides}: {numel} input elements, over the limit {int(limit)}")
                         continue

@@ -16,9 +16,19 @@ from verifier import runtime
 from verifier.inputs import Trial, make_inputs
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher, time_interleaved
-
-from verifier.worker_common import (CandidateFailure, OpTrace, _describe, _events, _flush_bytes, _load_candidate, _save,
-                             _synchronize, _timer, _to_device, flatten)
+from verifier.worker_common import (
+    CandidateFailure,
+    OpTrace,
+    _describe,
+    _events,
+    _flush_bytes,
+    _load_candidate,
+    _save,
+    _synchronize,
+    _timer,
+    _to_device,
+    flatten,
+)
 
 
 def _instances(make, module, trials: list[Trial], device: str, eval_mode: bool = False) -> list:
@@ -237,7 +247,7 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
             sync()
             got = flatten(out)
             _poison(out, protected)
-            everything = [None] * len(expected[1])
+            everything: list[torch.Tensor | None] = [None] * len(expected[1])
             captured.append(({"round": index, "trial": k_inputs, "what": what},
                              _pick(expected, everything), _pick(got, everything)))
             return {"calls": runtime.call_counts(), "forbidden_ops": trace.forbidden()} if traced else None

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-import candidates as C
 from core import prompts
 from core.memory import rule_title, whole_sentences
 from core.responses import change_line, parse_answer
 from store import Experience
+
+import candidates as C
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +42,8 @@ def test_a_task_tolerance_overrides_the_backend(relu):
 
 def _memory_item(i: int, lines: int = 300) -> Experience:
     body = "\n".join(f"    acc{k} += x[i + {k}] * w[{k}];  // filler line {k} of item {i}" for k in range(lines))
-    kernel = ('#include <cstdint>\nextern "C" void k%d(const float* x, const float* w, float* out, int64_t n) {\n'
-              "    #pragma omp parallel for simd\n    for (int64_t i = 0; i < n; ++i) {\n%s\n    }\n}\n" % (i, body))
+    kernel = (f'#include <cstdint>\nextern "C" void k{i}(const float* x, const float* w, float* out, int64_t n) {{\n'
+              f"    #pragma omp parallel for simd\n    for (int64_t i = 0; i < n; ++i) {{\n{body}\n    }}\n}}\n")
     return Experience(id=f"item{i:04d}", task_id=f"t{i}", kind="draft_trace", backend="cpu", stage="draft",
                       title=f"t{i} draft #1: feasible", files={"model.py": "x = 1\n", "kernel.cpp": kernel},
                       outcome={"feasible": True, "latency_ms": 1.0, "latency_spread_ms": 0.01},

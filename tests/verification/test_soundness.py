@@ -8,9 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+import soundness_candidates as S
 
 import candidates as C
-import soundness_candidates as S
 
 pytestmark = pytest.mark.slow
 

@@ -16,8 +16,9 @@ task's precondition), places where two runs of the reference differ (not compare
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from verifier.cases import case_trials
 from verifier.compare import Agreement, compare_outputs
@@ -72,7 +73,8 @@ def notes(ref: Reference) -> list[str]:
     return lines
 
 
-def judge(ref: Reference, result: CandidateResult, outputs: dict, tolerance: Callable[[str], tuple[float, float]]) -> Verdict:
+def judge(ref: Reference, result: CandidateResult, outputs: dict,
+          tolerance: Callable[[str], tuple[float, float]]) -> Verdict:
     """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``."""
     max_abs = max_rel = 0.0
     said = notes(ref)

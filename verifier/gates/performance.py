@@ -9,15 +9,16 @@ task's best interleaved in one window, on the same fresh inputs per round. Here,
 - the op trace of the re-check (PyTorch compute after the first call fails the anti-hack gate);
 - speedup = reference / candidate and gain = best / candidate: the median over the window's rounds
   of the two calls' ratio in each round (adjacent calls share the machine's load of the moment),
-  each with a bootstrap interval over the rounds; "faster"/"slower" only when the interval excludes 1 and the change is at least
-  ``min_speed_change``, else "same speed";
+  each with a bootstrap interval over the rounds; "faster"/"slower" only when the interval excludes 1
+  and the change is at least ``min_speed_change``, else "same speed";
 - flags for review: implausible speedups, latencies below the memory-bandwidth floor, device event
   times far below the wall clock (work outside the current stream).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -66,7 +67,8 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
     out.reference_ms, out.speedup, out.speedup_ci = reference.median_ms, speed.value, speed.to_list()
     out.vs_reference = speed.verdict(min_speed_change)
     out.timing_rounds = window.rounds
-    kept = f"{window.rounds} rounds" + (f", {sum(window.preempted)} preempted" if any(window.preempted or []) else "")
+    preempted = sum(window.preempted or [])
+    kept = f"{window.rounds} rounds" + (f", {preempted} preempted" if preempted else "")
     message = (f"{out.latency_ms:.3f} ms (median; IQR {cand.spread_ms:.3f}), reference {out.reference_ms:.3f} ms in "
                f"the same window ({kept}); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
     details: dict[str, Any] = {"timing": cand.to_dict(), "reference_timing": reference.to_dict(),
@@ -80,7 +82,8 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
         message += f"; the task's best could not be timed beside it ({result['best_error']})"
-    flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)), implausible_speedup=implausible_speedup)
+    flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)),
+         implausible_speedup=implausible_speedup)
     out.pass_gate("performance", message, **details)
 
 
@@ -108,22 +111,28 @@ def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[s
         out.flags += [f"case {case + 1}: {f}" for f in part.flags]
         parts.append((case, part, Window(**result["window"])))
     speed = geomean_ratio([(w.samples["reference"], w.samples["candidate"]) for _, _, w in parts])
-    out.latency_ms = case_geomean([p.latency_ms for _, p, _ in parts])
-    out.latency_spread_ms = out.latency_ms * max(p.latency_spread_ms / max(p.latency_ms, 1e-12) for _, p, _ in parts)
-    out.reference_ms = case_geomean([p.reference_ms for _, p, _ in parts])
+    # every case passed its gate, so each has its times
+    latency = [float(p.latency_ms or 0.0) for _, p, _ in parts]
+    spread = [float(p.latency_spread_ms or 0.0) for _, p, _ in parts]
+    out.latency_ms = case_geomean(latency)
+    out.latency_spread_ms = out.latency_ms * max(s / max(lat, 1e-12) for s, lat in zip(spread, latency))
+    out.reference_ms = case_geomean([float(p.reference_ms or 0.0) for _, p, _ in parts])
     out.speedup, out.speedup_ci, out.vs_reference = speed.value, speed.to_list(), speed.verdict(min_speed_change)
     out.timing_rounds = min(w.rounds for _, _, w in parts)
     message = (f"{out.latency_ms:.3f} ms, reference {out.reference_ms:.3f} ms (geometric means over {len(parts)} "
                f"cases, each case in its own window); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
     if all("best" in w.samples for _, _, w in parts):
         gain = geomean_ratio([(w.samples["best"], w.samples["candidate"]) for _, _, w in parts])
-        out.best_ms = case_geomean([p.best_ms for _, p, _ in parts])
-        out.gain, out.gain_ci, out.vs_best, out.best_hash = gain.value, gain.to_list(), gain.verdict(min_speed_change), best_hash
+        out.best_ms = case_geomean([float(p.best_ms or 0.0) for _, p, _ in parts])
+        out.gain, out.gain_ci, out.vs_best = gain.value, gain.to_list(), gain.verdict(min_speed_change)
+        out.best_hash = best_hash
         message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
-    per_case = [{"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
-                 "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
-    message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x" for c in per_case)
-    if out.speedup > implausible_speedup:
+    per_case: list[dict[str, Any]] = [
+        {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
+         "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
+    message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x"
+                                for c in per_case)
+    if speed.value > implausible_speedup:
         out.flags.append(f"speedup {out.speedup:.1f}x exceeds {implausible_speedup:g}x: review before trusting")
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
 
@@ -143,11 +152,11 @@ def _check(meta: dict, pair: dict, ref, tolerance) -> str | None:
     ignore = None
     if masks and any(m is not None for m in masks):
         ignore = []
-        for e, shape, m in zip(expected["leaves"], expected.get("shapes", []), masks):
+        for e, m in zip(expected["leaves"], masks):
             whole = m is not None and tuple(m.shape) == tuple(e.shape)
             ignore.append(None if m is None else m if whole else torch.ones(e.shape, dtype=torch.bool))
-    verdict = compare_outputs(expected, got, noise, tolerance, what=what + (" (at random positions)" if sampled else ""),
-                              ignore=ignore)
+    verdict = compare_outputs(expected, got, noise, tolerance,
+                              what=what + (" (at random positions)" if sampled else ""), ignore=ignore)
     return None if isinstance(verdict, Agreement) else verdict.message
 
 
