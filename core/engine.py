@@ -18,7 +18,6 @@ import hashlib
 import random
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +26,9 @@ from core import memory, policy, prompts
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
+from core.methods import METHODS, Attempt
 from core.responses import parse_answer
-from core.seeds import api_items, ensure_seeded
+from core.seeds import ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskProgress, TaskState
@@ -36,43 +36,14 @@ from verifier import Outcome
 from verifier.backends import source_suffix
 from verifier.reference import ReferenceFailed
 
-METHODS = ("evokernel", "passk", "refinement")
 BASELINE_KIND = "baseline_trace"
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
 RULE_MIN_Q = 0.3
-MAX_RULES = 5
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
 class RunStopped(EvoKernelError):
     """The run was asked to stop; its state is committed and it can be resumed."""
-
-
-@dataclass
-class Attempt:
-    """Everything one step produced, before it is committed."""
-
-    task: Task
-    iteration: int
-    stage: str
-    context: list[Experience] = field(default_factory=list)
-    start: Experience | None = None
-    messages: list[tuple[str, str]] = field(default_factory=list)
-    files: dict[str, str] = field(default_factory=dict)
-    cited: list[str] = field(default_factory=list)
-    outcome: Outcome | None = None
-    tokens: tuple[int, int] = (0, 0)
-    problem: str = ""
-    best: Experience | None = None     # the task's best, timed in the same window as this attempt
-    source: str = "llm"                # "llm", or "human" for a person's edit
-    change: str = ""          # the answer's one-line "Change:" summary
-
-    @property
-    def verified(self) -> Outcome:
-        """The outcome, once the attempt has been verified (committing before that is a bug of ours)."""
-        if self.outcome is None:
-            raise RuntimeError(f"attempt {self.task.id} #{self.iteration} committed before it was verified")
-        return self.outcome
 
 
 class Engine:
@@ -214,59 +185,7 @@ class Engine:
         return random.Random(f"{run.id}|{run.config.get('seed', 0)}|{task.id}|{iteration}")
 
     def _prepare(self, run: RunRecord, task: Task, iteration: int) -> Attempt:
-        cfg = self.config.engine
-        rng = self._rng(run, task, iteration)
-        progress = run.progress[task.id]
-        api_all = api_items(self.store, self.backend)
-        words = policy.words_of(" ".join([task.id, task.category, *task.ops]))
-        run_best = self.store.get(progress.best_id) if progress.best_id else None
-        if run.method == "passk":
-            attempt = Attempt(task, iteration, "draft", best=run_best)
-            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [],
-                                                    facts=self.facts)
-            return attempt
-        if run.method == "refinement":
-            last = self.store.get(progress.attempts[-1]) if progress.attempts else None
-            best = self.store.get(progress.best_id) if progress.best_id else None
-            attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=run_best)
-            base = best or last
-            code_words = policy.words_of(" ".join(base.files.values())) if base else set()
-            api = policy.select_api(api_all, words | code_words)
-            attempt.messages = prompts.feedback_prompt(task, self.backend, api, last, best, facts=self.facts)
-            return attempt
-
-        state = self.store.get_task(task.id) or TaskState(task.id)
-        points = [p for p in self.store.get_many(state.start_points) if p.files and p.backend == self.backend]
-        stage = "refine" if points else "draft"
-        attempt = Attempt(task, iteration, stage)
-        best = self.store.get(state.best_id) if state.best_id else None
-        if best is not None and best.files and best.backend == self.backend:
-            attempt.best = best       # always in P(x), and timed beside every attempt
-        query = task.signature()["text"]
-        rules, replaced = memory.resident_rules(self.store, self.backend, MAX_RULES)
-        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
-        if stage == "refine":
-            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
-            exclude.append(attempt.start.id)
-            kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
-            query += " " + kernels[:2000]
-            words |= policy.words_of(" ".join(attempt.start.files.values()))
-        k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
-        pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
-                                   kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
-        attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
-        api = policy.select_api([e for e in api_all if e.id not in replaced], words)
-        if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules, attempt.context, facts=self.facts)
-        else:
-            start = attempt.start
-            assert start is not None   # chosen above for the refine stage
-            children = sorted(self.store.children(start.id), key=lambda e: e.created_at)[-5:]
-            best = self.store.get(state.best_id) if state.best_id else None
-            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules, attempt.context,
-                                                     start, children, state.best_latency_ms, best=best,
-                                                     facts=self.facts)
-        return attempt
+        return METHODS[run.method].prepare(self, run, task, iteration, self._rng(run, task, iteration))
 
     # -- running an attempt ---------------------------------------------------------------------
 
@@ -357,7 +276,7 @@ class Engine:
         and the run's progress, in one transaction; then the events and the workspace's best."""
         task, out = attempt.task, attempt.verified
         progress = run.progress[task.id] if run is not None else None
-        evokernel = run is None or run.method == "evokernel"
+        evokernel = run is None or METHODS[run.method].learns   # a person's edit always teaches
         human = attempt.source == "human"
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
@@ -482,7 +401,7 @@ class Engine:
 
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
-        if run.method == "evokernel":
+        if METHODS[run.method].learns:
             memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
 
     # -- the workspace ----------------------------------------------------------------------------

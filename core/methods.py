@@ -1,0 +1,140 @@
+"""The methods a run can use, one strategy object each: how it prepares an attempt (the prompt, the
+start point, the context) and whether its attempts teach the shared memory.
+
+- ``evokernel`` (the paper's): drafts, then refines from the task's start points P(x), with
+  value-based retrieval over the shared memory; its attempts are credited and become memory.
+- ``passk``: independent drafts, no memory; kept for reports, never retrieved.
+- ``refinement``: feedback from the last attempt and the run's best only, no shared memory.
+
+The engine (core.engine) runs the loop and commits every attempt through one path; a method only
+decides what the next attempt is.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Protocol
+
+from core import memory, policy, prompts
+from core.seeds import api_items
+from core.tasks import Task
+from store import Experience, RunRecord, TaskState
+from verifier import Outcome
+
+if TYPE_CHECKING:
+    from core.engine import Engine
+
+MAX_RULES = 5
+
+
+@dataclass
+class Attempt:
+    """Everything one step produced, before it is committed."""
+
+    task: Task
+    iteration: int
+    stage: str
+    context: list[Experience] = field(default_factory=list)
+    start: Experience | None = None
+    messages: list[tuple[str, str]] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+    cited: list[str] = field(default_factory=list)
+    outcome: Outcome | None = None
+    tokens: tuple[int, int] = (0, 0)
+    problem: str = ""
+    best: Experience | None = None     # the task's best, timed in the same window as this attempt
+    source: str = "llm"                # "llm", or "human" for a person's edit
+    change: str = ""          # the answer's one-line "Change:" summary
+
+    @property
+    def verified(self) -> Outcome:
+        """The outcome, once the attempt has been verified (committing before that is a bug of ours)."""
+        if self.outcome is None:
+            raise RuntimeError(f"attempt {self.task.id} #{self.iteration} committed before it was verified")
+        return self.outcome
+
+
+class Method(Protocol):
+    """A run's method: its name, whether its attempts teach the shared memory, and its next attempt."""
+
+    name: str
+    learns: bool   # credits memory values, keeps the task's shared state (P(x), best), attempts retrievable
+
+    def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
+        """The task's next attempt with its prompt (nothing written anywhere)."""
+
+
+def _words(task: Task) -> set[str]:
+    return policy.words_of(" ".join([task.id, task.category, *task.ops]))
+
+
+class PassK:
+    name = "passk"
+    learns = False
+
+    def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
+        progress = run.progress[task.id]
+        run_best = engine.store.get(progress.best_id) if progress.best_id else None
+        attempt = Attempt(task, iteration, "draft", best=run_best)
+        api = policy.select_api(api_items(engine.store, engine.backend), _words(task))
+        attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts)
+        return attempt
+
+
+class Refinement:
+    name = "refinement"
+    learns = False
+
+    def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
+        store, progress = engine.store, run.progress[task.id]
+        last = store.get(progress.attempts[-1]) if progress.attempts else None
+        best = store.get(progress.best_id) if progress.best_id else None
+        attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
+        base = best or last
+        code_words = policy.words_of(" ".join(base.files.values())) if base else set()
+        api = policy.select_api(api_items(store, engine.backend), _words(task) | code_words)
+        attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts)
+        return attempt
+
+
+class EvoKernel:
+    name = "evokernel"
+    learns = True
+
+    def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
+        cfg, store, backend = engine.config.engine, engine.store, engine.backend
+        words = _words(task)
+        state = store.get_task(task.id) or TaskState(task.id)
+        points = [p for p in store.get_many(state.start_points) if p.files and p.backend == backend]
+        stage = "refine" if points else "draft"
+        attempt = Attempt(task, iteration, stage)
+        best = store.get(state.best_id) if state.best_id else None
+        if best is not None and best.files and best.backend == backend:
+            attempt.best = best       # always in P(x), and timed beside every attempt
+        query = task.signature()["text"]
+        rules, replaced = memory.resident_rules(store, backend, MAX_RULES)
+        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
+        if stage == "refine":
+            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
+            exclude.append(attempt.start.id)
+            kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
+            query += " " + kernels[:2000]
+            words |= policy.words_of(" ".join(attempt.start.files.values()))
+        k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
+        pool = store.retrieve(query, k=k, backend=backend, stage=stage, q_floor=cfg.q_floor,
+                              kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
+        attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
+        api = policy.select_api([e for e in api_items(store, backend) if e.id not in replaced], words)
+        if stage == "draft":
+            attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts)
+        else:
+            start = attempt.start
+            assert start is not None   # chosen above for the refine stage
+            children = sorted(store.children(start.id), key=lambda e: e.created_at)[-5:]
+            attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start, children,
+                                                     state.best_latency_ms, best=best, facts=engine.facts)
+        return attempt
+
+
+METHODS: dict[str, Method] = {m.name: m for m in (EvoKernel(), PassK(), Refinement())}

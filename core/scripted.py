@@ -1,0 +1,114 @@
+"""A scripted model and a canned verifier: the engine's loop with no endpoint, compiler or sandbox.
+
+For tests of what the loop decides (stages, start points, rewards, values, the best) that run in
+milliseconds. They replace the parts, not the checks of the parts: the real model client, the real
+verifier and a few real end-to-end runs are tested on their own.
+
+- ``ScriptedModel`` is an ``LLMClient`` answering ``script(request, n)`` (``n`` counts its calls).
+- ``CannedVerifier`` follows the verifier protocol (``verify(task, files, on_gate, best=...)``):
+  ``judge(task_id, files)`` gives a kernel's verdict, a ``Canned`` (a failing gate and its message,
+  or a latency); the reference takes ``reference_ms``. Timings are exact, so a ratio's interval is
+  the ratio itself and a verdict is "faster"/"slower" exactly when the change is at least
+  ``min_change``, as the real gate decides on a noiseless machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.llm import ChatAnswer, ChatRequest, Usage
+from verifier.outcome import GATES, GateResult, Outcome
+from verifier.task import TaskSpec
+
+
+class ScriptedModel:
+    """An LLM client whose answers come from ``script(request, n)``."""
+
+    def __init__(self, script: Callable[[ChatRequest, int], str], model: str = "scripted") -> None:
+        self.script = script
+        self.model = model
+        self.usage = Usage()
+        self.requests: list[ChatRequest] = []
+
+    async def complete(self, request: ChatRequest) -> ChatAnswer:
+        self.requests.append(request)
+        text = self.script(request, len(self.requests) - 1)
+        tokens_in = sum(len(content) for _, content in request.messages) // 4
+        self.usage.tokens_in += tokens_in
+        self.usage.tokens_out += len(text) // 4
+        self.usage.requests += 1
+        return ChatAnswer(text=text, tokens_in=tokens_in, tokens_out=len(text) // 4, model=self.model)
+
+    async def close(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class Canned:
+    """A kernel's verdict: ``latency_ms`` when it passes every gate, else the gate it fails at."""
+
+    latency_ms: float | None = None
+    failed_gate: str = ""
+    message: str = ""
+
+
+@dataclass
+class _Backend:
+    name: str
+    device: str = "cpu"
+
+
+@dataclass
+class CannedVerifier:
+    """Verdicts from ``judge`` instead of builds, trials and timings."""
+
+    judge: Callable[[str, dict[str, str]], Canned]
+    reference_ms: float = 10.0
+    min_change: float = 0.03
+    backend: Any = field(default_factory=lambda: _Backend("cpu"))
+    calls: list[tuple[str, bool]] = field(default_factory=list)   # (task, timed beside a best)
+
+    def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
+               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
+               best: dict[str, str] | None = None, **extra: Any) -> Outcome:
+        if not isinstance(candidate, dict):
+            raise TypeError("the canned verifier judges files given as a dict")
+        self.calls.append((task.id, best is not None))
+        verdict = self.judge(task.id, candidate)
+        out = Outcome.start(task.id, self.backend.name)
+        for name in GATES:
+            if verdict.failed_gate == name:
+                out.fail(name, verdict.message or f"canned failure at {name}")
+                break
+            if name == "performance":
+                self._time(out, verdict, best)
+            else:
+                out.pass_gate(name, "canned")
+            if on_gate is not None:
+                on_gate(out.gate(name))
+        return out.finish()
+
+    def _time(self, out: Outcome, verdict: Canned, best: dict[str, str] | None) -> None:
+        latency = verdict.latency_ms if verdict.latency_ms is not None else self.reference_ms
+        out.latency_ms, out.latency_spread_ms, out.reference_ms = latency, 0.0, self.reference_ms
+        out.speedup = self.reference_ms / latency
+        out.speedup_ci, out.vs_reference = [out.speedup, out.speedup], self._verdict(out.speedup)
+        out.timing_rounds = 20
+        if best is not None:
+            best_ms = self.judge(out.task, best).latency_ms or self.reference_ms
+            out.best_ms, out.gain = best_ms, best_ms / latency
+            out.gain_ci, out.vs_best = [out.gain, out.gain], self._verdict(out.gain)
+        out.pass_gate("performance", f"{latency:.3f} ms (canned)")
+
+    def _verdict(self, ratio: float) -> str:
+        if ratio >= 1.0 + self.min_change:
+            return "faster"
+        if ratio <= 1.0 / (1.0 + self.min_change):
+            return "slower"
+        return "same"
+
+    def close(self) -> None:
+        return None

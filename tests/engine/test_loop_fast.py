@@ -1,0 +1,114 @@
+"""The engine's loop with the in-package scripted model and canned verifier (core.scripted): what the
+loop decides (stages, start points, rewards, values, the best, each method's strategy) in
+milliseconds, on a real LMDB store. The real model client, verifier and end-to-end runs are tested
+elsewhere (test_engine_runs.py, test_speed_signal.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+import candidates as C
+from openai_server import answer_with
+
+SUITE = Path(__file__).parents[1] / "fixtures" / "suite"
+
+
+def kernel(latency_ms: float | None, tag: int, fail: str = "") -> dict[str, str]:
+    """The relu kernel with a distinct constant (different code) and its canned verdict in the source."""
+    files = C.elementwise(C.RELU)
+    verdict = f"static const char* kCanned = \"{fail or latency_ms}\";"
+    return {**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const int kTag{tag} = {tag};\n{verdict}\n"}
+
+
+def judge(task_id: str, files: dict[str, str]):
+    from core.scripted import Canned
+
+    said = re.search(r'kCanned = "([^"]+)"', files.get("kernel.cpp", "")).group(1)
+    try:
+        return Canned(latency_ms=float(said))
+    except ValueError:
+        return Canned(failed_gate=said, message=f"canned {said} failure")
+
+
+@pytest.fixture
+def loop(tmp_path):
+    """run(tasks, answers, method) -> (record, store, verifier, events); answers: task -> list of files."""
+    from core import events as ev
+    from core.config import Config
+    from core.engine import Engine
+    from core.scripted import CannedVerifier, ScriptedModel
+    from core.tasks import load_suite
+    from store import Store
+
+    suite = load_suite(SUITE)
+    store = Store.open(tmp_path / "memory.lmdb")
+    verifier = CannedVerifier(judge)
+    seen: list = []
+
+    def run(ids, answers, method="evokernel", iterations=4):
+        queues = {t: list(a) for t, a in answers.items()}
+
+        def script(request, n):
+            task = request.sample.split(":")[-2]        # "<run>:<task>:<iteration>"
+            return answer_with(queues[task].pop(0), note="Change: canned")
+
+        config = Config()
+        config.engine.epsilon = 0.0
+        bus = ev.EventBus()
+        bus.subscribe(seen.append)
+        engine = Engine(config, store, verifier, ScriptedModel(script), bus)
+        record = asyncio.run(engine.run([suite.get(t) for t in ids], method=method, iterations=iterations))
+        return record, store, verifier, seen
+
+    yield run
+    store.close()
+
+
+def _attempts(store, record, task):
+    return store.get_many(record.progress[task].attempts)
+
+
+def test_rewards_values_and_the_best_follow_true_speeds(loop):
+    answers = {"relu": [kernel(10.0, 1), kernel(12.0, 2), kernel(5.0, 3), kernel(5.05, 4)]}
+    record, store, verifier, events = loop(["relu"], answers)
+    draft, slower, faster, same = _attempts(store, record, "relu")
+    assert [e.stage for e in (draft, slower, faster, same)] == ["draft", "refine", "refine", "refine"]
+    assert draft.reward == 1.0
+    assert -1.0 < slower.reward < 0.0 < faster.reward and same.reward == 0.0   # same speed: no change
+    state = store.get_task("relu")
+    assert state.best_id == faster.id and record.progress["relu"].best_id == faster.id
+    # every refine attempt was timed beside the task's best (the draft, then the 5 ms kernel)
+    assert verifier.calls == [("relu", False), ("relu", True), ("relu", True), ("relu", True)]
+    assert slower.parent_id == faster.parent_id == draft.id and same.parent_id == faster.id
+    # Q2 of the start points ordered as their true speeds: the fast one above the draft above the slow one
+    q2 = {e.id: store.get(e.id).q2 for e in (draft, slower, faster)}
+    assert q2[faster.id] > q2[draft.id] > q2[slower.id]
+    recorded = [e for e in events if type(e).__name__ == "AttemptRecorded"]
+    assert [e.new_best for e in recorded] == [True, False, True, False]
+
+
+def test_a_failing_answer_is_recorded_and_the_task_keeps_its_stage(loop):
+    answers = {"relu": [kernel(None, 1, fail="correctness"), kernel(8.0, 2), kernel(None, 3, fail="build")]}
+    record, store, _, _ = loop(["relu"], answers, iterations=3)
+    failed, ok, broken = _attempts(store, record, "relu")
+    assert failed.stage == "draft" and failed.reward == -1.0 and failed.outcome["failed_gate"] == "correctness"
+    assert ok.stage == "draft" and ok.reward == 1.0
+    assert broken.stage == "refine" and broken.reward == -1.0 and broken.parent_id == ok.id
+    assert record.progress["relu"].feasible and record.progress["relu"].best_id == ok.id
+
+
+@pytest.mark.parametrize("method", ["passk", "refinement"])
+def test_baselines_run_through_their_own_strategy_and_teach_nothing(loop, method):
+    answers = {"relu": [kernel(10.0, 1), kernel(6.0, 2), kernel(7.0, 3)]}
+    record, store, verifier, _ = loop(["relu"], answers, method=method, iterations=3)
+    attempts = _attempts(store, record, "relu")
+    assert [e.kind for e in attempts] == ["baseline_trace"] * 3
+    assert all(e.q1 == 0.0 and e.q2 == 0.0 for e in attempts)          # no value learned from a baseline
+    assert store.get_task("relu") is None or not store.get_task("relu").start_points   # P(x) untouched
+    assert record.progress["relu"].best_id == attempts[1].id
+    stages = [e.stage for e in attempts]
+    assert stages == (["draft"] * 3 if method == "passk" else ["draft", "refine", "refine"])
