@@ -23,6 +23,7 @@ from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
 from store.records import Experience, RunRecord, TaskState
 from store.schema import SCHEMA_VERSION, Tables, Txn, apply_migrations, migration_path, newer_message, older_message
+from store.stats import store_stats
 
 if TYPE_CHECKING:
     from store.index import IndexDoc, RetrievalIndex
@@ -456,36 +457,9 @@ class Store:
 
     def stats(self) -> dict[str, Any]:
         """Counts by kind, stage, backend and source; sizes; mean values; reward statistics."""
-        def run(txn: Txn) -> dict[str, Any]:
-            by: dict[str, dict[str, int]] = {f: {} for f in ("kind", "stage", "backend", "source")}
-            tasks: set[str] = set()
-            q1 = q2 = 0.0
-            n = 0
-            for _, row in experiences.matching_rows(txn, self._t, {}):
-                n += 1
-                for f, counts in by.items():
-                    counts[row[f]] = counts.get(row[f], 0) + 1
-                tasks.add(row["task"])
-                q1 += row["q1"]
-                q2 += row["q2"]
-            sizes = {}
-            for name in ("exp", "row", "hist", "blob", "cache"):
-                st = txn.stat(getattr(self._t, name))
-                sizes[name] = (st["branch_pages"] + st["leaf_pages"] + st["overflow_pages"]) * st["psize"]
-            seq_raw = txn.get(b"seq", db=self._t.meta)
-            return {
-                "path": str(self.path), "schema": SCHEMA_VERSION, "store_id": self._env.shared["store_id"],
-                "experiences": n, "tasks_with_experiences": len(tasks),
-                "by_kind": by["kind"], "by_stage": by["stage"], "by_backend": by["backend"],
-                "by_source": by["source"],
-                "mean_q1": q1 / n if n else 0.0, "mean_q2": q2 / n if n else 0.0,
-                "task_states": txn.stat(self._t.tasks)["entries"], "runs": txn.stat(self._t.runs)["entries"],
-                "cache_entries": txn.stat(self._t.cache)["entries"], "blobs": txn.stat(self._t.blob)["entries"],
-                "bytes": sizes, "last_seq": unpack(seq_raw) if seq_raw is not None else 0,
-                "reward_stats": values.all_reward_stats(txn, self._t),
-            }
-
-        out = self._env.read(run)
+        out: dict[str, Any] = {"path": str(self.path), "schema": SCHEMA_VERSION,
+                               "store_id": self._env.shared["store_id"]}
+        out.update(self._env.read(lambda txn: store_stats(txn, self._t)))
         out["map_size"] = self._env.map_size()
         out["used_bytes"] = self._env.used_bytes()
         return out

@@ -24,7 +24,7 @@ import os
 import shutil
 import tempfile
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine import fingerprint
 from verifier.machine_lock import MachineLock
-from verifier.sandbox import ForkServer, JobLimits
+from verifier.sandbox_jobs import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
 REFERENCE_FORMAT = 3
@@ -64,6 +64,12 @@ class Reference:
     @property
     def nbytes(self) -> int:
         return sum(leaf.numel() * leaf.element_size() for trial in self.outputs for leaf in trial["leaves"])
+
+    def restricted(self, keep: list[int]) -> Reference:
+        """This reference with only the trials at ``keep`` (in that order), their outputs, noise and masks."""
+        return replace(self, trials=[self.trials[i] for i in keep], outputs=[self.outputs[i] for i in keep],
+                       noise=[self.noise[i] for i in keep],
+                       ignore=[self.ignore[i] if i < len(self.ignore) else [] for i in keep])
 
 
 class ReferenceCache:

@@ -27,6 +27,7 @@ from typing import Any
 
 from verifier.backends import Backend, get_backend
 from verifier.build import default_cache_dir
+from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
@@ -43,10 +44,10 @@ from verifier.machine_lock import MachineLock, machine_lock_path
 from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache
 from verifier.roofline import RooflineMeter
-from verifier.sandbox import ForkServer, JobExit, JobLimits, scrubbed_env
+from verifier.sandbox import scrubbed_env
+from verifier.sandbox_jobs import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
 
-MAX_READ_BYTES = 1024 * 1024
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 # Passing verifications of a task checked against one reference (one set of seeds) before it is
 # drawn again; a failing verdict retires it at once (see Verifier._live_reference).
@@ -54,26 +55,6 @@ REFERENCE_USES = 8
 OUTCOME_FORMAT = 5  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
 #                     5: paired timing, speed verdicts within the noise, every timed call checked)
-
-
-def read_candidate(folder: Path) -> dict[str, str]:
-    """The candidate's files (top level of ``folder``; hidden files, caches and ``best/`` skipped)."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"candidate folder {folder} does not exist")
-    files = {}
-    for path in sorted(folder.iterdir()):
-        if path.is_file() and not path.name.startswith(".") and path.suffix not in (".pyc", ".so", ".o"):
-            data = path.read_bytes()[: MAX_READ_BYTES + 1]
-            files[path.name] = data.decode("utf-8", errors="replace")
-    return files
-
-
-def candidate_hash(files: dict[str, str]) -> str:
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    return h.hexdigest()[:16]
 
 
 class Verifier:
@@ -460,7 +441,7 @@ class Verifier:
         if len(cases) > 1:
             judged = []
             for k in cases:
-                sub = _restricted(ref, [i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
+                sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
                                         and not t.widened][:3])
                 got = self._perf_job(task, files, build, sub, out, best_pair)
                 if got is None:
@@ -469,7 +450,7 @@ class Verifier:
             judge_cases(judged, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
                         implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
             return
-        base = _restricted(ref, [i for i, t in enumerate(ref.trials) if not t.overrides][:3])  # two timed, a re-check
+        base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])  # two timed, a re-check
         got = self._perf_job(task, files, build, base, out, best_pair)
         if got is None:
             return
@@ -498,15 +479,6 @@ class Verifier:
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
         return result, outputs
-
-
-def _restricted(ref: Reference, keep: list[int]) -> Reference:
-    """``ref`` with only the trials at ``keep`` (in that order), their outputs, noise and masks."""
-    from dataclasses import replace
-
-    return replace(ref, trials=[ref.trials[i] for i in keep], outputs=[ref.outputs[i] for i in keep],
-                   noise=[ref.noise[i] for i in keep],
-                   ignore=[ref.ignore[i] if i < len(ref.ignore) else [] for i in keep])
 
 
 def omp_env(threads: int) -> dict[str, str]:

@@ -1,0 +1,266 @@
+"""The harness's side of the sandbox's fork server (verifier.forkserver): starting it inside the
+sandbox (verifier.sandbox), sending it jobs with their limits, and turning how each job ended (a
+result, a timeout, a crash, a signal) into a ``JobExit``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from verifier.errors import SandboxError
+from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
+
+# ----------------------------------------------------------------------------- fork server client
+
+
+@dataclass
+class JobLimits:
+    """Resource limits of one sandboxed job."""
+
+    cpu_seconds: int
+    address_space_mb: int | None
+    file_size_mb: int
+    open_files: int = 256
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass
+class JobExit:
+    """How a sandboxed job ended."""
+
+    status: str            # "exited" | "signaled" | "timeout" | "lost"
+    code: int | None = None
+    signal: int | None = None
+    seconds: float = 0.0
+    detail: str = ""
+
+    def describe(self) -> str:
+        if self.status == "signaled" and self.signal:
+            try:
+                name = signal.Signals(self.signal).name
+            except ValueError:
+                name = f"signal {self.signal}"
+            meaning = {"SIGSEGV": "segmentation fault: an out-of-bounds or null pointer access",
+                       "SIGBUS": "bus error: misaligned or unmapped memory",
+                       "SIGFPE": "arithmetic exception (integer division by zero?)",
+                       "SIGABRT": "aborted (assertion failure, or out of memory in C++)",
+                       "SIGKILL": "killed (memory or CPU-time limit)",
+                       "SIGXCPU": "CPU-time limit exceeded",
+                       "SIGXFSZ": "file-size limit exceeded (outputs too large)",
+                       "SIGSYS": "a forbidden system call"}.get(name, "")
+            return f"crashed with {name}" + (f" ({meaning})" if meaning else "")
+        if self.status == "timeout":
+            return f"did not finish within {self.seconds:.0f} s and was killed"
+        if self.status == "lost":
+            return f"the sandbox worker was lost ({self.detail})"
+        return f"exited with code {self.code}"
+
+
+@dataclass
+class _Pending:
+    event: threading.Event = field(default_factory=threading.Event)
+    pid: int | None = None
+    exit: JobExit | None = None
+
+
+class ForkServer:
+    """A long-lived sandboxed Python with torch imported that forks one child per job.
+
+    Thread-safe: jobs may be submitted from several threads; each waits for its own child.
+    """
+
+    def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
+                 hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None,
+                 confine: bool = True):
+        """``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
+        unlistable while the server runs). Off for the trusted reference server, whose jobs take the
+        machine lock outside their folder."""
+        self.jobs_root = Path(jobs_root)
+        self._confine = confine
+        self._env = env
+        self._preload = preload
+        self._spawn = spawn
+        self._job_preload = list(job_preload or [])
+        self._use_bwrap = use_bwrap and bwrap_status()[0]
+        self._hidden = hidden
+        self._devices = devices
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._pending: dict[int, _Pending] = {}
+        self._next_id = 0
+        self._ready = threading.Event()
+        self._info: dict = {}
+        self._stderr_path = self.jobs_root / "forkserver.stderr"
+
+    @property
+    def isolation(self) -> str:
+        if not self._info:
+            return "not started (no candidate code has run in this process)"
+        layers = ["scrubbed environment", "rlimits", "non-dumpable processes"]
+        if self._spawn:
+            layers.append("a fresh process per job")
+        if self._info.get("seccomp"):
+            layers.append("seccomp (no fork/exec/network sockets)")
+        else:
+            layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
+        if self._confine:
+            if self._info.get("landlock"):
+                layers.append(f"Landlock ABI {self._info['landlock']} (a job writes only in its own folder and "
+                              "reads no other job's)")
+            else:
+                layers.append(f"no Landlock ({self._info.get('landlock_error', 'unavailable')}): job folders "
+                              "are only unlisted, with unpredictable names")
+        available, text = bwrap_status()
+        layers.append(text if self._use_bwrap or not available else "bubblewrap disabled by configuration")
+        if self._use_bwrap:
+            flags = bwrap_hardening()
+            layers.append("no capabilities" + (" (user namespace)" if "--unshare-user" in flags else "")
+                          if "--cap-drop" in flags else "capabilities not dropped by bubblewrap")
+        return "; ".join(layers)
+
+    def start(self) -> None:
+        with self._lock:
+            if self._proc is not None and self._proc.poll() is None:
+                return
+            self._ready.clear()
+            config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
+                      "confine": self._confine,
+                      # what a confined job may write besides its folder: device nodes, and the private /tmp
+                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
+                      # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
+                      "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
+            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
+            if self._confine and not self._use_bwrap:
+                # Without a PID namespace a job can see this process (which holds the API key in its
+                # environment): make it non-dumpable, so a job without capabilities cannot read
+                # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
+                # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
+                from verifier.forkserver import make_non_dumpable
+
+                make_non_dumpable()
+            if self._use_bwrap:
+                argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root),
+                                  env=self._env, as_pid_1=True) + argv
+            if self._confine:
+                # search and create, never list: no job can find another's folder by name (the sandbox
+                # has no capability to override it, and seccomp refuses chmod)
+                try:
+                    os.chmod(self.jobs_root, 0o300)
+                except OSError:
+                    pass
+            stderr = open(self._stderr_path, "ab")
+            try:
+                self._proc = subprocess.Popen(argv, env=self._env, cwd=self.jobs_root, stdin=subprocess.PIPE,
+                                              stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+            except OSError as exc:
+                raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
+            finally:
+                stderr.close()
+            threading.Thread(target=self._read, args=(self._proc,), name="forkserver-reader", daemon=True).start()
+        if not self._ready.wait(120) or not self._info.get("ready"):
+            tail = self._stderr_tail()
+            self.close()
+            raise SandboxError(f"the sandbox worker did not start: {tail or 'no output'}")
+
+    def _stderr_tail(self) -> str:
+        try:
+            text = self._stderr_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return text[-1] if text else ""
+
+    def _read(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        for raw in proc.stdout:
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                continue
+            if msg.get("ready"):
+                self._info = msg
+                self._ready.set()
+                continue
+            pending = self._pending.get(msg.get("id"))
+            if pending is None:
+                continue
+            if "pid" in msg and "exit" not in msg:
+                pending.pid = msg["pid"]
+            elif "exit" in msg:
+                sig = msg.get("signal")
+                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig)
+                pending.event.set()
+            elif "error" in msg:
+                pending.exit = JobExit("lost", detail=msg["error"])
+                pending.event.set()
+        # EOF: the server died; everything in flight is lost.
+        self._ready.set()
+        for pending in list(self._pending.values()):
+            if not pending.event.is_set():
+                pending.exit = JobExit("lost", detail="the fork server exited")
+                pending.event.set()
+
+    def _send(self, msg: dict) -> bool:
+        proc = self._proc
+        if proc is None or proc.stdin is None:
+            return False
+        with self._write_lock:
+            try:
+                proc.stdin.write((json.dumps(msg) + "\n").encode())
+                proc.stdin.flush()
+                return True
+            except (BrokenPipeError, OSError, ValueError):
+                return False
+
+    def run(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobExit:
+        """Run the job in ``job_dir`` (inside ``jobs_root``) in a fresh child; wait at most ``timeout``."""
+        self.start()
+        with self._lock:
+            self._next_id += 1
+            job_id = self._next_id
+            pending = self._pending[job_id] = _Pending()
+        started = time.perf_counter()
+        try:
+            if not self._send({"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}):
+                return JobExit("lost", detail="could not reach the fork server")
+            if not pending.event.wait(timeout):
+                self._send({"id": job_id, "kill": True})
+                if not pending.event.wait(5):
+                    self.close()  # unresponsive: take the whole sandbox down
+                return JobExit("timeout", seconds=timeout)
+            result = pending.exit or JobExit("lost", detail="no exit status")
+            result.seconds = time.perf_counter() - started
+            return result
+        finally:
+            with self._lock:
+                self._pending.pop(job_id, None)
+
+    def close(self) -> None:
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if self._confine:
+            try:
+                os.chmod(self.jobs_root, 0o700)  # listable again, so the owner can remove it
+            except OSError:
+                pass
+        if proc is None:
+            return
+        try:
+            if proc.stdin:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            proc.wait()
