@@ -32,6 +32,7 @@ from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskState
 from verifier import Outcome
+from verifier.protocol import VerificationCancelled
 from verifier.reference import ReferenceFailed
 
 METHODS = ("evokernel", "passk", "refinement")
@@ -325,6 +326,8 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate)
+            except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
+                raise RunStopped("stopped") from None
             finally:
                 self.timings["verify"] += time.perf_counter() - t0
 
