@@ -23,6 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import socket
 import threading
 import time
@@ -41,6 +42,7 @@ RESOURCE_PREFIX = "evokernel-"
 NAMESPACE = "evokernel"
 ACTOR_CONCURRENCY = 4     # verifications at once on a node (builds and trials overlap; timing is exclusive)
 MAX_LOSSES = 3            # nodes one verification may lose before it comes back verdict-less
+LOST_GRACE_S = 60.0       # how long a node that lost an actor is not given a new one
 START_TIMEOUT_S = 300.0   # an actor's start: importing torch, warming the fork server
 
 
@@ -172,6 +174,7 @@ class ClusterVerifier:
         self._refresh_lock = threading.Lock()     # one thread starts actors; the others find its result
         self._workers: dict[str, _Worker] = {}
         self._refused: dict[str, str] = {}       # node id -> why its actor could not start
+        self._lost: dict[str, float] = {}         # node id -> when it lost an actor (the GCS may not know yet)
         self._in_flight: dict[Any, _Worker] = {}
         self._generation = 0
         self._closed = False
@@ -179,7 +182,8 @@ class ClusterVerifier:
         self._refreshed_at = 0.0
         self.retries = 0                          # verifications re-sent after a lost node
         key = json.dumps([self.backend.name, self.config.model_dump(mode="json"), node_cache_dir], sort_keys=True)
-        self._tag = hashlib.sha256(key.encode()).hexdigest()[:10]
+        # one set of actors per verifier: a name never refers to another run's (or a dying) actor
+        self._tag = hashlib.sha256(key.encode()).hexdigest()[:8] + secrets.token_hex(3)
 
     # -- the nodes --------------------------------------------------------------------------------
 
@@ -198,11 +202,11 @@ class ClusterVerifier:
                     worker.alive = False
             for node_id, node in live.items():
                 worker = self._workers.get(node_id)
-                if (worker is not None and worker.alive) or node_id in self._refused:
+                if (worker is not None and worker.alive) or node_id in self._refused or self._recently_lost(node_id):
                     continue
                 actor = _remote_class().options(
                     name=f"verifier-{self.backend.name}-{self._tag}-{node_id[:16]}", namespace=NAMESPACE,
-                    get_if_exists=True, max_concurrency=ACTOR_CONCURRENCY, num_cpus=0, max_restarts=0,
+                    max_concurrency=ACTOR_CONCURRENCY, num_cpus=0, max_restarts=0,
                     resources={resource: 0.001},
                     scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
                 ).remote(self.backend.name, self.config.model_dump(mode="json"), self.node_cache_dir)
@@ -224,10 +228,22 @@ class ClusterVerifier:
         self._refreshed_at = time.monotonic()
         return len(self.nodes_usable())
 
+    def in_flight_nodes(self) -> list[str]:
+        """The node ids of the verifications in flight (one entry each)."""
+        with self._lock:
+            return [w.node_id for w in self._in_flight.values()]
+
     def count_nodes(self) -> int:
         """Live nodes that advertise the backend (their actors may not have started yet)."""
         resource = backend_resource(self.backend.name)
-        return sum(1 for n in self._ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) > 0)
+        return sum(1 for n in self._ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) > 0
+                   and not self._recently_lost(n["NodeID"]))
+
+    def _recently_lost(self, node_id: str) -> bool:
+        """A node whose actor was lost is left alone for ``LOST_GRACE_S``: by then the cluster knows
+        whether the node died (and drops it) or only the actor crashed (and a new one may start)."""
+        at = self._lost.get(node_id)
+        return at is not None and time.monotonic() - at < LOST_GRACE_S
 
     def nodes_usable(self) -> list[_Worker]:
         with self._lock:
@@ -286,6 +302,7 @@ class ClusterVerifier:
                     raise cause from None
                 with self._lock:
                     worker.alive = False
+                    self._lost[worker.node_id] = time.monotonic()
                     self.retries += 1
                 losses.append(worker.host)
                 left = len(self.nodes_usable())
