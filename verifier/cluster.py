@@ -78,7 +78,8 @@ def connect(address: str, backends: tuple[str, ...] = ("cpu",), *, num_cpus: int
         raise ClusterUnavailable("no cluster address: use local, auto, ray://host:port or host:port")
     try:
         if address == "local":
-            ray.init(num_cpus=num_cpus, resources={backend_resource(b): 1 for b in backends},
+            # address="local": a new instance even where `ray start` (or a test cluster) runs here
+            ray.init(address="local", num_cpus=num_cpus, resources={backend_resource(b): 1 for b in backends},
                      object_store_memory=object_store_mb << 20, include_dashboard=False,
                      log_to_driver=False, configure_logging=False, namespace=NAMESPACE)
         else:

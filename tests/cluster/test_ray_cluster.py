@@ -161,32 +161,32 @@ def test_lost_nodes_are_retried_elsewhere_and_the_run_waits_for_workers(cluster,
 
     with _session(workspace, events) as session:
         verifier = session.verifier
-        stop = threading.Event()
+        outcome: dict = {}
 
-        def chaos():
+        def run():
             try:
-                by_id = {cluster.cpu.node_id: cluster.cpu, second.node_id: second}
-                while len(killed) < 2 and not stop.is_set():     # kill whichever node is verifying, twice
-                    busy = [n for n in verifier.in_flight_nodes() if n in by_id and n not in killed]
-                    if busy:
-                        cluster.remove_node(by_id[busy[0]], allow_graceful=False)
-                        killed.append(busy[0])
-                    time.sleep(0.02)
-                while not stop.is_set():                          # then, once the run waits, a node joins
-                    if any(type(e).__name__ == "ClusterChanged" and e.waiting for e in list(events)):
-                        added.append(cluster.add_node(**NODE, resources={"evokernel-cpu": 1}))
-                        return
-                    time.sleep(0.05)
+                outcome["record"] = _run(session, TASKS, iterations=2)
             except BaseException as exc:  # pragma: no cover - reported by the assertion below
                 problems.append(exc)
 
-        thread = threading.Thread(target=chaos, daemon=True)
+        # The run goes on in a thread; nodes are killed and added from this one (Ray starts a node's
+        # processes from the main thread only).
+        thread = threading.Thread(target=run, daemon=True)
         thread.start()
-        try:
-            record = _run(session, TASKS, iterations=2)
-        finally:
-            stop.set()
-            thread.join(timeout=60)
+        by_id = {cluster.cpu.node_id: cluster.cpu, second.node_id: second}
+        while len(killed) < 2 and thread.is_alive():              # kill whichever node is verifying, twice
+            busy = [n for n in verifier.in_flight_nodes() if n in by_id and n not in killed]
+            if busy:
+                cluster.remove_node(by_id[busy[0]], allow_graceful=False)
+                killed.append(busy[0])
+            time.sleep(0.02)
+        while thread.is_alive():                                 # then, once the run waits, a node joins
+            if any(type(e).__name__ == "ClusterChanged" and e.waiting for e in list(events)):
+                added.append(cluster.add_node(**NODE, resources={"evokernel-cpu": 1}))
+                break
+            time.sleep(0.05)
+        thread.join(timeout=400)
+        record = outcome.get("record")
         assert not problems
         assert record.status == "finished"
         assert len(killed) == 2 and len(added) == 1
