@@ -18,7 +18,7 @@ ray = pytest.importorskip("ray")
 import candidates as C  # noqa: E402
 from openai_server import Reply, answer_with, task_of  # noqa: E402
 
-pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 NODE = {"num_cpus": 1, "object_store_memory": 80 << 20}
 TASKS = ["relu", "sum_dim", "softmax", "scale_bias"]
