@@ -216,8 +216,14 @@ class ClusterVerifier:
         if starting:
             ready, _ = ray.wait(list(starting), num_returns=len(starting), timeout=START_TIMEOUT_S)
             for ref, worker in starting.items():
+                if ref not in ready:           # still starting after START_TIMEOUT_S: give up on it for now
+                    try:
+                        ray.kill(worker.actor)
+                    except Exception:
+                        pass
+                    continue
                 try:
-                    worker.facts = ray.get(ref, timeout=0) if ref in ready else None
+                    worker.facts = ray.get(ref, timeout=0)
                 except Exception as exc:   # the node cannot run the backend, or died while starting
                     cause = _cause(exc)
                     if isinstance(cause, ToolchainMissing):

@@ -262,3 +262,36 @@ def test_stop_cancels_the_verifications_in_flight(cluster, workspace, suite):
         assert not v.in_flight_nodes()
         again = v.verify(suite.get("relu").spec(), GOOD["relu"])
         assert again.feasible and again.node["backend"] == "cpu"
+
+
+def test_a_node_without_the_toolchain_is_refused_with_its_reason(cluster):
+    """The CUDA-only node advertises the backend but has no CUDA toolchain: its actor is refused with
+    the reason, no job goes anywhere, and a verification waits for workers, saying why, until stopped."""
+    from verifier import TaskSpec
+    from verifier.cluster import ClusterVerifier
+    from verifier.protocol import VerificationCancelled
+
+    said: list[tuple[str, int, bool]] = []
+    with ClusterVerifier(cluster.address, "cuda", node_cache_dir=str(cluster.cache), poll_s=0.1,
+                         on_status=lambda *a: said.append(a)) as v:
+        assert v.count_nodes() == 1 and v.refresh() == 0
+        (node,) = [n for n in v.nodes() if n["node_id"] == cluster.cuda_only.node_id]
+        assert "cuda backend cannot run here" in node["verifier"]
+        result: dict = {}
+
+        def go():
+            try:
+                v.verify(TaskSpec("relu", "x = 1"), GOOD["relu"])
+            except BaseException as exc:
+                result["error"] = exc
+
+        thread = threading.Thread(target=go)
+        thread.start()
+        deadline = time.monotonic() + 60
+        while not any(waiting for _, _, waiting in said) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        v.cancel()
+        thread.join(timeout=30)
+        assert isinstance(result.get("error"), VerificationCancelled)
+    message, nodes, waiting = next(s for s in said if s[2])
+    assert nodes == 0 and "waiting for workers" in message and "cuda backend cannot run here" in message
