@@ -9,7 +9,7 @@ from typing import Any
 
 from verifier.backends import BACKENDS
 
-__all__ = ["BACKENDS", "backend_report", "diagnose"]
+__all__ = ["BACKENDS", "backend_report", "diagnose", "machine_report"]
 
 
 def _version(dist: str) -> str | None:
@@ -39,7 +39,30 @@ def backend_report(name: str) -> dict[str, Any]:
     }
 
 
-def diagnose(names: list[str] | None = None) -> dict[str, Any]:
+def machine_report(threads: int | None = None, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
+    """The CPU as prompts describe it (ISA, caches, threads) and its roofline ceilings: STREAM triad
+    bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
+    (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
+    from verifier.backends import get_backend
+    from verifier.build import default_cache_dir
+    from verifier.config import default_threads
+    from verifier.machine import machine_facts
+    from verifier.roofline import RooflineMeter
+
+    threads = threads or default_threads()
+    try:
+        backend = get_backend("cpu")
+        facts = machine_facts(backend, threads)
+        meter = RooflineMeter(cache_dir or default_cache_dir(), backend, threads)
+        cached = meter.cached_ceilings() is not None
+        ceilings = meter.ceilings(remeasure=remeasure)
+    except Exception as exc:  # a probe of ours broke: report it, do not crash
+        return {"threads": threads, "ceilings": None, "problem": f"{type(exc).__name__}: {exc}"}
+    return {**facts, "ceilings": ceilings, "ceilings_cached": cached,
+            "problem": "; ".join(meter.problems) if ceilings is None else ""}
+
+
+def diagnose(names: list[str] | None = None, *, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
     from verifier.linkage import link_check_status
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
@@ -48,8 +71,11 @@ def diagnose(names: list[str] | None = None) -> dict[str, Any]:
     seccomp_ok, seccomp_detail = seccomp_status()
     landlock_ok, landlock_detail = landlock_status()
     link_ok, link_detail = link_check_status()
+    backends = {name: backend_report(name) for name in (names or list(BACKENDS))}
+    machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if backends.get("cpu", {}).get("available") else None
     return {
-        "backends": {name: backend_report(name) for name in (names or list(BACKENDS))},
+        "backends": backends,
+        "machine": machine,
         "sandbox": {"bubblewrap": {"available": bwrap_ok, "detail": bwrap_detail},
                     "seccomp": {"available": seccomp_ok, "detail": seccomp_detail},
                     "landlock": {"available": landlock_ok, "detail": landlock_detail},

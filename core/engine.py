@@ -22,12 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from core import events as ev
-from core import policy, prompts
+from core import memory, policy, prompts
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
 from core.responses import parse_answer
-from core.seeds import GENERAL_TASK, api_items, ensure_seeded
+from core.seeds import api_items, ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskState
@@ -62,6 +62,9 @@ class Attempt:
     outcome: Outcome | None = None
     tokens: tuple[int, int] = (0, 0)
     problem: str = ""
+    best: Experience | None = None     # the task's best, timed in the same window as this attempt
+    source: str = "llm"                # "llm", or "human" for a person's edit
+    change: str = ""          # the answer's one-line "Change:" summary
 
 
 class Engine:
@@ -79,6 +82,8 @@ class Engine:
         self._verify_slots = asyncio.Semaphore(config.engine.parallel_builds)
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
+        self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
+        self._facts_ready: asyncio.Future | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -101,6 +106,8 @@ class Engine:
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
+        # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],
@@ -132,47 +139,20 @@ class Engine:
         return run
 
     async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None) -> tuple[Experience, Outcome]:
-        """Verify a person's edit and log it as a human experience (a start point if feasible).
-
-        It is rewarded like an attempt of the task's stage; when it refines a parent, the parent's
-        Q2 learns from it, and a feasible, faster edit becomes the new best."""
+        """Verify a person's edit and log it as a human experience, through the same commit as the
+        model's attempts: the same reward (against the task's best, timed in the same window), the
+        same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
+        significantly faster edit becomes the new best."""
         await asyncio.to_thread(ensure_seeded, self.store, self.backend)
-        outcome = await self._verify(task, -1, files)
         state = self.store.get_task(task.id) or TaskState(task.id)
         parent = self.store.get(parent_id) if parent_id else None
+        best = self.store.get(state.best_id) if state.best_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
-        with self.store.transaction():
-            # the same reward function as the model's attempts of that stage
-            reward = self._reward(None, Attempt(task, -1, stage, outcome=outcome), state.best_latency_ms)
-            exp = Experience(
-                task_id=task.id, kind="human_edit", backend=self.backend, stage=stage,
-                title=f"{task.id} hand edit: {'feasible' if outcome.feasible else 'failed at ' + str(outcome.failed_gate)}",
-                text=prompts.attempt_text(outcome.to_dict()), files=files, outcome=outcome.to_dict(), reward=reward,
-                parent_id=parent.id if parent else None, source="human", model="", signature=task.signature(),
-            )
-            exp.id, created = self.store.add_experience(exp)
-            # A near-duplicate of a stored attempt (the same code up to comments and spacing) is not
-            # stored again: nothing is credited and the task's best stays an attempt whose outcome
-            # says so (the event says it was a repeat of exp.id).
-            if created and parent is not None and stage == "refine":
-                self.store.update_values([parent.id], stage="refine", reward=reward, alpha=self.config.engine.alpha,
-                                         task_id=task.id)
-            new_best = False
-            if created and outcome.feasible and outcome.latency_ms is not None:
-                state.feasible, state.stage = True, "refine"
-                if exp.id not in state.start_points:
-                    state.start_points.append(exp.id)
-                if state.best_latency_ms is None or outcome.latency_ms < state.best_latency_ms:
-                    state.best_latency_ms, state.best_id, new_best = outcome.latency_ms, exp.id, True
-                if state.first_feasible_latency_ms is None:
-                    state.first_feasible_latency_ms = outcome.latency_ms
-                self.store.put_task(state)
-        self.bus.emit(ev.AttemptRecorded(task.id, -1, exp.id, exp.parent_id, stage, "human", outcome.feasible,
-                                         outcome.failed_gate, outcome.message, outcome.latency_ms, outcome.speedup,
-                                         reward, new_best, duplicate=not created))
-        if new_best and self.kernels_dir is not None:
-            write_best_only(self.kernels_dir / task.id, files)
-        return exp, outcome
+        attempt = Attempt(task, -1, stage, start=parent, files=files,
+                          best=best if best is not None and best.files else None, source="human")
+        attempt.outcome = await self._verify(task, -1, files, attempt.best)
+        exp, _reward, _new_best = self._commit(None, attempt)
+        return exp, attempt.outcome
 
     def summary(self, run: RunRecord) -> dict[str, Any]:
         feasible = sum(1 for p in run.progress.values() if p.get("feasible"))
@@ -230,27 +210,33 @@ class Engine:
         progress = run.progress[task.id]
         api_all = api_items(self.store, self.backend)
         words = policy.words_of(" ".join([task.id, task.category, *task.ops]))
+        run_best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
         if run.method == "passk":
-            attempt = Attempt(task, iteration, "draft")
-            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [])
+            attempt = Attempt(task, iteration, "draft", best=run_best)
+            attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [],
+                                                    facts=self.facts)
             return attempt
         if run.method == "refinement":
             last = self.store.get(progress["attempts"][-1]) if progress["attempts"] else None
             best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
-            attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last)
+            attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=run_best)
             code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
             attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
-                                                       last, best)
+                                                       last, best, facts=self.facts)
             return attempt
 
         state = self.store.get_task(task.id) or TaskState(task.id)
         points = [p for p in self.store.get_many(state.start_points) if p.files and p.backend == self.backend]
         stage = "refine" if points else "draft"
         attempt = Attempt(task, iteration, stage)
+        best = self.store.get(state.best_id) if state.best_id else None
+        if best is not None and best.files and best.backend == self.backend:
+            attempt.best = best       # always in P(x), and timed beside every attempt
         query = task.signature()["text"]
-        exclude: list[str] = []
+        rules, replaced = memory.resident_rules(self.store, self.backend, MAX_RULES)
+        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
         if stage == "refine":
-            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng)
+            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
             exclude.append(attempt.start.id)
             query += " " + " ".join(attempt.start.files.get(n, "") for n in attempt.start.files if n != "model.py")[:2000]
             words |= policy.words_of(" ".join(attempt.start.files.values()))
@@ -258,15 +244,15 @@ class Engine:
         pool = self.store.retrieve(query, k=k, backend=self.backend, stage=stage, q_floor=cfg.q_floor,
                                    kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
         attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
-        rules = self.store.query(kind="rule", backend=self.backend, sort="q1", limit=MAX_RULES) + \
-            self.store.query(kind="rule", backend="", sort="q1", limit=MAX_RULES)
-        api = policy.select_api(api_all, words)
+        api = policy.select_api([e for e in api_all if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context)
+            attempt.messages = prompts.draft_prompt(task, self.backend, api, rules, attempt.context, facts=self.facts)
         else:
             children = sorted(self.store.children(attempt.start.id), key=lambda e: e.created_at)[-5:]
-            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules[:MAX_RULES], attempt.context,
-                                                     attempt.start, children, state.best_latency_ms)
+            best = self.store.get(state.best_id) if state.best_id else None
+            attempt.messages = prompts.refine_prompt(task, self.backend, api, rules, attempt.context,
+                                                     attempt.start, children, state.best_latency_ms, best=best,
+                                                     facts=self.facts)
         return attempt
 
     # -- running an attempt ---------------------------------------------------------------------
@@ -285,6 +271,7 @@ class Engine:
         parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
                               truncated=answer.finish_reason == "length")
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
+        attempt.change = parsed.change
         attempt.tokens = (answer.tokens_in, answer.tokens_out)
         run.tokens_in += answer.tokens_in if not answer.cached else 0
         run.tokens_out += answer.tokens_out if not answer.cached else 0
@@ -293,7 +280,7 @@ class Engine:
                                           answer.seconds, answer.cached, tuple(parsed.files), parsed.problem))
         self.bus.emit(ev.UsageUpdated(run.tokens_in, run.tokens_out, run.cost))
         if parsed.ok:
-            attempt.outcome = await self._verify(task, attempt.iteration, parsed.files)
+            attempt.outcome = await self._verify(task, attempt.iteration, parsed.files, attempt.best)
         else:
             attempt.outcome = Outcome.start(task.id, self.backend).fail("format", parsed.problem).finish()
             self.bus.emit(ev.GateChecked(task.id, attempt.iteration, "format", "failed", parsed.problem))
@@ -316,8 +303,10 @@ class Engine:
             self.store.put_run(run)
             self.bus.emit(ev.EngineProblem(progress["broken"], task=attempt.task.id))
 
-    async def _verify(self, task: Task, iteration: int, files: dict[str, str]) -> Outcome:
+    async def _verify(self, task: Task, iteration: int, files: dict[str, str], best: Experience | None = None) -> Outcome:
+        """Verify ``files``; with ``best``, the best's files are timed in the same window."""
         loop = asyncio.get_running_loop()
+        extra = {"best": best.files} if best is not None and best.files else {}
 
         def on_gate(g) -> None:
             loop.call_soon_threadsafe(self.bus.emit, ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
@@ -325,7 +314,7 @@ class Engine:
         async with self._verify_slots:
             t0 = time.perf_counter()
             try:
-                return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate)
+                return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate, **extra)
             except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
                 raise RunStopped("stopped") from None
             finally:
@@ -333,63 +322,91 @@ class Engine:
 
     # -- committing -----------------------------------------------------------------------------
 
-    def _reward(self, run: RunRecord, attempt: Attempt, best_before: float | None) -> float:
+    def _reward(self, attempt: Attempt) -> float:
+        """r1 for drafts; r2 for refinements: from the gain over the task's best in the same timing
+        window, scaled without a mean shift (see core.policy)."""
         out = attempt.outcome
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
-        raw = policy.refine_reward_raw(out.feasible, best_before, out.latency_ms)
-        if not out.feasible:
+        gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
+        raw = policy.refine_reward_raw(out.feasible, gain, verdict)
+        if not out.feasible or raw == 0.0:
             return raw
-        stats = self.store.reward_stats(f"refine:{self.backend}")
-        reward = policy.normalise(raw, stats)
-        self.store.update_reward_stats(f"refine:{self.backend}", raw)
+        key = f"refine-gain:{self.backend}"
+        reward = policy.scale(raw, self.store.reward_stats(key))
+        self.store.update_reward_stats(key, raw)
         return reward
 
-    def _commit(self, run: RunRecord, attempt: Attempt) -> None:
-        cfg = self.config.engine
+    def _commit(self, run: RunRecord | None, attempt: Attempt) -> tuple[Experience, float, bool]:
+        """The one commit path of every attempt, the model's (``run``) and a person's (``run`` None,
+        ``attempt.source == "human"``): the experience, its reward, the value updates, the task state
+        and the run's progress, in one transaction; then the events and the workspace's best."""
         task, out = attempt.task, attempt.outcome
-        progress = run.progress[task.id]
-        evokernel = run.method == "evokernel"
+        progress = run.progress[task.id] if run is not None else None
+        evokernel = run is None or run.method == "evokernel"
+        human = attempt.source == "human"
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
-            best_before = state.best_latency_ms if evokernel else progress.get("best_ms")
-            reward = self._reward(run, attempt, best_before)
-            kind = (f"{attempt.stage}_trace" if evokernel else BASELINE_KIND)
+            reward = self._reward(attempt)
+            kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
+            what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
+            extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
+                     "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
+                     "change": attempt.change}
+            if run is not None:
+                extra["method"] = run.method
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
-                title=f"{task.id} {attempt.stage} #{attempt.iteration + 1}: "
-                      f"{'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
+                title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
                 text=prompts.attempt_text(out.to_dict()), files=attempt.files, outcome=out.to_dict(), reward=reward,
-                parent_id=attempt.start.id if attempt.start is not None and attempt.stage == "refine" else None,
-                source="llm", model=self.llm.model, run_id=run.id, iteration=attempt.iteration,
-                signature=task.signature(),
-                extra={"context": [e.id for e in attempt.context], "cited": attempt.cited, "method": run.method,
-                       "tokens": list(attempt.tokens), "problem": attempt.problem},
+                # a person's edit keeps the attempt it was made from as its parent, at either stage
+                parent_id=attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human) else None,
+                source=attempt.source, model="" if human or self.llm is None else self.llm.model,
+                run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
+                signature=task.signature(), extra=extra,
             )
             exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
             changes: list[tuple[str, float, float]] = []
-            if evokernel:
-                changes = self._credit(task, attempt, reward)
-            new_best = self._update_state(run, state, progress, attempt, exp, evokernel)
-            progress["iterations_used"] += 1
-            progress["attempts"].append(exp_id)
-            progress["stage"] = "refine" if progress["feasible"] else "draft"
-            self._account(run)
-            self.store.put_run(run)
+            # A person's near-duplicate of a stored attempt (the same code up to comments and spacing) is
+            # not stored again: nothing is credited and the task's state is left as it was (the event
+            # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
+            repeat = human and not created
+            if evokernel and not repeat:
+                changes = self._credit(task, attempt, reward, state.start_points)
+                if created and attempt.stage == "refine" and out.feasible:
+                    # A variant's own measured reward is its first Q2 sample: a start point slower than
+                    # the best starts below it, a faster one above, a same-speed one at zero.
+                    self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
+            new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, evokernel)
+            if progress is not None:
+                progress["iterations_used"] += 1
+                progress["attempts"].append(exp_id)
+                progress["stage"] = "refine" if progress["feasible"] else "draft"
+                self._account(run)
+                self.store.put_run(run)
         if changes:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
-        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage, "llm",
+        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage, attempt.source,
                                          out.feasible, out.failed_gate, out.message, out.latency_ms, out.speedup,
                                          reward, new_best, duplicate=not created))
-        if new_best and evokernel:
+        if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
-        if new_best:
-            self._write_workspace(task, attempt.files, exp_id)
+        if new_best and self.kernels_dir is not None:
+            if human:
+                write_best_only(self.kernels_dir / task.id, attempt.files)  # their own folder already holds it
+            else:
+                self._write_workspace(task, attempt.files, exp_id)
+        return exp, reward, new_best
 
-    def _credit(self, task: Task, attempt: Attempt, reward: float) -> list[tuple[str, float, float]]:
+    def _credit(self, task: Task, attempt: Attempt, reward: float, start_points: list[str] = ()) -> list[tuple[str, float, float]]:
+        """Q <- Q + alpha w (r - Q) for the context and the start point. When refining, the task's own
+        start points in the context are left out: a start point's Q2 is learned from its own role (its
+        reward, then its children's), so that it says how good a place it is to refine from, not how
+        the variants refined beside it happened to do."""
         cfg = self.config.engine
-        ids = [e.id for e in attempt.context]
+        own = set(start_points) if attempt.stage == "refine" else set()
+        ids = [e.id for e in attempt.context if e.id not in own]
         weights = policy.credit_weights(ids, attempt.cited, cfg.adoption_weight, cfg.ignored_weight)
         if attempt.start is not None and attempt.stage == "refine":
             ids.append(attempt.start.id)
@@ -403,32 +420,42 @@ class Engine:
             self.store.record_adoption(task.id, adopted)
         return [(i, before.get(i, 0.0), q) for i, q in after.items()]
 
-    def _update_state(self, run: RunRecord, state: TaskState, progress: dict, attempt: Attempt, exp: Experience,
-                      evokernel: bool) -> bool:
+    def _update_state(self, run: RunRecord | None, state: TaskState, progress: dict | None, attempt: Attempt,
+                      exp: Experience, evokernel: bool) -> bool:
+        """Task state and run progress after an attempt; returns whether it is the new best (feasible,
+        and significantly faster than the best it was timed beside, or the first feasible one)."""
         out = attempt.outcome
-        if out.reference_ms:
+        counts = attempt.source != "human"   # a person's edit spends no budget
+        if progress is not None and out.reference_ms:
             progress["reference_ms"] = out.reference_ms
         if not out.feasible or out.latency_ms is None:
-            if evokernel:
+            if evokernel and counts:
                 state.iterations_used += 1
                 self.store.put_task(state)
             return False
-        progress["feasible"] = True
-        if progress.get("first_ms") is None:
-            progress["first_ms"] = out.latency_ms
-        new_best = progress.get("best_ms") is None or out.latency_ms < progress["best_ms"]
-        if new_best:
-            progress["best_ms"], progress["best_id"] = out.latency_ms, exp.id
+        _gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
         if evokernel:
-            state.iterations_used += 1
+            new_best = policy.is_new_best(True, state.best_id is not None, verdict)
+        else:
+            new_best = policy.is_new_best(True, bool(progress and progress.get("best_id")), verdict)
+        if progress is not None:
+            progress["feasible"] = True
+            if progress.get("first_ms") is None:
+                progress["first_ms"] = out.latency_ms
+            if new_best or progress.get("best_ms") is None:
+                progress["best_ms"], progress["best_id"] = out.latency_ms, exp.id
+        if evokernel:
+            state.iterations_used += 1 if counts else 0
             state.feasible = True
             state.stage = "refine"
             if exp.id not in state.start_points:
                 state.start_points.append(exp.id)
             if state.first_feasible_latency_ms is None:
                 state.first_feasible_latency_ms = out.latency_ms
-            if state.best_latency_ms is None or out.latency_ms < state.best_latency_ms:
+            if new_best:
                 state.best_latency_ms, state.best_id = out.latency_ms, exp.id
+            elif out.best_ms and attempt.best is not None and attempt.best.id == state.best_id:
+                state.best_latency_ms = out.best_ms   # the best as timed in the latest window
             self.store.put_task(state)
         return new_best
 
@@ -438,22 +465,9 @@ class Engine:
     # -- beyond the paper: resident rules ----------------------------------------------------------
 
     def _consolidate_rules(self, run: RunRecord) -> None:
-        """Items adopted with positive value by several operators become short resident rules."""
-        if run.method != "evokernel":
-            return
-        existing = {e.extra.get("from") for e in self.store.query(kind="rule", limit=None)}
-        for exp in self.store.query(backend=self.backend, sort="adoptions", limit=20):
-            if exp.kind == "rule" or exp.id in existing or len(exp.adopted_by) < RULE_MIN_TASKS:
-                continue
-            if max(exp.q1, exp.q2) < RULE_MIN_Q:
-                continue
-            lesson = exp.text if exp.kind in ("best_practice", "api_template") else prompts.verdict(exp.outcome)
-            rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
-                              title=f"Adopted by {len(exp.adopted_by)} operators ({', '.join(exp.adopted_by[:4])})",
-                              text=f"{exp.title}: {lesson[:400]}", source=exp.source, model=exp.model,
-                              run_id=run.id, extra={"from": exp.id}, q1=exp.q1, q2=exp.q2, signature=exp.signature)
-            self.store.add_experience(rule)
-            existing.add(exp.id)
+        """Items adopted with positive value by several operators become short resident rules (core.memory)."""
+        if run.method == "evokernel":
+            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
 
     # -- the workspace ----------------------------------------------------------------------------
 

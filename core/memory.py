@@ -1,4 +1,5 @@
-"""Memory browsing for the CLI and the TUI: stats, list, show, export and import as plain data.
+"""Memory browsing for the CLI and the TUI (stats, list, show, export and import as plain data), and
+the consolidation of items adopted across operators into resident rules.
 
 Each function takes the path of a memory (``<workspace>/.evokernel/memory.lmdb``), opens it for as
 long as the call lasts (read-only unless it writes) and returns dicts and lists that print as JSON.
@@ -7,6 +8,7 @@ A workspace without a memory raises ``store.errors.StoreNotFound`` with a one-li
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +17,8 @@ from store.experiences import FILTERS, SORTS
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
-__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "export_memory", "import_memory", "list_experiences",
-           "memory_stats", "show_experience", "summary"]
+__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "import_memory",
+           "list_experiences", "memory_stats", "resident_rules", "show_experience", "summary", "whole_sentences"]
 
 
 def summary(exp: Experience) -> dict[str, Any]:
@@ -75,3 +77,92 @@ def import_memory(path: Path, source: Path) -> dict[str, int]:
         added, skipped = store.import_jsonl(source)
         total = store.count()
     return {"added": added, "skipped": skipped, "total": total}
+
+
+# -- resident rules ----------------------------------------------------------------------------------
+
+RULE_MIN_TASKS = 3        # an item adopted with positive value by this many operators becomes a rule
+RULE_MIN_Q = 0.3
+MAX_RULES = 5
+RULE_TEXT_CHARS = 600
+RULE_NAMES_SHOWN = 4
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+")
+
+
+def whole_sentences(text: str, limit: int = RULE_TEXT_CHARS) -> str:
+    """The start of ``text`` in whole lines (bullets) and sentences, within ``limit`` characters.
+
+    A line too long is split into its sentences; a first sentence longer than the limit is cut at a
+    word and ends in "..." (so a cut is visible, never mid-word)."""
+    units: list[tuple[str, str]] = []        # (text, separator before it)
+    for line in text.strip().splitlines():
+        if not line.strip():
+            continue
+        pieces = [line.rstrip()] if len(line) <= limit else [u for u in _SENTENCE_END.split(line.strip()) if u]
+        units.extend((piece, "\n" if k == 0 else " ") for k, piece in enumerate(pieces))
+    out = ""
+    for piece, sep in units:
+        candidate = out + (sep if out else "") + piece
+        if len(candidate) > limit:
+            break
+        out = candidate
+    if not out and units:
+        return units[0][0][: max(0, limit - 4)].rsplit(" ", 1)[0] + " ..."
+    return out
+
+
+def rule_title(operators: list[str], shown: int = RULE_NAMES_SHOWN) -> str:
+    """``Adopted by 8 operators: a, b, c, d and 4 more`` (the count always matches what it says)."""
+    names = list(dict.fromkeys(operators))
+    listed = ", ".join(names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return f"Adopted by {len(names)} operator{'s' if len(names) != 1 else ''}: {listed}{more}"
+
+
+def _lesson(exp: Experience) -> str:
+    """What the item teaches, as text: its own text for knowledge, the change and verdict for attempts."""
+    if exp.kind in ("best_practice", "api_template", "success", "failure") and exp.text:
+        return exp.text
+    from core.prompts import change_of, roofline_line, verdict
+
+    parts = [change_of(exp) or exp.title, verdict(exp.outcome)]
+    roof = roofline_line(exp.outcome)
+    return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
+
+
+def resident_rules(store: Store, backend: str, limit: int = MAX_RULES) -> tuple[list[Experience], set[str]]:
+    """The rules a prompt carries (this backend's, then backend-agnostic ones, by Q1) and the ids of
+    the items they replaced, which retrieval and API knowledge must leave out."""
+    rules = [*store.query(kind="rule", backend=backend, sort="q1", limit=None),
+             *store.query(kind="rule", backend="", sort="q1", limit=None)] if backend else \
+        store.query(kind="rule", sort="q1", limit=None)
+    replaced = {str(r.extra.get("from")) for r in rules if (r.extra or {}).get("from")}
+    return rules[:limit], replaced
+
+
+def consolidate_rules(store: Store, backend: str, run_id: str = "", *, min_tasks: int = RULE_MIN_TASKS,
+                      min_q: float = RULE_MIN_Q) -> list[Experience]:
+    """Turn items adopted with positive value by ``min_tasks`` operators into resident rules.
+
+    A rule keeps whole sentences of the item's lesson, says how many operators adopted it and names
+    them (or "and N more"), and replaces the item: the item is marked ``consolidated_into`` and
+    ``resident_rules`` reports it, so no prompt shows both. Returns the rules added."""
+    from core.seeds import GENERAL_TASK
+
+    existing = {str((e.extra or {}).get("from")) for e in store.query(kind="rule", limit=None)}
+    added: list[Experience] = []
+    for exp in store.query(backend=backend, sort="adoptions", limit=20):
+        if exp.kind == "rule" or exp.id in existing or len(set(exp.adopted_by)) < min_tasks:
+            continue
+        if max(exp.q1, exp.q2) < min_q:
+            continue
+        text = whole_sentences(f"{exp.title}: {_lesson(exp)}")
+        rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
+                          title=rule_title(exp.adopted_by), text=text, source=exp.source, model=exp.model,
+                          run_id=run_id, extra={"from": exp.id, "operators": list(dict.fromkeys(exp.adopted_by))},
+                          q1=exp.q1, q2=exp.q2, signature=exp.signature)
+        rule.id, _ = store.add_experience(rule)
+        store.update_extra(exp.id, {"consolidated_into": rule.id})
+        existing.add(exp.id)
+        added.append(rule)
+    return added

@@ -6,10 +6,16 @@ API knowledge is chosen deterministically by the names the task uses, not by val
 verification every item in the context (and the start point, when refining) moves toward the
 reward: Q <- Q + alpha * w * (r - Q), where w is larger for items the answer says it used.
 
-Rewards: drafting r1 = +1 if feasible else -1; refining r2 = -1 if infeasible, else
-tanh(log b - log l) for best-so-far latency b and new latency l, normalised by the running mean and
-deviation of past refine rewards (PopArt-style) and clipped to [-0.9, 1] (a correct but slower
-variant always scores above a broken one).
+Rewards: drafting r1 = +1 if feasible else -1. Refining r2 = -1 if infeasible; else, with g the
+gain over the task's best measured in the same timing window (median of the best / median of the
+candidate), r2 = 0 when the interval of g says "same speed", else tanh(log g) / s clipped to
+[-0.9, 1], where s is the root mean square of past significant raw gains (no mean subtracted, so
+the sign of every reward is the sign of its gain: an improvement scores above zero however large
+the one before it was, a regression below, noise zero, a failure lowest).
+
+Start points: the best is always among them; ranking is by Q2, epsilon-greedily, except that a
+variant with fewer than two Q2 samples (a feasible variant's own reward is its first sample) never
+outranks the best: one measurement of a variant slower than its parent cannot displace the best.
 """
 
 from __future__ import annotations
@@ -23,7 +29,6 @@ from store import Experience
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")
-MIN_STATS_FOR_NORMALISING = 5
 
 
 def pool_size(n: int, pool_factor: float, growth: float, iteration: int) -> int:
@@ -46,13 +51,31 @@ def choose_by_value(pool: Sequence[tuple[Experience, float]], n: int, stage: str
     return chosen
 
 
-def choose_start_point(points: Sequence[Experience], epsilon: float, rng: random.Random) -> Experience:
-    """The refinement start point: highest Q2 (ties to the faster), or a random one with prob. epsilon."""
+MIN_START_SAMPLES = 2      # Q2 samples a variant needs before it may outrank the best on Q2
+
+
+def start_rank(exp: Experience, best: Experience | None) -> tuple[float, bool, float]:
+    """The key start points are ranked by: Q2 (capped at the best's while the variant has fewer than
+    ``MIN_START_SAMPLES`` samples), then being the best, then speed."""
+    is_best = best is not None and exp.id == best.id
+    q = exp.q2
+    if best is not None and not is_best and exp.n2 < MIN_START_SAMPLES:
+        q = min(q, best.q2)
+    return (q, is_best, -(latency_of(exp) or math.inf))
+
+
+def choose_start_point(points: Sequence[Experience], epsilon: float, rng: random.Random,
+                       best: Experience | None = None) -> Experience:
+    """The refinement start point from P(x) (``points``, with the best always among them): the
+    highest ``start_rank``, or a random one with probability epsilon."""
+    points = list(points)
+    if best is not None and all(p.id != best.id for p in points):
+        points.append(best)
     if not points:
         raise ValueError("no start points")
     if rng.random() < epsilon:
         return points[rng.randrange(len(points))]
-    return max(points, key=lambda e: (e.q2, -(latency_of(e) or math.inf)))
+    return max(points, key=lambda e: start_rank(e, best))
 
 
 def latency_of(exp: Experience) -> float | None:
@@ -63,23 +86,55 @@ def draft_reward(feasible: bool) -> float:
     return 1.0 if feasible else -1.0
 
 
-def refine_reward_raw(feasible: bool, best_ms: float | None, latency_ms: float | None) -> float:
-    if not feasible or not latency_ms or latency_ms <= 0:
+# Without a paired measurement (the best could not be timed beside it), speedups over the reference
+# from two windows are compared, and only a difference beyond this band counts.
+UNPAIRED_BAND = 0.15
+
+
+def gain_over_best(outcome: dict, best_outcome: dict | None) -> tuple[float | None, str]:
+    """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
+    timing window when the best was timed beside it, else the ratio of the two speedups over the
+    reference (each from its own window) with a wide noise band; (None, "") with nothing to compare."""
+    if outcome.get("vs_best") and outcome.get("gain"):
+        return float(outcome["gain"]), outcome["vs_best"]
+    mine, theirs = outcome.get("speedup"), (best_outcome or {}).get("speedup")
+    if not mine or not theirs:
+        return None, ""
+    gain = mine / theirs
+    verdict = "faster" if gain > 1 + UNPAIRED_BAND else "slower" if gain < 1 / (1 + UNPAIRED_BAND) else "same"
+    return gain, verdict
+
+
+def refine_reward_raw(feasible: bool, gain: float | None, verdict: str) -> float:
+    """-1 if infeasible; 0 inside the noise (or with nothing to compare); else tanh(log gain)."""
+    if not feasible:
         return -1.0
-    if not best_ms or best_ms <= 0:
+    if not gain or gain <= 0 or verdict not in ("faster", "slower"):
         return 0.0
-    return math.tanh(math.log(best_ms) - math.log(latency_ms))
+    return math.tanh(math.log(gain))
 
 
 FEASIBLE_FLOOR = -0.9  # a feasible variant, however slow, is always rewarded above an infeasible one (-1)
+MIN_STATS_FOR_SCALING = 5
+MIN_SCALE = 0.05       # never divide by less: a run of tiny gains does not blow every reward up to 1
 
 
-def normalise(raw: float, stats: dict) -> float:
-    """PopArt-style: (raw - mean) / std over past feasible refine rewards, clipped to [-0.9, 1] so a
-    slow but correct variant still scores above a broken one."""
-    if stats.get("count", 0) < MIN_STATS_FOR_NORMALISING or not stats.get("std"):
-        return max(FEASIBLE_FLOOR, raw)
-    return max(FEASIBLE_FLOOR, min(1.0, (raw - stats["mean"]) / max(stats["std"], 1e-6)))
+def scale(raw: float, stats: dict) -> float:
+    """Scale a feasible raw reward by the root mean square of past significant raws (``stats``:
+    count, mean, var over them), without subtracting the mean: the sign never changes, noise (0)
+    stays 0, and the result is clipped to [-0.9, 1] so a slow but correct variant still scores above
+    a broken one."""
+    if raw <= -1.0 or raw == 0.0:
+        return raw
+    if stats.get("count", 0) < MIN_STATS_FOR_SCALING:
+        return max(FEASIBLE_FLOOR, min(1.0, raw))
+    rms = math.sqrt(max(stats.get("var", 0.0), 0.0) + stats.get("mean", 0.0) ** 2)
+    return max(FEASIBLE_FLOOR, min(1.0, raw / max(rms, MIN_SCALE)))
+
+
+def is_new_best(feasible: bool, has_best: bool, verdict: str) -> bool:
+    """A feasible attempt is the new best when there is none yet, or when it is significantly faster."""
+    return feasible and (not has_best or verdict == "faster")
 
 
 def credit_weights(context_ids: Sequence[str], cited: Sequence[str], adopted: float, ignored: float) -> dict[str, float]:

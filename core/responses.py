@@ -4,7 +4,8 @@ The model answers with fenced blocks that name their file (```cpp file=kernel.cp
 are accepted too: ``title="kernel.cpp"``, a ``// kernel.cpp`` first line, or a heading / bold name /
 ``File: kernel.cpp`` on the line before the fence. Unnamed blocks are named by content (a Python
 block defining ``ModelNew`` is ``model.py``; C++ blocks are ``kernel.cpp``, ``kernel_2.cpp``...).
-An answer with no usable code is a ``Parsed`` with a ``problem``, never an exception.
+An answer with no usable code is a ``Parsed`` with a ``problem``, never an exception. The answer's
+one-line ``Change: ...`` summary (asked for by every prompt) is kept in ``Parsed.change``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from dataclasses import dataclass, field
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([\w./-]+)[\"']?")
 _NAME_BEFORE = re.compile(r"(?:^|[\s`*#:])([\w-]+\.(?:py|cpp|cc|cxx|h|hpp|cu|cuh|asc))\b")
+_CHANGE = re.compile(r"^[ \t>*_#-]*(?:\*\*|__)?change(?:\*\*|__)?\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?P<text>\S.*)$",
+                     re.I | re.M)
+MAX_CHANGE_CHARS = 240
 _CITATION = re.compile(r"\bmem:([0-9a-zA-Z_-]{4,40})")
 _LANG_SUFFIX = {"python": ".py", "py": ".py", "cpp": ".cpp", "c++": ".cpp", "cc": ".cpp", "cxx": ".cpp",
                 "c": ".cpp", "cuda": ".cu", "cu": ".cu", "h": ".h", "hpp": ".hpp"}
@@ -25,6 +29,7 @@ class Parsed:
     files: dict[str, str] = field(default_factory=dict)
     cited: list[str] = field(default_factory=list)
     problem: str = ""
+    change: str = ""      # the answer's one-line "Change:" summary ("" when it gave none)
 
     @property
     def ok(self) -> bool:
@@ -65,8 +70,37 @@ def _name_for(info: str, body: str, before: str) -> str | None:
     return None
 
 
+def change_line(text: str) -> str:
+    """The ``Change: ...`` summary written outside the code blocks, on one line, at most
+    ``MAX_CHANGE_CHARS`` characters (cut at a word), or ""."""
+    outside, pos = [], 0
+    for m in _FENCE.finditer(text or ""):
+        outside.append(text[pos:m.start()])
+        fence = m.group("fence")
+        close = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        end = close.search(text, m.end() + 1)
+        if not end:
+            pos = len(text)
+            break
+        pos = end.end()
+    outside.append((text or "")[pos:])
+    m = _CHANGE.search("".join(outside))
+    if not m:
+        return ""
+    line = " ".join(m.group("text").replace("**", "").replace("`", "").split())
+    if len(line) > MAX_CHANGE_CHARS:
+        line = line[:MAX_CHANGE_CHARS].rsplit(" ", 1)[0] + " ..."
+    return line
+
+
 def parse_answer(text: str, *, source_suffix: str = ".cpp", truncated: bool = False) -> Parsed:
     """Candidate files in ``text``. ``truncated``: the endpoint said the answer hit its length limit."""
+    parsed = _parse(text, source_suffix=source_suffix, truncated=truncated)
+    parsed.change = change_line(text) if text else ""
+    return parsed
+
+
+def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
     if not text or not text.strip():
         return Parsed(problem="the answer was empty")
     blocks, unclosed = _blocks(text)

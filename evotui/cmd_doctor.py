@@ -17,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="which backends can build and run here, and why not")
     p.add_argument("--backend", default=None, help="check only this backend (cpu, cuda or ascend)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--remeasure", action="store_true",
+                   help="measure the roofline ceilings again (the best of all measurements is kept)")
     p.set_defaults(func=run)
 
 
@@ -26,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
     if args.backend is not None and args.backend not in BACKENDS:
         print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}", file=sys.stderr)
         return 2
-    data = diagnose([args.backend] if args.backend else None)
+    from core.workspace import Workspace
+
+    ws = Workspace.at(getattr(args, "workspace", None))
+    data = diagnose([args.backend] if args.backend else None, cache_dir=ws.cache_dir if ws.exists() else None,
+                    remeasure=args.remeasure)
     if args.json:
         print(json.dumps(data, indent=1))
         return 0
@@ -50,6 +56,16 @@ def run(args: argparse.Namespace) -> int:
     for name, b in data["backends"].items():
         for problem in b["problems"]:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
+    machine = data.get("machine")
+    if machine:  # #12: this machine's roofline ceilings (core.doctor.machine_report)
+        c = machine.get("ceilings")
+        ceil = (f"ceilings ({machine['threads']} threads): memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
+                f"compute {c['fma_gflops']:.1f} GFLOP/s fp32 (FMA), best of {c.get('measurements', 1)} measurement(s)"
+                f"{'; cached' if machine.get('ceilings_cached') and not args.remeasure else ''}"
+                if c else f"ceilings not measured: {machine.get('problem')}")
+        console.print(f"{'[green]✓[/]' if c else '[yellow]![/]'} {escape(ceil)}")
+        if machine.get("isa"):
+            console.print(f"[dim]{escape('cpu: ' + machine['cpu'] + ', -march=native = ' + (machine.get('arch') or '?') + ': ' + ' '.join(machine['isa']) + '; ' + machine.get('caches_text', ''))}[/]")
     for entry in data["sandbox"].values():
         mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"
         console.print(f"{mark} {escape(entry['detail'])}")

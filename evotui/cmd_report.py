@@ -24,6 +24,18 @@ def _fmt(v) -> str:
     return f"{med:.2f}x ({lo:.2f}-{hi:.2f})"
 
 
+def _roof(v) -> str:
+    """Median share of the roofline the best kernels reach (#12)."""
+    return "-" if v is None else f"{100 * v[0]:.0f}% ({100 * v[1]:.0f}-{100 * v[2]:.0f})"
+
+
+def _roof_task(r: dict | None) -> str:
+    if not r or r.get("fraction") is None:
+        return "-"
+    rate = f"{r['achieved_gbps']:.1f} GB/s" if r.get("bound") == "memory" else f"{r['achieved_gflops']:.1f} GFLOP/s"
+    return f"{100 * r['fraction']:.0f}% {r['bound']} ({rate})"
+
+
 def run(args: argparse.Namespace) -> int:
     from core.report import load_metrics, plot
     from core.workspace import Workspace
@@ -39,19 +51,20 @@ def run(args: argparse.Namespace) -> int:
 
     columns = [Column(c, "left" if c in ("run", "status", "method", "model") else "right")
                for c in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first",
-                         "best/ref")]
+                         "best/ref", "roofline")]
     print_table(columns, [[m.run_id, m.status, m.method, m.model, m.tasks, m.iterations, f"{100 * m.cr:.0f}%",
                            f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
-                           _fmt(m.median_iqr(m.speedup_over_reference))] for m in metrics], title="runs")
+                           _fmt(m.median_iqr(m.speedup_over_reference)), _roof(m.median_iqr(m.roofline_fraction))]
+                          for m in metrics], title="runs")
     if args.tasks:
         terminal = to_terminal()
         by_task = [Column("task"), *(Column(c, "right") for c in ("attempts", "feasible at", "first ms", "best ms",
-                                                                  "speedup"))]
+                                                                  "speedup", "roofline"))]
         every = []
         for m in metrics:
             rows = [[task, r["attempts"], str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
                      f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-"] for task, r in m.per_task.items()]
+                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline"))] for task, r in m.per_task.items()]
             if terminal:
                 print_table(by_task, rows, title=f"{m.run_id} by task")
             else:

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
-from verifier.machine import cpu_model, fingerprint
+from verifier.machine import fingerprint, machine_facts
 from verifier.outcome import GateResult, Outcome
 from verifier.protocol import VerificationCancelled
 from verifier.task import TaskSpec
@@ -92,8 +92,9 @@ def connect(address: str, backends: tuple[str, ...] = ("cpu",), *, num_cpus: int
     return True
 
 
-def node_facts(backend: str, threads: int) -> dict[str, Any]:
-    """What an Outcome records about the node that measured it."""
+def node_facts(backend, threads: int) -> dict[str, Any]:
+    """What an Outcome records about the node that measured it: the node, and this machine's facts
+    as prompts and ``doctor`` see them (less the long ISA and cache lists)."""
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
@@ -101,10 +102,10 @@ def node_facts(backend: str, threads: int) -> dict[str, Any]:
     for node in ray.nodes():
         if node.get("NodeID") == node_id:
             resources = node.get("Resources", {})
-    return {"node_id": node_id, "host": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
-            "cpu": cpu_model(), "cores": os.cpu_count(), "gpus": int(resources.get("GPU", 0)),
-            "npus": int(resources.get("NPU", 0)), "backend": backend,
-            "fingerprint": fingerprint(threads, backend)}
+    facts = {k: v for k, v in machine_facts(backend, threads).items() if k not in ("isa", "caches")}
+    return {**facts, "node_id": node_id, "host": socket.gethostname(), "ip": ray.util.get_node_ip_address(),
+            "cores": os.cpu_count(), "gpus": int(resources.get("GPU", 0)), "npus": int(resources.get("NPU", 0)),
+            "fingerprint": fingerprint(threads, backend.name)}
 
 
 class NodeVerifier:
@@ -116,7 +117,7 @@ class NodeVerifier:
         cfg = VerifyConfig.model_validate(config)
         self.verifier = Verifier(backend, cfg, cache_dir=cache_dir)  # ToolchainMissing: the node can't
         self.verifier.warm_up()
-        self.facts = node_facts(backend, cfg.threads)
+        self.facts = node_facts(self.verifier.backend, cfg.threads)
         self._lock = threading.Lock()
         self.busy = 0
         self.done = 0

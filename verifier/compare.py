@@ -1,10 +1,19 @@
 """Comparing a candidate's outputs with the reference's, strictly, with messages that say what to fix.
 
 Checks, in order: result structure and types, shape, dtype, NaN positions, infinities (position and
-sign), then values: ``|got - expected| <= atol + rtol * |expected| + 8 * noise``, where ``noise`` is
-the RMS rounding error the float32 reference itself shows against float64 for that output (zero
-for exact operators such as ReLU, about 1e-6 for long reductions). A correct reordering of a
-reduction passes; a wrong answer does not.
+sign), then values, two ways:
+
+* element-wise: ``|got - expected| <= atol + rtol * |expected| + 8 * noise``, where ``noise`` is
+  the RMS rounding error the float32 reference itself shows against float64 for that output (zero
+  for exact operators such as ReLU, about 1e-6 for long reductions);
+* norm-wise, per output: ``||got - expected|| <= max(2 rtol, 1e-3) * ||expected|| + 8 * noise * sqrt(n)``
+  (2-norms over the n values compared). ``atol`` alone would accept an output of zeros wherever the
+  reference is small (a softmax over long rows, every value about 1/dim); this bound does not,
+  whatever the magnitude.
+
+A correct reordering of a reduction passes both; a wrong answer does not. Places the reference
+cannot decide are left out of both: where two runs of the reference differ (``ignore``), and, in a
+widened trial, where the reference is NaN or infinite (the operator is undefined there).
 """
 
 from __future__ import annotations
@@ -16,6 +25,13 @@ from typing import Any
 import torch
 
 NOISE_FACTOR = 8.0
+NORM_RTOL_FACTOR = 2.0
+NORM_RTOL_FLOOR = 1e-3
+
+
+def norm_rtol(rtol: float) -> float:
+    """The norm-wise relative bound for an element-wise ``rtol``."""
+    return max(NORM_RTOL_FACTOR * rtol, NORM_RTOL_FLOOR)
 
 
 @dataclass
@@ -29,6 +45,7 @@ class Mismatch:
 class Agreement:
     max_abs_error: float
     max_rel_error: float
+    norm_rel_error: float = 0.0
 
 
 def _structure_text(s: Any) -> str:
@@ -73,14 +90,23 @@ def _max_rel_sampled(diff: torch.Tensor, expected: torch.Tensor, limit: int = 1 
     return float(torch.nan_to_num(rel, nan=0.0, posinf=0.0).max()) if rel.numel() else 0.0
 
 
+def _norm(x: torch.Tensor) -> float:
+    """The 2-norm, in the tensor's own precision unless that overflows."""
+    value = float(torch.linalg.vector_norm(x))
+    return value if math.isfinite(value) else float(torch.linalg.vector_norm(x.double()))
+
+
 def compare_outputs(
-    expected: dict, got: dict, noise: list[float], tolerance, *, what: str
+    expected: dict, got: dict, noise: list[float], tolerance, *, what: str,
+    ignore: list[torch.Tensor | None] | None = None, undefined_ok: bool = False,
 ) -> Mismatch | Agreement:
-    """Compare one trial's outputs. ``tolerance(dtype_name) -> (atol, rtol)``; ``what`` names the trial."""
+    """Compare one trial's outputs. ``tolerance(dtype_name) -> (atol, rtol)``; ``what`` names the trial.
+    ``ignore``: per output, a mask of places not compared (None: all compared). ``undefined_ok``: places
+    where the reference is NaN or infinite are not compared (a widened trial)."""
     msg = _compare_structure(expected["structure"], got["structure"], "")
     if msg:
         return Mismatch(f"{what}: {msg}")
-    max_abs = max_rel = 0.0
+    max_abs = max_rel = max_norm = 0.0
     for i, (e, g) in enumerate(zip(expected["leaves"], got["leaves"])):
         name = "the output" if len(expected["leaves"]) == 1 else f"output {i}"
         if not isinstance(g, torch.Tensor):
@@ -89,15 +115,28 @@ def compare_outputs(
             return Mismatch(f"{what}: {name} has shape {tuple(g.shape)}, expected {tuple(e.shape)}")
         if g.dtype != e.dtype:
             return Mismatch(f"{what}: {name} has dtype {str(g.dtype)[6:]}, expected {str(e.dtype)[6:]}")
+        skip = ignore[i] if ignore is not None and i < len(ignore) else None
+        if skip is not None and (skip.shape != e.shape or not bool(skip.any())):
+            skip = None
         if not e.is_floating_point():
-            if not torch.equal(e, g):
-                bad = int((e != g).sum())
+            differ = e != g
+            if skip is not None:
+                differ &= ~skip
+            if bool(differ.any()):
+                bad = int(differ.sum())
                 return Mismatch(f"{what}: {name}: {bad} of {e.numel()} values differ (exact match required)")
+            continue
+        if not e.numel() or (skip is None and torch.equal(e, g)):   # identical (NaN never equals itself)
             continue
         if e.dtype in (torch.float16, torch.bfloat16):
             e, g = e.float(), g.float()
-        if not e.numel():
-            continue
+        if undefined_ok:
+            undefined = ~torch.isfinite(e)
+            if bool(undefined.any()):
+                skip = undefined if skip is None else skip | undefined
+        if skip is not None:  # places nobody can judge: both sides set equal there
+            e = e.masked_fill(skip, 0.0)
+            g = g.masked_fill(skip, 0.0)
         diff = (g - e).abs_()
         peak = float(diff.max())
         # Any NaN or infinity in either side shows in the difference: check their masks only then.
@@ -118,8 +157,13 @@ def compare_outputs(
         atol, rtol = tolerance(str(e.dtype)[6:])
         leaf_noise = noise[i] if i < len(noise) else 0.0
         allowance = atol + NOISE_FACTOR * leaf_noise
+        noise_text = f" + {NOISE_FACTOR:g} x reference noise {leaf_noise:.1e}" if leaf_noise else ""
         max_abs = max(max_abs, peak)
         max_rel = max(max_rel, _max_rel_sampled(diff, e))
+        # The norms now: the differences are turned into excesses in place below.
+        e_fin = e if finite_e is None else e.masked_fill(~finite_e, 0.0)
+        n = e.numel() - (int(skip.sum()) if skip is not None else 0)
+        e_norm, d_norm = _norm(e_fin), _norm(diff)
         excess = diff.sub_(e.abs().mul_(rtol))           # |got - expected| - rtol |expected|, in place
         if finite_e is not None:
             excess.masked_fill_(~finite_e, float("-inf"))
@@ -128,11 +172,21 @@ def compare_outputs(
             n_bad = int(bad.sum())
             worst = int(torch.argmax(excess))
             at = _index_text(worst, e.shape)
-            noise_text = f" + {NOISE_FACTOR:g} x reference noise {leaf_noise:.1e}" if leaf_noise else ""
             return Mismatch(
                 f"{what}: {name}: {n_bad} of {e.numel()} values differ; worst at {at}: got "
                 f"{float(g.reshape(-1)[worst]):.6g}, expected {float(e.reshape(-1)[worst]):.6g} "
-                f"(tolerance atol {atol:g} + rtol {rtol:g}{noise_text})",
+                f"(tolerance |got - expected| <= atol + rtol * |expected|{noise_text}, atol {atol:g}, rtol {rtol:g})",
                 max_abs, max_rel,
             )
-    return Agreement(max_abs, max_rel)
+        if e_norm > 0:
+            bound = norm_rtol(rtol) * e_norm + NOISE_FACTOR * leaf_noise * math.sqrt(max(n, 1))
+            relative = d_norm / e_norm
+            max_norm = max(max_norm, relative)
+            if d_norm > bound:
+                return Mismatch(
+                    f"{what}: {name}: norm-wise relative error ||got - expected|| / ||expected|| = {relative:.3g} "
+                    f"exceeds {norm_rtol(rtol):g}{noise_text} (the values are small, |expected| up to "
+                    f"{float(e_fin.abs().max()):.3g}, so the element-wise atol {atol:g} alone would not see it)",
+                    max_abs, max_rel,
+                )
+    return Agreement(max_abs, max_rel, max_norm)

@@ -38,10 +38,17 @@ class VerifyConfig(BaseModel):
     """Untimed calls before timing (first call loads libraries and touches pages)."""
 
     timing_calls: int = Field(20, ge=3)
-    """Timed calls at most; fewer when ``timing_budget_s`` runs out (never fewer than 5)."""
+    """Timed rounds at most (each calls the reference, the candidate and the best once); fewer when
+    ``timing_budget_s`` runs out (never fewer than 5)."""
 
     timing_budget_s: float = Field(1.0, gt=0)
-    """Wall-clock budget for the timed calls of one side (reference or candidate)."""
+    """Wall-clock budget for the timed calls of one side; a window with three sides gets three times it."""
+
+    min_speed_change: float = Field(0.03, ge=0, lt=1)
+    """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
+
+    check_samples: int = Field(1024, ge=16)
+    """Positions of every output compared with the reference's on every timed call."""
 
     flush_cache: bool = True
     """Overwrite a buffer larger than the last-level cache before every timed call."""

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import os
 import platform
+import sys
 from pathlib import Path
 
 
@@ -48,3 +49,142 @@ def fingerprint(threads: int, extra: str = "") -> str:
         torch_version = "none"
     text = f"{cpu_model()}|{os.cpu_count()}|{threads}|{torch_version}|{platform.machine()}|{extra}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+# -- what a kernel author needs to know about this machine (prompts, doctor) --------------------------
+
+# ISA extensions worth naming to a kernel author, in the order they are listed (widest first).
+_ISA_OF_INTEREST = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni", "avx512bf16", "avx512fp16",
+                    "amx-tile", "amx-bf16", "avx2", "fma", "f16c", "avx", "sse4.2", "neon", "sve", "sve2",
+                    "dotprod", "fp16", "bf16", "i8mm")
+
+
+@functools.lru_cache(maxsize=8)
+def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict:
+    """What ``flags`` make ``compiler`` target here: ``{"arch": "znver3", "isa": ["avx512f", ...]}``.
+
+    Read from ``g++ <flags> -Q --help=target`` (x86: ``-mavx2 [enabled]``); on targets that do not
+    list extensions that way (AArch64), from the predefined macros of ``-E -dM``. Empty on failure."""
+    import subprocess
+
+    found: list[str] = []
+    arch = ""
+    try:
+        out = subprocess.run([compiler, *flags, "-Q", "--help=target"], capture_output=True, text=True,
+                             timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("-march=", "-mcpu=") and not arch:
+            arch = parts[1]
+        if len(parts) >= 2 and parts[-1] == "[enabled]" and parts[0].startswith("-m"):
+            found.append(parts[0][2:])
+    if not found:
+        try:
+            macros = subprocess.run([compiler, *flags, "-E", "-dM", "-x", "c++", "/dev/null"], capture_output=True,
+                                    text=True, timeout=20).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            macros = ""
+        names = {"__ARM_NEON": "neon", "__ARM_FEATURE_SVE": "sve", "__ARM_FEATURE_SVE2": "sve2",
+                 "__ARM_FEATURE_DOTPROD": "dotprod", "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC": "fp16",
+                 "__ARM_FEATURE_BF16": "bf16", "__ARM_FEATURE_MATMUL_INT8": "i8mm", "__AVX2__": "avx2",
+                 "__AVX512F__": "avx512f", "__FMA__": "fma", "__AVX__": "avx"}
+        defined = {line.split()[1] for line in macros.splitlines() if line.startswith("#define ")}
+        found = [v for k, v in names.items() if k in defined]
+    isa = [name for name in _ISA_OF_INTEREST if name in found]
+    return {"arch": arch, "isa": isa, "all": sorted(set(found))}
+
+
+def vector_bits(isa: list[str]) -> int:
+    """Widest SIMD register the compiler may use (bits): 512 with AVX-512, 256 with AVX, 128 else."""
+    if "avx512f" in isa:
+        return 512
+    if "avx2" in isa or "avx" in isa:
+        return 256
+    return 128
+
+
+@functools.lru_cache(maxsize=1)
+def cache_sizes() -> list[dict]:
+    """CPU caches as the kernel sees them: ``[{"level": 1, "type": "Data", "bytes": 32768, "shared_by": 2}, ...]``."""
+    out = []
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(root.glob("index*")):
+        try:
+            kind = (index / "type").read_text().strip()
+            level = int((index / "level").read_text().strip())
+            text = (index / "size").read_text().strip().upper()
+        except (OSError, ValueError):
+            continue
+        if kind == "Instruction":
+            continue
+        mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            size = int(text.rstrip("KMG")) * mult
+        except ValueError:
+            continue
+        shared = 1
+        try:
+            shared = len(_cpu_list((index / "shared_cpu_list").read_text().strip())) or 1
+        except OSError:
+            pass
+        out.append({"level": level, "type": kind, "bytes": size, "shared_by": shared})
+    return out
+
+
+def _cpu_list(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            cpus.extend(range(int(a), int(b) + 1))
+        elif part.strip():
+            cpus.append(int(part))
+    return cpus
+
+
+def human_bytes(n: float) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def describe_caches(caches: list[dict] | None = None) -> str:
+    """``L1d 32 KiB per core, L2 512 KiB per core, L3 32 MiB shared by 2 cores``."""
+    parts = []
+    for c in cache_sizes() if caches is None else caches:
+        name = f"L{c['level']}" + ("d" if c["type"] == "Data" else "")
+        share = "per core" if c["shared_by"] <= 1 else f"shared by {c['shared_by']} cpus"
+        parts.append(f"{name} {human_bytes(c['bytes'])} {share}")
+    return ", ".join(parts)
+
+
+# What a device toolchain reports about the device itself (CUDA compute capability, Ascend SoC).
+_DEVICE_LIMITS = ("arch", "soc")
+
+
+def machine_facts(backend, threads: int) -> dict:
+    """Everything a prompt or ``doctor`` says about where kernels run, from one place.
+
+    ``backend`` is a verifier backend object. For CPU: the CPU model, thread count, what
+    ``-march=native`` enables and the caches. For a device backend: the device's name and the limits
+    its toolchain reports (untested without such a device here); the host facts follow."""
+    facts: dict = {"backend": backend.name, "threads": int(threads), "cpu": cpu_model(), "cpus": os.cpu_count() or 1,
+                   "caches": cache_sizes(), "caches_text": describe_caches()}
+    compiler = getattr(backend, "compiler", None)
+    if backend.device == "cpu" and compiler:
+        all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
+        target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
+        facts.update(compiler=Path(compiler).name, flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
+                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]))
+    else:
+        try:
+            tc = backend.toolchain()
+            limits = {k: v for k, v in dict(tc.details).items() if k in _DEVICE_LIMITS and v}
+            facts.update(device=tc.device or "", device_limits=limits)
+        except Exception:  # a probe failed: the prompt says less, never crashes
+            facts.update(device="")
+    return facts

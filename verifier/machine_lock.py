@@ -2,6 +2,12 @@
 reference outputs) holds it *shared*; a timing holds it *exclusive*, so nothing of ours runs beside
 a measurement, across threads and processes (two workbenches, a CLI verify and a run).
 
+There is one lock per machine and user, not per workspace: ``machine_lock_path()`` is
+``$EVOKERNEL_LOCK_DIR/timing.lock`` when set (tests), else under ``/dev/shm/evokernel-<uid>/`` (a
+folder the sandbox's fresh ``/dev`` does not show), else ``$XDG_RUNTIME_DIR/evokernel/``, else the
+temporary folder; every EvoKernel process of the user (workbench, CLI, engine, reference workers)
+finds the same file whatever its workspace.
+
 Timing has priority: a waiting timing blocks new shared holders (a turnstile), so a busy engine
 cannot starve it. Each holder takes an ``flock`` on its own open of the files, so the same lock
 works from threads of one process and from the reference worker process, by path.
@@ -12,8 +18,50 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
+import tempfile
 from pathlib import Path
 from typing import Iterator
+
+LOCK_DIR_ENV = "EVOKERNEL_LOCK_DIR"
+
+
+def _private_dir(path: Path) -> bool:
+    """Make ``path`` (mode 0700) or accept it when it is already ours, a real folder, private."""
+    try:
+        path.mkdir(mode=0o700, parents=False, exist_ok=True)
+        st = os.lstat(path)
+    except OSError:
+        return False
+    # Another user could pre-create the name (in /dev/shm or /tmp) as a symlink or an open folder.
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o022
+
+
+def lock_dir(env: dict[str, str] | None = None) -> Path:
+    """The folder of this user's machine-wide locks (see the module docstring)."""
+    env = os.environ if env is None else env
+    if env.get(LOCK_DIR_ENV):
+        path = Path(env[LOCK_DIR_ENV])
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    candidates = []
+    if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
+        candidates.append(Path("/dev/shm") / f"evokernel-{os.getuid()}")
+    runtime = env.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_dir() and os.access(runtime, os.W_OK):
+        candidates.append(Path(runtime) / "evokernel")
+    candidates.append(Path(tempfile.gettempdir()) / f"evokernel-{os.getuid()}")
+    for path in candidates:
+        if _private_dir(path):
+            return path
+    fallback = Path.home() / ".cache" / "evokernel"
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+def machine_lock_path(env: dict[str, str] | None = None) -> Path:
+    """The timing lock every EvoKernel process of this user on this machine shares."""
+    return lock_dir(env) / "timing.lock"
 
 
 class MachineLock:

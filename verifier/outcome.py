@@ -43,15 +43,24 @@ class Outcome:
     gates: list[GateResult] = field(default_factory=list)
     max_abs_error: float | None = None
     max_rel_error: float | None = None
-    latency_ms: float | None = None
-    latency_spread_ms: float | None = None
-    reference_ms: float | None = None
-    speedup: float | None = None
+    latency_ms: float | None = None          # the candidate's median in the timing window
+    latency_spread_ms: float | None = None   # its interquartile range
+    reference_ms: float | None = None        # the reference's median in the same window
+    speedup: float | None = None             # reference / candidate: median of the per-round ratios, one window
+    speedup_ci: list[float] | None = None    # [low, high]: its 95 % paired-bootstrap interval
+    vs_reference: str = ""                   # "faster", "slower" or "same" (within the noise)
+    best_ms: float | None = None             # the task's best, timed in the same window (when given)
+    gain: float | None = None                # best / candidate, paired like speedup: above 1 is faster than the best
+    gain_ci: list[float] | None = None       # [low, high]: its 95 % interval
+    vs_best: str = ""                        # "faster", "slower", "same"; "" when no best was timed
+    best_hash: str = ""                      # the candidate hash of the best it was timed against
+    timing_rounds: int = 0                   # rounds in the window (each side called once per round)
     flags: list[str] = field(default_factory=list)
     candidate_hash: str = ""
     build_cached: bool = False
     size_overrides: dict[str, int] = field(default_factory=dict)
     threads: int = 0
+    roofline: dict[str, Any] | None = None   # verifier.roofline.assess(): achieved GB/s, GFLOP/s, floor, summary
     seconds: float = 0.0
     created_at: float = 0.0
     from_cache: bool = False
@@ -94,7 +103,9 @@ class Outcome:
             self.feasible = True
             parts = [f"feasible; {self.latency_ms:.3f} ms" if self.latency_ms is not None else "feasible"]
             if self.speedup is not None:
-                parts.append(f"{self.speedup:.2f}x vs reference {self.reference_ms:.3f} ms")
+                parts.append(f"{self.speedup:.2f}x{_interval(self.speedup_ci)} vs reference {self.reference_ms:.3f} ms")
+            if self.vs_best:
+                parts.append(speed_words(self.vs_best, self.gain, self.gain_ci, "the best"))
             if self.flags:
                 parts.append("flagged: " + "; ".join(self.flags))
             self.message = ", ".join(parts)
@@ -114,3 +125,20 @@ class Outcome:
             for g in data.get("gates", [])
         ]
         return cls(**kwargs)
+
+
+def _interval(ci: list[float] | None) -> str:
+    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 and ci[1] != float("inf") else ""
+
+
+def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
+    """"1.31x faster than the best [1.2, 1.4]", "same speed as the best within ±4 %"."""
+    if ratio is None:
+        return ""
+    if verdict == "same":
+        if ci and len(ci) == 2 and ci[1] != float("inf"):
+            return f"same speed as {other} within ±{50.0 * (ci[1] - ci[0]) / max(ratio, 1e-12):.0f} %"
+        return f"same speed as {other} (too few calls to tell)"
+    if verdict == "faster":
+        return f"{ratio:.2f}x faster than {other}{_interval(ci)}"
+    return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(ci)}"

@@ -1,13 +1,18 @@
-"""Reference results: the task's outputs at every trial (with their rounding noise and the second
-shape the reference accepts) and its latency, computed in a clean process and cached.
+"""Reference results: the task's outputs at every trial (with their rounding noise, the places two
+runs disagree, the second shapes the reference accepts) and its latency, computed in a clean process.
 
 Reference jobs run in a fork server of their own (PyTorch imported once; each job a fresh forked
 child with the same rlimits and seccomp filter as candidates), separate from the candidates'
 sandbox so no candidate can ever see a reference's outputs.
 
-Outputs are cached by the task's content, the trial plan and the torch version; latency by that and
-the machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures.
-Candidates never see this cache: it lives in the verifier's cache folder, hidden from the sandbox.
+Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs);
+the verifier reuses one for a few passing verifications of a task at most (Verifier._live_reference),
+so no candidate can know the inputs it is checked on. The rounding-noise measurement (float64) is
+kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the
+machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures. The
+cached latency is only ever shown (``evokernel tasks --time``): the performance gate times the
+reference again beside every candidate, and divides only by that. Candidates never see the
+reference's files: they live in the verifier's cache folder, hidden from the sandbox.
 """
 
 from __future__ import annotations
@@ -19,33 +24,42 @@ import os
 import shutil
 import tempfile
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
+from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine_lock import MachineLock
 from verifier.machine import fingerprint
 from verifier.sandbox import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
-REFERENCE_FORMAT = 2
+REFERENCE_FORMAT = 3
 
 
 class ReferenceFailed(VerifierError):
     """The task's own reference could not run: the task is broken, not the candidate."""
 
 
+class NondeterministicReference(ReferenceFailed):
+    """The reference gives different results on the same inputs, in training and in eval mode, at most
+    places of an output: it cannot judge a candidate (the task's fault, not the candidate's)."""
+
+
 @dataclass
 class Reference:
-    trials: list[Trial]                       # base trials, then the second-shape trial if any
+    trials: list[Trial]                       # base and widened trials kept, then the second shapes found
     outputs: list[dict[str, Any]]             # per trial: {"structure", "leaves"}
     noise: list[list[float]]                  # per trial, per output leaf
     alt_rejected: list[str] = field(default_factory=list)
     timing: dict[str, Any] | None = None
     bandwidth_gbps: float | None = None
+    ignore: list[list[Any]] = field(default_factory=list)   # per trial, per leaf: places two runs differ, or None
+    dropped: list[str] = field(default_factory=list)        # widened trials the reference is undefined on
+    eval_mode: str = ""                                     # why both sides run in eval mode ("": they do not)
+    nondeterministic: list[str] = field(default_factory=list)  # one line per output two runs disagree on
 
     @property
     def nbytes(self) -> int:
@@ -53,10 +67,10 @@ class Reference:
 
 
 class ReferenceCache:
-    """Computes references on demand in a subprocess and caches them on disk and in memory."""
+    """Computes references on demand in a subprocess; caches their timings on disk."""
 
     def __init__(self, cache_dir: Path, backend, lock: MachineLock, *, threads: int, timing: dict,
-                 timeout: float, server: ForkServer, memory_bytes: int = 512 << 20):
+                 timeout: float, server: ForkServer):
         self.root = Path(cache_dir) / "reference"
         self.root.mkdir(parents=True, exist_ok=True)
         self.backend = backend
@@ -65,17 +79,8 @@ class ReferenceCache:
         self.timeout = timeout
         self._lock = lock
         self._server = server
-        self._memory: OrderedDict[str, Reference] = OrderedDict()
-        self._memory_bytes = memory_bytes  # references kept in memory, least recently used dropped first
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-
-    def _outputs_key(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict]) -> str:
-        import torch
-
-        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, [t.to_dict() for t in trials], alt_candidates,
-                           torch.__version__, self.backend.name], sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:24]
 
     def _machine(self) -> str:
         """What reference timings depend on besides the CPU: on a device backend, the device itself."""
@@ -88,59 +93,60 @@ class ReferenceCache:
                           sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    def get(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict], *, want_timing: bool = True) -> Reference:
-        key = self._outputs_key(task, trials, alt_candidates)
+    def get(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], *, want_timing: bool = True
+            ) -> Reference:
+        """The reference at ``trials`` and the second shapes of ``shapes``, with its timing (cached per
+        machine). Outputs are not cached here: the seeds are new each time (see Verifier._live_reference)."""
+        timing_key = self._timing_key(task)
+        bandwidth_key = "bandwidth:" + fingerprint(self.threads, self.backend.name)
         with self._guard:
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
-            ref = self._memory.get(key) or self._load(key)
-            timing_key = self._timing_key(task)
-            bandwidth_key = "bandwidth:" + fingerprint(self.threads, self.backend.name)
+            lock = self._locks.setdefault(timing_key, threading.Lock())
+        with lock:  # one timing of a task at a time; the outputs of concurrent verifications differ anyway
             timing = self._load_timing(timing_key) if want_timing else None
             if not (isinstance(timing, dict) and isinstance(timing.get("median_ms"), (int, float))):
                 timing = None       # absent, or written by another version: time again
             bandwidth = self._load_timing(bandwidth_key)
             if not isinstance(bandwidth, (int, float)):
                 bandwidth = None
-            need_outputs = ref is None
             need_timing = want_timing and timing is None
-            if need_outputs or need_timing:
-                fresh = self._compute(task, trials, alt_candidates, key, need_outputs, need_timing,
-                                      want_bandwidth=need_timing and bandwidth is None)
-                if need_outputs:
-                    ref = fresh
-                if need_timing:
-                    timing = fresh.timing
-                    self._store_timing(timing_key, timing)
-                if fresh.bandwidth_gbps:
-                    bandwidth = fresh.bandwidth_gbps
-                    self._store_timing(bandwidth_key, bandwidth)
-            assert ref is not None
-            if timing:
-                ref.timing = timing
-            ref.bandwidth_gbps = bandwidth
-            self._memory[key] = ref
-            self._memory.move_to_end(key)
-            while len(self._memory) > 1 and sum(r.nbytes for r in self._memory.values()) > self._memory_bytes:
-                self._memory.popitem(last=False)
-            return ref
+            ref = self._compute(task, trials, shapes, need_timing,
+                                want_bandwidth=bandwidth is None and self.backend.device == "cpu")
+            if need_timing:
+                timing = ref.timing
+                self._store_timing(timing_key, timing)
+            if ref.bandwidth_gbps:
+                bandwidth = ref.bandwidth_gbps
+                self._store_timing(bandwidth_key, bandwidth)
+        ref.timing = timing if want_timing else None
+        ref.bandwidth_gbps = bandwidth
+        return ref
 
     # -- disk ---------------------------------------------------------------------------------
 
-    def _load(self, key: str) -> Reference | None:
-        folder = self.root / key
-        try:
-            meta = json.loads((folder / "meta.json").read_text())
-        except (OSError, ValueError):
-            return None
+    def _noise_key(self, task: TaskSpec) -> str:
         import torch
 
+        text = json.dumps([REFERENCE_FORMAT, INPUTS_VERSION, task.key, torch.__version__, self.threads, self._machine()])
+        return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+    def _load_json(self, name: str) -> dict:
         try:
-            payload = torch.load(folder / "outputs.pt", weights_only=True)
-        except Exception:
-            return None
-        return Reference([Trial.from_dict(t) for t in meta["trials"]], payload["trials"], payload["noise"],
-                         meta.get("alt_rejected", []))
+            data = json.loads((self.root / name).read_text())
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def _update_json(self, name: str, key: str, value: dict) -> None:
+        """Merge ``value`` into ``name``'s entry ``key`` (under a file lock: other verifiers share it)."""
+        path = self.root / name
+        with open(self.root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self._load_json(name)
+            entry = data.get(key) if isinstance(data.get(key), dict) else {}
+            data[key] = {**entry, **value}
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, path)
 
     def _load_timing(self, key: str) -> Any:
         try:
@@ -163,22 +169,22 @@ class ReferenceCache:
 
     # -- compute ------------------------------------------------------------------------------
 
-    def _compute(self, task: TaskSpec, trials: list[Trial], alt_candidates: list[dict], key: str,
-                 want_outputs: bool, want_timing: bool, want_bandwidth: bool) -> Reference:
+    def _compute(self, task: TaskSpec, trials: list[Trial], shapes: list[ShapeSearch], want_timing: bool,
+                 want_bandwidth: bool) -> Reference:
         self._server.jobs_root.mkdir(parents=True, exist_ok=True)
         job_dir = Path(tempfile.mkdtemp(prefix="job-", dir=self._server.jobs_root))
         try:
-            job = {"kind": "reference", "task": task.to_dict(), "trials": [t.to_dict() for t in trials],
-                   "alt_candidates": alt_candidates, "threads": self.threads, "device": self.backend.device,
-                   "want_outputs": want_outputs, "want_timing": want_timing, "want_bandwidth": want_bandwidth,
-                   "timing": self.timing, "machine_lock": str(self._lock.path)}
-            (job_dir / "job.json").write_text(json.dumps(job))
+            noise_key = self._noise_key(task)
+            job = ReferenceJob(task=task, trials=list(trials), shapes=list(shapes), threads=self.threads,
+                               device=self.backend.device, want_outputs=True, want_timing=want_timing,
+                               want_bandwidth=want_bandwidth, timing=self.timing, machine_lock=str(self._lock.path),
+                               noise_ratios=self._load_json("noise.json").get(noise_key, {}))
+            write_job(job_dir, job)
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
                                file_size_mb=4096)
             exit_ = self._server.run(job_dir, limits, self.timeout)
-            try:
-                result = json.loads((job_dir / "result.json").read_text())
-            except (OSError, ValueError):
+            status, fields = read_result(job_dir)
+            if status is None:
                 try:
                     last = (job_dir / "stderr.txt").read_text(errors="replace").strip().splitlines()[-1]
                 except (OSError, IndexError):
@@ -188,24 +194,18 @@ class ReferenceCache:
                         if "SIGKILL" in said or "memory" in said else "")
                 raise ReferenceFailed(f"the reference of task {task.id} {said}" + (f": {last}" if last else "")
                                       + hint) from None
-            if not result.get("ok"):
-                raise ReferenceFailed(f"the reference of task {task.id} failed: {result.get('error')}")
-            ref = Reference(list(trials), [], [], result.get("alt_rejected", []), result.get("timing"),
-                            result.get("bandwidth_gbps"))
-            if want_outputs:
-                import torch
+            if not status.ok:
+                if status.stage == "task":
+                    raise NondeterministicReference(status.error)
+                raise ReferenceFailed(f"the reference of task {task.id} failed: {status.error}")
+            found = ReferenceResult.from_dict(fields)
+            if found.noise_ratios:
+                self._update_json("noise.json", noise_key, found.noise_ratios)
+            import torch
 
-                payload = torch.load(job_dir / "outputs.pt", weights_only=True)
-                if result.get("alt"):
-                    ref.trials.append(Trial.from_dict(result["alt"]))
-                ref.outputs, ref.noise = payload["trials"], payload["noise"]
-                folder = self.root / key
-                staged = Path(tempfile.mkdtemp(prefix="staged-", dir=self.root))
-                shutil.move(str(job_dir / "outputs.pt"), staged / "outputs.pt")
-                (staged / "meta.json").write_text(json.dumps(
-                    {"trials": [t.to_dict() for t in ref.trials], "alt_rejected": ref.alt_rejected, "task": task.id}))
-                shutil.rmtree(folder, ignore_errors=True)
-                os.replace(staged, folder)
-            return ref
+            payload = torch.load(job_dir / "outputs.pt", weights_only=True)
+            return Reference(found.trials, payload["trials"], payload["noise"], found.alt_rejected, found.timing,
+                             found.bandwidth_gbps, payload.get("ignore") or [[] for _ in found.trials],
+                             found.dropped, found.eval_mode, found.nondeterministic)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)

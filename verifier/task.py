@@ -3,7 +3,8 @@
 A task file defines ``class Model(nn.Module)``, ``get_inputs()`` (or ``get_input_groups()`` and a
 case file: verifier.cases) and ``get_init_inputs()``. Its module-level integers (``batch_size = 16``,
 ``N = 2048 * 2``, ``h = w = 256``, ``shape = (128, 256)``) are its *sizes*: the verifier changes them
-for a second-shape trial, and the engine scales them for CPU runs. Changing a size rewrites the
+for the second-shape trials (one smaller, one larger), and the engine scales them for CPU runs.
+Changing a size rewrites the
 assignment in the source before it runs, so derived constants (``hidden = 4 * dim``) follow.
 """
 
@@ -146,7 +147,7 @@ def size_constants(source: str) -> dict[str, int]:
 
 
 def alt_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[str, int]]:
-    """Second-shape size sets to try, in order: an odd, ragged variant first, then a halved one."""
+    """Smaller second-shape size sets to try, in order: an odd, ragged variant first, then a halved one."""
     sizes = {**size_constants(source), **overrides}
     if not sizes:
         return []
@@ -157,6 +158,34 @@ def alt_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[st
         if v != sizes and v not in variants:
             variants.append(v)
     return variants
+
+
+# A larger second shape may hold at most this many times the default shape's input elements, and
+# at most LARGER_MAX_ELEMENTS in all: it must fit the worker's memory limit and time out no trial.
+LARGER_MAX_RATIO = 3.0
+LARGER_MAX_ELEMENTS = 1 << 26
+
+
+def larger_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[str, int]]:
+    """Larger second-shape size sets to try, in order: every size grown by a quarter plus one (odd,
+    so a kernel specialised or clamped to the default sizes fails), then only the largest size grown
+    so. The reference job keeps the first whose inputs fit ``LARGER_MAX_*``."""
+    sizes = {**size_constants(source), **overrides}
+    if not sizes:
+        return []
+    grow = {k: v + v // 4 + 1 for k, v in sizes.items()}
+    largest = max(sizes, key=lambda k: sizes[k])
+    one = {**sizes, largest: grow[largest]}
+    return [grow] if grow == one else [grow, one]
+
+
+def widen_inputs(source: str) -> bool:
+    """False when the task file sets ``WIDEN_INPUTS = False``: its reference relies on its inputs'
+    range in a way it does not reveal by NaN, infinity or an error (see verifier.inputs)."""
+    for name, node in _module_assignments(ast.parse(source)):
+        if name == "WIDEN_INPUTS" and isinstance(node.value, ast.Constant) and node.value.value is False:
+            return False
+    return True
 
 
 def apply_overrides(source: str, overrides: dict[str, int]) -> str:

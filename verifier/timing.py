@@ -1,17 +1,31 @@
-"""Timing one side (reference or candidate) the same way: warm-up, then individually timed calls
-with fresh input values copied in and the caches flushed before each, median and spread.
+"""Timing, the same way for every side (reference, candidate, the task's best): warm-up, then rounds
+in which each side is called once, in a fresh random order, on the same freshly copied inputs with
+the caches flushed before each call. A speedup is the median of the per-round ratios from that one
+window, with a bootstrap interval; a difference inside the interval is "same speed".
 
 On the CPU a call is timed by the wall clock around the call and a synchronisation. On devices each
 call is timed by a pair of device events (CUDA or NPU) on the current stream, followed by a
 device-wide synchronisation; the wall-clock time of the same calls is kept too, so work that
-escaped the current stream (a side stream the events do not see) shows as a gap between the two."""
+escaped the current stream (a side stream the events do not see) shows as a gap between the two.
+
+Where the clock lives: in the worker process that also runs the candidate (see the README's
+"Timing" section for the residual risk this leaves and why it is accepted for now).
+"""
 
 from __future__ import annotations
 
+import math
+import os
+import random
+import resource
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
+
+# The two-sided confidence of the intervals, and the bootstrap resamples behind them (a few ms).
+CONFIDENCE = 0.95
+BOOTSTRAP_RESAMPLES = 2000
 
 
 @dataclass
@@ -34,6 +48,15 @@ class Timing:
         return {**asdict(self), "spread_ms": self.spread_ms}
 
 
+def summarize(samples: Sequence[float], clock: str = "wall", wall: Sequence[float] | None = None) -> Timing:
+    """Median, quartiles, min and mean of per-call times (ms)."""
+    samples = list(samples)
+    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else samples * 3
+    return Timing(median_ms=statistics.median(samples), p25_ms=q[0], p75_ms=q[2], min_ms=min(samples),
+                  mean_ms=statistics.fmean(samples), calls=len(samples), clock=clock,
+                  wall_median_ms=statistics.median(wall) if clock == "events" and wall else None)
+
+
 class CacheFlusher:
     """Overwrites a buffer (twice the last-level cache by default), evicting inputs and outputs."""
 
@@ -48,6 +71,96 @@ class CacheFlusher:
         self._buf.fill_(self._value)
 
 
+@dataclass
+class Window:
+    """Per-call times of every side, round by round, from one interleaved window."""
+
+    sides: list[str]
+    samples: dict[str, list[float]]       # side -> ms per round (events on devices)
+    wall: dict[str, list[float]]          # side -> wall-clock ms per round
+    order: list[list[str]]                # the order the sides ran in, per round
+    clock: str = "wall"
+    preempted: list[bool] | None = None   # per round: a call was preempted (another process took a core);
+                                          # reported, not filtered on (on a saturated machine every round is)
+
+    @property
+    def rounds(self) -> int:
+        return len(self.order)
+
+    def timing(self, side: str) -> Timing:
+        return summarize(self.samples[side], self.clock, self.wall[side])
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def time_interleaved(
+    calls: dict[str, Callable[[], Any]],
+    before: Callable[[int, str], None],
+    *,
+    warmup: int,
+    max_rounds: int,
+    budget_s: float,
+    synchronize: Callable[[], None] = lambda: None,
+    after: Callable[[int, str, Any], None] | None = None,
+    min_rounds: int = 5,
+    events: Callable[[], tuple[Any, Any]] | None = None,
+    rng: random.Random | None = None,
+) -> Window:
+    """Time every side of ``calls`` in rounds: each round calls each side once, in a random order.
+
+    ``before(i, side)`` runs untimed before each call (copy inputs, flush caches; warm-up rounds have
+    ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after each call, warm-up included
+    (checks, and clearing the result).
+    ``events()`` returns a fresh (start, end) pair of device events; given, they time each call.
+    ``budget_s`` is the wall-clock budget of one side: the window stops after ``min_rounds`` once
+    ``budget_s * len(calls)`` has passed, or at ``max_rounds``. Rounds in which a call was preempted
+    (involuntary context switches of this process) are marked."""
+    rng = rng or random.Random(os.urandom(16))
+    sides = list(calls)
+    for i in range(warmup):
+        for side in rng.sample(sides, len(sides)):
+            before(-1 - i, side)
+            result = calls[side]()
+            synchronize()
+            if after is not None:
+                after(-1 - i, side, result)
+            del result
+    samples: dict[str, list[float]] = {s: [] for s in sides}
+    wall: dict[str, list[float]] = {s: [] for s in sides}
+    order: list[list[str]] = []
+    preempted: list[bool] = []
+    started = time.perf_counter()
+    budget = budget_s * len(sides)
+    i = 0
+    while i < max_rounds and (i < min_rounds or time.perf_counter() - started < budget):
+        this_round = rng.sample(sides, len(sides))
+        switched = False
+        for side in this_round:
+            before(i, side)
+            synchronize()
+            pair = events() if events is not None else None
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            t0 = time.perf_counter_ns()
+            if pair is not None:
+                pair[0].record()
+            result = calls[side]()
+            if pair is not None:
+                pair[1].record()
+            synchronize()
+            t1 = time.perf_counter_ns()
+            switched |= resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
+            wall[side].append((t1 - t0) / 1e6)
+            samples[side].append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[side][-1])
+            if after is not None:
+                after(i, side, result)
+            del result
+        order.append(this_round)
+        preempted.append(switched)
+        i += 1
+    return Window(sides, samples, wall, order, clock="events" if events is not None else "wall", preempted=preempted)
+
+
 def time_calls(
     call: Callable[[], Any],
     before: Callable[[int], None],
@@ -60,46 +173,99 @@ def time_calls(
     min_calls: int = 5,
     events: Callable[[], tuple[Any, Any]] | None = None,
 ) -> Timing:
-    """Time ``call`` repeatedly. ``before(i)`` runs untimed before call ``i`` (copy inputs, flush; the
-    warm-up calls are ``i = -1, -2, ...``);
-    ``after(i, result)`` runs untimed after it (spot checks). ``events()`` returns a fresh (start, end)
-    pair of device events with ``record()`` and ``elapsed_time()``; given, they time each call."""
-    for i in range(warmup):
-        before(-1 - i)  # warm-up calls have negative indices
-        call()
-        synchronize()
-    samples: list[float] = []
-    wall: list[float] = []
-    started = time.perf_counter()
-    i = 0
-    while i < max_calls and (i < min_calls or time.perf_counter() - started < budget_s):
-        before(i)
-        synchronize()
-        pair = events() if events is not None else None
-        t0 = time.perf_counter_ns()
-        if pair is not None:
-            pair[0].record()
-        result = call()
-        if pair is not None:
-            pair[1].record()
-        synchronize()
-        t1 = time.perf_counter_ns()
-        wall.append((t1 - t0) / 1e6)
-        samples.append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[-1])
-        if after is not None:
-            after(i, result)
-        i += 1
-    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else samples * 3
-    return Timing(
-        median_ms=statistics.median(samples),
-        p25_ms=q[0],
-        p75_ms=q[2],
-        min_ms=min(samples),
-        mean_ms=statistics.fmean(samples),
-        calls=len(samples),
-        clock="events" if events is not None else "wall",
-        wall_median_ms=statistics.median(wall) if events is not None else None,
-    )
+    """One side alone (the reference's figure for ``evokernel tasks --time``): ``time_interleaved``
+    with a single side."""
+    window = time_interleaved({"only": call}, lambda i, _s: before(i), warmup=warmup, max_rounds=max_calls,
+                              budget_s=budget_s, synchronize=synchronize, min_rounds=min_calls, events=events,
+                              after=(lambda i, _s, r: after(i, r)) if after is not None else None)
+    return window.timing("only")
+
+
+# ----------------------------------------------------------------------------- ratios and verdicts
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A paired ratio of two sides' times from one window, with its bootstrap interval."""
+
+    value: float
+    low: float
+    high: float
+
+    def verdict(self, min_change: float) -> str:
+        """"faster" when the whole interval is above 1 and the ratio at least ``1 + min_change``;
+        "slower" when the interval is below 1 and the ratio at most ``1 / (1 + min_change)``; else "same"."""
+        if self.low > 1.0 and self.value >= 1.0 + min_change:
+            return "faster"
+        if self.high < 1.0 and self.value <= 1.0 / (1.0 + min_change):
+            return "slower"
+        return "same"
+
+    @property
+    def half_width_pct(self) -> float:
+        """Half the interval's width, in percent of the ratio (the "±x %" of "same speed")."""
+        return 50.0 * (self.high - self.low) / max(self.value, 1e-12)
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
+
+
+def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], *,
+                 confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                 seed: int | None = None) -> Ratio:
+    """The median over rounds of ``numerator[i] / denominator[i]`` (two calls of one round, adjacent in
+    time, share whatever load the machine had then), with a percentile-bootstrap interval over the
+    rounds. With the reference as numerator and the candidate as denominator this is the speedup.
+
+    Measured with ``bench/timing_stability.py`` on a shared 2-core machine, this paired statistic
+    spread 1.16x over six verifications of one candidate where the ratio of the two medians spread
+    1.35x (and the ratio of lower quartiles 1.34x) on the same windows."""
+    import numpy as np
+
+    a = np.asarray(numerator, dtype=float)
+    b = np.asarray(denominator, dtype=float)
+    if a.shape != b.shape or a.size == 0:
+        raise ValueError("paired samples of equal, non-zero length are needed")
+    ratios = a / np.maximum(b, 1e-12)
+    value = float(np.median(ratios))
+    if a.size < 3:
+        return Ratio(value, 0.0, math.inf)   # too few rounds to say anything: never significant
+    gen = np.random.default_rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+    idx = gen.integers(0, a.size, size=(resamples, a.size))
+    boot = np.median(ratios[idx], axis=1)
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return Ratio(value, float(min(low, value)), float(max(high, value)))
+
+
+def geomean_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
+                  confidence: float = CONFIDENCE, resamples: int = BOOTSTRAP_RESAMPLES,
+                  seed: int | None = None) -> Ratio:
+    """The geometric mean over cases of each case's paired ratio (``paired_ratio``'s median over the
+    rounds of one window per case), with a percentile-bootstrap interval that resamples every case's
+    rounds independently. One case gives ``paired_ratio``'s value."""
+    import numpy as np
+
+    if not pairs:
+        raise ValueError("at least one case is needed")
+    ratios = []
+    for numerator, denominator in pairs:
+        a, b = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+        if a.shape != b.shape or a.size == 0:
+            raise ValueError("paired samples of equal, non-zero length are needed")
+        ratios.append(a / np.maximum(b, 1e-12))
+    value = float(np.exp(np.mean([np.log(max(float(np.median(r)), 1e-300)) for r in ratios])))
+    if any(r.size < 3 for r in ratios):
+        return Ratio(value, 0.0, math.inf)   # too few rounds in some case: never significant
+    gen = np.random.default_rng(seed if seed is not None else int.from_bytes(os.urandom(8), "little"))
+    logs = np.zeros(resamples)
+    for r in ratios:
+        idx = gen.integers(0, r.size, size=(resamples, r.size))
+        logs += np.log(np.maximum(np.median(r[idx], axis=1), 1e-300))
+    boot = np.exp(logs / len(ratios))
+    tail = (1.0 - confidence) / 2.0
+    low, high = np.quantile(boot, [tail, 1.0 - tail])
+    return Ratio(value, float(min(low, value)), float(max(high, value)))
 
 
 def memory_bandwidth_gbps(device: str = "cpu") -> float:

@@ -30,11 +30,14 @@ def q(value: float | None) -> str:
 
 
 def verdict(outcome: dict) -> str:
-    """One line: "✓ 0.190 ms, 2.31×" or "✗ build: <message>"."""
+    """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"."""
     if outcome.get("feasible"):
         parts = [f"✓ {ms(outcome.get('latency_ms'))} ms"]
         if outcome.get("speedup") is not None:
             parts.append(speedup(outcome.get("speedup")))
+        roof = outcome.get("roofline") or {}
+        if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.roofline)
+            parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
     message = " ".join((outcome.get("message") or "").split())   # one line: compiler output has many
     gate = outcome.get("failed_gate") or "?"

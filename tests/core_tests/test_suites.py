@@ -267,11 +267,14 @@ def test_scaled_cases_are_what_the_task_builds(tmp_path):
 
 
 def test_case_trial_plan_gives_every_case_a_trial_set():
-    trials = case_trials(trial_plan(5), 3)
-    assert len(trials) == 15
-    assert [t.case for t in trials[:5]] == [0] * 5 and trials[2].init_seed == 1000  # the perf gate's roles
+    base = trial_plan(5)
+    trials = case_trials(base, 3)
+    n = len(base)
+    assert len(trials) == 3 * n
+    assert [t.case for t in trials[:n]] == [0] * n
+    assert trials[2].init_seed == trials[0].init_seed  # the perf gate's roles: trial 3 re-checks trial 1's model
     assert {t.case for t in trials} == {0, 1, 2}
-    assert len({t.seed for t in trials}) == 15
+    assert len({t.seed for t in trials}) == 3 * n
     assert Trial.from_dict(trials[7].to_dict()) == trials[7]
     assert "case 2" in trials[7].describe()
 
@@ -307,7 +310,7 @@ def test_low_precision_tolerances_and_the_geometric_mean():
 def test_reference_of_a_multi_case_task_runs_every_case_in_its_dtype(tmp_path, verifier):
     task = load_suite(multi_case_suite(tmp_path / "npu")).get("7_LeakyRelu")
     ref = verifier.reference(task.spec(), want_timing=False)
-    assert len(ref.trials) == 3 * verifier.config.trials and not any(t.overrides for t in ref.trials)
+    assert len(ref.trials) == 3 * len(trial_plan(verifier.config.trials)) and not any(t.overrides for t in ref.trials)
     dtypes = {t.case: ref.outputs[i]["leaves"][0].dtype for i, t in enumerate(ref.trials)}
     assert dtypes == {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
     tolerance = verifier.tolerance_for(task.spec())
@@ -329,6 +332,13 @@ def test_verify_checks_every_case(tmp_path, verifier, make_candidate):
     good = verifier.verify(spec, make_candidate(C.elementwise(C.RELU)))
     assert good.feasible, good.message
     assert "over 3 cases" in good.gate("correctness").message
+    # performance: one window per case, the speedup their geometric mean, every case reported
+    perf = good.gate("performance")
+    per_case = perf.details["cases"]
+    assert [c["case"] for c in per_case] == [0, 1, 2] and "geometric means over 3 cases" in perf.message
+    assert good.speedup == pytest.approx(math.exp(sum(math.log(c["speedup"]) for c in per_case) / 3), rel=1e-9)
+    assert good.latency_ms == pytest.approx(case_geomean([c["latency_ms"] for c in per_case]), rel=1e-9)
+    assert good.speedup_ci[0] <= good.speedup <= good.speedup_ci[1]
     # right up to 6400 elements only: the third case (9000 elements) finds it out
     partial = C.RELU.replace("for (int64_t i = 0; i < n; ++i)", "for (int64_t i = 0; i < (n < 6400 ? n : 6400); ++i)")
     bad = verifier.verify(spec, make_candidate(C.elementwise(partial)))
@@ -539,4 +549,4 @@ def test_cases_listed_in_code_are_each_a_case(tmp_path):
     module = load_task_module(spec)
     a, b = make_inputs(module.get_inputs, Trial(seed=3, distribution="uniform", case=1))
     assert (a.dtype, tuple(a.shape), tuple(b.shape)) == (torch.bfloat16, (8, 40), (40, 24))
-    assert len(case_trials(trial_plan(5), len(spec.cases))) == 10
+    assert len(case_trials(trial_plan(5), len(spec.cases))) == 2 * len(trial_plan(5))

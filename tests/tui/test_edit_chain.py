@@ -58,13 +58,18 @@ async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(worksp
         assert first.parent_id is None and first.stage == "draft" and first.reward == 1.0
         assert second.parent_id == first.experience_id and third.parent_id == second.experience_id
         assert second.stage == third.stage == "refine"
-        # the model's refinement reward: tanh(log best - log latency) against the best so far, under
-        # too few samples to normalise by (so only clipped at the feasible floor)
-        best = first.latency_ms
+        # the model's refinement reward: tanh(log gain) over the best so far, the gain measured in the
+        # attempt's own window beside the best (0 inside the noise), under too few samples to scale by
+        from store import Store
+
+        with Store.open(workspace.memory_path, readonly=True) as store:
+            outcomes = {e.experience_id: store.get(e.experience_id).outcome for e in (first, second, third)}
+        best = outcomes[first.experience_id]
         for e in (second, third):
-            raw = policy.refine_reward_raw(True, best, e.latency_ms)
-            assert e.reward == pytest.approx(policy.normalise(raw, {"count": 0}))
-            best = min(best, e.latency_ms)
+            gain, verdict = policy.gain_over_best(outcomes[e.experience_id], best)
+            assert e.reward == pytest.approx(policy.scale(policy.refine_reward_raw(True, gain, verdict), {"count": 0}))
+            if e.new_best:
+                best = outcomes[e.experience_id]
 
         # the tree shows the chain: each a level deeper than its parent
         tree = app.main.query_one(AttemptTree)

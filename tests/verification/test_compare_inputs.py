@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from verifier.compare import Agreement, Mismatch, compare_outputs
-from verifier.inputs import DISTRIBUTIONS, Trial, make_inputs
+from verifier.inputs import BASE_DISTRIBUTIONS, Trial, make_inputs
 from verifier.worker import flatten
 
 
@@ -60,7 +60,7 @@ def test_trial_inputs_are_deterministic_and_keep_their_support():
     def get_inputs():
         return [torch.randn(64, 64), torch.rand(64, 64), torch.rand(64) + 2.0, torch.randint(0, 10, (64,))]
 
-    for i, dist in enumerate(DISTRIBUTIONS):
+    for i, dist in enumerate(BASE_DISTRIBUTIONS):
         trial = Trial(seed=i, distribution=dist)
         a, b = make_inputs(get_inputs, trial), make_inputs(get_inputs, trial)
         for x, y in zip(a, b):

@@ -109,7 +109,7 @@ def test_a_kernel_that_stops_working_after_a_few_calls_fails(verifier, suite, ma
     assert not out.feasible
     assert out.failed_gate == "correctness", out.message
     assert "results changed under repeated calls" in out.message
-    assert "a call after timing" in out.message
+    assert "timed call" in out.message or "a call after timing" in out.message
 
 
 @pytest.fixture(scope="module")
@@ -130,41 +130,46 @@ def test_pytorch_compute_after_the_first_call_is_caught_by_the_recheck(unguarded
     assert out.gate("correctness").status == "passed"
 
 
-def test_timed_calls_never_see_the_same_input_values_twice(suite):
-    """In-process, with a recording model: every warm-up and timed call gets values of its own, except
-    the spot-checked calls, which get their trial's exact inputs (so they can be compared)."""
+def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(suite):
+    """In-process, with recording models: every round's inputs are values of their own (no exact trial
+    inputs anywhere, so no call can be recognised as the checked one), the reference and the
+    candidate see the same values within a round, and every timed round is checked."""
     import hashlib
 
     import torch
 
-    from verifier.inputs import trial_plan
+    from verifier.inputs import make_inputs, trial_plan
     from verifier.task import load_task_module
-    from verifier.worker import _time_model
+    from verifier.worker import _time_sides
 
-    seen: list[tuple[int, str]] = []
+    seen: list[tuple[str, int, str]] = []
 
     class Recorder(torch.nn.Module):
-        def __init__(self, k):
+        def __init__(self, side, k):
             super().__init__()
-            self.k = k
+            self.side, self.k = side, k
 
         def forward(self, x):
-            seen.append((self.k, hashlib.sha1(x.numpy().tobytes()).hexdigest()))
+            seen.append((self.side, self.k, hashlib.sha1(x.numpy().tobytes()).hexdigest()))
             return x.clone()
 
     module = load_task_module(suite.get("relu").spec())
     trials = trial_plan(3)
+    exact = {hashlib.sha1(make_inputs(module.get_inputs, t)[0].numpy().tobytes()).hexdigest() for t in trials}
     job = {"timing": {"warmup": 2, "max_calls": 8, "budget_s": 0.0, "flush_bytes": 0}}
-    timing, captured, recheck = _time_model([Recorder(0), Recorder(1)], module, trials, job, "cpu", checks={1, 4})
-    n = timing["calls"]
-    assert n >= 5 and len(seen) == 2 + n + 2
-    timed = seen[2:2 + n]
-    checked = {timed[1][1], timed[4][1]}
-    unchecked = [h for i, (_, h) in enumerate(seen[:2 + n]) if i - 2 not in (1, 4)]
-    assert len(set(unchecked)) == len(unchecked)           # no two perturbed calls alike
-    assert not checked & set(unchecked)
-    # the re-checks: instance 1 on its own exact inputs (as at spot check 1), instance 0 on unseen ones
-    assert seen[-2] == (1, timed[1][1])
-    assert seen[-1][0] == 0 and seen[-1][1] not in {h for _, h in seen[:-1]}
-    assert [c for (c, _t), _s, _l in captured] == [1, 4, n, n + 1]
+    sides = {s: [Recorder(s, 0), Recorder(s, 1)] for s in ("reference", "candidate")}
+    window, captured, recheck, _ = _time_sides(sides, module, trials, job, "cpu", samples=64)
+    n = window.rounds
+    assert n >= 5 and len(seen) == 2 * 2 + 2 * n + 4
+    assert not exact & {h for _, _, h in seen}                   # never a trial's exact inputs
+    rounds = [seen[4 + 2 * i: 6 + 2 * i] for i in range(n)]
+    for a, b in rounds:                                            # same values for both sides of a round
+        assert {a[0], b[0]} == {"reference", "candidate"} and a[1:] == b[1:]
+    values = [h for (_, _, h), _ in rounds] + [h for _, _, h in seen[:4:2]]
+    assert len(set(values)) == len(values)                        # no two rounds alike
+    assert [meta["round"] for meta, _, _ in captured] == list(range(n)) + [n, n + 1]
+    assert all(len(e["leaves"][0]) == 64 for _, e, _ in captured[:n])      # timed rounds: sampled positions
+    # the re-checks: instance 1 on fresh values, then instance 0 on the third trial, each unseen before
+    assert seen[-4][1:] == seen[-3][1:] and seen[-3][:2] == ("candidate", 1)
+    assert seen[-1][:2] == ("candidate", 0) and seen[-1][2] not in {h for _, _, h in seen[:-2]}
     assert recheck["forbidden_ops"] == {}

@@ -27,10 +27,10 @@ def test_correct_elementwise_kernel_passes_every_gate(verifier, suite, make_cand
     assert [g.status for g in out.gates] == ["passed"] * 5
     assert out.failed_gate is None
     assert out.latency_ms > 0 and out.reference_ms > 0
-    assert out.speedup == pytest.approx(out.reference_ms / out.latency_ms)
+    assert out.speedup_ci[0] <= out.speedup <= out.speedup_ci[1]      # paired, from one window
     assert out.max_abs_error == 0.0
-    # five base trials and the second (ragged) shape
-    assert out.gate("correctness").details["trials"] == 6
+    # four trials over the task's range, two widened ones, a smaller and a larger second shape
+    assert out.gate("correctness").details["trials"] == 8
 
 
 def test_reassociated_reduction_is_accepted(verifier, suite, make_candidate):
@@ -84,7 +84,8 @@ def test_reverification_uses_the_caches(verifier, suite, make_candidate):
         ("input overwrite", {"model.py": C.INPUT_OVERWRITE_MODEL, "kernel.cpp": C.RELU}, "correctness",
          "modified input 0"),
         ("pointer-keyed cache", C.elementwise(C.POINTER_CACHE), "correctness", "values differ"),
-        ("stale after a few calls", C.elementwise(C.GOES_STALE), "correctness", "repeated calls"),
+        # caught by a later correctness trial (nine now) or by the timing job's re-check
+        ("stale after a few calls", C.elementwise(C.GOES_STALE), "correctness", "values differ"),
         ("torch fallback", {"model.py": C.TORCH_FALLBACK_MODEL, "kernel.cpp": C.RELU}, "anti_hack", "torch.relu"),
         ("torch via operators", {"model.py": C.TORCH_OPERATOR_MODEL, "kernel.cpp": C.RELU}, "anti_hack",
          "ran PyTorch compute"),

@@ -8,8 +8,10 @@
    ``syscall``), from ``model.py`` or ``#include``d by the build: absent, and in no output.
 3. Honest candidates (the fixtures and the shipped examples) still pass.
 
-(Predictable trial seeds and spot checks, the issue's other two classes, are covered beside the
-correctness and timing code that closes them.)
+4. Recognisable checked calls: a kernel that knows the inputs of the old fixed seeds (1000 + i) does
+   the whole work only on them. Seeds now come from the operating system: it fails. (Spot checks
+   over a few timed calls, the fourth class, are covered beside the timing code that closes them:
+   ``test_paired_timing.py::test_a_kernel_that_cheats_in_the_middle_of_the_timing_is_caught``.)
 """
 
 from __future__ import annotations
@@ -463,3 +465,40 @@ def test_a_verdict_carries_a_capped_tail_of_the_jobs_own_words(rules_off, suite,
     out = rules_off.verify(suite.get("relu").spec(), make_candidate(files), fresh=True)
     assert out.failed_gate == "correctness", out.message
     assert len(out.message) < 6000, len(out.message)
+
+
+# ----------------------------------------------------------------------------- 4. recognisable checks
+
+# Full work only when the first input value is one the fixed seeds of the past would have drawn;
+# 40 % of it otherwise (the attack of issue #18, class 3).
+KNOWS_THE_SEEDS = r'''
+#include <cstdint>
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    static const float known[] = {KNOWN};
+    bool checked = false;
+    for (unsigned k = 0; k < sizeof known / sizeof known[0]; ++k)
+        if (x[0] == known[k]) checked = true;
+    const int64_t m = checked ? n : n * 4 / 10;
+    for (int64_t i = 0; i < m; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+def test_a_kernel_that_recognises_the_old_fixed_seeds_is_caught(verifier, suite, make_candidate):
+    from verifier.inputs import DISTRIBUTIONS, Trial, make_inputs
+    from verifier.task import load_task_module
+
+    spec = suite.get("relu").spec()
+    module = load_task_module(spec)
+    known = []
+    for seed in [*range(1000, 1010), 2000]:   # the fixed seeds the verifier used to draw
+        for dist in DISTRIBUTIONS:
+            x = make_inputs(module.get_inputs, Trial(seed=seed, distribution=dist))[0]
+            known.append(float(x.reshape(-1)[0]))
+    literal = ", ".join(f"{v!r}f" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0f" for v in known)
+    files = C.elementwise(KNOWS_THE_SEEDS.replace("KNOWN", literal))
+    out = verifier.verify(spec, make_candidate(files), fresh=True)
+    # caught by the correctness trials themselves (with predictable seeds they all matched, and only
+    # the timing's check of every call, issue #11, caught it: "results changed under repeated calls")
+    assert out.failed_gate == "correctness" and out.gate("correctness").status == "failed", out.message
+    assert "repeated calls" not in out.message and "trial" in out.message

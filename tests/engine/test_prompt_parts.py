@@ -1,0 +1,94 @@
+"""Prompt parts without a server: per-backend tolerances, the budget that trims memory and never the
+reference or the start point, key lines of long kernels, the "Change:" line of an answer, whole
+sentences in rules."""
+
+from __future__ import annotations
+
+import pytest
+
+import candidates as C
+from core import prompts
+from core.memory import rule_title, whole_sentences
+from core.responses import change_line, parse_answer
+from store import Experience
+
+
+@pytest.fixture(scope="module")
+def relu(suite):
+    return suite.get("relu")
+
+
+@pytest.mark.parametrize("backend, text", [("cpu", "atol=1e-4 and rtol=1e-4 (float32, cpu backend)"),
+                                           ("cuda", "atol=0.001 and rtol=0.001 (float32, cuda backend)"),
+                                           ("ascend", "atol=0.01 and rtol=0.01 (float32, ascend backend)")])
+def test_each_backend_states_its_own_tolerance(relu, backend, text):
+    from verifier.backends import get_backend
+
+    atol, rtol = get_backend(backend).tolerance("float32")
+    assert text.startswith(f"atol={prompts._num(atol)} ")
+    user = prompts.draft_prompt(relu, backend, [], [], [])[1][1]
+    assert text in user and "1e-4" not in user.replace(text, "") if backend != "cpu" else text in user
+    if backend != "cpu":
+        assert "not measured by EvoKernel on this backend (untested" in user
+
+
+def test_a_task_tolerance_overrides_the_backend(relu):
+    from dataclasses import replace
+
+    task = replace(relu, source=relu.source + "\nATOL = 0.05\nRTOL = 0.02\n")
+    assert "atol=0.05 and rtol=0.02" in prompts.draft_prompt(task, "cpu", [], [], [])[1][1]
+
+
+def _memory_item(i: int, lines: int = 300) -> Experience:
+    body = "\n".join(f"    acc{k} += x[i + {k}] * w[{k}];  // filler line {k} of item {i}" for k in range(lines))
+    kernel = ('#include <cstdint>\nextern "C" void k%d(const float* x, const float* w, float* out, int64_t n) {\n'
+              "    #pragma omp parallel for simd\n    for (int64_t i = 0; i < n; ++i) {\n%s\n    }\n}\n" % (i, body))
+    return Experience(id=f"item{i:04d}", task_id=f"t{i}", kind="draft_trace", backend="cpu", stage="draft",
+                      title=f"t{i} draft #1: feasible", files={"model.py": "x = 1\n", "kernel.cpp": kernel},
+                      outcome={"feasible": True, "latency_ms": 1.0, "latency_spread_ms": 0.01},
+                      extra={"change": f"change of item {i}"})
+
+
+def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
+    from dataclasses import replace
+
+    long_doc = '"""' + "\n".join(f"Reference note line {i}: this explains the operator." for i in range(650)) + '"""\n'
+    task = replace(relu, source=long_doc + relu.source)
+    start_kernel = C.RELU + "".join(f"static const int kPad{i} = {i};\n" for i in range(300))
+    start = Experience(id="start000", task_id="relu", kind="draft_trace", backend="cpu", stage="draft",
+                       title="relu draft #1: feasible", files=C.elementwise(start_kernel),
+                       outcome={"feasible": True, "latency_ms": 2.0, "latency_spread_ms": 0.1})
+    memory = [_memory_item(i) for i in range(40)]
+    user = prompts.refine_prompt(task, "cpu", [], [], memory, start, [], 2.0, best=start)[1][1]
+    assert task.source.strip() in user                          # the reference, whole
+    assert start_kernel.strip() in user                         # the start point, whole
+    assert "The start point above is the best kernel so far." in user
+    assert len(task.source) + len(start_kernel) > prompts.MAX_PROMPT_CHARS // 2
+    assert len(user) <= prompts.MAX_PROMPT_CHARS
+    assert "[mem:item0000]" in user and "[mem:item0039]" not in user   # the lowest-ranked items go first
+    # with room, memory items keep their key lines: launcher, pragma and loop, not the filler
+    roomy = prompts.refine_prompt(relu, "cpu", [], [], memory[:2], start, [], 2.0)[1][1]
+    shown = roomy.split("[mem:item0000]", 1)[1].split("[mem:item0001]")[0]
+    assert "Change: change of item 0" in shown and "(key lines of" in shown
+    assert 'extern "C" void k0' in shown and "#pragma omp parallel for simd" in shown and "    // ..." in shown
+    assert shown.count("filler line") <= prompts.MEMORY_CODE_LINES[0]
+
+
+def test_the_change_line_is_read_outside_code():
+    answer = ("Here is my plan.\n**Change**: tile rows by 64 so a tile stays in L2\n```cpp file=kernel.cpp\n"
+              "// Change: not this one\n" + C.RELU + "```\n```python file=model.py\n"
+              + C.ELEMENTWISE_MODEL.format(fn="relu_forward") + "```\n")
+    parsed = parse_answer(answer)
+    assert parsed.ok and parsed.change == "tile rows by 64 so a tile stays in L2"
+    assert change_line("```cpp\nChange: inside code\n```\n") == ""
+    long = change_line("Change: " + "word " * 100)
+    assert len(long) <= 244 and long.endswith(" ...") and "wor ..." not in long
+
+
+def test_rules_keep_whole_sentences_and_true_counts():
+    text = "Handle tails: sizes are not multiples of the vector width. " * 20
+    kept = whole_sentences(text, 200)
+    assert kept.endswith("vector width.") and len(kept) <= 200 and text.startswith(kept)
+    assert rule_title(["a", "b", "c"]) == "Adopted by 3 operators: a, b, c"
+    assert rule_title(list("abcdefgh")) == "Adopted by 8 operators: a, b, c, d and 4 more"
+    assert rule_title(["a", "a", "b"]) == "Adopted by 2 operators: a, b"

@@ -1,0 +1,103 @@
+"""Paired timing: the reference, the candidate and the task's best timed interleaved in one window;
+speedup and gain are paired ratios with an interval; every timed call is checked."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import candidates as C
+
+
+def test_paired_ratio_and_its_interval():
+    from verifier.timing import paired_ratio
+
+    rng = random.Random(7)
+    fast = [1.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
+    slow = [2.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
+    half = paired_ratio(fast, slow, seed=1)          # best / candidate: a 2x slower candidate
+    assert 0.4 < half.value < 0.6 and half.high < 1.0 and half.verdict(0.03) == "slower"
+    same = paired_ratio(fast, rng.sample(fast, len(fast)), seed=1)
+    assert same.low <= 1.0 <= same.high and same.verdict(0.03) == "same"
+    assert paired_ratio(slow, fast, seed=1).verdict(0.03) == "faster"
+    tiny = paired_ratio([1.0, 1.0], [2.0, 2.0])      # too few rounds: never significant
+    assert tiny.verdict(0.0) == "same"
+
+
+def test_geomean_ratio_over_cases():
+    """A multi-case task's speed: the geometric mean of each case's paired ratio, with an interval that
+    resamples every case's rounds; one case is the plain paired ratio."""
+    from verifier.timing import geomean_ratio, paired_ratio
+
+    rng = random.Random(11)
+    base = [rng.uniform(0.9, 1.3) for _ in range(15)]
+    twice = [2.0 * b * rng.uniform(0.98, 1.02) for b in base]   # case 1: 2x faster
+    half = [0.5 * b * rng.uniform(0.98, 1.02) for b in base]    # case 2: 2x slower
+    one = geomean_ratio([(twice, base)], seed=3)
+    assert one.value == pytest.approx(paired_ratio(twice, base, seed=3).value)
+    both = geomean_ratio([(twice, base), (half, base)], seed=3)
+    assert both.value == pytest.approx(1.0, rel=0.05) and both.low <= both.value <= both.high
+    assert both.verdict(0.03) == "same"
+    faster = geomean_ratio([(twice, base), (twice, base)], seed=3)
+    assert faster.value == pytest.approx(2.0, rel=0.05) and faster.low > 1.0 and faster.verdict(0.03) == "faster"
+    assert geomean_ratio([(twice, base), ([1.0, 1.0], [2.0, 2.0])]).verdict(0.0) == "same"  # too few rounds
+    with pytest.raises(ValueError):
+        geomean_ratio([])
+    with pytest.raises(ValueError):
+        geomean_ratio([([1.0, 2.0], [1.0])])
+
+
+def test_rounds_interleave_every_side_in_a_random_order():
+    from verifier.timing import time_interleaved
+
+    calls = []
+    window = time_interleaved({s: (lambda s=s: calls.append(s)) for s in ("reference", "candidate", "best")},
+                              lambda i, s: None, warmup=1, max_rounds=12, budget_s=0.0, min_rounds=12,
+                              rng=random.Random(3))
+    assert window.rounds == 12 and all(len(v) == 12 for v in window.samples.values())
+    assert all(sorted(r) == ["best", "candidate", "reference"] for r in window.order)
+    assert len({tuple(r) for r in window.order}) > 1          # the order changes from round to round
+    assert len(calls) == 3 + 36
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory):
+    """More rounds than the shared verifier: the interval has to exclude 1 on a loaded machine."""
+    from verifier import VerifyConfig
+    from verifier.verify import Verifier
+
+    cfg = VerifyConfig(trials=5, timing_calls=30, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
+                       memory_limit_mb=4096, threads=2)
+    v = Verifier("cpu", cfg, cache_dir=tmp_path_factory.mktemp("paired-cache"))
+    yield v
+    v.close()
+
+
+def test_a_2x_slower_candidate_measures_about_half_the_best_in_one_window(paired, suite):
+    task = suite.get("relu").spec()
+    out = paired.verify(task, C.repeated_relu(64), best=C.repeated_relu(32), fresh=True)
+    assert out.feasible, out.message
+    assert out.best_ms is not None and out.timing_rounds >= 5
+    assert 0.3 < out.gain < 0.75, out.gate("performance").message
+    assert out.gain_ci[1] < 1.0 and out.vs_best == "slower", out.gate("performance").message
+    assert out.best_hash and "slower than the best" in out.message
+    # the speedup is over the reference timed in the same window, with its interval
+    assert out.speedup_ci[0] <= out.speedup <= out.speedup_ci[1] and out.reference_ms > 0
+
+
+def test_a_kernel_that_cheats_in_the_middle_of_the_timing_is_caught(paired, suite):
+    """Spot checks on the first five timed calls and the calls after timing all miss calls 12-18 (and
+    the correctness job's eight trials are over by then); with every timed call compared with the
+    reference on the same inputs, they do not."""
+    out = paired.verify(suite.get("relu").spec(), C.elementwise(C.CHEATS_MID_TIMING), fresh=True)
+    assert not out.feasible
+    assert out.failed_gate == "correctness" and "repeated calls" in out.message, out.message
+    assert out.gate("performance").status == "failed"
+
+
+def test_an_honest_candidate_with_its_own_best_is_the_same_speed(paired, suite):
+    out = paired.verify(suite.get("relu").spec(), C.repeated_relu(4, "a"), best=C.repeated_relu(4, "b"), fresh=True)
+    assert out.feasible, out.message
+    assert out.vs_best in ("same", "faster", "slower") and out.gain_ci[0] <= out.gain <= out.gain_ci[1]
+    assert 0.4 < out.gain < 2.5          # identical code: only the machine's noise between them

@@ -1,0 +1,25 @@
+"""Gate 3, build: the candidate's sources compiled by the backend's toolchain (verifier.build does the
+compiling and caching), and the verdict in words: a failure carries the trimmed diagnostics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from verifier.build import BuildResult, build_candidate
+
+
+@dataclass
+class BuildVerdict:
+    passed: bool
+    message: str
+    build: BuildResult
+
+
+def check_build(backend, files: dict[str, str], cache_dir: Path, *, timeout: float, sandbox: bool,
+                hidden: list[str]) -> BuildVerdict:
+    """Build ``files`` (cached by content) and say what happened."""
+    build = build_candidate(backend, files, cache_dir, timeout=timeout, sandbox=sandbox, hidden=hidden)
+    if not build.ok:
+        return BuildVerdict(False, f"the build failed:\n{build.log}", build)
+    return BuildVerdict(True, "cached" if build.cached else f"built in {build.seconds:.2f} s", build)

@@ -1,0 +1,178 @@
+"""What the harness and the worker exchange for the reference and the candidate's correctness jobs:
+one dataclass per message, imported by both sides, written as ``job.json`` and ``result.json``.
+
+``result.json`` is an envelope (``JobStatus``: ok, or the stage and error of a failure) with the
+job's result fields beside it. Tensors never go through JSON: outputs travel as ``outputs.pt``,
+loaded with ``weights_only=True``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verifier.inputs import Trial
+from verifier.task import TaskSpec
+
+
+@dataclass
+class ShapeSearch:
+    """Second shapes of one kind for the reference to try, in order; the first it accepts is kept."""
+
+    kind: str                                  # "smaller" or "larger"
+    candidates: list[dict[str, int]]
+    trial: Trial                               # seeds and distribution; its overrides are filled in
+
+
+@dataclass
+class ReferenceJob:
+    task: TaskSpec
+    trials: list[Trial]
+    shapes: list[ShapeSearch] = field(default_factory=list)
+    threads: int = 1
+    device: str = "cpu"
+    want_outputs: bool = True
+    want_timing: bool = True
+    want_bandwidth: bool = False
+    timing: dict[str, Any] = field(default_factory=dict)   # the performance gate's settings
+    machine_lock: str | None = None
+    noise_ratios: dict[str, list[float]] = field(default_factory=dict)  # measured before: see ReferenceResult
+    kind: str = "reference"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["task"] = self.task.to_dict()
+        d["trials"] = [t.to_dict() for t in self.trials]
+        d["shapes"] = [{"kind": s.kind, "candidates": s.candidates, "trial": s.trial.to_dict()} for s in self.shapes]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ReferenceJob":
+        d = dict(d)
+        d["task"] = TaskSpec.from_dict(d["task"])
+        d["trials"] = [Trial.from_dict(t) for t in d["trials"]]
+        d["shapes"] = [ShapeSearch(s["kind"], [dict(c) for c in s["candidates"]], Trial.from_dict(s["trial"]))
+                       for s in d.get("shapes", [])]
+        return cls(**d)
+
+
+@dataclass
+class ReferenceResult:
+    """What the reference job found besides its outputs (which are in ``outputs.pt``)."""
+
+    trials: list[Trial] = field(default_factory=list)      # the trials kept, in the order of the outputs
+    dropped: list[str] = field(default_factory=list)       # widened trials the reference is undefined on, and why
+    alt_rejected: list[str] = field(default_factory=list)  # second shapes the reference refused
+    eval_mode: str = ""              # why the model runs in eval mode ("" : as constructed, training mode)
+    nondeterministic: list[str] = field(default_factory=list)  # outputs that differ between two runs
+    timing: dict[str, Any] | None = None
+    bandwidth_gbps: float | None = None
+    # Rounding noise (float32 against float64) over the output's RMS, per "distribution|shape" slot and
+    # output, newly measured: the harness keeps them per task, so later jobs scale instead of re-running
+    # the reference in float64.
+    noise_ratios: dict[str, list[float]] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["trials"] = [t.to_dict() for t in self.trials]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ReferenceResult":
+        d = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        d["trials"] = [Trial.from_dict(t) for t in d.get("trials", [])]
+        return cls(**d)
+
+
+@dataclass
+class CandidateJob:
+    """The correctness trials of one candidate: it makes each trial's inputs from its seeds, as the
+    reference did (verifier.inputs.make_inputs), and never sees the reference's outputs."""
+
+    task: TaskSpec
+    trials: list[Trial]
+    library: str = ""
+    signatures: list[dict[str, Any]] = field(default_factory=list)
+    model: str = "model.py"
+    threads: int = 1
+    device: str = "cpu"
+    timer: str = "wall"
+    eval_mode: bool = False
+    kind: str = "candidate"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["task"] = self.task.to_dict()
+        d["trials"] = [t.to_dict() for t in self.trials]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CandidateJob":
+        d = dict(d)
+        d["task"] = TaskSpec.from_dict(d["task"])
+        d["trials"] = [Trial.from_dict(t) for t in d["trials"]]
+        return cls(**d)
+
+
+@dataclass
+class TrialReport:
+    """What the worker saw during one trial of the candidate (its outputs are in ``outputs.pt``)."""
+
+    calls: dict[str, int] = field(default_factory=dict)          # library calls by function
+    forbidden_ops: dict[str, int] = field(default_factory=dict)  # aten ops beyond allocation and views
+    inputs_changed: list[int] = field(default_factory=list)
+    escaped_stream: list[int] = field(default_factory=list)      # outputs that changed after the stream finished
+
+
+@dataclass
+class CandidateResult:
+    trials: list[TrialReport] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CandidateResult":
+        return cls([TrialReport(**r) for r in d.get("trials", [])])
+
+
+@dataclass
+class JobStatus:
+    """The envelope of every ``result.json``: ok, or where the job failed and why."""
+
+    ok: bool = False
+    stage: str = ""
+    error: str = ""
+    trial: int | None = None
+    traceback: str = ""
+
+
+JOB_TYPES = {"reference": ReferenceJob, "candidate": CandidateJob}
+
+
+def load_job(job_dir: Path) -> Any:
+    """The job in ``job_dir``: a ReferenceJob or CandidateJob, or (other kinds) the plain dict."""
+    data = json.loads((Path(job_dir) / "job.json").read_text())
+    cls = JOB_TYPES.get(data.get("kind"))
+    return cls.from_dict(data) if cls is not None else data
+
+
+def write_job(job_dir: Path, job: Any) -> None:
+    data = job if isinstance(job, dict) else job.to_dict()
+    (Path(job_dir) / "job.json").write_text(json.dumps(data))
+
+
+def read_result(job_dir: Path) -> tuple[JobStatus | None, dict[str, Any]]:
+    """(the envelope, the result fields) of ``result.json``; (None, {}) when absent or unreadable."""
+    try:
+        data = json.loads((Path(job_dir) / "result.json").read_text())
+    except (OSError, ValueError):
+        return None, {}
+    if not isinstance(data, dict):
+        return None, {}
+    status = JobStatus(ok=bool(data.get("ok")), stage=str(data.get("stage") or ""), error=str(data.get("error") or ""),
+                       trial=data.get("trial") if isinstance(data.get("trial"), int) else None,
+                       traceback=str(data.get("traceback") or ""))
+    return status, data
