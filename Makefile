@@ -1,6 +1,9 @@
 # Two commands do all the set-up on a fresh machine:
 #   make run    installs what is missing, then opens the workbench on ./workspace
 #   make test   installs what is missing, then runs the test suite
+# For the edit loop:
+#   make check  the fast tier of the tests (everything not marked slow; well under a minute)
+#   make lint   ruff and mypy (strict on store/), configured in pyproject.toml
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +12,7 @@ TORCH  ?= torch==2.13.0
 WORKSPACE ?= workspace
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test setup sysdeps bench clean
+.PHONY: run test check lint setup sysdeps bench clean
 
 setup: $(STAMP) sysdeps
 
@@ -35,6 +38,13 @@ run: setup
 
 test: setup
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+check: setup
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: setup
 	$(PY) bench/verify_latency.py

@@ -138,7 +138,7 @@ def main() -> None:
     per_iter_engine = t["engine"] / args.iterations
     per_iter_wall = total / args.iterations
     print(f"{len(tasks)} tasks x {args.iterations} iterations, run {record.status}; "
-          f"{sum(len(p['attempts']) for p in record.progress.values())} attempts")
+          f"{sum(len(p.attempts) for p in record.progress.values())} attempts")
     print(f"  wall time per iteration                 {per_iter_wall:8.2f} s  ({', '.join(f'{w:.1f}' for w in iteration_wall)})")
     print(f"  verification, summed per iteration      {t['verify'] / args.iterations:8.2f} s  "
           f"({config.engine.parallel_builds} at a time)")

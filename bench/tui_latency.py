@@ -80,8 +80,9 @@ def script():
 
 def earlier_attempts(workspace) -> None:
     """Three attempts of every task from an earlier run: a failed draft, a draft and a refinement."""
-    from memory_content import outcome
     from store import Experience, Store
+
+    from memory_content import outcome
 
     with Store.open(workspace.memory_path) as store:
         for task, files in correct_kernels().items():
@@ -137,12 +138,12 @@ def stats(samples: list[float]) -> tuple[float, float]:
 
 
 async def bench(presses: int, iterations: int) -> int:
-    from openai_server import ScriptedLLM
-
     from core import events as ev
     from core.workspace import Workspace
     from evotui.app import make_app
     from evotui.messages import EngineEvent
+
+    from openai_server import ScriptedLLM
 
     root = Path(tempfile.mkdtemp(prefix="evokernel-tui-bench-")) / "ws"
     root.mkdir(parents=True)

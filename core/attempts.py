@@ -75,15 +75,15 @@ def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | No
     rows = []
     for task in tasks:
         state = states.get(task.id) or TaskState(task.id)
-        run = latest.get(task.id)
-        progress = run.progress.get(task.id, {}) if run else {}
+        last_run = latest.get(task.id)
+        progress = last_run.progress.get(task.id) if last_run else None
         exp = best.get(state.best_id or "")
-        outcome = (exp.outcome or {}) if exp else {}
         rows.append(TaskRow(
             id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
-            used=int(progress.get("iterations_used", 0)), budget=int(run.config.get("iterations", budget)) if run else budget,
-            best_speedup=outcome.get("speedup"), best_ms=state.best_latency_ms, feasible=state.feasible,
-            attempts=len(progress.get("attempts", [])),
+            used=progress.iterations_used if progress else 0,
+            budget=int(last_run.config.get("iterations", budget)) if last_run else budget,
+            best_speedup=exp.result.speedup if exp else None, best_ms=state.best_latency_ms, feasible=state.feasible,
+            attempts=len(progress.attempts) if progress else 0,
         ))
     return rows
 
@@ -97,7 +97,7 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
     index = {e.id: n for n, e in enumerate(exps, 1)}
     uses: dict[str, int] = {}
     for run in store.list_runs():       # a run lists an attempt once per answer that gave it
-        for exp_id in run.progress.get(task_id, {}).get("attempts", []):
+        for exp_id in (run.progress[task_id].attempts if task_id in run.progress else []):
             uses[exp_id] = uses.get(exp_id, 0) + 1
     children: dict[str | None, list[Experience]] = {}
     for e in exps:

@@ -7,9 +7,9 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from verifier.backends import BACKENDS
+from verifier.backends import backend_names
 
-__all__ = ["BACKENDS", "backend_report", "diagnose", "machine_report"]
+__all__ = ["backend_names", "backend_report", "diagnose", "machine_report"]
 
 
 def _version(dist: str) -> str | None:
@@ -71,7 +71,7 @@ def diagnose(names: list[str] | None = None, *, cache_dir=None, remeasure: bool 
     seccomp_ok, seccomp_detail = seccomp_status()
     landlock_ok, landlock_detail = landlock_status()
     link_ok, link_detail = link_check_status()
-    backends = {name: backend_report(name) for name in (names or list(BACKENDS))}
+    backends = {name: backend_report(name) for name in (names or backend_names())}
     machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if backends.get("cpu", {}).get("available") else None
     return {
         "backends": backends,

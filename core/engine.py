@@ -30,8 +30,9 @@ from core.responses import parse_answer
 from core.seeds import api_items, ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
-from store import Experience, RunRecord, Store, TaskState
+from store import Experience, RunRecord, Store, TaskProgress, TaskState
 from verifier import Outcome
+from verifier.backends import source_suffix
 from verifier.protocol import VerificationCancelled
 from verifier.reference import ReferenceFailed
 
@@ -155,7 +156,7 @@ class Engine:
         return exp, attempt.outcome
 
     def summary(self, run: RunRecord) -> dict[str, Any]:
-        feasible = sum(1 for p in run.progress.values() if p.get("feasible"))
+        feasible = sum(1 for p in run.progress.values() if p.feasible)
         return {"tasks": len(run.tasks), "feasible": feasible, "iteration": run.iteration,
                 "tokens": run.tokens_in + run.tokens_out, "cost": run.cost}
 
@@ -165,8 +166,7 @@ class Engine:
         run_id = time.strftime("%Y%m%d-%H%M%S-") + hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]
         config = {"iterations": iterations, "seed": seed, "backend": self.backend, "model": self.llm.model,
                   "engine": self.config.engine.model_dump(), **(extra or {})}
-        progress = {t.id: {"iterations_used": 0, "feasible": False, "best_ms": None, "first_ms": None,
-                           "reference_ms": None, "attempts": [], "stage": "draft"} for t in tasks}
+        progress = {t.id: TaskProgress() for t in tasks}
         return RunRecord(id=run_id, method=method, config=config, tasks=[t.id for t in tasks],
                          started_at=time.time(), progress=progress)
 
@@ -176,13 +176,13 @@ class Engine:
         while True:
             if self._stop.is_set():
                 raise RunStopped("stopped")
-            active = [by_id[i] for i in run.tasks if i in by_id and run.progress[i]["iterations_used"] < budget
-                      and not run.progress[i].get("broken")]
+            active = [by_id[i] for i in run.tasks if i in by_id and run.progress[i].iterations_used < budget
+                      and not run.progress[i].broken]
             if not active:
                 return
-            iteration = min(run.progress[t.id]["iterations_used"] for t in active)
+            iteration = min(run.progress[t.id].iterations_used for t in active)
             run.iteration = iteration
-            now = [t for t in active if run.progress[t.id]["iterations_used"] == iteration]
+            now = [t for t in active if run.progress[t.id].iterations_used == iteration]
             self.bus.emit(ev.IterationStarted(run.id, iteration, len(now)))
             started = time.perf_counter()
             attempts = [self._prepare(run, t, iteration) for t in now]   # all prompts before any write
@@ -192,7 +192,7 @@ class Engine:
                 if isinstance(result, (LLMError, asyncio.CancelledError)):
                     raise result
                 if isinstance(result, ReferenceFailed):
-                    run.progress[attempt.task.id]["broken"] = str(result)
+                    run.progress[attempt.task.id].broken = str(result)
                     self.store.put_run(run)
                     self.bus.emit(ev.EngineProblem(str(result), task=attempt.task.id))
                 elif isinstance(result, BaseException):
@@ -210,15 +210,15 @@ class Engine:
         progress = run.progress[task.id]
         api_all = api_items(self.store, self.backend)
         words = policy.words_of(" ".join([task.id, task.category, *task.ops]))
-        run_best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
+        run_best = self.store.get(progress.best_id) if progress.best_id else None
         if run.method == "passk":
             attempt = Attempt(task, iteration, "draft", best=run_best)
             attempt.messages = prompts.draft_prompt(task, self.backend, policy.select_api(api_all, words), [], [],
                                                     facts=self.facts)
             return attempt
         if run.method == "refinement":
-            last = self.store.get(progress["attempts"][-1]) if progress["attempts"] else None
-            best = self.store.get(progress["best_id"]) if progress.get("best_id") else None
+            last = self.store.get(progress.attempts[-1]) if progress.attempts else None
+            best = self.store.get(progress.best_id) if progress.best_id else None
             attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=run_best)
             code_words = policy.words_of(" ".join((best or last).files.values())) if (best or last) else set()
             attempt.messages = prompts.feedback_prompt(task, self.backend, policy.select_api(api_all, words | code_words),
@@ -268,7 +268,7 @@ class Engine:
         t0 = time.perf_counter()
         answer = await self.llm.complete(request)
         self.timings["llm"] += time.perf_counter() - t0
-        parsed = parse_answer(answer.text, source_suffix=prompts.SOURCE_SUFFIX.get(self.backend, ".cpp"),
+        parsed = parse_answer(answer.text, source_suffix=source_suffix(self.backend),
                               truncated=answer.finish_reason == "length")
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
         attempt.change = parsed.change
@@ -287,8 +287,8 @@ class Engine:
         t0 = time.perf_counter()
         self._commit(run, attempt)
         self.timings["engine"] += time.perf_counter() - t0
-        if progress["iterations_used"] >= run.config["iterations"]:
-            self.bus.emit(ev.BudgetSpent(task.id, progress["iterations_used"]))
+        if progress.iterations_used >= run.config["iterations"]:
+            self.bus.emit(ev.BudgetSpent(task.id, progress.iterations_used))
         else:
             self._end_on_unusable_streak(run, attempt)
 
@@ -296,12 +296,12 @@ class Engine:
         """A model that refuses an operator (or answers without code) keeps doing so: after
         ``UNUSABLE_STREAK`` such answers in a row the task ends early instead of spending its budget."""
         progress = run.progress[attempt.task.id]
-        progress["unusable_streak"] = progress.get("unusable_streak", 0) + 1 if attempt.problem else 0
-        if progress["unusable_streak"] >= UNUSABLE_STREAK:
-            progress["broken"] = (f"{attempt.task.id} ended early: {UNUSABLE_STREAK} answers in a row without usable "
+        progress.unusable_streak = progress.unusable_streak + 1 if attempt.problem else 0
+        if progress.unusable_streak >= UNUSABLE_STREAK:
+            progress.broken = (f"{attempt.task.id} ended early: {UNUSABLE_STREAK} answers in a row without usable "
                                   f"code (last: {attempt.problem})")
             self.store.put_run(run)
-            self.bus.emit(ev.EngineProblem(progress["broken"], task=attempt.task.id))
+            self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str], best: Experience | None = None) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window."""
@@ -380,9 +380,9 @@ class Engine:
                     self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
             new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, evokernel)
             if progress is not None:
-                progress["iterations_used"] += 1
-                progress["attempts"].append(exp_id)
-                progress["stage"] = "refine" if progress["feasible"] else "draft"
+                progress.iterations_used += 1
+                progress.attempts.append(exp_id)
+                progress.stage = "refine" if progress.feasible else "draft"
                 self._account(run)
                 self.store.put_run(run)
         if changes:
@@ -420,14 +420,14 @@ class Engine:
             self.store.record_adoption(task.id, adopted)
         return [(i, before.get(i, 0.0), q) for i, q in after.items()]
 
-    def _update_state(self, run: RunRecord | None, state: TaskState, progress: dict | None, attempt: Attempt,
+    def _update_state(self, run: RunRecord | None, state: TaskState, progress: TaskProgress | None, attempt: Attempt,
                       exp: Experience, evokernel: bool) -> bool:
         """Task state and run progress after an attempt; returns whether it is the new best (feasible,
         and significantly faster than the best it was timed beside, or the first feasible one)."""
         out = attempt.outcome
         counts = attempt.source != "human"   # a person's edit spends no budget
         if progress is not None and out.reference_ms:
-            progress["reference_ms"] = out.reference_ms
+            progress.reference_ms = out.reference_ms
         if not out.feasible or out.latency_ms is None:
             if evokernel and counts:
                 state.iterations_used += 1
@@ -437,13 +437,13 @@ class Engine:
         if evokernel:
             new_best = policy.is_new_best(True, state.best_id is not None, verdict)
         else:
-            new_best = policy.is_new_best(True, bool(progress and progress.get("best_id")), verdict)
+            new_best = policy.is_new_best(True, bool(progress and progress.best_id), verdict)
         if progress is not None:
-            progress["feasible"] = True
-            if progress.get("first_ms") is None:
-                progress["first_ms"] = out.latency_ms
-            if new_best or progress.get("best_ms") is None:
-                progress["best_ms"], progress["best_id"] = out.latency_ms, exp.id
+            progress.feasible = True
+            if progress.first_ms is None:
+                progress.first_ms = out.latency_ms
+            if new_best or progress.best_ms is None:
+                progress.best_ms, progress.best_id = out.latency_ms, exp.id
         if evokernel:
             state.iterations_used += 1 if counts else 0
             state.feasible = True

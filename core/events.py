@@ -8,8 +8,9 @@ counted in ``EventBus.dropped`` and otherwise ignored: it never stops the engine
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass(frozen=True)

@@ -158,16 +158,20 @@ class OpenAIClient:
     def _cached(self, key: str, request: ChatRequest) -> dict | None:
         """The cached answer to ``request``; when replaying, also the answer recorded for the same
         sample (run, task, iteration) even if the prompt differs (timing noise can change a choice)."""
-        hit = self.cache.cache_get(key)
+        cache = self.cache
+        assert cache is not None, "only called with a cache"
+        hit = cache.cache_get(key)
         if hit is None and self.replay and request.sample:
-            alias = self.cache.cache_get("sample:" + request.sample)
-            hit = self.cache.cache_get(alias["key"]) if alias else None
+            alias = cache.cache_get("sample:" + request.sample)
+            hit = cache.cache_get(alias["key"]) if alias else None
         return hit
 
     def _remember(self, key: str, request: ChatRequest, answer: ChatAnswer) -> None:
-        self.cache.cache_put(key, {**answer.to_dict(), "request_chars": request.chars()})
+        cache = self.cache
+        assert cache is not None, "only called with a cache"
+        cache.cache_put(key, {**answer.to_dict(), "request_chars": request.chars()})
         if request.sample:
-            self.cache.cache_put("sample:" + request.sample, {"key": key})
+            cache.cache_put("sample:" + request.sample, {"key": key})
 
     async def _with_retries(self, request: ChatRequest) -> ChatAnswer:
         last = ""

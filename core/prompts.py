@@ -18,14 +18,12 @@ from typing import Any, Sequence
 
 from core.tasks import Task
 from store import Experience
+from verifier.backends import backend_device, display_name, source_suffix
 from verifier.outcome import speed_words
 
 MAX_PROMPT_CHARS = 48_000
 MEMORY_CODE_LINES = (40, 20, 8, 0)   # lines of code per memory item, tried in turn until the prompt fits
 
-BACKEND_NAMES = {"cpu": "CPU (C++ with OpenMP, built by g++)", "cuda": "NVIDIA GPU (CUDA C++, built by nvcc)",
-                 "ascend": "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"}
-SOURCE_SUFFIX = {"cpu": ".cpp", "cuda": ".cu", "ascend": ".cpp"}
 
 SYSTEM = """You are an expert kernel engineer. You write {backend} kernels that replace a PyTorch \
 reference operator exactly (same outputs within the stated tolerance) and run faster.
@@ -47,7 +45,7 @@ After the code, write one line `MEMORY USED: mem:<id>, ...` naming the memory it
 
 
 def system_message(backend: str) -> str:
-    return SYSTEM.format(backend=BACKEND_NAMES.get(backend, backend), suffix=SOURCE_SUFFIX.get(backend, ".cpp"))
+    return SYSTEM.format(backend=display_name(backend), suffix=source_suffix(backend))
 
 
 # -- where the kernel runs ---------------------------------------------------------------------------
@@ -118,8 +116,8 @@ class PromptFacts:
         m = self.machine
         lines = []
         threads = m.get("threads")
-        if self.backend == "cpu":
-            lines.append(f"- Backend: {BACKEND_NAMES['cpu']}; CPU {m.get('cpu', 'unknown')}.")
+        if backend_device(self.backend) == "cpu":
+            lines.append(f"- Backend: {display_name(self.backend)}; CPU {m.get('cpu', 'unknown')}.")
             if threads:
                 lines.append(f"- Threads: your kernel runs with {threads} OpenMP thread{'s' if threads != 1 else ''} "
                              f"(OMP_NUM_THREADS={threads}, set by the verifier for PyTorch and your kernel alike; "
@@ -130,13 +128,13 @@ class PromptFacts:
                              f"{m.get('arch') or 'this CPU'} with {', '.join(m['isa'])}"
                              + (f" ({width}-bit vectors: {width // 32} floats per register)." if width else "."))
         else:
-            name = BACKEND_NAMES.get(self.backend, self.backend)
+            name = display_name(self.backend)
             device = m.get("device") or "device not detected here"
             limits = ", ".join(f"{k} {v}" for k, v in (m.get("device_limits") or {}).items())
             lines.append(f"- Backend: {name}; device: {device}" + (f" ({limits})" if limits else "") + ".")
             lines.append("- Device ceilings are not measured by EvoKernel on this backend (untested without such a "
                          "device); host CPU: " + str(m.get("cpu", "unknown")) + ".")
-        if m.get("caches_text") and self.backend == "cpu":
+        if m.get("caches_text") and backend_device(self.backend) == "cpu":
             lines.append(f"- Caches: {m['caches_text']}.")
         if self.ceilings is None and self.meter is not None:   # measured by the first timed candidate
             self.ceilings = self.meter.cached_ceilings()

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store import Experience, RunRecord, Store
+from store import Experience, RunRecord, Store, TaskProgress
 
 
 @dataclass
@@ -73,35 +73,40 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     over_first, over_ref = [], []
     roof_fraction: list[float] = []
     for task_id in run.tasks:
-        progress = run.progress.get(task_id, {})
-        exps = [e for e in store.get_many(progress.get("attempts", [])) if e is not None]
-        first_ms = best_ms = ref_ms = best_speedup = None
-        roofline = None
+        progress = run.progress.get(task_id) or TaskProgress()
+        exps = [e for e in store.get_many(progress.attempts) if e is not None]
+        first = best = None
+        ref_ms = None
         for i, e in enumerate(exps):
             attempts += 1
             if e.files:
                 generated += 1
                 built += _gate_passed(e, "build")
-            out = e.outcome or {}
-            if out.get("feasible") and out.get("latency_ms"):
+            result = e.result
+            if result.timed:
                 feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
-                first_ms = first_ms or out["latency_ms"]
-                if best_ms is None or out["latency_ms"] < best_ms:
-                    # the best's speedup is the one measured in its own window, never a ratio of
-                    # times taken at different moments
-                    best_ms, best_speedup = out["latency_ms"], out.get("speedup")
-                    roofline = out.get("roofline")
-                ref_ms = out.get("reference_ms") or ref_ms
+                first = first or result
+                if e.id == progress.best_id or (best is None and not progress.best_id):
+                    best = result      # the run's best: significantly faster in its own window, not the lowest time
+                ref_ms = result.reference_ms or ref_ms
+        if best is None and first is not None:
+            best = first
+        first_ms = first.latency_ms if first else None
+        best_ms = best.latency_ms if best else None
+        roofline = best.roofline if best else None
         row = {"attempts": len(exps), "first_ms": first_ms, "best_ms": best_ms, "reference_ms": ref_ms,
                "feasible_at": feasible_at.get(task_id), "roofline": roofline}
         if roofline and roofline.get("fraction") is not None:
             roof_fraction.append(roofline["fraction"])
-        if best_ms:
-            row["speedup_over_first"] = first_ms / best_ms
-            over_first.append(first_ms / best_ms)
-            if best_speedup:
-                row["speedup"] = best_speedup
-                over_ref.append(best_speedup)
+        if best is not None and first is not None:
+            # over the first draft: the two speedups over PyTorch, each a paired ratio from its own
+            # window (the reference cancels the machine's state), never two latencies from two windows
+            if best.speedup and first.speedup:
+                row["speedup_over_first"] = best.speedup / first.speedup
+                over_first.append(row["speedup_over_first"])
+            if best.speedup:
+                row["speedup"] = best.speedup
+                over_ref.append(best.speedup)
         per_task[task_id] = row
     n = max(1, len(run.tasks))
     curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]

@@ -17,8 +17,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from store import Experience, Store
+from verifier.backends import backend_class
+from verifier.errors import UnknownBackend
 
 KNOWLEDGE_ROOT = Path(__file__).parent / "knowledge"
+
+
+def knowledge_dir(backend: str) -> Path:
+    """The backend's seed-knowledge folder: the one its class declares (``knowledge_dir``, a plugin
+    backend's own), else ``core/knowledge/<backend>``."""
+    try:
+        folder = getattr(backend_class(backend), "knowledge_dir", None)
+    except (UnknownBackend, ImportError):
+        folder = None
+    return Path(folder) if folder else KNOWLEDGE_ROOT / backend
 # The task id of knowledge that belongs to no one task (seed items, consolidated rules).
 GENERAL_TASK = "*"
 
@@ -44,7 +56,7 @@ def _parse(path: Path, backend: str) -> Experience:
 
 def seed_items(backend: str) -> list[Experience]:
     """The seed knowledge of ``backend`` (empty when it ships none)."""
-    folder = KNOWLEDGE_ROOT / backend
+    folder = knowledge_dir(backend)   # the backend's own folder (a plugin's), else core/knowledge/<backend>
     return [_parse(p, backend) for p in sorted(folder.glob("*.md"))] if folder.is_dir() else []
 
 

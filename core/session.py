@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
@@ -39,7 +40,7 @@ class Session:
         self.store = Store.open(workspace.memory_path)
         self._verifier = None
         self._llm = None
-        self._engine = None
+        self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._relay = None     # cluster news -> events, when verification runs on a Ray cluster
 
@@ -116,7 +117,8 @@ class Session:
 
     async def run(self, tasks: list[Task], *, method: str, iterations: int | None, suite: str | None,
                   scale: float | str | None, seed: int = 0) -> RunRecord:
-        extra = {"suite": suite or self.config.suite, "size_scale": scale if scale is not None else self.config.size_scale}
+        extra = {"suite": suite or self.config.suite,
+                 "size_scale": scale if scale is not None else self.config.size_scale}
         engine = self.engine
         self._in_loop()
         return await engine.run(tasks, method=method, iterations=iterations, seed=seed, run_config=extra)
@@ -224,7 +226,7 @@ class Session:
         how many pass in all."""
         from core.memory import summary
 
-        active = {k: v for k, v in filters.items() if v is not None}
+        active: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
         items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
         return [summary(e) for e in items], self.store.count(**active)
 
@@ -255,7 +257,7 @@ class Session:
             self._verifier.close()
         self.store.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Session:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -15,7 +15,6 @@ A task that cannot be brought into the window is reported with the reason, never
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import subprocess
@@ -74,7 +73,7 @@ def scale_cases(cases: tuple[dict, ...], factor: float) -> tuple[dict, ...]:
     """The cases with every tensor extent scaled by ``factor`` (per case, so a case's matching extents,
     like a matmul's inner dimensions, stay matching)."""
     out = []
-    for c, case in enumerate(cases):
+    for case in cases:
         sizes = {k: v for k, v in case_sizes((case,)).items()}
         new = scale_values(sizes, factor) if sizes else {}
         inputs = []
@@ -105,7 +104,7 @@ class Probe:
     steps: list[dict] = field(default_factory=list)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Probe":
+    def from_dict(cls, d: dict) -> Probe:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 

@@ -7,8 +7,8 @@ the listing. The summary line says how many loaded, ran, and landed in the time 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task

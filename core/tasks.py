@@ -44,7 +44,8 @@ _CATEGORY_WORDS = [
 # (a ResNet: convolutions, norms, pooling, a linear layer) is "fused".
 _OP_CATEGORIES = [
     ("convolution", r"^(convolution|_convolution|conv\w*|mkldnn_convolution|slow_conv\w*|thnn_conv\w*)$"),
-    ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_scaled_dot_product\w*|scaled_dot_product\w*)$"),
+    ("matmul", r"^(mm|addmm|bmm|baddbmm|matmul|linear|addmv|mv|dot|einsum|_scaled_dot_product\w*"
+               r"|scaled_dot_product\w*)$"),
     ("normalization", r"^(native_layer_norm|layer_norm|native_batch_norm|_native_batch_norm_legit\w*|batch_norm\w*|"
                       r"native_group_norm|group_norm|instance_norm|_fused_rms_norm|rms_norm|norm|linalg_vector_norm)$"),
     ("pooling", r"\w*pool\w*"),
@@ -125,7 +126,8 @@ class Suite:
             if task.id == task_id:
                 return task
         ids = [t.id for t in self.tasks]
-        close = difflib.get_close_matches(task_id, ids, n=4, cutoff=0.6) or [i for i in ids if task_id.lower() in i.lower()][:4]
+        close = difflib.get_close_matches(task_id, ids, n=4, cutoff=0.6) or \
+            [i for i in ids if task_id.lower() in i.lower()][:4]
         hint = f"; did you mean {', '.join(close)}?" if close else f"; `evokernel tasks --suite {self.name}` lists them"
         raise TaskError(f"no task {task_id!r} in suite {self.name}{hint}")
 

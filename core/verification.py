@@ -3,10 +3,9 @@ from candidates, its caches inside the workspace."""
 
 from __future__ import annotations
 
+from core.workspace import Workspace
 from verifier import Outcome, VerifyConfig
 from verifier.verify import Verifier
-
-from core.workspace import Workspace
 
 
 def open_verifier(workspace: Workspace, backend: str | None = None, config: VerifyConfig | None = None) -> Verifier:
@@ -27,6 +26,7 @@ def time_references(workspace: Workspace, tasks, progress=None) -> dict[str, dic
         for i, task in enumerate(tasks, 1):
             try:
                 ref = verifier.reference(task.spec())
+                assert ref.timing is not None, "a reference that ran was timed"
                 out[task.id] = {"reference_ms": ref.timing["median_ms"],
                                 "second_shape": dict(ref.trials[-1].overrides) if ref.trials[-1].overrides else None}
             except ReferenceFailed as exc:

@@ -13,8 +13,8 @@ attempt, a new best) is the child of that attempt.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from core import events as ev
 from core.workspace_files import engine_wrote, files_hash, note_edit, parent_of_edit, read_candidate_files
@@ -66,7 +66,7 @@ class EditWatcher:
 
     async def run(self) -> None:
         """Watch until ``stop_event`` is set."""
-        from watchfiles import awatch
+        from watchfiles import Change, awatch
 
         if not getattr(self, "_remembered", False):
             self.remember_all()
@@ -79,8 +79,8 @@ class EditWatcher:
                 # made between ``remember_all`` and now were not seen by it, so compare the folders.
                 started = True
                 self.ready.set()
-                changes = changes | {(None, str(self.kernels_dir / t / "*")) for t in self.task_ids
-                                     if (self.kernels_dir / t).is_dir()}
+                changes = changes | {(Change.modified, str(self.kernels_dir / t / "*")) for t in self.task_ids
+                                     if (self.kernels_dir / t).is_dir()}   # the change kind is not read
             for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
                 self.changed(task_id)
         for task in list(self._running.values()):

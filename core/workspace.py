@@ -89,7 +89,7 @@ class Workspace:
         return created
 
     @classmethod
-    def find(cls, start: str | Path | None = None) -> "Workspace | None":
+    def find(cls, start: str | Path | None = None) -> Workspace | None:
         """The workspace containing ``start`` (default: the current directory), if any."""
         here = Path(start or Path.cwd()).resolve()
         for folder in (here, *here.parents):
@@ -98,7 +98,7 @@ class Workspace:
         return None
 
     @classmethod
-    def at(cls, path: str | Path | None) -> "Workspace":
+    def at(cls, path: str | Path | None) -> Workspace:
         """The workspace at ``path`` (or the one containing the current directory, else the cwd)."""
         if path is not None:
             root = Path(path).expanduser().resolve()

@@ -44,10 +44,10 @@ def script():
 
 
 async def main() -> None:
-    from openai_server import ScriptedLLM
-
     from core.workspace import Workspace
     from evotui.app import make_app
+
+    from openai_server import ScriptedLLM
 
     root = Path(tempfile.mkdtemp(prefix="evokernel-docs-")) / "kernels-lab"
     root.mkdir(parents=True)

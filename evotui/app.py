@@ -9,11 +9,12 @@ mixed in from their own modules.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
+from collections.abc import Iterable
 from pathlib import Path
 
 from textual.app import App, SystemCommand
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import WorkerState
@@ -21,16 +22,16 @@ from textual.worker import WorkerState
 from core import events as ev
 from core.errors import EvoKernelError
 from core.workspace import Workspace
-from evotui import appearance
+from evotui import appearance, keys
 from evotui.engine_host import EngineHost
 from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
 from evotui.preferences import Preferences
-from evotui.widgets.marks import plural
 from evotui.readers import Readers
 from evotui.run_control import RunControl
 from evotui.screens.first_run import FirstRunScreen
 from evotui.screens.main import MainScreen
 from evotui.screens.memory import MemoryScreen
+from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunStatus
 
 # A run's end status -> the state shown; "paused" and "failed" runs are resumed by r.
@@ -43,11 +44,7 @@ class EvoKernelApp(RunControl, Readers, App):
 
     TITLE = "EvoKernel"
     CSS_PATH = appearance.css_paths()
-    BINDINGS = [
-        Binding("m", "memory", "Memory"),
-        Binding("t", "next_theme", "Theme", show=False),
-        Binding("q", "quit", "Quit"),
-    ]
+    BINDINGS = keys.bindings("app")
 
     run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
 
@@ -104,7 +101,7 @@ class EvoKernelApp(RunControl, Readers, App):
         self.run_status = self.run_status.but(state="idle", model=message.model, backend=message.backend,
                                               llm_ok=message.llm_problem is None)
         self.main.show_tasks(message.tasks)
-        llm = (f"model {message.model} at {self.host.session.config.llm.base_url}" if message.llm_problem is None
+        llm = (f"model {message.model} at {self.host.opened.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
         self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend"
                        f" · {llm}",
@@ -184,27 +181,16 @@ class EvoKernelApp(RunControl, Readers, App):
             self.notify(f"could not remember the theme: {exc}", severity="warning")
         self.post_message(ThemeChanged(self.prefs.theme))
 
-    def get_system_commands(self, screen: Screen):
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own theme picker lists every built-in theme; ours switches between themes/ only
         yield from (c for c in super().get_system_commands(screen) if c.title != "Theme")
-        yield SystemCommand("Run: start, pause or resume (r)", "Marked tasks, or all of the suite",
-                            self.action_run_toggle)
-        yield SystemCommand("Run the selected task (s)", "Only the task under the cursor", self.action_run_task)
-        yield SystemCommand("Re-verify the selected attempt (v)", "Verify again; nothing is recorded",
-                            self.action_verify)
-        yield SystemCommand("Edit the candidate in $EDITOR (e)", "kernels/<task>/; saving re-verifies it",
-                            self.action_edit)
-        yield SystemCommand("Promote the selected attempt (p)", "Put its files in kernels/<task>/",
-                            self.action_promote)
-        yield SystemCommand("Mark or unmark the task for the next run (space)", "A run covers the marked tasks",
-                            lambda: self.main.query_one("#tasks").action_toggle_mark())
-        yield SystemCommand("Diff, code or answer of the attempt (d)",
-                            "The code, the diff against its parent, the model's raw answer",
-                            self.main.action_toggle_diff)
-        yield SystemCommand("Filter the tasks (/)", "By id, category, stage or level", self.main.action_filter)
-        yield SystemCommand("Help: keys and marks (?)", "Every key of the workbench", self.main.action_help)
-        yield SystemCommand("Memory browser (m)", "Experiences, filterable and sortable", self.action_memory)
-        yield SystemCommand("Theme: switch dark/light (t)", "Remembered per workspace", self.action_next_theme)
+        for key in keys.commands():   # every key that is a command, titled with its key
+            yield SystemCommand(keys.command_title(key), key.command_help, functools.partial(self.run_key, key))
+
+    async def run_key(self, key: keys.Key) -> None:
+        """What pressing ``key`` does, wherever the palette was opened: its action in its owner's namespace."""
+        owner = self if key.owner == "app" else self.main.query_one("#tasks") if key.owner == "tasks" else self.main
+        await self.run_action(key.action, owner)
 
 
 def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True) -> EvoKernelApp:

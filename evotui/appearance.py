@@ -4,6 +4,8 @@ files are loaded at start; switching is setting ``App.theme``."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 from textual.theme import Theme
 
 from themes import theme_files
@@ -25,7 +27,7 @@ def theme_names() -> list[str]:
     return list(theme_files())
 
 
-def css_paths() -> list[str]:
+def css_paths() -> list[str | PurePath]:
     """Every theme's .tcss file, for ``App.CSS_PATH``."""
     return [str(p) for p in theme_files().values()]
 

@@ -23,10 +23,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.doctor import BACKENDS, diagnose
+    from core.doctor import backend_names, diagnose
 
-    if args.backend is not None and args.backend not in BACKENDS:
-        print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(BACKENDS)}", file=sys.stderr)
+    if args.backend is not None and args.backend not in backend_names():
+        print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(backend_names())}",
+              file=sys.stderr)
         return 2
     from core.workspace import Workspace
 

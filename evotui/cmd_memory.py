@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+
 def register(sub: argparse._SubParsersAction) -> None:
     from core.memory import KINDS, SORTS, SOURCES, STAGES
 
@@ -95,7 +96,8 @@ def run_stats(args: argparse.Namespace) -> int:
     table.add_row("runs", f"{data['runs']:,}")
     table.add_row("LLM cache", f"{data['cache_entries']:,} responses")
     table.add_row("files", f"{data['blobs']:,} distinct, {sum(data['bytes'].values()) / 2**20:.1f} MiB in all tables")
-    table.add_row("map", f"{data['used_bytes'] / 2**20:.1f} of {data['map_size'] / 2**20:.0f} MiB used (grows on demand)")
+    table.add_row("map", f"{data['used_bytes'] / 2**20:.1f} of {data['map_size'] / 2**20:.0f} MiB used "
+                         "(grows on demand)")
     for key, st in sorted(data["reward_stats"].items()):
         table.add_row(f"reward {key}", f"n={st['count']:,} mean={st['mean']:+.3f} std={st['std']:.3f}")
     table.add_row("path", data["path"])
@@ -189,7 +191,8 @@ def run_show(args: argparse.Namespace) -> int:
         for col in ("when", "stage", "reward", "Q", "task"):
             hist.add_column(col)
         for h in data["q_history"][-10:]:
-            hist.add_row(_when(h["t"]), h["stage"], _num(h["reward"]), _num(h["q"], "{:+.3f}"), escape(str(h["task"] or "")))
+            hist.add_row(_when(h["t"]), h["stage"], _num(h["reward"]), _num(h["q"], "{:+.3f}"),
+                         escape(str(h["task"] or "")))
         console.print(hist)
     for name, content in sorted(data["files"].items()):
         console.rule(escape(name))

@@ -6,6 +6,10 @@ import argparse
 import asyncio
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -71,11 +75,11 @@ def run(args: argparse.Namespace) -> int:
 def run_summary(record) -> str:
     """One readable line for a finished (or stopped, failed) run."""
     progress = record.progress.values()
-    feasible = sum(1 for p in progress if p.get("feasible"))
-    done = max((int(p.get("iterations_used", 0)) for p in progress), default=0)
+    feasible = sum(1 for p in progress if p.feasible)
+    done = max((p.iterations_used for p in progress), default=0)
     budget = record.config.get("iterations")
     tokens = record.tokens_in + record.tokens_out
-    broken = [t for t, p in record.progress.items() if p.get("broken")]
+    broken = [t for t, p in record.progress.items() if p.broken]
     said = f"; {len(broken)} ended early ({', '.join(broken[:3])}{'...' if len(broken) > 3 else ''})" if broken else ""
     from evotui.widgets.marks import plural
 
@@ -102,9 +106,9 @@ class Reporter:
         self.rows: dict[str, dict] = {}
         self.header = ""
         self.lines: list[str] = []
-        self._live = None
+        self._live: Live | None = None
 
-    def __enter__(self) -> "Reporter":
+    def __enter__(self) -> Reporter:
         if not self.quiet:
             from rich.live import Live
 
@@ -131,12 +135,14 @@ class Reporter:
         return Group(self.header, table, *self.lines[-6:])
 
     def on_event(self, event) -> None:
-        from core import events as ev
         from rich.markup import escape
+
+        from core import events as ev
 
         name = type(event).__name__
         if isinstance(event, ev.RunStarted):
-            self.header = (f"[bold]run {event.run_id}[/] · {event.method} · {event.backend} · model {escape(event.model)} · "
+            self.header = (f"[bold]run {event.run_id}[/] · {event.method} · {event.backend} · "
+                           f"model {escape(event.model)} · "
                            f"{len(event.tasks)} tasks x {event.iterations}{' (resumed)' if event.resumed else ''}")
             self.rows = {t: {} for t in event.tasks}
         elif isinstance(event, ev.AttemptRecorded):
@@ -147,7 +153,7 @@ class Reporter:
             if event.feasible and (row.get("best") is None or event.latency_ms < row["best"]):
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
             line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
-                    f"{'✓ ' + format(event.latency_ms, '.3f') + ' ms' if event.feasible else '✗ ' + str(event.failed_gate)}"
+                    + (f"✓ {event.latency_ms:.3f} ms" if event.feasible else f"✗ {event.failed_gate}") +
                     f" reward {event.reward:+.2f}")
             self._line(line)
         elif isinstance(event, ev.EngineProblem):
@@ -155,7 +161,8 @@ class Reporter:
         elif isinstance(event, ev.ClusterChanged):
             self._line(f"{'[yellow]waiting[/]' if event.waiting else 'cluster'}: {escape(event.message)}")
         elif isinstance(event, ev.UsageUpdated):
-            self.header = self.header.split(" · tok")[0] + f" · tok {event.tokens_in + event.tokens_out:,} · ${event.cost:.2f}"
+            tokens = event.tokens_in + event.tokens_out
+            self.header = self.header.split(" · tok")[0] + f" · tok {tokens:,} · ${event.cost:.2f}"
         elif isinstance(event, ev.RunFinished):
             pass   # the command prints one summary line once the run has closed
         if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
         timings = _time_references(ws, tasks, quiet=args.json)
     rows = []
     for t in tasks:
-        row = {"id": t.id, "level": t.level, "category": t.category, "path": str(t.path), "sizes": t.sizes,
-               "description": t.description}
+        row: dict[str, Any] = {"id": t.id, "level": t.level, "category": t.category, "path": str(t.path),
+                               "sizes": t.sizes, "description": t.description}
         if t.size_overrides:
             row["scaled"] = t.scale_note()
         if t.id in timings:
@@ -64,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     table = []
     for r in rows:
         sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
-        extra = [f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")] if args.time else []
+        reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
+        extra = [reference] if args.time else []
         table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])
     if to_terminal():
         print(f"{suite.name}: {len(rows)} tasks")

@@ -7,8 +7,8 @@ folder, broken reference).
 from __future__ import annotations
 
 import argparse
-import os
 import json
+import os
 from pathlib import Path
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}

@@ -17,7 +17,8 @@ import concurrent.futures
 import os
 import sys
 import threading
-from typing import Any, Awaitable, Callable, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from textual.message import Message
 
@@ -25,6 +26,10 @@ from core import events as ev
 from core.errors import LLMError
 from core.workspace import Workspace
 from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
+
+if TYPE_CHECKING:
+    from core.session import Session
+    from core.watcher import EditWatcher
 
 T = TypeVar("T")
 
@@ -59,11 +64,11 @@ class EngineHost:
         self.workspace = workspace
         self._post = post
         self._watch = watch
-        self.session = None
+        self.session: Session | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
-        self._watcher = None
+        self._watcher: EditWatcher | None = None
         self._watch_task: asyncio.Task | None = None
         self._run: concurrent.futures.Future | None = None
 
@@ -98,8 +103,8 @@ class EngineHost:
             last = self.session.latest_run()
             resumable = last if last is not None and last.status in RESUMABLE else None
             if self._watch:   # what kernels/ holds now is seen; saves from here on are edits
-                self._watcher = self.session.edit_watcher()
-                await asyncio.to_thread(self._watcher.remember_all)
+                watcher = self._watcher = self.session.edit_watcher()
+                await asyncio.to_thread(watcher.remember_all)
         except Exception as exc:  # noqa: BLE001 - a broken config or suite is shown, not raised
             self._post(WorkspaceFailed(str(exc)))
             return
@@ -111,6 +116,7 @@ class EngineHost:
             self._watch_task = asyncio.create_task(self._watch_edits())
 
     async def _watch_edits(self) -> None:
+        assert self._watcher is not None, "started only with a watcher"
         try:
             await self._watcher.run()
         except Exception as exc:  # noqa: BLE001 - hand edits stop being watched; the rest goes on
@@ -148,15 +154,22 @@ class EngineHost:
             await self.session.close_async()
             await asyncio.to_thread(self.session.close)
 
+    @property
+    def opened(self) -> Session:
+        """The session, once ``WorkspaceOpened`` has been posted (it raises while the workspace opens)."""
+        if self.session is None:
+            raise RuntimeError("the workspace is still opening")
+        return self.session
+
     # -- work submitted by the app ------------------------------------------------------------------
 
-    def submit(self, fn: Callable[[], Awaitable[T]]) -> concurrent.futures.Future:
+    def submit(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> concurrent.futures.Future[T]:
         """Run the coroutine ``fn()`` on the engine's loop."""
         if self.loop is None:
             raise RuntimeError("the engine host is not started")
         return asyncio.run_coroutine_threadsafe(fn(), self.loop)
 
-    async def call(self, fn: Callable[[], Awaitable[T]]) -> T:
+    async def call(self, fn: Callable[[], Coroutine[Any, Any, T]]) -> T:
         """From another event loop: run ``fn()`` on the engine's loop and await its result."""
         return await asyncio.wrap_future(self.submit(fn))
 
@@ -188,8 +201,9 @@ class EngineHost:
     async def verify(self, task_id: str, files: dict[str, str]) -> dict:
         """Verify files for a task without recording anything; the Outcome as a dict."""
         async def go() -> dict:
-            _ = self.session.verifier      # created here, on this loop's thread, never in a worker
-            outcome = await asyncio.to_thread(self.session.verify_files, task_id, files)
+            session = self.opened
+            _ = session.verifier      # created here, on this loop's thread, never in a worker
+            outcome = await asyncio.to_thread(session.verify_files, task_id, files)
             return outcome.to_dict()
 
         return await self.call(go)

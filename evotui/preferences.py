@@ -21,7 +21,7 @@ class Preferences:
     theme: str | None = None
 
     @classmethod
-    def load(cls, state_dir: Path) -> "Preferences":
+    def load(cls, state_dir: Path) -> Preferences:
         try:
             data = json.loads((state_dir / FILE_NAME).read_text())
         except (OSError, ValueError):

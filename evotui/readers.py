@@ -10,14 +10,13 @@ from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
 from core.attempts import default_attempt
-
-from evotui.messages import (AnswerLoaded, AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded,
-                             TaskRowsLoaded)
+from evotui.app_parts import AppParts
+from evotui.messages import AnswerLoaded, AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded, TaskRowsLoaded
 
 MEMORY_PAGE = 500
 
 
-class Readers:
+class Readers(AppParts):
     """Mixed into the app: ``self.host.session`` is open once ``WorkspaceOpened`` has arrived."""
 
     def _session(self):

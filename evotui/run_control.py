@@ -16,9 +16,11 @@ from textual.app import SuspendNotSupported
 
 from core.errors import LLMError
 from core.workspace_files import read_candidate_files
+from evotui.app_parts import AppParts
 from evotui.messages import Promoted, RunRefused, VerifyFinished
 from evotui.widgets import marks
 from evotui.widgets.code_view import file_order
+from evotui.widgets.task_table import TaskTable
 
 BUSY = ("starting", "running", "pausing")
 RESUMES = ("paused", "failed")   # r resumes the run these states name
@@ -41,7 +43,7 @@ def editor_command(environ=None) -> list[str] | str:
     return command
 
 
-class RunControl:
+class RunControl(AppParts):
     """Mixed into the app, which provides ``host``, ``main``, ``run_status``, ``set_run_state`` and
     ``open_problem`` (why the workspace could not be opened, or None)."""
 
@@ -83,7 +85,7 @@ class RunControl:
         """Ask before a run over the whole suite (y starts it); a run over marked tasks starts at once."""
         from evotui.screens.confirm_run import ConfirmRunScreen, confirm_text
 
-        config = self.host.session.config
+        config = self.host.opened.config
         text = confirm_text(len(self.main.tasks), config.engine.iterations, config.llm.model or "the model",
                             config.llm.token_budget, config.llm.cost_budget)
 
@@ -138,7 +140,7 @@ class RunControl:
                             severity="warning")
                 return
         self.main.note(f"{task} {label}: re-verifying")
-        self.main.query_one("#tasks").set_status(task, f"{label} re-verifying", "busy")
+        self.main.query_one("#tasks", TaskTable).set_status(task, f"{label} re-verifying", "busy")
         self.run_worker(self._verify(task, label, files), group="verify", exit_on_error=False, name="verifying")
 
     async def _verify(self, task: str, label: str, files: dict[str, str]) -> None:
@@ -148,7 +150,8 @@ class RunControl:
     def on_verify_finished(self, message: VerifyFinished) -> None:
         verdict = marks.verdict(message.outcome)
         ok = bool(message.outcome.get("feasible"))
-        self.main.query_one("#tasks").set_status(message.task_id, f"{message.label} {verdict}", "ok" if ok else "fail")
+        self.main.query_one("#tasks", TaskTable).set_status(message.task_id, f"{message.label} {verdict}",
+                                                            "ok" if ok else "fail")
         self.main.note(f"{message.task_id} {message.label} re-verified: {verdict}", "ok" if ok else "fail")
         self.notify(verdict, title=f"{message.task_id} {message.label}", severity="information" if ok else "error")
 
@@ -169,7 +172,8 @@ class RunControl:
         folder = await self.host.task_folder(task)
         paths = [str(folder / name) for name in file_order(read_candidate_files(folder))]
         hint = f"Edit {folder}: saving re-verifies it."
-        self.main.note(f"{task}: {', '.join(p.rsplit('/', 1)[-1] for p in paths)} in kernels/{task}/; saving re-verifies")
+        names = ", ".join(p.rsplit("/", 1)[-1] for p in paths)
+        self.main.note(f"{task}: {names} in kernels/{task}/; saving re-verifies")
         failed = None
         try:
             with self.suspend():
@@ -191,10 +195,11 @@ class RunControl:
         line = self.main.current_attempt
         if self.unavailable("promote"):
             return
-        if line is None:
+        task = self.main.task_id
+        if line is None or task is None:
             self.notify("Select an attempt to promote.", severity="warning")
             return
-        self.run_worker(self._promote(self.main.task_id, line.id), group="promote", exit_on_error=False,
+        self.run_worker(self._promote(task, line.id), group="promote", exit_on_error=False,
                         name="promoting")
 
     async def _promote(self, task: str, exp_id: str) -> None:

@@ -8,8 +8,12 @@ never cut to a width that belongs to no one. ``--json`` stays the way to get typ
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from rich.console import JustifyMethod
 
 
 @dataclass(frozen=True)
@@ -18,7 +22,7 @@ class Column:
     widest free-text column, e.g. a title) or folds onto more lines (ids, numbers: never cut)."""
 
     name: str
-    justify: str = "left"
+    justify: JustifyMethod = "left"
     cut: bool = False
     min_width: int | None = None
 
@@ -44,12 +48,12 @@ def print_table(columns: Iterable[Column | str], rows: Iterable[Iterable[Any]], 
 
     Cells are plain values (str, numbers); rich markup is not interpreted, so a task named
     ``[bold]`` prints as itself."""
-    columns = [c if isinstance(c, Column) else Column(c) for c in columns]
-    rows = [list(r) for r in rows]
+    cols = [c if isinstance(c, Column) else Column(c) for c in columns]
+    cells = [list(r) for r in rows]
     stream = stream or sys.stdout
     if console is None and not to_terminal(stream):
-        stream.write("\t".join(c.name for c in columns) + "\n")
-        for row in rows:
+        stream.write("\t".join(c.name for c in cols) + "\n")
+        for row in cells:
             stream.write("\t".join(tsv_cell(v) for v in row) + "\n")
         return
     from rich.console import Console
@@ -60,13 +64,13 @@ def print_table(columns: Iterable[Column | str], rows: Iterable[Iterable[Any]], 
     table = Table(box=None, header_style="bold", title=title, padding=(0, 1), pad_edge=False)
     # A column that may be cut gets what the others leave (they keep their natural width), so on a
     # narrow terminal the title is shortened, never the ids.
-    natural = [max([len(c.name), *(len(str(r[i])) for r in rows if i < len(r))]) + 1 for i, c in enumerate(columns)]
-    cut = [i for i, c in enumerate(columns) if c.cut]
+    natural = [max([len(c.name), *(len(str(r[i])) for r in cells if i < len(r))]) + 1 for i, c in enumerate(cols)]
+    cut = [i for i, c in enumerate(cols) if c.cut]
     room = console.width - sum(w for i, w in enumerate(natural) if i not in cut)
-    for i, c in enumerate(columns):
+    for c in cols:
         limit = max(c.min_width or 10, room // max(1, len(cut))) if c.cut else None
         table.add_column(c.name, justify=c.justify, min_width=c.min_width, max_width=limit,
                          overflow="ellipsis" if c.cut else "fold", no_wrap=c.cut)
-    for row in rows:
+    for row in cells:
         table.add_row(*(Text("" if v is None else str(v)) for v in row))
     console.print(table)

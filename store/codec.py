@@ -36,7 +36,8 @@ def seq_key(seq: int) -> bytes:
 
 def seq_of(key: bytes) -> int:
     """The sequence number of a ``seq_key``."""
-    return _SEQ.unpack(key)[0]
+    seq: int = _SEQ.unpack(key)[0]
+    return seq
 
 
 def text_key(text: str) -> bytes:

@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import lmdb
 
 from store.errors import ReadOnlyStore, StoreError, StoreNotFound, StoreUnreadable, TransactionTooLarge
-from store.schema import TABLES, Tables
+from store.schema import TABLES, Tables, Txn
 
 R = TypeVar("R")
 
@@ -84,7 +85,7 @@ class _Gate:
 class Environment:
     """One open LMDB environment with its named tables, map growth and transaction rules."""
 
-    _registry: dict[str, "Environment"] = {}
+    _registry: dict[str, Environment] = {}
     _registry_lock = threading.Lock()
 
     def __init__(self, path: Path, env: lmdb.Environment, readonly: bool) -> None:
@@ -102,7 +103,7 @@ class Environment:
     # -- opening and closing -------------------------------------------------------------------
 
     @classmethod
-    def acquire(cls, path: str | os.PathLike, *, readonly: bool, map_size: int) -> "Environment":
+    def acquire(cls, path: str | os.PathLike[str], *, readonly: bool, map_size: int) -> Environment:
         """The environment at ``path``, opened (and created, unless ``readonly``) if this process has none.
 
         The LMDB environment is opened writable whenever the files allow it, even for a read-only
@@ -138,7 +139,7 @@ class Environment:
             except OSError as exc:
                 raise StoreUnreadable(f"cannot create memory directory {path}: {exc.strerror}") from exc
         env_readonly = readonly and not (os.access(path, os.W_OK) and os.access(path / "data.mdb", os.W_OK))
-        opts = dict(
+        opts: dict[str, Any] = dict(
             subdir=True, map_size=map_size, max_dbs=len(TABLES) + 4, max_readers=512,
             readonly=env_readonly, meminit=False, lock=True,
         )
@@ -202,7 +203,7 @@ class Environment:
 
     # -- transactions --------------------------------------------------------------------------
 
-    def read(self, fn: Callable[[lmdb.Transaction], R]) -> R:
+    def read(self, fn: Callable[[Txn], R]) -> R:
         """``fn(txn)`` in a read-only snapshot (or in this thread's open grouped transaction)."""
         current = getattr(self._local, "txn", None)
         if current is not None:
@@ -220,7 +221,7 @@ class Environment:
             except lmdb.Error as exc:
                 raise StoreError(f"reading memory at {self.path} failed: {exc}") from exc
 
-    def write(self, fn: Callable[[lmdb.Transaction], R]) -> R:
+    def write(self, fn: Callable[[Txn], R]) -> R:
         """``fn(txn)`` in a write transaction that lands whole or not at all.
 
         ``fn`` may run more than once (after the map grows), so it must only write through ``txn``.
@@ -251,7 +252,7 @@ class Environment:
                     raise StoreError(f"writing memory at {self.path} failed: {exc}") from exc
 
     @contextmanager
-    def transaction(self) -> Iterator[lmdb.Transaction]:
+    def transaction(self) -> Iterator[Txn]:
         """Group the writes of this thread inside the block into one transaction.
 
         Nested use joins the outer transaction. A block that outgrows the map is rolled back and

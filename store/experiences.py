@@ -8,16 +8,16 @@ with use). Every function here works inside a transaction the caller holds.
 from __future__ import annotations
 
 import math
-
 import re
 import time
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any, cast
 
 from store.codec import blob_digest, decode_blob, encode_blob, pack, seq_key, seq_of, text_key, unpack
 from store.errors import InvalidRecord
 from store.fingerprint import fingerprint
 from store.records import KINDS, SOURCES, STAGES, Experience, new_id
-from store.schema import Tables
+from store.schema import Db, Tables, Txn
 
 SORTS = ("recency", "q1", "q2", "reward", "adoptions")
 FILTERS = ("task", "kind", "stage", "backend", "source")
@@ -54,7 +54,8 @@ def validate(exp: Experience) -> None:
     if exp.reward is not None and not (isinstance(exp.reward, (int, float)) and not isinstance(exp.reward, bool)
                                        and math.isfinite(exp.reward)):
         raise InvalidRecord(f"reward of experience {name!r} must be a finite number or null")
-    for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str), ("outcome", (dict, type(None))),
+    for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str),
+                             ("outcome", (dict, type(None))),
                              ("signature", dict), ("extra", dict), ("q_history", list), ("adopted_by", list),
                              ("retrieved_by", dict), ("run_id", (str, type(None))), ("iteration", (int, type(None)))):
         if not isinstance(getattr(exp, field_name), kind):
@@ -80,7 +81,7 @@ def _row(exp: Experience, seq: int) -> dict[str, Any]:
     }
 
 
-def insert(txn, t: Tables, exp: Experience) -> tuple[str, bool]:
+def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     """Write ``exp`` unless it (same id) or a near-duplicate is stored: (id, created).
 
     An empty id is assigned; zero timestamps become now. Values, counts and history are kept as given.
@@ -128,14 +129,14 @@ def insert(txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     return exp_id, True
 
 
-def load(txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experience | None:
+def load(txn: Txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experience | None:
     """The whole experience ``exp_id`` (files read back from their blobs), or None."""
     key = exp_id.encode()
     raw = txn.get(key, db=t.exp)
     if raw is None:
         return None
     body = unpack(raw)
-    row = unpack(txn.get(key, db=t.row))
+    row = unpack(cast(bytes, txn.get(key, db=t.row)))   # a stored body always has its row
     hist_raw = txn.get(key, db=t.hist)
     hist = unpack(hist_raw) if hist_raw is not None else {}
     digests = body.pop("files", {}) or {}
@@ -152,7 +153,7 @@ def load(txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experience 
     )
 
 
-def load_body(txn, t: Tables, exp_id: str) -> tuple[dict, dict[str, str]] | None:
+def load_body(txn: Txn, t: Tables, exp_id: str) -> tuple[dict[str, Any], dict[str, str]] | None:
     """The immutable body of ``exp_id`` and its files' contents (what the index reads)."""
     raw = txn.get(exp_id.encode(), db=t.exp)
     if raw is None:
@@ -165,13 +166,13 @@ def load_body(txn, t: Tables, exp_id: str) -> tuple[dict, dict[str, str]] | None
     return body, files
 
 
-def row(txn, t: Tables, exp_id: str) -> dict[str, Any] | None:
+def row(txn: Txn, t: Tables, exp_id: str) -> dict[str, Any] | None:
     """The row (filter and value fields) of ``exp_id``, or None."""
     raw = txn.get(exp_id.encode(), db=t.row)
     return unpack(raw) if raw is not None else None
 
 
-def _rows_by_prefix(txn, t: Tables, db, prefix: bytes) -> Iterator[tuple[str, dict]]:
+def _rows_by_prefix(txn: Txn, t: Tables, db: Db, prefix: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
     cur = txn.cursor(db=db)
     if not cur.set_range(prefix):
         return
@@ -185,7 +186,7 @@ def _rows_by_prefix(txn, t: Tables, db, prefix: bytes) -> Iterator[tuple[str, di
             yield exp_id, r
 
 
-def _all_rows(txn, t: Tables) -> Iterator[tuple[str, dict]]:
+def _all_rows(txn: Txn, t: Tables) -> Iterator[tuple[str, dict[str, Any]]]:
     for key, raw in txn.cursor(db=t.row):
         yield bytes(key).decode(), unpack(raw)
 
@@ -198,12 +199,12 @@ def active_filters(filters: dict[str, str | None]) -> dict[str, str]:
     return {k: v for k, v in filters.items() if v is not None}
 
 
-def row_matches(row: dict, wanted: dict[str, str]) -> bool:
+def row_matches(row: dict[str, Any], wanted: dict[str, str]) -> bool:
     """Whether a row passes every active filter."""
     return all(row[k] == v for k, v in wanted.items())
 
 
-def matching_rows(txn, t: Tables, filters: dict[str, str | None]) -> list[tuple[str, dict]]:
+def matching_rows(txn: Txn, t: Tables, filters: dict[str, str | None]) -> list[tuple[str, dict[str, Any]]]:
     """(id, row) of every experience that passes the filters (task, kind, stage, backend, source)."""
     wanted = active_filters(filters)
     if "task" in wanted:  # walk the most selective index at hand
@@ -215,7 +216,7 @@ def matching_rows(txn, t: Tables, filters: dict[str, str | None]) -> list[tuple[
     return [(i, r) for i, r in source if row_matches(r, wanted)]
 
 
-def sort_rows(rows: list[tuple[str, dict]], sort: str, descending: bool) -> list[tuple[str, dict]]:
+def sort_rows(rows: list[tuple[str, dict[str, Any]]], sort: str, descending: bool) -> list[tuple[str, dict[str, Any]]]:
     """``rows`` ordered by ``sort``; rows with no reward go last whichever the direction."""
     if sort not in SORTS:
         raise InvalidRecord(f"unknown sort {sort!r}; valid sorts: {', '.join(SORTS)}")
@@ -229,7 +230,8 @@ def sort_rows(rows: list[tuple[str, dict]], sort: str, descending: bool) -> list
     return sorted(rows, key=lambda ir: (ir[1][sort], ir[0]), reverse=descending)
 
 
-def ids_by_seq(txn, t: Tables, after: int, until: int | None = None, limit: int | None = None) -> list[tuple[int, str]]:
+def ids_by_seq(txn: Txn, t: Tables, after: int, until: int | None = None,
+               limit: int | None = None) -> list[tuple[int, str]]:
     """(insertion number, id) of experiences inserted after ``after`` (up to ``until``), in order."""
     cur = txn.cursor(db=t.order)
     out: list[tuple[int, str]] = []
@@ -245,7 +247,7 @@ def ids_by_seq(txn, t: Tables, after: int, until: int | None = None, limit: int 
     return out
 
 
-def many(txn, t: Tables, ids: Iterable[str], *, with_files: bool = True) -> list[Experience]:
+def many(txn: Txn, t: Tables, ids: Iterable[str], *, with_files: bool = True) -> list[Experience]:
     """The experiences of ``ids`` that exist, in the order given."""
     out = []
     for exp_id in ids:

@@ -20,13 +20,17 @@ import logging
 import os
 import secrets
 import shutil
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from store.terms import term_counts, terms
+
+if TYPE_CHECKING:
+    import bm25s
 
 INDEX_FORMAT = 1
 K1, B = 1.5, 0.75
@@ -79,7 +83,7 @@ class _Delta:
 
 
 def bm25_from_counts(vocab: dict[str, int], term_ids: np.ndarray, tfs: np.ndarray, sizes: np.ndarray,
-                     lengths: np.ndarray):
+                     lengths: np.ndarray) -> bm25s.BM25:
     """A ``bm25s.BM25`` (Lucene variant) built from term counts, vectorised.
 
     ``term_ids``/``tfs`` hold each document's distinct terms and their counts, one document after
@@ -124,7 +128,7 @@ class RetrievalIndex:
         self.main_total = 0.0
         self.codes: dict[str, dict[str, int]] = {"backend": {}, "kind": {}}
         self.delta = _Delta()
-        self._masks: dict[tuple, np.ndarray] = {}
+        self._masks: dict[tuple[str | None, tuple[str, ...] | None], np.ndarray] = {}
 
     # -- size and freshness --------------------------------------------------------------------
 
@@ -154,7 +158,7 @@ class RetrievalIndex:
     # -- building, extending, persisting -------------------------------------------------------
 
     @classmethod
-    def build(cls, directory: Path, store_id: str, docs: Iterable[IndexDoc], head: int) -> "RetrievalIndex":
+    def build(cls, directory: Path, store_id: str, docs: Iterable[IndexDoc], head: int) -> RetrievalIndex:
         """A new index over ``docs`` (the store up to insertion ``head``), saved to ``directory``."""
         index = cls(directory, store_id)
         vocab: dict[str, int] = {}
@@ -186,7 +190,7 @@ class RetrievalIndex:
         index.save()
         return index
 
-    def _set_main(self, bm25) -> None:
+    def _set_main(self, bm25: bm25s.BM25) -> None:
         self.bm25 = bm25
         self.vocab = bm25.vocab_dict
         self.main_df = np.diff(np.asarray(bm25.scores["indptr"], dtype=np.int64))
@@ -228,7 +232,7 @@ class RetrievalIndex:
             log.warning("could not save the retrieval index to %s: %s", self.directory, exc)
 
     @classmethod
-    def load(cls, directory: Path, store_id: str) -> "RetrievalIndex | None":
+    def load(cls, directory: Path, store_id: str) -> RetrievalIndex | None:
         """The saved index of store ``store_id``, or None if missing, damaged or another store's."""
         for _ in range(2):  # CURRENT may move under us once while another process saves
             try:
@@ -241,7 +245,7 @@ class RetrievalIndex:
         return None
 
     @classmethod
-    def _load(cls, directory: Path, store_id: str) -> "RetrievalIndex | None":
+    def _load(cls, directory: Path, store_id: str) -> RetrievalIndex | None:
         import bm25s
 
         pointer = directory / "CURRENT"
@@ -287,23 +291,24 @@ class RetrievalIndex:
             self._masks[key] = mask
         return mask
 
-    def scores(self, query: str, *, backend: str | None = None, kinds=None) -> np.ndarray:
+    def scores(self, query: str, *, backend: str | None = None,
+               kinds: Iterable[str] | None = None) -> np.ndarray:
         """BM25 score of every indexed experience (main then delta order); filtered ones score 0."""
-        kinds = tuple(sorted(set(kinds))) if kinds is not None else None
+        wanted = tuple(sorted(set(kinds))) if kinds is not None else None
         qterms = list(dict.fromkeys(terms(query)))
         out = np.zeros(self.size, dtype=np.float32)
         if self.bm25 is not None and self.main_size:
             qids = [self.vocab[t] for t in qterms if t in self.vocab and self.vocab[t] < len(self.main_df)]
             main = self.bm25.get_scores_from_ids(qids) if qids else np.zeros(self.main_size, dtype=np.float32)
-            mask = self._main_mask(backend, kinds)
+            mask = self._main_mask(backend, wanted)
             if mask is not None:
                 main = np.where(mask, main, 0)
             out[: self.main_size] = main
         if self.delta.ids:
-            out[self.main_size:] = self._delta_scores(qterms, backend, kinds)
+            out[self.main_size:] = self._delta_scores(qterms, backend, wanted)
         return out
 
-    def _delta_scores(self, qterms: list[str], backend: str | None, kinds) -> np.ndarray:
+    def _delta_scores(self, qterms: list[str], backend: str | None, kinds: tuple[str, ...] | None) -> np.ndarray:
         d = self.delta
         n_delta = len(d.ids)
         n = self.main_size + n_delta
@@ -335,7 +340,8 @@ class RetrievalIndex:
             return bytes(self.main_ids[pos]).decode()
         return self.delta.ids[pos - self.main_size]
 
-    def ranked(self, query: str, *, backend: str | None = None, kinds=None, first: int = 64) -> Iterator[tuple[str, float]]:
+    def ranked(self, query: str, *, backend: str | None = None, kinds: Iterable[str] | None = None,
+               first: int = 64) -> Iterator[tuple[str, float]]:
         """(id, score) of every experience matching ``query`` (score > 0), best first, lazily."""
         scores = self.scores(query, backend=backend, kinds=kinds)
         positive = int(np.count_nonzero(scores > 0))

@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from typing import Iterable, Protocol
+from typing import Any, Protocol
 
 from store.records import Experience, RunRecord, TaskState
 
@@ -47,10 +48,10 @@ class Memory(Protocol):
     def record_adoption(self, task_id: str, ids: Iterable[str]) -> None:
         """Note that ``task_id`` adopted (cited) each id."""
 
-    def update_reward_stats(self, key: str, value: float) -> dict:
+    def update_reward_stats(self, key: str, value: float) -> dict[str, Any]:
         """Add ``value`` to running statistics ``key``; returns count, mean, var, std."""
 
-    def reward_stats(self, key: str) -> dict:
+    def reward_stats(self, key: str) -> dict[str, Any]:
         """The running statistics ``key``."""
 
     def get_task(self, task_id: str) -> TaskState | None:
@@ -68,10 +69,10 @@ class Memory(Protocol):
     def list_runs(self) -> list[RunRecord]:
         """Every run, oldest first."""
 
-    def cache_get(self, key: str) -> dict | None:
+    def cache_get(self, key: str) -> dict[str, Any] | None:
         """The cached LLM response for request hash ``key``, or None."""
 
-    def cache_put(self, key: str, value: dict) -> None:
+    def cache_put(self, key: str, value: dict[str, Any]) -> None:
         """Cache an LLM response under its request hash."""
 
     def transaction(self) -> AbstractContextManager[None]:

@@ -71,14 +71,14 @@ class Experience:
     title: str = ""
     text: str = ""
     files: dict[str, str] = field(default_factory=dict)
-    outcome: dict | None = None
+    outcome: dict[str, Any] | None = None
     reward: float | None = None
     parent_id: str | None = None
     source: str = "llm"
     model: str = ""
     run_id: str | None = None
     iteration: int | None = None
-    signature: dict = field(default_factory=dict)
+    signature: dict[str, Any] = field(default_factory=dict)
     id: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -86,24 +86,29 @@ class Experience:
     q2: float = 0.0
     n1: int = 0
     n2: int = 0
-    q_history: list = field(default_factory=list)
+    q_history: list[Any] = field(default_factory=list)
     adoptions: int = 0
     adopted_by: list[str] = field(default_factory=list)
     retrieved_by: dict[str, int] = field(default_factory=dict)
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data (files with their contents)."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Experience":
+    def from_dict(cls, data: dict[str, Any]) -> Experience:
         """An experience from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
 
     def q(self, stage: str) -> float:
         """The value for ``stage``: Q1 when drafting, Q2 when refining."""
         return self.q1 if stage == "draft" else self.q2
+
+    @property
+    def result(self) -> "OutcomeSummary":
+        """The verifier outcome stored with this experience, typed."""
+        return OutcomeSummary.from_dict(self.outcome)
 
 
 @dataclass
@@ -120,15 +125,76 @@ class TaskState:
     iterations_used: int = 0
     budget: int = 0
     updated_at: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TaskState":
+    def from_dict(cls, data: dict[str, Any]) -> TaskState:
         """A task state from ``to_dict`` output; unknown keys are ignored."""
+        return _from_dict(cls, data)
+
+
+@dataclass
+class OutcomeSummary:
+    """What core and the workbench read of a verifier outcome stored with an experience (``outcome``,
+    a plain dict so the store needs no verifier): typed, every field optional, unknown keys ignored."""
+
+    feasible: bool = False
+    failed_gate: str | None = None
+    message: str = ""
+    latency_ms: float | None = None
+    latency_spread_ms: float | None = None
+    reference_ms: float | None = None
+    speedup: float | None = None
+    speedup_ci: list[float] | None = None
+    vs_reference: str = ""
+    best_ms: float | None = None
+    gain: float | None = None
+    gain_ci: list[float] | None = None
+    vs_best: str = ""
+    best_hash: str = ""
+    candidate_hash: str = ""
+    roofline: dict | None = None
+    flags: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> "OutcomeSummary":
+        """The summary of an outcome dict (an empty, infeasible one for None)."""
+        return _from_dict(cls, data or {})
+
+    @property
+    def timed(self) -> bool:
+        """Feasible with a latency: a kernel that counts for speed."""
+        return self.feasible and self.latency_ms is not None
+
+
+@dataclass
+class TaskProgress:
+    """One task's progress within a run."""
+
+    iterations_used: int = 0
+    feasible: bool = False
+    stage: str = "draft"
+    attempts: list[str] = field(default_factory=list)
+    best_id: str | None = None
+    best_ms: float | None = None
+    first_ms: float | None = None
+    reference_ms: float | None = None
+    broken: str = ""               # why the task ended early (a broken reference, unusable answers)
+    unusable_streak: int = 0       # answers in a row without usable code
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TaskProgress":
+        """A task's progress from ``to_dict`` output (or a run stored before this type: same keys)."""
+        data = dict(data)
+        data["broken"] = str(data.get("broken") or "")
         return _from_dict(cls, data)
 
 
@@ -138,23 +204,27 @@ class RunRecord:
 
     id: str
     method: str
-    config: dict
+    config: dict[str, Any]
     tasks: list[str]
     status: str = "running"
     iteration: int = 0
     started_at: float = 0.0
     updated_at: float = 0.0
-    progress: dict = field(default_factory=dict)
+    progress: dict[str, TaskProgress] = field(default_factory=dict)
     tokens_in: int = 0
     tokens_out: int = 0
     cost: float = 0.0
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.progress = {k: v if isinstance(v, TaskProgress) else TaskProgress.from_dict(v)
+                         for k, v in self.progress.items()}
 
     def to_dict(self) -> dict[str, Any]:
         """Every field as plain data."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunRecord":
+    def from_dict(cls, data: dict[str, Any]) -> RunRecord:
         """A run from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)

@@ -18,10 +18,21 @@ Tables (LMDB named databases), keys → values:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 from store.codec import pack
+
+# The types of a transaction (values read as bytes, never buffers) and of a table handle, for
+# annotations only: lmdb's classes take no type arguments at run time.
+if TYPE_CHECKING:
+    import lmdb
+
+    Txn: TypeAlias = lmdb.Transaction[bytes]
+    Db: TypeAlias = lmdb._Database
+else:
+    Txn = Db = object
 
 SCHEMA_VERSION = 1
 
@@ -33,24 +44,24 @@ TABLES = ("meta", "exp", "row", "hist", "blob", "bytask", "byparent", "bykind", 
 class Tables:
     """Open handles of every named database of one environment."""
 
-    meta: object
-    exp: object
-    row: object
-    hist: object
-    blob: object
-    bytask: object
-    byparent: object
-    bykind: object
-    dedup: object
-    order: object
-    tasks: object
-    runs: object
-    cache: object
+    meta: Db
+    exp: Db
+    row: Db
+    hist: Db
+    blob: Db
+    bytask: Db
+    byparent: Db
+    bykind: Db
+    dedup: Db
+    order: Db
+    tasks: Db
+    runs: Db
+    cache: Db
 
 
 # MIGRATIONS[v] upgrades a memory of schema v to v + 1 inside one write transaction:
 # fn(txn, tables). A version with no entry here cannot be migrated forward.
-MIGRATIONS: dict[int, Callable[[object, Tables], None]] = {}
+MIGRATIONS: dict[int, Callable[[Txn, Tables], None]] = {}
 
 
 def migration_path(found: int) -> list[int] | None:
@@ -59,7 +70,7 @@ def migration_path(found: int) -> list[int] | None:
     return steps if all(v in MIGRATIONS for v in steps) else None
 
 
-def apply_migrations(txn, tables: Tables, found: int) -> None:
+def apply_migrations(txn: Txn, tables: Tables, found: int) -> None:
     """Upgrade a memory of schema ``found`` to SCHEMA_VERSION inside the write transaction ``txn``."""
     for version in migration_path(found) or []:
         MIGRATIONS[version](txn, tables)

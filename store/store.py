@@ -12,16 +12,17 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from store import experiences, values
 from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
 from store.records import Experience, RunRecord, TaskState
-from store.schema import SCHEMA_VERSION, apply_migrations, migration_path, newer_message, older_message
+from store.schema import SCHEMA_VERSION, Tables, Txn, apply_migrations, migration_path, newer_message, older_message
 
 if TYPE_CHECKING:
     from store.index import IndexDoc, RetrievalIndex
@@ -35,6 +36,9 @@ def index_dir(path: Path) -> Path:
     stem = path.name[: -len(".lmdb")] if path.name.endswith(".lmdb") else path.name
     return path.parent / f"{stem}.index"
 
+R = TypeVar("R")
+_Body = tuple[dict[str, Any], dict[str, str]]   # an experience's body and files, as stored
+
 
 class Store:
     """The memory of one workspace. Open it with ``Store.open(path)``; use it from any thread."""
@@ -42,20 +46,21 @@ class Store:
     def __init__(self, env: Environment, readonly: bool) -> None:
         self._env = env
         self._readonly = readonly
-        self._t = env.tables
+        self._t = _tables(env)
         self._closed = False
         self._lock = env.shared.setdefault("index_lock", threading.Lock())
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> "Store":
+    def open(cls, path: str | os.PathLike[str], *, readonly: bool = False, map_size: int = DEFAULT_MAP_SIZE) -> Store:
         """Open the memory at ``path`` (an LMDB folder such as ``.evokernel/memory.lmdb``).
 
         Writable opens create it. An older schema is migrated when a migration exists; a newer one,
         or an older one that cannot be migrated, raises SchemaMismatch saying what to do.
         """
         env = Environment.acquire(path, readonly=readonly, map_size=map_size)
+        held = True
         try:
             found = env.read(lambda txn: _schema(txn, env))
             if found is None:
@@ -69,13 +74,15 @@ class Store:
                     raise SchemaMismatch(older_message(str(env.path), found))
                 if readonly:
                     env.release()
-                    env = None
+                    held = False
                     cls.open(path, map_size=map_size).close()  # migrate through a writable open
                     return cls.open(path, readonly=True, map_size=map_size)
                 env.write(lambda txn: _migrate(txn, env))
-            env.shared.setdefault("store_id", env.read(lambda txn: unpack(txn.get(b"store_id", db=env.tables.meta))))
+            tables = _tables(env)
+            env.shared.setdefault("store_id", env.read(lambda txn: unpack(cast(bytes, txn.get(b"store_id",
+                                                                                          db=tables.meta)))))
         except BaseException:
-            if env is not None:
+            if held:
                 env.release()
             raise
         return cls(env, readonly)
@@ -96,10 +103,10 @@ class Store:
             self._closed = True
             self._env.release()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @contextmanager
@@ -113,7 +120,7 @@ class Store:
     def _refuse(self) -> ReadOnlyStore:
         return ReadOnlyStore(f"memory at {self.path} is open read-only; open it without readonly to write")
 
-    def _write(self, fn):
+    def _write(self, fn: Callable[[Txn], R]) -> R:
         if self._readonly:
             raise self._refuse()
         return self._env.write(fn)
@@ -150,14 +157,14 @@ class Store:
 
     def resolve_id(self, prefix: str) -> str:
         """The full id of the one experience whose id starts with ``prefix``."""
-        def find(txn) -> list[str]:
+        def find(txn: Txn) -> list[str]:
             if txn.get(prefix.encode(), db=self._t.row) is not None:
                 return [prefix]
             cur = txn.cursor(db=self._t.row)
             found: list[str] = []
             if prefix and cur.set_range(prefix.encode()):
-                for key in cur.iternext(values=False):
-                    key = bytes(key).decode()
+                for raw in cur.iternext(values=False):
+                    key = bytes(raw).decode()
                     if not key.startswith(prefix) or len(found) == 2:
                         break
                     found.append(key)
@@ -178,7 +185,7 @@ class Store:
         """Experiences passing the filters, sorted (recency, q1, q2, reward, adoptions) and paged."""
         filters = dict(task=task, kind=kind, stage=stage, backend=backend, source=source)
 
-        def run(txn) -> list[Experience]:
+        def run(txn: Txn) -> list[Experience]:
             rows = experiences.sort_rows(experiences.matching_rows(txn, self._t, filters), sort, descending)
             page = rows[offset: None if limit is None else offset + limit]
             return experiences.many(txn, self._t, [i for i, _ in page])
@@ -193,7 +200,7 @@ class Store:
 
     def children(self, parent_id: str) -> list[Experience]:
         """The attempts made from ``parent_id``, oldest first."""
-        def run(txn) -> list[Experience]:
+        def run(txn: Txn) -> list[Experience]:
             prefix = parent_id.encode() + b"\x00"
             cur = txn.cursor(db=self._t.byparent)
             ids: list[str] = []
@@ -209,7 +216,7 @@ class Store:
 
     def attempt_tree(self, task_id: str) -> list[tuple[str, str | None]]:
         """(id, parent id) of every experience of ``task_id``, in creation order."""
-        def run(txn) -> list[tuple[str, str | None]]:
+        def run(txn: Txn) -> list[tuple[str, str | None]]:
             prefix = text_key(task_id) + b"\x00"
             cur = txn.cursor(db=self._t.bytask)
             out: list[tuple[str, str | None]] = []
@@ -228,14 +235,16 @@ class Store:
         wanted = experiences.active_filters(filters)
         after = 0
         while True:
-            def chunk(txn, after=after):
+            def chunk(txn: Txn, after: int = after) -> tuple[list[Experience], int | None]:
                 out = []
                 pairs = experiences.ids_by_seq(txn, self._t, after, limit=_CHUNK)
-                for seq, exp_id in pairs:
+                for _seq, exp_id in pairs:
                     row = experiences.row(txn, self._t, exp_id)
                     if row is None or not experiences.row_matches(row, wanted):
                         continue
-                    out.append(experiences.load(txn, self._t, exp_id))
+                    exp = experiences.load(txn, self._t, exp_id)
+                    if exp is not None:
+                        out.append(exp)
                 return out, (pairs[-1][0] if pairs else None)
 
             batch, last = self._env.read(chunk)
@@ -244,9 +253,9 @@ class Store:
                 return
             after = last
 
-    def update_extra(self, exp_id: str, extra: dict) -> None:
+    def update_extra(self, exp_id: str, extra: dict[str, Any]) -> None:
         """Merge ``extra`` into the experience's free-form ``extra`` field."""
-        def run(txn) -> None:
+        def run(txn: Txn) -> None:
             raw = txn.get(exp_id.encode(), db=self._t.exp)
             if raw is None:
                 raise UnknownExperience(f"no experience with id {exp_id!r}")
@@ -281,11 +290,11 @@ class Store:
         ids = list(ids)
         self._write(lambda txn: values.record_adoption(txn, self._t, task_id, ids))
 
-    def update_reward_stats(self, key: str, value: float) -> dict:
+    def update_reward_stats(self, key: str, value: float) -> dict[str, Any]:
         """Add ``value`` to the running statistics ``key``: returns count, mean, var, std."""
         return self._write(lambda txn: values.update_reward_stats(txn, self._t, key, value))
 
-    def reward_stats(self, key: str) -> dict:
+    def reward_stats(self, key: str) -> dict[str, Any]:
         """The running statistics ``key`` (zeros before the first value)."""
         return self._env.read(lambda txn: values.reward_stats(txn, self._t, key))
 
@@ -324,12 +333,12 @@ class Store:
         raws = self._env.read(lambda txn: [bytes(v) for v in txn.cursor(db=self._t.runs).iternext(keys=False)])
         return sorted((RunRecord.from_dict(unpack(r)) for r in raws), key=lambda r: (r.started_at, r.id))
 
-    def cache_get(self, key: str) -> dict | None:
+    def cache_get(self, key: str) -> dict[str, Any] | None:
         """The cached LLM response for request hash ``key``, or None."""
         raw = self._env.read(lambda txn: txn.get(text_key(key), db=self._t.cache))
         return unpack(raw) if raw is not None else None
 
-    def cache_put(self, key: str, value: dict) -> None:
+    def cache_put(self, key: str, value: dict[str, Any]) -> None:
         """Cache the LLM response ``value`` under request hash ``key``."""
         data = pack(value)
         self._write(lambda txn: txn.put(text_key(key), data, db=self._t.cache))
@@ -359,7 +368,7 @@ class Store:
         with self._lock:
             index = self._current_index()
 
-            def pick(txn) -> list[tuple[Experience, float]]:
+            def pick(txn: Txn) -> list[tuple[Experience, float]]:
                 out: list[tuple[Experience, float]] = []
                 for exp_id, score in index.ranked(query, backend=backend, kinds=kinds, first=k + len(exclude) + 8):
                     if exp_id in exclude:
@@ -383,11 +392,11 @@ class Store:
             head, store_id = self._env.read(self._head)
             self._env.shared["index"] = self._build_index(head, store_id)
 
-    def _head(self, txn) -> tuple[int, str]:
+    def _head(self, txn: Txn) -> tuple[int, str]:
         raw = txn.get(b"seq", db=self._t.meta)
         return (unpack(raw) if raw is not None else 0), self._env.shared["store_id"]
 
-    def _current_index(self) -> "RetrievalIndex":
+    def _current_index(self) -> RetrievalIndex:
         from store.index import RetrievalIndex
 
         head, store_id = self._env.read(self._head)
@@ -401,17 +410,17 @@ class Store:
         self._env.shared["index"] = index
         return index
 
-    def _build_index(self, head: int, store_id: str) -> "RetrievalIndex":
+    def _build_index(self, head: int, store_id: str) -> RetrievalIndex:
         from store.index import RetrievalIndex
 
         return RetrievalIndex.build(index_dir(self.path), store_id, self._index_docs(0, head), head)
 
-    def _index_docs(self, after: int, until: int) -> Iterator["IndexDoc"]:
+    def _index_docs(self, after: int, until: int) -> Iterator[IndexDoc]:
         from store.index import IndexDoc
         from store.terms import document_text
 
         while after < until:
-            def chunk(txn, after=after):
+            def chunk(txn: Txn, after: int = after) -> list[tuple[int, str, _Body | None]]:
                 out = []
                 for seq, exp_id in experiences.ids_by_seq(txn, self._t, after, until, limit=_CHUNK):
                     found = experiences.load_body(txn, self._t, exp_id)
@@ -429,13 +438,13 @@ class Store:
 
     # -- export, import, stats -------------------------------------------------------------------
 
-    def export_jsonl(self, path: str | os.PathLike, **filters: str | None) -> int:
+    def export_jsonl(self, path: str | os.PathLike[str], **filters: str | None) -> int:
         """Write the experiences passing the filters to a JSON Lines file; returns how many."""
         from store.transfer import export_jsonl
 
         return export_jsonl(self, Path(path), filters)
 
-    def import_jsonl(self, path: str | os.PathLike) -> tuple[int, int]:
+    def import_jsonl(self, path: str | os.PathLike[str]) -> tuple[int, int]:
         """Add the experiences of a JSON Lines export, keeping ids, values and history.
 
         Returns (added, skipped): experiences already here (same id) or near-duplicates are skipped,
@@ -445,9 +454,9 @@ class Store:
 
         return import_jsonl(self, Path(path))
 
-    def stats(self) -> dict:
+    def stats(self) -> dict[str, Any]:
         """Counts by kind, stage, backend and source; sizes; mean values; reward statistics."""
-        def run(txn) -> dict:
+        def run(txn: Txn) -> dict[str, Any]:
             by: dict[str, dict[str, int]] = {f: {} for f in ("kind", "stage", "backend", "source")}
             tasks: set[str] = set()
             q1 = q2 = 0.0
@@ -482,13 +491,18 @@ class Store:
         return out
 
 
-def _schema(txn, env: Environment) -> int | None:
-    raw = txn.get(b"schema", db=env.tables.meta)
+def _tables(env: Environment) -> Tables:
+    assert env.tables is not None, "Environment.acquire opens the tables"
+    return env.tables
+
+
+def _schema(txn: Txn, env: Environment) -> int | None:
+    raw = txn.get(b"schema", db=_tables(env).meta)
     return unpack(raw) if raw is not None else None
 
 
-def _initialise(txn, env: Environment) -> None:
-    meta = env.tables.meta
+def _initialise(txn: Txn, env: Environment) -> None:
+    meta = _tables(env).meta
     if txn.get(b"schema", db=meta) is not None:  # another process got there first
         return
     txn.put(b"schema", pack(SCHEMA_VERSION), db=meta)
@@ -497,9 +511,9 @@ def _initialise(txn, env: Environment) -> None:
     txn.put(b"seq", pack(0), db=meta)
 
 
-def _migrate(txn, env: Environment) -> None:
+def _migrate(txn: Txn, env: Environment) -> None:
     found = _schema(txn, env)
     if found is not None and found < SCHEMA_VERSION:
         if migration_path(found) is None:
             raise SchemaMismatch(older_message(str(env.path), found))
-        apply_migrations(txn, env.tables, found)
+        apply_migrations(txn, _tables(env), found)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from functools import lru_cache
+from typing import Any
 
 from bm25s.stopwords import STOPWORDS_EN
 
@@ -49,7 +50,7 @@ def term_counts(text: str) -> Counter[str]:
     return Counter(terms(text))
 
 
-def document_text(body: dict, files: dict[str, str]) -> str:
+def document_text(body: dict[str, Any], files: dict[str, str]) -> str:
     """The text an experience is indexed by: task text, op names, title, lesson, error, code."""
     sig = body.get("signature") or {}
     outcome = body.get("outcome") or {}

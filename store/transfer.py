@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from store import experiences
 from store.errors import ImportFormatError, InvalidRecord, StoreError
@@ -28,7 +29,7 @@ HEADER_TYPE = "evokernel-memory"
 BATCH = 2000
 
 
-def export_jsonl(store: "Store", path: Path, filters: dict[str, str | None]) -> int:
+def export_jsonl(store: Store, path: Path, filters: dict[str, str | None]) -> int:
     """Write the experiences passing ``filters`` to ``path`` (atomically); returns how many."""
     wanted = experiences.active_filters(filters)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -88,7 +89,7 @@ def read_jsonl(path: Path) -> Iterator[Experience]:
             yield exp
 
 
-def _lines(handle, path: Path) -> Iterator[tuple[int, str]]:
+def _lines(handle: Iterable[str], path: Path) -> Iterator[tuple[int, str]]:
     lineno = 0
     try:
         for lineno, line in enumerate(handle, 1):
@@ -97,7 +98,7 @@ def _lines(handle, path: Path) -> Iterator[tuple[int, str]]:
         raise ImportFormatError(f"{path}:{lineno + 1}: not UTF-8 text; is this a memory export?") from None
 
 
-def import_jsonl(store: "Store", path: Path) -> tuple[int, int]:
+def import_jsonl(store: Store, path: Path) -> tuple[int, int]:
     """Add the experiences of ``path`` to ``store``: (added, skipped as present or near-duplicate).
 
     A first pass checks every line (nothing is written if one is bad); the second writes, in batches.

@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterable
+from typing import Any
 
 from store.codec import pack, unpack
 from store.records import HISTORY_CAP
-from store.schema import Tables
+from store.schema import Tables, Txn
 
 VALUE_STAGES = {"draft": ("q1", "n1"), "refine": ("q2", "n2")}
 
 
 def update_values(
-    txn, t: Tables, ids, *, stage: str, reward: float, alpha: float, task_id: str | None,
+    txn: Txn, t: Tables, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None,
     weights: dict[str, float] | None,
 ) -> dict[str, float]:
     """Q ← Q + α·w·(r − Q) for the stage's value of each existing id; returns the new values.
@@ -48,12 +50,12 @@ def update_values(
     return out
 
 
-def _hist(txn, t: Tables, key: bytes) -> dict:
+def _hist(txn: Txn, t: Tables, key: bytes) -> dict[str, Any]:
     raw = txn.get(key, db=t.hist)
     return unpack(raw) if raw is not None else {"q_history": [], "adopted_by": [], "retrieved_by": {}}
 
 
-def record_retrieval(txn, t: Tables, task_id: str, ids) -> None:
+def record_retrieval(txn: Txn, t: Tables, task_id: str, ids: Iterable[str]) -> None:
     """Count one retrieval of each id for ``task_id``."""
     for exp_id in dict.fromkeys(ids):
         key = exp_id.encode()
@@ -65,7 +67,7 @@ def record_retrieval(txn, t: Tables, task_id: str, ids) -> None:
         txn.put(key, pack(hist), db=t.hist)
 
 
-def record_adoption(txn, t: Tables, task_id: str, ids) -> None:
+def record_adoption(txn: Txn, t: Tables, task_id: str, ids: Iterable[str]) -> None:
     """Note that ``task_id`` adopted (cited) each id; ``adoptions`` counts distinct tasks."""
     for exp_id in dict.fromkeys(ids):
         key = exp_id.encode()
@@ -87,13 +89,13 @@ def _stats_key(key: str) -> bytes:
     return b"rstats:" + key.encode()
 
 
-def _public(state: dict) -> dict:
+def _public(state: dict[str, Any]) -> dict[str, Any]:
     n = state["count"]
     var = state["m2"] / n if n > 0 else 0.0
     return {"count": n, "mean": state["mean"], "var": var, "std": math.sqrt(var)}
 
 
-def update_reward_stats(txn, t: Tables, key: str, value: float) -> dict:
+def update_reward_stats(txn: Txn, t: Tables, key: str, value: float) -> dict[str, Any]:
     """Add ``value`` to the running statistics ``key`` (Welford); returns count, mean, var, std."""
     if not math.isfinite(value):
         raise ValueError(f"reward statistics take finite values, got {value!r}")
@@ -107,13 +109,13 @@ def update_reward_stats(txn, t: Tables, key: str, value: float) -> dict:
     return _public(state)
 
 
-def reward_stats(txn, t: Tables, key: str) -> dict:
+def reward_stats(txn: Txn, t: Tables, key: str) -> dict[str, Any]:
     """The running statistics ``key``: count, mean, var (population) and std; zeros if none yet."""
     raw = txn.get(_stats_key(key), db=t.meta)
     return _public(unpack(raw) if raw is not None else {"count": 0, "mean": 0.0, "m2": 0.0})
 
 
-def all_reward_stats(txn, t: Tables) -> dict[str, dict]:
+def all_reward_stats(txn: Txn, t: Tables) -> dict[str, dict[str, Any]]:
     """Every running statistics key with its values."""
     out = {}
     cur = txn.cursor(db=t.meta)

@@ -11,6 +11,34 @@ FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))  # shared candidate sources: `import candidates`
 SUITE = FIXTURES / "suite"
 
+# Files whose every test starts the whole CLI or workbench (a fresh interpreter importing PyTorch, a
+# pilot session) or hammers a real store from several processes: a second or more each. They are
+# marked slow here, in one place, so `make check` (`-m "not slow"`) stays under a minute; `make test`
+# runs everything. Single slow tests elsewhere carry their own mark.
+SLOW_FILES = {
+    "backends/test_doctor_and_packaging.py",
+    "core_tests/test_cli_bad_input.py",
+    "core_tests/test_cli_verifier.py",
+    "store/test_concurrency.py",
+    "store/test_crash.py",
+    "tui/test_cli_daily.py",
+    "tui/test_commands.py",
+    "tui/test_daily_use.py",
+    "tui/test_first_run.py",
+    "tui/test_keys.py",
+    "tui/test_screenshots.py",
+    # the timing tests of the merged timing branch: real paired timing windows, a lock across processes
+    "verification/test_machine_lock.py",
+    "verification/test_paired_timing.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(__file__).parent
+    for item in items:
+        if item.path.relative_to(root).as_posix() in SLOW_FILES:
+            item.add_marker(pytest.mark.slow)
+
 
 @pytest.fixture(scope="session")
 def suite():

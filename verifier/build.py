@@ -22,8 +22,8 @@ from pathlib import Path
 
 from verifier.backends.base import BuildPlanError
 from verifier.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.linkage import check_links, parse_needed, parse_undefined, policy_for
 from verifier.forkserver import landlock_abi
+from verifier.linkage import check_links, parse_needed, parse_undefined, policy_for
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)

@@ -20,7 +20,8 @@ import json
 import math
 import os
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
 # rounds once differs from a reference that rounds at every step by a few units in the last place.
@@ -43,7 +44,7 @@ def parse_case_file(text: str, name: str = "cases") -> tuple[dict, ...]:
         try:
             case = json.loads(line)
         except ValueError as exc:
-            raise CaseError(f"{name} line {lineno}: not JSON ({exc.msg})") from None
+            raise CaseError(f"{name} line {lineno}: not JSON ({getattr(exc, 'msg', exc)})") from None
         inputs = case.get("inputs") if isinstance(case, dict) else None
         if not isinstance(inputs, list):
             raise CaseError(f"{name} line {lineno}: a case is an object with an \"inputs\" list")
@@ -113,7 +114,7 @@ def describe_groups(groups: list) -> tuple[dict, ...]:
 
     cases = []
     for group in groups:
-        inputs = []
+        inputs: list[dict[str, object]] = []
         for k, x in enumerate(group if isinstance(group, (list, tuple)) else [group]):
             if isinstance(x, torch.Tensor):
                 inputs.append({"name": f"in{k}", "dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape)})

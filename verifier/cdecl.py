@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from verifier.csource import scan, splice, split_top_level
+
 # C scalar type -> ctypes name. Pointers to these carry a torch dtype expectation (below).
 SCALARS: dict[str, str] = {
     "bool": "c_bool",
@@ -112,35 +114,15 @@ class Signature:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Signature":
+    def from_dict(cls, d: dict) -> Signature:
         return cls(d["name"], d["restype"], tuple(Param(**p) for p in d["params"]))
 
 
 def strip_comments_and_strings(source: str, keep_strings: bool = False) -> str:
-    """Blank out comments (and string/char literals unless ``keep_strings``), keeping line breaks."""
-    out: list[str] = []
-    i, n = 0, len(source)
-    while i < n:
-        c = source[i]
-        if source.startswith("//", i):
-            j = source.find("\n", i)
-            i = n if j < 0 else j
-        elif source.startswith("/*", i):
-            j = source.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append("\n" * source.count("\n", i, j))
-            i = j
-        elif c in "\"'":
-            j = i + 1
-            while j < n and source[j] != c:
-                j += 2 if source[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append(source[i:j] if keep_strings else c + " " * max(0, j - i - 2) + c)
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    """``source`` as the compiler reads it (backslash-newlines joined) with comments blanked, and the
+    insides of string/char literals too unless ``keep_strings``; read by the shared C lexer."""
+    scanned = scan(splice(source)[0], stop_at_open=False)
+    return scanned.no_comments if keep_strings else scanned.code
 
 
 def _matching(text: str, start: int, open_: str = "{", close: str = "}") -> int:
@@ -170,7 +152,7 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
     if text in ("", "void"):
         return ()
     params = []
-    for index, raw in enumerate(_split_top(text)):
+    for index, raw in enumerate(split_top_level(text, "()<>[]")):
         raw = raw.split("=")[0].strip()
         array = "[" in raw  # float x[] is a pointer
         if array:
@@ -196,23 +178,8 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "(<[":
-            depth += 1
-        elif ch in ")>]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    parts.append("".join(cur))
-    return parts
-
-
-_HEADER = re.compile(r"([A-Za-z_][\w\s\*&:<>]*?)\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)\s*(?:noexcept\s*)?([{;])")
+_HEADER = re.compile(r"([A-Za-z_][\w\s\*&:<>]*?)\b([A-Za-z_]\w*)\s*\(([^()]*(?:\([^()]*\)[^()]*)*)\)"
+                     r"\s*(?:noexcept\s*)?([{;])")
 
 
 def _headers_in(segment: str) -> list[tuple[str, str, str]]:

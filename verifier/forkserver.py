@@ -25,6 +25,7 @@ in its siblings' folders, and attach to no process outside its domain; and its s
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import importlib
 import json
@@ -32,9 +33,8 @@ import os
 import resource
 import select
 import signal
-import sys
-import ctypes
 import struct
+import sys
 import traceback
 
 # syscalls a candidate never needs; each fails with EPERM.
@@ -302,8 +302,9 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
     problem = lock_down(os.getpid(), deny_chmod=deny_chmod)
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
-    from verifier.worker import run_job
     from pathlib import Path
+
+    from verifier.worker import run_job
 
     return run_job(Path(job_dir))
 

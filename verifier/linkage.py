@@ -117,6 +117,7 @@ def _ld_cache() -> dict[str, str]:
 
 def resolve(soname: str, search: list[str]) -> str | None:
     """Where the loader would find ``soname``: ``search`` folders (LD_LIBRARY_PATH) first, then its cache."""
+    path: str | None
     for folder in search:
         path = os.path.join(folder, soname)
         if os.path.isfile(path):

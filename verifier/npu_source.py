@@ -86,7 +86,7 @@ class _Neutralise(ast.NodeTransformer):
 
     def visit_Attribute(self, node: ast.Attribute):
         self.generic_visit(node)
-        root = node
+        root: ast.expr = node
         while isinstance(root, ast.Attribute):
             root = root.value
         if isinstance(root, ast.Name) and root.id in self.aliases | {"torch_npu"}:

@@ -32,8 +32,9 @@ import inspect
 import json
 import numbers
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from verifier.cdecl import POINTER_DTYPES, SCALARS, Signature
 
@@ -51,7 +52,8 @@ _active: dict[str, Any] = {"library": None, "signatures": None, "device": "cpu",
 _calls: dict[str, int] = {}
 
 
-def configure(library: str, signatures: list[dict], device: str = "cpu", stream: Callable[[], int] | None = None) -> None:
+def configure(library: str, signatures: list[dict], device: str = "cpu",
+              stream: Callable[[], int] | None = None) -> None:
     """Called by the verifier's worker before it imports ``model.py``."""
     _active.update(library=library, signatures=signatures, device=device, stream=stream)
 
@@ -65,7 +67,7 @@ def reset_calls() -> None:
     _calls.clear()
 
 
-def load(path: str | None = None) -> "KernelLibrary":
+def load(path: str | None = None) -> KernelLibrary:
     """The candidate's compiled library (see the module docstring)."""
     if path is None and _active["library"] is not None:
         return KernelLibrary(_active["library"], _active["signatures"], _active["device"], _active["stream"])
@@ -125,7 +127,7 @@ class KernelLibrary:
         self._stream = stream
         self._funcs: dict[str, KernelFunction] = {}
 
-    def __getattr__(self, name: str) -> "KernelFunction":
+    def __getattr__(self, name: str) -> KernelFunction:
         if name.startswith("_"):
             raise AttributeError(name)
         fn = self._funcs.get(name)
@@ -153,7 +155,8 @@ class KernelLibrary:
             buf = ctypes.create_string_buffer(256)
             code = last_error(buf, len(buf))
             if code:
-                raise KernelCallError(f"{name}(): CUDA error {code} after the launch: {buf.value.decode(errors='replace')}")
+                text = buf.value.decode(errors="replace")
+                raise KernelCallError(f"{name}(): CUDA error {code} after the launch: {text}")
 
         return check
 
@@ -221,7 +224,7 @@ def _converter(param, sig: Signature, index: int, device: str):
             try:
                 import torch
             except ImportError:  # pragma: no cover - torch is a dependency
-                raise KernelCallError(f"{where}: torch is required")
+                raise KernelCallError(f"{where}: torch is required") from None
             if not isinstance(value, torch.Tensor):
                 raise KernelCallError(f"{where}: expected a tensor, got {type(value).__name__}")
             if value.device.type != device:

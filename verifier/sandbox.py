@@ -19,8 +19,8 @@ Layers, outermost first:
   file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
   read only on the same allow-list, and written only in the job's own folder and a few device nodes;
   no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
-  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills it. Job folders have
-  unpredictable names in a jobs root the sandbox can enter but not list.
+  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills
+  it. Job folders have unpredictable names in a jobs root the sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
 """
@@ -37,6 +37,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,7 +225,7 @@ def _with_prefix(path: str, roots: list[str]) -> list[str]:
     return out
 
 
-def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
+def sandbox_readable(env: Mapping[str, str] | None = None, extra: list[str] | tuple[str, ...] = ()) -> list[str]:
     """What a sandboxed worker or compiler reads besides the system view: the Python installation
     (``sys.prefix``, ``sys.base_prefix``, the interpreter), the ``verifier`` package (the package
     folder only, not the whole checkout: a ``.env`` or ``.git/config`` beside it may hold a token),
@@ -232,14 +233,14 @@ def sandbox_readable(env: dict[str, str] | None = None, extra: list[str] | tuple
     ``PYTHONPATH``, ``CUDA_HOME``, ``ASCEND_*``...) and ``extra``. Never a home itself, a top-level
     folder (``/work``, ``/opt``), ``/tmp``, or a folder holding the checkout: those would show
     everything in them."""
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     roots = [*home_roots(), "/tmp"]
     checkout = os.path.realpath(Path(__file__).resolve().parent.parent)  # scrubbed_env's PYTHONPATH entry
     package = str(Path(__file__).resolve().parent)
     interpreter = {os.path.normpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                                                  os.path.dirname(os.path.realpath(sys.executable)))}
     wanted = [*interpreter, *_pth_paths()]
-    for key, value in env.items():
+    for key, value in environ.items():
         if _PATH_VARS.match(key):
             wanted += [p for p in value.split(os.pathsep) if os.path.isabs(p)]
     wanted += [p for p in extra if p and os.path.isabs(p)]

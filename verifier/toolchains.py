@@ -18,9 +18,9 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 # ----------------------------------------------------------------------------- running commands
 
@@ -146,7 +146,8 @@ def query_nvidia_smi(env: Mapping[str, str]) -> tuple[list[int], str]:
     return caps, "" if caps else "nvidia-smi lists no GPU"
 
 
-def choose_cuda_arch(capability: int | None, supported: list[int], override: str | None = None) -> tuple[str | None, str]:
+def choose_cuda_arch(capability: int | None, supported: list[int],
+                     override: str | None = None) -> tuple[str | None, str]:
     """The ``-arch`` for nvcc: the device's own ``sm_XY``. Returns (arch or None, problem or "")."""
     if override:
         digits = re.sub(r"\D", "", override)
@@ -303,8 +304,10 @@ def cann_candidates(env: Mapping[str, str], home: str | Path, system_root: str |
             base = Path(value)
             out += [(f"${var}", base), (f"${var}/ascend-toolkit/latest", base / "ascend-toolkit/latest"),
                     (f"${var}/cann", base / "cann"), (f"${var}/latest", base / "latest")]
-    for label, install in (("~/Ascend", Path(home) / "Ascend"), ("/usr/local/Ascend", Path(system_root) / "usr/local/Ascend")):
-        out += [(f"{label}/ascend-toolkit/latest", install / "ascend-toolkit/latest"), (f"{label}/cann", install / "cann")]
+    for label, install in (("~/Ascend", Path(home) / "Ascend"),
+                           ("/usr/local/Ascend", Path(system_root) / "usr/local/Ascend")):
+        out += [(f"{label}/ascend-toolkit/latest", install / "ascend-toolkit/latest"),
+                (f"{label}/cann", install / "cann")]
     return out
 
 
@@ -329,7 +332,8 @@ def cann_version(root: Path, arch: str) -> str:
     version-looking part of the resolved path (``8.0.RC3``, ``cann-9.0.0``)."""
     try:
         text = (root / "version.cfg").read_text(errors="replace")
-        m = re.search(r"toolkit_running_version=\[[^\]:]*:([^\]]+)\]", text) or re.search(r"^\s*version\s*=\s*(\S+)", text, re.M)
+        m = re.search(r"toolkit_running_version=\[[^\]:]*:([^\]]+)\]", text) or \
+            re.search(r"^\s*version\s*=\s*(\S+)", text, re.M)
         if m:
             return m.group(1).strip()
     except OSError:
@@ -425,11 +429,13 @@ def cann_env(install: CannInstall, env: Mapping[str, str] | None = None, timeout
             return {k: v for k, v in after.items() if _CANN_ENV_KEYS.match(k) and env.get(k) != v}
     root = install.root
     libs = [str(p) for p in (root / "lib64", root / f"{install.arch}-linux/lib64", root / "runtime/lib64",
-                             Path("/usr/local/Ascend/driver/lib64/driver"), Path("/usr/local/Ascend/driver/lib64/common"))
+                             Path("/usr/local/Ascend/driver/lib64/driver"),
+                             Path("/usr/local/Ascend/driver/lib64/common"))
             if p.is_dir()]
     out = {"ASCEND_HOME_PATH": str(root), "ASCEND_TOOLKIT_HOME": str(root), "ASCEND_OPP_PATH": str(root / "opp")}
     if libs:
-        out["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, *([env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else [])])
+        inherited = [env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []
+        out["LD_LIBRARY_PATH"] = os.pathsep.join([*libs, *inherited])
     return out
 
 
@@ -548,14 +554,16 @@ try:
     else:
         out["error"] = "aclrtGetSocName() returned nothing"
 except Exception as exc:
-    out["error"] = type(exc).__name__ + ": " + str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = str(exc).strip()
+    out["error"] = type(exc).__name__ + ": " + text.splitlines()[0] if text else type(exc).__name__
 print({PROBE_MARK!r} + json.dumps(out))
 """
 
 
 def ascendcl_library(install: CannInstall) -> Path | None:
     """``libascendcl.so`` of a CANN install (lib64, the arch folder's lib64, runtime/lib64)."""
-    for folder in (install.root / "lib64", install.root / f"{install.arch}-linux/lib64", install.root / "runtime/lib64"):
+    for folder in (install.root / "lib64", install.root / f"{install.arch}-linux/lib64",
+                   install.root / "runtime/lib64"):
         if (folder / "libascendcl.so").is_file():
             return folder / "libascendcl.so"
     return None
@@ -617,13 +625,15 @@ def version_pairing(torch_version: str, torch_npu_version: str, cann_version: st
     pairing = TORCH_NPU_PAIRING.get(torch_npu_version.split("+")[0])
     if torch_rel and npu_rel != torch_rel:
         problems.append(
-            f"version mismatch: torch_npu {torch_npu_version} is built for torch {npu_rel} but torch is {torch_version}; "
+            f"version mismatch: torch_npu {torch_npu_version} is built for torch {npu_rel} "
+            f"but torch is {torch_version}; "
             f"install torch=={PROJECT_TORCH} and torch_npu=={PROJECT_TORCH} (pip install 'evokernel[npu]'), "
             f"with CANN {want[1]}")
     cann = _cann_tuple(cann_version)
     # Only an older CANN is refused: Ascend's compatibility table marks every current TorchNPU release
     # (7.3.x to 26.2.x) as working with CANN 8.5.x up to the newest, 9.2.x.
-    if pairing and cann is not None and cann < _cann_tuple(pairing[2]):
+    floor = _cann_tuple(pairing[2]) if pairing else None
+    if pairing and cann is not None and floor is not None and cann < floor:
         problems.append(
             f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
             f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")
@@ -761,8 +771,8 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
         if f.install is not None:
             supported = soc_supported(f.install, f.soc)
             if supported is False:
-                f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no platform "
-                                            f"config for {f.soc}; install a CANN release that supports it")
+                f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no "
+                                            f"platform config for {f.soc}; install a CANN release that supports it")
             if f.install.flow == "asc" and npu_arch(f.soc) is None:
                 f.toolchain_problems.append(f"no --npu-arch known for SoC {f.soc} (the ASC flow needs one)")
     return f

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from evotui import keys
 
 
 def confirm_text(tasks: int, iterations: int, model: str, token_budget: int | None,
@@ -32,8 +33,7 @@ def confirm_text(tasks: int, iterations: int, model: str, token_budget: int | No
 class ConfirmRunScreen(ModalScreen[bool]):
     """Asks before starting a run over every task; dismisses with True to start it."""
 
-    BINDINGS = [Binding("y", "answer(True)", "Start"), Binding("enter", "answer(True)", "Start", show=False),
-                Binding("n", "answer(False)", "Cancel"), Binding("escape", "answer(False)", "Cancel")]
+    BINDINGS = keys.bindings("confirm")
     DEFAULT_CSS = """
     ConfirmRunScreen { align: center middle; }
     ConfirmRunScreen > Vertical {

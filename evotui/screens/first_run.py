@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
+
+from evotui import keys
 
 WHAT = {
     "evokernel.toml": "the workspace's settings: backend, suite, model, budgets",
@@ -41,7 +42,7 @@ def first_run_text(root: str, created: list[str], llm_ready: bool) -> Text:
 class FirstRunScreen(ModalScreen[None]):
     """Says what was created and how to connect an LLM; any of enter, escape or the button closes it."""
 
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("enter", "dismiss", "Close", show=False)]
+    BINDINGS = keys.bindings("first_run")
     DEFAULT_CSS = """
     FirstRunScreen { align: center middle; }
     FirstRunScreen > Vertical {
@@ -62,5 +63,5 @@ class FirstRunScreen(ModalScreen[None]):
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(None)
 
-    def action_dismiss(self) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)

@@ -5,28 +5,12 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-KEYS = (
-    ("r", "start a run (the marked tasks, else all, after a question); again pauses it; again resumes it"),
-    ("s", "run only the task under the cursor"),
-    ("space", "mark or unmark a task for the next run"),
-    ("/", "filter the tasks by id, category, stage or level (escape clears it)"),
-    ("home / end", "first / last row"),
-    ("tab", "next pane (tasks, attempts, code, events)"),
-    ("v", "verify the selected attempt again (or kernels/<task>/); records nothing"),
-    ("e", "open kernels/<task>/ in $VISUAL or $EDITOR; saving re-verifies it and logs a hand edit"),
-    ("p", "promote the selected attempt: put its files in kernels/<task>/"),
-    ("d", "the attempt's code, its diff against its parent, or the model's answer (in turn)"),
-    ("m", "the memory browser (m or escape: back; o: next order; f5: refresh)"),
-    ("t", "next theme (remembered for this workspace)"),
-    ("ctrl+p", "every command by name"),
-    ("? / f1", "this help (escape closes it)"),
-    ("q", "quit (a run in progress stops and can be resumed)"),
-)
+from evotui import keys
+
 MARKS = (
     ("✓ ✗ ·", "a gate passed, failed, not reached (fmt, hack, build, corr, perf)"),
     ("2 ×3", "attempt #2; the same code came back 3 times (stored once)"),
@@ -40,7 +24,7 @@ def help_text() -> Table:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column()
     grid.add_row(Text("Keys", style="bold underline"), "")
-    for key, what in KEYS:
+    for key, what in keys.help_lines():
         grid.add_row(key, what)
     grid.add_row("", "")
     grid.add_row(Text("Marks", style="bold underline"), "")
@@ -52,8 +36,7 @@ def help_text() -> Table:
 class HelpScreen(ModalScreen[None]):
     """The keys and marks; escape, ?, f1 or q closes it."""
 
-    BINDINGS = [Binding("escape", "dismiss", "Close"), Binding("question_mark", "dismiss", "Close", show=False),
-                Binding("f1", "dismiss", "Close", show=False), Binding("q", "dismiss", "Close", show=False)]
+    BINDINGS = keys.bindings("help")
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll {
@@ -66,5 +49,5 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(help_text(), id="help-text")
 
-    def action_dismiss(self) -> None:
+    def action_close(self) -> None:
         self.dismiss(None)

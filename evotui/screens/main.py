@@ -7,39 +7,40 @@ workers read the memory and post the results back here.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from core import events as ev
 from core.attempts import AttemptLine, TaskRow
-from evotui.messages import (AnswerLoaded, AttemptHighlighted, AttemptLoaded, AttemptsLoaded, TaskHighlighted,
-                             TaskRowsLoaded)
+from evotui import keys
+from evotui.messages import (
+    AnswerLoaded,
+    AttemptHighlighted,
+    AttemptLoaded,
+    AttemptsLoaded,
+    TaskHighlighted,
+    TaskRowsLoaded,
+)
 from evotui.widgets import marks
-from evotui.widgets.marks import plural
 from evotui.widgets.attempt_tree import AttemptTree
 from evotui.widgets.code_view import CodeView, unified_diff
 from evotui.widgets.event_log import EventLog
+from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunHeader
 from evotui.widgets.task_table import TaskTable
+
+if TYPE_CHECKING:
+    from evotui.app import EvoKernelApp
 
 
 class MainScreen(Screen):
     """Tasks, attempts, code and events."""
 
-    BINDINGS = [
-        Binding("r", "app.run_toggle", "Run/pause"),
-        Binding("s", "app.run_task", "Run task"),
-        Binding("v", "app.verify", "Verify"),
-        Binding("e", "app.edit", "Edit"),
-        Binding("p", "app.promote", "Promote", show=False),     # ? lists every key; the footer the daily ones
-        Binding("d", "toggle_diff", "Diff/code", show=False),
-        Binding("slash", "filter", "Filter", show=False),
-        Binding("question_mark,f1", "help", "Help"),
-        Binding("escape", "escape", "Close", show=False),
-    ]
+    BINDINGS = keys.bindings("main")
     DEFAULT_CSS = """
     MainScreen { layout: vertical; }
     MainScreen #top { height: 1fr; }
@@ -58,6 +59,11 @@ class MainScreen(Screen):
     MainScreen TaskTable:focus-within, MainScreen AttemptTree:focus, MainScreen CodeView:focus,
     MainScreen EventLog:focus { border: round $primary; }
     """
+
+    @property
+    def workbench(self) -> EvoKernelApp:
+        """The app as the workbench it is: its readers and engine host."""
+        return cast("EvoKernelApp", self.app)
 
     def __init__(self) -> None:
         super().__init__()
@@ -89,7 +95,7 @@ class MainScreen(Screen):
         self.query_one(CodeView).border_title = "Code"
         self.query_one(EventLog).border_title = "Events"
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
-        self.call_after_refresh(self.app.start_engine_host)   # data arrives once every pane is up
+        self.call_after_refresh(self.workbench.start_engine_host)   # data arrives once every pane is up
 
     # -- what the panes show ------------------------------------------------------------------------
 
@@ -225,7 +231,7 @@ class MainScreen(Screen):
             return  # the same task, or a highlight the cursor has already left
         self.task_id = message.task_id
         self._title_attempts()
-        self.app.load_attempts(message.task_id, self)
+        self.workbench.load_attempts(message.task_id, self)
 
     def on_attempts_loaded(self, message: AttemptsLoaded) -> None:
         if message.task_id != self.task_id:
@@ -251,7 +257,7 @@ class MainScreen(Screen):
             return  # a highlight the cursor has already left
         if self.shown_exp is not None and self.shown_exp.id == message.exp_id:
             return
-        self.app.load_attempt(message.exp_id, self)
+        self.workbench.load_attempt(message.exp_id, self)
 
     def on_attempt_loaded(self, message: AttemptLoaded) -> None:
         line = self.current_attempt
@@ -306,7 +312,7 @@ class MainScreen(Screen):
                 view.show_text("", f"{here} is a {line.source} attempt: there is no model answer (d: its code).")
             elif self.answer is None or self.answer[0] != self.shown_exp.id:
                 view.show_text("", "reading the answer…")
-                self.app.load_answer(self.shown_exp.id, self)
+                self.workbench.load_answer(self.shown_exp.id, self)
             elif self.answer[1] is None:
                 view.show_text("", "this answer is no longer in the response cache.")
             else:
@@ -384,7 +390,9 @@ class MainScreen(Screen):
             changes.update(best_speedup=e.speedup, best_ms=e.latency_ms)
         if changes:
             table.update_task(e.task, **changes)
-            self.tasks[e.task] = table.rows_by_id.get(e.task, self.tasks.get(e.task))
+            row = table.rows_by_id.get(e.task, self.tasks.get(e.task))
+            if row is not None:
+                self.tasks[e.task] = row
         who = "hand edit" if human else f"#{e.iteration + 1} {e.stage}"
         best = " · new best" if e.new_best else ""
         if e.duplicate:
@@ -401,4 +409,4 @@ class MainScreen(Screen):
                      "ok" if e.feasible else "fail", e.at)
         if e.task == self.task_id:
             self._title_attempts()
-            self.app.load_attempts(e.task, self)
+            self.workbench.load_attempts(e.task, self)

@@ -4,20 +4,32 @@ Q history, the tasks that retrieved or adopted it, and its code."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import Footer, Select
 
 from core.memory import KINDS, SORTS, SOURCES
+from evotui import keys
 from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
 
-BACKENDS = ("cpu", "cuda", "ascend", "")
+if TYPE_CHECKING:
+    from evotui.app import EvoKernelApp
+
+
+def _backends() -> list[str]:
+    """Every backend in the table (plugins too), then "" (knowledge of no backend)."""
+    from core.doctor import backend_names
+
+    return [*backend_names(), ""]
+
+
 FILTERS = ("task", "kind", "stage", "backend", "source")
 
 
@@ -28,11 +40,7 @@ def _label(value: str) -> str:
 class MemoryScreen(Screen):
     """Experiences on the left, the selected one in full on the right."""
 
-    BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
-        Binding("f5", "refresh", "Refresh"),
-        Binding("o", "next_sort", "Sort"),
-    ]
+    BINDINGS = keys.bindings("memory")
     DEFAULT_CSS = """
     MemoryScreen { layout: vertical; }
     MemoryScreen #panes { height: 1fr; }
@@ -47,6 +55,11 @@ class MemoryScreen(Screen):
     MemoryScreen MemoryList:focus, MemoryScreen ExperienceDetail:focus { border: round $primary; }
     MemoryScreen ExperienceDetail { width: 1fr; padding: 0 1; }
     """
+
+    @property
+    def workbench(self) -> EvoKernelApp:
+        """The app as the workbench it is: its readers and engine host."""
+        return cast("EvoKernelApp", self.app)
 
     def __init__(self, task_ids: list[str]) -> None:
         super().__init__()
@@ -64,7 +77,8 @@ class MemoryScreen(Screen):
                     yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind", compact=True)
                     yield Select([(_label(s), s) for s in ("draft", "refine", "")], prompt="stage: any", id="stage",
                                  compact=True)
-                    yield Select([(_label(b), b) for b in BACKENDS], prompt="backend: any", id="backend", compact=True)
+                    yield Select([(_label(b), b) for b in _backends()], prompt="backend: any", id="backend",
+                                 compact=True)
                     yield Select([(s, s) for s in SOURCES], prompt="source: any", id="source", compact=True)
                     yield Select([(f"sort: {s}", s) for s in SORTS], value=self.sort, allow_blank=False, id="sort",
                                  compact=True)
@@ -96,7 +110,7 @@ class MemoryScreen(Screen):
 
     def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
         self.query_one(MemoryList).border_subtitle = "loading…"
-        self.app.load_memory(message.filters, message.sort, self)
+        self.workbench.load_memory(message.filters, message.sort, self)
 
     def action_refresh(self) -> None:
         self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
@@ -119,7 +133,7 @@ class MemoryScreen(Screen):
 
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
-            self.app.load_experience(message.exp_id, self)
+            self.workbench.load_experience(message.exp_id, self)
 
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
         if message.exp is None or message.exp.id != self.query_one(MemoryList).current_id:

@@ -119,7 +119,8 @@ class AttemptTree(Table):
         if keep in ids:
             target = ids.index(keep)
         else:  # a new task: its best attempt, else its newest
-            target = ids.index(default_attempt(lines).id)
+            first = default_attempt(lines)
+            target = ids.index(first.id) if first is not None else 0
         self.move_cursor(row=target, animate=False)
         self.keep_cursor_visible()
         # Say it ourselves (moving to the row the cursor is on posts nothing; the screen drops repeats),

@@ -33,7 +33,7 @@ def file_order(names) -> list[str]:
 
 def unified_diff(old: dict[str, str], new: dict[str, str], old_label: str, new_label: str) -> str:
     """A unified diff of every file of two candidates ("" when they are the same)."""
-    chunks = []
+    chunks: list[str] = []
     for name in file_order(set(old) | set(new)):
         a, b = old.get(name, ""), new.get(name, "")
         if a == b:

@@ -27,7 +27,7 @@ class RunStatus:
     nodes: int = 0                 # its nodes that can verify this backend
     cluster_waiting: bool = False  # no node can: the run waits for one
 
-    def but(self, **changes) -> "RunStatus":
+    def but(self, **changes) -> RunStatus:
         return replace(self, **changes)
 
 

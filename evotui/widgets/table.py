@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from textual.binding import Binding
 from textual.widgets import DataTable
+
+from evotui import keys
 
 
 class Table(DataTable):
@@ -14,10 +15,7 @@ class Table(DataTable):
     machine: columns cut to their labels). Such a table drops its cached lines after the pass.
     """
 
-    BINDINGS = [
-        Binding("home", "first_row", "First", show=False),
-        Binding("end", "last_row", "Last", show=False),
-    ]
+    BINDINGS = keys.bindings("table")
 
     _drawn_unmeasured = False
 

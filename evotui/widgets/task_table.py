@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rich.text import Text
-from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from core.attempts import TaskRow
+from evotui import keys
 from evotui.messages import TaskHighlighted
 from evotui.widgets import marks
 from evotui.widgets.table import Table, fit
@@ -29,7 +30,7 @@ class TaskTable(Table):
     Space marks tasks (a run covers the marked ones, else all); moving the cursor posts
     ``TaskHighlighted``."""
 
-    BINDINGS = [Binding("space", "toggle_mark", "Mark")]
+    BINDINGS = keys.bindings("tasks")
     COMPONENT_CLASSES = {"task-table--ok", "task-table--fail", "task-table--busy", "task-table--dim",
                          "task-table--mark"}
     DEFAULT_CSS = """
@@ -93,7 +94,7 @@ class TaskTable(Table):
         """The task under the cursor."""
         if not self.row_count:
             return None
-        return self.coordinate_to_cell_key((self.cursor_row, 0)).row_key.value
+        return self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key.value
 
     def matches(self, row: TaskRow) -> bool:
         """Whether ``row`` passes the filter (words in any order, in id, category, stage or level)."""

@@ -7,7 +7,6 @@ import os
 import stat
 from pathlib import Path
 
-
 NPU_SMI_910B2 = """\
 +------------------------------------------------------------------------------------------------+
 | npu-smi 24.1.rc2                 Version: 24.1.rc2                                             |

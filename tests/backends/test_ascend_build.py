@@ -8,12 +8,20 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_toolchains import CMAKE_LAYOUTS, make_cann, make_host_cann
 
-from verifier.backends.ascend import (AscendBackend, asc_launch_source, build_commands, compile_definitions,
-                                      explain_error, find_kernels, launch_signature)
+from verifier.backends.ascend import (
+    AscendBackend,
+    asc_launch_source,
+    build_commands,
+    compile_definitions,
+    explain_error,
+    find_kernels,
+    launch_signature,
+)
 from verifier.backends.base import BuildPlanError
 from verifier.cdecl import DeclarationError
+
+from fake_toolchains import CMAKE_LAYOUTS, make_cann, make_host_cann
 
 ADD = '''#include "kernel_operator.h"
 

@@ -23,15 +23,36 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from fake_toolchains import (CMAKE_LAYOUTS, NPU_SMI_910B2, make_acl_stubs, make_cann, make_host_cann,
-                             preload_acl_stubs, write_script)
 
-from verifier.backends.ascend import (AscendBackend, ERROR_CODES, explain_error, l2_bytes, npu_l2_bytes,
-                                      system_workspace_bytes, workspace_index)
+from verifier.backends.ascend import (
+    ERROR_CODES,
+    AscendBackend,
+    explain_error,
+    l2_bytes,
+    npu_l2_bytes,
+    system_workspace_bytes,
+    workspace_index,
+)
 from verifier.cdecl import Param, Signature
 from verifier.runtime import KernelCallError, KernelLibrary
-from verifier.toolchains import (PROJECT_TORCH, discover_ascend, explain_torch_npu_error, find_cann,
-                                 soc_from_smi_name, version_pairing)
+from verifier.toolchains import (
+    PROJECT_TORCH,
+    discover_ascend,
+    explain_torch_npu_error,
+    find_cann,
+    soc_from_smi_name,
+    version_pairing,
+)
+
+from fake_toolchains import (
+    CMAKE_LAYOUTS,
+    NPU_SMI_910B2,
+    make_acl_stubs,
+    make_cann,
+    make_host_cann,
+    preload_acl_stubs,
+    write_script,
+)
 
 HAS_BUILD_TOOLS = bool(shutil.which("cmake") and shutil.which("g++"))
 needs_build_tools = pytest.mark.skipif(not HAS_BUILD_TOOLS, reason="needs cmake and g++")

@@ -6,10 +6,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_toolchains import CMAKE_LAYOUTS, NPU_SMI_910B2, make_cann, write_script
 
-from verifier.toolchains import (cann_candidates, cann_env, discover_ascend, explain_torch_npu_error, find_cann,
-                                 npu_arch, parse_npu_smi, soc_from_name)
+from verifier.toolchains import (
+    cann_candidates,
+    cann_env,
+    discover_ascend,
+    explain_torch_npu_error,
+    find_cann,
+    npu_arch,
+    parse_npu_smi,
+    soc_from_name,
+)
+
+from fake_toolchains import CMAKE_LAYOUTS, NPU_SMI_910B2, make_cann, write_script
 
 
 def test_search_order_env_then_home_then_system(tmp_path):

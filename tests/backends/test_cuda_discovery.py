@@ -6,9 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_toolchains import make_cuda, write_script
 
-from verifier.toolchains import choose_cuda_arch, discover_cuda, find_nvcc, nvcc_arches, nvcc_version, parse_compute_caps
+from verifier.toolchains import (
+    choose_cuda_arch,
+    discover_cuda,
+    find_nvcc,
+    nvcc_arches,
+    nvcc_version,
+    parse_compute_caps,
+)
+
+from fake_toolchains import make_cuda, write_script
 
 
 def test_nvcc_search_order(tmp_path, bare_env, tool_bin):

@@ -55,3 +55,22 @@ def test_cpu_rules_are_unchanged():
     assert "no timers" in check_kernel_source("k.cpp", "#include <time.h>\n", set())
     assert "no timers" in check_kernel_source("k.cpp", "#include <sys/time.h>\n", set())
     assert check_kernel_source("k.cpp", "#include <runtime.h>\n", set()) is None
+
+
+def test_a_backend_declares_its_own_kernel_rules():
+    # The device rules come from the backend's own module, found through the backend table by name; a
+    # backend object passed directly brings its own (how a new backend adds rules without touching the gate).
+    from verifier.backends import KernelRules, backend_class
+    from verifier.gates.antihack import kernel_rules
+
+    assert kernel_rules("cuda") is backend_class("cuda").kernel_rules
+    assert kernel_rules("cpu") is None and kernel_rules("not-a-backend") is None
+
+    class ToyBackend:
+        name = "toy"
+        kernel_rules = KernelRules(words={"toy runtime": (("toyMalloc",), "allocate buffers in model.py")})
+
+    src = 'extern "C" void f(float* x) { toyMalloc(4); }'
+    assert check_kernel_source("k.cpp", src, set()) is None
+    problem = check_kernel_source("k.cpp", src, set(), ToyBackend())
+    assert problem == "k.cpp line 1: toyMalloc is not allowed in kernels (toy runtime): allocate buffers in model.py"

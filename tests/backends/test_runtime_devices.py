@@ -119,7 +119,7 @@ def test_escaped_work_is_flagged_by_the_gap_between_events_and_wall_clock():
 
 def test_worker_flush_size_per_device():
     from verifier.backends.ascend import DEFAULT_L2_BYTES
-    from verifier.worker import _flush_bytes
+    from verifier.worker_common import _flush_bytes
 
     assert _flush_bytes("cpu", 12345) == 12345
     assert _flush_bytes("npu", 1) == 2 * DEFAULT_L2_BYTES   # no torch_npu here: the largest known L2

@@ -4,10 +4,11 @@ process. The same path, run here with the CPU toolchain, must keep every sandbox
 
 from __future__ import annotations
 
-import candidates as C
 import pytest
 
 from verifier.backends.cpu import CpuBackend
+
+import candidates as C
 
 
 class SpawningCpu(CpuBackend):

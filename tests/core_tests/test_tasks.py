@@ -92,6 +92,7 @@ def test_size_constants_and_overrides():
     assert alts[0] == {"batch_size": 13, "dim": 12289} and alts[1] == {"batch_size": 8, "dim": 8192}
 
 
+@pytest.mark.slow   # probes the reference at several sizes (seconds)
 def test_size_scaling_of_a_gpu_sized_task(tmp_path):
     root = write_suite(tmp_path / "kb", {"level1/19_ReLU.py": KERNELBENCH_RELU})
     task = load_suite(root).get("19_ReLU")

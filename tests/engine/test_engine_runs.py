@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import candidates as C
-from openai_server import Reply, answer_with, cited_ids, is_refine, task_of
+from openai_server import Reply, answer_with, cited_ids, task_of
 
 pytestmark = pytest.mark.slow
 
@@ -90,9 +90,9 @@ def test_run_survives_bad_answers_and_finds_feasible_kernels(workspace, llm_env,
         store = session.store
         assert record.status == "finished"
         for task in ("relu", "sum_dim", "softmax"):
-            assert record.progress[task]["iterations_used"] == 4
-            assert record.progress[task]["feasible"], task
-        attempts = {t: store.get_many(record.progress[t]["attempts"]) for t in record.tasks}
+            assert record.progress[task].iterations_used == 4
+            assert record.progress[task].feasible, task
+        attempts = {t: store.get_many(record.progress[t].attempts) for t in record.tasks}
         relu = [e.outcome["failed_gate"] for e in attempts["relu"]]
         assert relu[:2] == ["format", "correctness"] and relu[2] is None
         assert "no fenced code blocks" in attempts["relu"][0].outcome["message"]
@@ -141,7 +141,7 @@ def test_memory_transfers_across_tasks(workspace, llm_env, unique):
         session.bus.subscribe(track)
         session.config.engine.n_context = 8
         record = run(session, ["relu", "softmax"], iterations=3)
-        first_relu = record.progress["relu"]["attempts"][0]
+        first_relu = record.progress["relu"].attempts[0]
         prompts = [e for e in events if type(e).__name__ == "PromptSent" and e.task == "softmax"]
         assert first_relu not in prompts[0].context_ids          # lockstep: not visible in its own iteration
         assert first_relu in prompts[1].context_ids               # visible in the next one
@@ -165,7 +165,7 @@ def test_resume_after_kill_does_not_redo_finished_iterations(workspace, llm_env,
         task = task_of(req)
         return Reply(answer_with(variant(GOOD[task], f"{task}-{unique()}")), delay=0.3)
 
-    llm = llm_env(script)
+    llm_env(script)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "evotui.cli", "run", "--tasks", "relu,scale_bias",
                              "--iterations", "4", "--quiet"], cwd=workspace.root, env=env,
@@ -180,7 +180,7 @@ def test_resume_after_kill_does_not_redo_finished_iterations(workspace, llm_env,
 
     with Store.open(workspace.memory_path, readonly=True) as store:
         killed = store.list_runs()[-1]
-        done_before = {t: list(p["attempts"]) for t, p in killed.progress.items()}
+        done_before = {t: list(p.attempts) for t, p in killed.progress.items()}
     assert killed.status == "running" and any(done_before.values())
 
     proc = subprocess.run([sys.executable, "-m", "evotui.cli", "run", "--resume", "--quiet"], cwd=workspace.root,
@@ -190,9 +190,9 @@ def test_resume_after_kill_does_not_redo_finished_iterations(workspace, llm_env,
         run = store.get_run(killed.id)
         assert run.status == "finished"
         for task, progress in run.progress.items():
-            assert progress["iterations_used"] == 4
-            assert progress["attempts"][: len(done_before[task])] == done_before[task]   # kept, not redone
-            iterations = [store.get(i).iteration for i in progress["attempts"]]
+            assert progress.iterations_used == 4
+            assert progress.attempts[: len(done_before[task])] == done_before[task]   # kept, not redone
+            iterations = [store.get(i).iteration for i in progress.attempts]
             assert iterations == [0, 1, 2, 3], (task, iterations)
 
 
@@ -217,8 +217,8 @@ def test_replay_reproduces_a_run_without_the_server(workspace, llm_env, unique, 
         replayed = store.list_runs()[-1]
         assert replayed.config["replay_of"] == first.id and replayed.id != first.id
         for task in first.tasks:
-            a = [store.get(i).outcome["failed_gate"] for i in first.progress[task]["attempts"]]
-            b = [store.get(i).outcome["failed_gate"] for i in replayed.progress[task]["attempts"]]
+            a = [store.get(i).outcome["failed_gate"] for i in first.progress[task].attempts]
+            b = [store.get(i).outcome["failed_gate"] for i in replayed.progress[task].attempts]
             assert a == b, task
         assert replayed.tokens_in == 0  # everything came from the cache
 
@@ -234,10 +234,10 @@ def test_baselines_run_without_touching_memory(workspace, llm_env, unique, metho
     llm = llm_env(script)
     with session_for(workspace) as session:
         record = run(session, ["relu"], iterations=3, method=method)
-        exps = session.store.get_many(record.progress["relu"]["attempts"])
+        exps = session.store.get_many(record.progress["relu"].attempts)
         assert {e.kind for e in exps} == {"baseline_trace"}
         assert all(e.extra["method"] == method for e in exps)
-        assert record.progress["relu"]["feasible"]
+        assert record.progress["relu"].feasible
         assert session.store.get_task("relu") is None            # the shared memory's task state untouched
     bodies = [r["messages"][-1]["content"] for r in llm.requests]
     assert not any("## Memory" in b for b in bodies)
@@ -309,9 +309,9 @@ def test_a_stopped_run_ends_stopped_and_the_next_run_on_the_same_session_goes_on
 
         first, second = asyncio.run(go())
         assert first.status == "stopped"
-        assert first.progress["relu"]["iterations_used"] == 1          # the attempt in flight was kept
-        assert len(session.store.get_many(first.progress["relu"]["attempts"])) == 1
-        assert second.status == "finished" and second.progress["relu"]["iterations_used"] == 2
+        assert first.progress["relu"].iterations_used == 1          # the attempt in flight was kept
+        assert len(session.store.get_many(first.progress["relu"].attempts)) == 1
+        assert second.status == "finished" and second.progress["relu"].iterations_used == 2
 
 
 def test_a_run_that_breaks_on_an_error_of_ours_ends_failed_and_resumable(workspace, llm_env, unique, monkeypatch):
@@ -335,7 +335,7 @@ def test_a_run_that_breaks_on_an_error_of_ours_ends_failed_and_resumable(workspa
         with pytest.raises(RuntimeError, match="planted failure"):
             run(session, ["relu"], iterations=3)
         record = session.find_run(None, unfinished=True)
-        assert record.status == "failed" and record.progress["relu"]["iterations_used"] == 1
+        assert record.status == "failed" and record.progress["relu"].iterations_used == 1
     assert any(type(e).__name__ == "EngineProblem" and "planted failure" in e.message and "--resume" in e.message
                for e in events)
     monkeypatch.setattr(Engine, "_commit", real_commit)
@@ -347,4 +347,4 @@ def test_a_run_that_breaks_on_an_error_of_ours_ends_failed_and_resumable(workspa
                 await session.close_async()
 
         resumed = asyncio.run(go())
-        assert resumed.status == "finished" and resumed.progress["relu"]["iterations_used"] == 3
+        assert resumed.status == "finished" and resumed.progress["relu"].iterations_used == 3

@@ -11,6 +11,7 @@ from core.config import LLMConfig
 from core.errors import LLMError
 from core.llm import BudgetExceeded, ChatRequest, OpenAIClient
 from core.responses import parse_answer
+
 from openai_server import Reply, ScriptedLLM
 
 

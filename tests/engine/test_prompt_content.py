@@ -60,7 +60,7 @@ def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace,
 
     server = llm_env(script)
     record = _run(workspace, ["relu"], iterations=3)
-    assert record.progress["relu"]["feasible"]
+    assert record.progress["relu"].feasible
     prompts = [_user(r) for r in server.requests if task_of(r) == "relu"]
     assert len(prompts) == 3 and not is_refine(server.requests[0]) and is_refine(server.requests[2])
     system = server.requests[0]["messages"][0]["content"]
@@ -97,7 +97,7 @@ def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace,
     from store import Store
 
     with Store.open(workspace.memory_path, readonly=True) as store:
-        changes = [store.get(i).extra.get("change") for i in record.progress["relu"]["attempts"]]
+        changes = [store.get(i).extra.get("change") for i in record.progress["relu"].attempts]
     assert changes == ["first version, one parallel simd loop", "dropped the max to save a compare",
                        "same again with a tag"]
 

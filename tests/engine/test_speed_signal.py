@@ -51,7 +51,7 @@ def test_rewards_and_start_point_values_follow_the_true_speeds(workspace, llm_en
 
         record = asyncio.run(go())
         store = session.store
-        attempts = store.get_many(record.progress["relu"]["attempts"])
+        attempts = store.get_many(record.progress["relu"].attempts)
         by_name = {name: e for (name, _), e in zip(answers, attempts)}
         assert all(e.outcome["feasible"] for e in attempts), [e.outcome["message"] for e in attempts]
         r = {name: e.reward for name, e in by_name.items()}

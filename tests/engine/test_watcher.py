@@ -7,10 +7,11 @@ import asyncio
 
 import pytest
 
-import candidates as C
 from core.events import EventBus
 from core.watcher import EditWatcher
 from core.workspace_files import write_candidate
+
+import candidates as C
 
 
 async def _until(predicate, timeout=30.0):

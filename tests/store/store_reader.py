@@ -17,9 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from store_writer import digest  # noqa: E402
-
 from store import Store  # noqa: E402
+
+from store_writer import digest  # noqa: E402
 
 
 def main() -> int:

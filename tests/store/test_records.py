@@ -150,3 +150,30 @@ def test_a_reader_and_a_writer_in_one_process_share_the_memory(store_path, make_
     writer.close()
     with Store.open(store_path, readonly=True) as again:
         assert again.count() == 2
+
+
+def test_run_progress_is_typed_and_reads_runs_stored_as_plain_dicts(store, store_path):
+    from store import TaskProgress
+
+    # a run as stored before TaskProgress (a plain dict per task, a reason string or nothing when broken)
+    run = RunRecord.from_dict({"id": "old", "method": "evokernel", "config": {}, "tasks": ["a", "b"],
+                               "progress": {"a": {"iterations_used": 2, "feasible": True, "attempts": ["x", "y"],
+                                                  "best_id": "y", "someday": 1},
+                                            "b": {"iterations_used": 1, "broken": None}}})
+    assert isinstance(run.progress["a"], TaskProgress)
+    assert run.progress["a"].attempts == ["x", "y"] and run.progress["a"].best_id == "y"
+    assert run.progress["b"].broken == "" and run.progress["b"].feasible is False
+    store.put_run(run)
+    store.close()
+    with Store.open(store_path, readonly=True) as again:
+        assert again.get_run("old").progress == run.progress
+
+
+def test_outcome_summary_reads_what_it_knows():
+    from store import Experience, OutcomeSummary
+
+    e = Experience(task_id="t", kind="draft_trace", backend="cpu",
+                   outcome={"feasible": True, "latency_ms": 0.5, "speedup": 1.2, "gates": [], "new_field": 3})
+    assert e.result.timed and e.result.latency_ms == 0.5 and e.result.speedup == 1.2
+    assert not OutcomeSummary.from_dict(None).timed
+    assert not OutcomeSummary.from_dict({"feasible": True}).timed       # feasible but never timed

@@ -114,11 +114,11 @@ def test_experiences_written_by_another_process_are_seen(store, store_path):
     store.add_experiences(_corpus(50))
     store.retrieve("softmax", k=5)
     code = (
-        "import sys; sys.path.insert(0, %r)\n"
+        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
         "from store import Store, Experience\n"
-        "with Store.open(%r) as s:\n"
+        f"with Store.open({str(store_path)!r}) as s:\n"
         "    s.add_experience(Experience(task_id='x', kind='rule', backend='', text='bitonic sort network'))\n"
-    ) % (str(ROOT), str(store_path))
+    )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
     got = store.retrieve("bitonic network", k=1)
     assert got and got[0][0].text == "bitonic sort network"
@@ -179,7 +179,7 @@ def test_vectorised_build_equals_bm25s_own_index():
     import bm25s
     import numpy as np
 
-    from store.index import B, K1, bm25_from_counts
+    from store.index import K1, B, bm25_from_counts
     from store.terms import term_counts
 
     texts = [e.text + " " + e.title for e in _corpus(150, seed=9)]

@@ -5,8 +5,7 @@ from __future__ import annotations
 import lmdb
 import pytest
 
-from store import SchemaMismatch, Store, StoreError
-from store import schema
+from store import SchemaMismatch, Store, StoreError, schema
 from store.codec import pack, unpack
 from store.errors import StoreNotFound, StoreUnreadable
 

@@ -58,8 +58,9 @@ def workspace(tmp_path):
 @pytest.fixture
 def filled_workspace(workspace):
     """The workspace with a fixed memory (ids, times and values set): what the screenshots show."""
-    import memory_content
     from store import Store
+
+    import memory_content
 
     with Store.open(workspace.memory_path) as store:
         memory_content.fill(store)

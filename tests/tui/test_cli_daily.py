@@ -4,11 +4,9 @@ readable summary, and an endpoint that cannot be reached is named at once."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

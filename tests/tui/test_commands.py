@@ -98,6 +98,7 @@ async def test_reverify_runs_the_real_gates_and_records_nothing(filled_workspace
 async def test_an_interrupted_run_is_offered_for_resuming(filled_workspace):
     from evotui.app import make_app
     from evotui.messages import RunRefused
+
     from memory_content import RUN_ID
 
     app = make_app(filled_workspace.root, watch=False)

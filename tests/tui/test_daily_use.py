@@ -97,10 +97,11 @@ async def test_a_damaged_memory_is_said_once_clearly_and_no_key_claims_it_is_sti
 
 @pytest.mark.slow
 async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_task_early(workspace, llm_env):
-    from openai_server import Reply
     from evotui.app import make_app
     from evotui.messages import EngineEvent
     from evotui.screens.confirm_run import ConfirmRunScreen
+
+    from openai_server import Reply
     from waiting import posted
 
     config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 6")
@@ -237,11 +238,11 @@ def test_counts_read_as_words():
 
 
 async def test_a_failed_attempt_shows_its_whole_message_and_d_reaches_the_models_answer(filled_workspace):
-    from memory_content import RUN_ID, _id
-    from store import Store
-
     from evotui.app import make_app
     from evotui.widgets.code_view import CodeView
+    from store import Store
+
+    from memory_content import RUN_ID, _id
 
     # the response cache holds the answer that gave attempt #1 of relu (iteration 0 of the run)
     with Store.open(filled_workspace.memory_path) as store:
@@ -278,11 +279,11 @@ def test_compiler_output_keeps_its_lines():
 
 
 async def test_memory_browser_titles_use_the_width_and_files_start_on_their_own_line(filled_workspace):
-    from memory_content import _id
-
     from evotui.app import make_app
     from evotui.widgets.experience_detail import ExperienceDetail
     from evotui.widgets.memory_list import MemoryList
+
+    from memory_content import _id
 
     app = make_app(filled_workspace.root, watch=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -125,9 +125,10 @@ async def test_repeated_answers_agree_across_status_tree_and_log(workspace, llm_
     """Issue 13, item 4: a model that gives the same kernel every time: the status counts iterations,
     the tree marks the repeated attempt ×2 and says so in its subtitle, and the log explains why the
     repeat's reward is not in the tree."""
-    from openai_server import Reply, answer_with
     from evotui.app import make_app
     from evotui.widgets.attempt_tree import AttemptTree
+
+    from openai_server import Reply, answer_with
 
     config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 3")
     workspace.config_path.write_text(config)

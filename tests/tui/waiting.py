@@ -10,7 +10,6 @@ async def wait_for(pilot, condition, timeout: float = 120.0, what: str = "") -> 
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            log = getattr(getattr(pilot.app, "main", None), "query_one", None)
             said = ""
             try:
                 said = "\n".join(list(pilot.app.main.query_one("#log").lines_written)[-8:])

@@ -40,6 +40,18 @@ def test_unsupported_parameter_type_is_a_clear_error():
         parse_extern_c('extern "C" void f(std::vector<float> v);')
 
 
+def test_line_continuations_are_joined_as_the_compiler_joins_them():
+    # A declaration split over lines by backslash-newlines, and a // comment whose trailing backslash
+    # carries it onto the next line: the compiler sees `run(float* x, int n)` and no `ghost` at all.
+    src = ('// a note \\\n'
+           'extern "C" void ghost(float* x);\n'
+           'extern "C" void run(float* x, \\\n'
+           '                    int n) {}\n')
+    sigs = parse_extern_c(src)
+    assert [s.name for s in sigs] == ["run"]
+    assert [(p.name, p.ctype, p.pointer) for p in sigs[0].params] == [("x", "float", True), ("n", "int", False)]
+
+
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     from verifier.backends import get_backend

@@ -165,7 +165,7 @@ def test_the_library_is_loaded_without_exporting_its_symbols(tmp_path):
     lib = load(str(result.library))
     assert lib.relu_forward is not None
     with pytest.raises(AttributeError):
-        ctypes.CDLL(None).relu_forward  # not in the global scope
+        _ = ctypes.CDLL(None).relu_forward  # not in the global scope
 
 
 # ----------------------------------------------------------------------------- 2. files outside the job

@@ -25,15 +25,15 @@ import functools
 import glob
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Any
 
-from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
+from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
-from verifier.toolchains import (PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend,
-                                 npu_arch)
+from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend, npu_arch
 
 RECIPE = 2          # 2: the generated project links the ACL runtime libraries; ASC entries return the launch error
 TARGET = "kernels"
@@ -144,7 +144,7 @@ class WorkspaceArgument:
         self._where = where
         self._device = device
         self._soc = soc
-        self.buffer = None
+        self.buffer: Any = None   # the workspace tensor (torch is imported lazily)
 
     def system_bytes(self) -> int:
         soc = self._soc
@@ -292,7 +292,8 @@ def asc_cmake_project(install: CannInstall, arch: str) -> str:
         "    set(CMAKE_BUILD_TYPE Release)",
         "endif()",
         f"add_library({TARGET} SHARED {LAUNCH_FILE})",
-        f"set_target_properties({TARGET} PROPERTIES LINKER_LANGUAGE ASC LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)",
+        f"set_target_properties({TARGET} PROPERTIES LINKER_LANGUAGE ASC "
+        f"LIBRARY_OUTPUT_DIRECTORY ${{CMAKE_BINARY_DIR}}/lib)",
         f'target_include_directories({TARGET} PRIVATE ${{CMAKE_CURRENT_SOURCE_DIR}} "{install.root}/include")',
         f"target_compile_options({TARGET} PRIVATE $<$<COMPILE_LANGUAGE:ASC>:--npu-arch={arch}>)",
         f'target_link_directories({TARGET} PRIVATE "{install.root}/lib64")',
@@ -344,8 +345,21 @@ def explain_error(text: str) -> str:
     return ""
 
 
+# Anti-hack rules on kernel sources (verifier.gates.antihack): kernels are device code, launched by the
+# runtime on torch_npu's stream; the CANN kernel headers may be included with quotes.
+KERNEL_RULES = KernelRules(
+    words={},
+    includes=((r"^acl/|^aclnn|^hccl", "kernels are device code; the runtime launches them on torch_npu's stream"),),
+    sdk_headers=frozenset({"kernel_operator.h", "lib/matmul_intf.h", "kernel_tiling/kernel_tiling.h",
+                           "lib/matrix/matmul/matmul.h"}),
+    prefixes=((r"acl(?:rt|nn|op)?[A-Z]\w*\s*\(", "kernels may not call the ACL runtime (streams, memory, "
+               "devices): the runtime launches them on torch_npu's stream"),),
+)
+
+
 class AscendBackend:
     name = "ascend"
+    display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
     device = "npu"
     source_suffixes = (".cpp",)
     header_suffixes = (".h", ".hpp")
@@ -353,6 +367,7 @@ class AscendBackend:
     # asynchronous device error (507015...) leaves the process unusable for NPU work.
     process_model = "spawn"
     timer = "events"
+    kernel_rules = KERNEL_RULES
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,
@@ -375,11 +390,13 @@ class AscendBackend:
         inst = f.install
         details = {"cann_root": str(inst.root) if inst else "", "found_by": inst.found_by if inst else "",
                    "tried": ", ".join(f.tried), "flow": (inst.flow or "") if inst else "",
-                   "cmake_module": str(inst.cmake_dir or "") if inst else "", "set_env": str(inst.set_env or "") if inst else "",
+                   "cmake_module": str(inst.cmake_dir or "") if inst else "",
+                   "set_env": str(inst.set_env or "") if inst else "",
                    "cmake": f.cmake or "", "soc": f.soc or "", "soc_source": f.soc_source,
                    "torch": f.torch.get("torch", ""), "torch_npu": f.torch.get("torch_npu", ""),
                    "npu_smi": f.smi_note or " ".join(f.smi_names), "acl_soc": f.acl_note or f.soc or "",
-                   "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}" for k, v in f.versions.items()),
+                   "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}"
+                                         for k, v in f.versions.items()),
                    "versions_wanted": f"torch {PROJECT_TORCH}, torch_npu {PROJECT_TORCH}, "
                                       f"CANN {TORCH_NPU_PAIRING[PROJECT_TORCH][1]}"}
         problems = [*f.toolchain_problems, *f.device_problems]

@@ -57,6 +57,18 @@ class BuildPlan:
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
 
 
+@dataclass(frozen=True)
+class KernelRules:
+    """The anti-hack rules a device backend adds to the common kernel-source rules
+    (``verifier.gates.antihack.kernel``); each is refused with its reason, in words an LLM can act on."""
+
+    words: dict[str, tuple[tuple[str, ...], str]]   # what -> (names banned wherever they appear, why/what to do)
+    includes: tuple[tuple[str, str], ...] = ()      # (regex on the included header, why)
+    sdk_headers: frozenset[str] = frozenset()       # SDK headers that may be included with quotes
+    prefixes: tuple[tuple[str, str], ...] = ()      # (regex of banned names, why)
+    launch_needs_stream: bool = False               # every <<<...>>> launch must name the launcher's stream
+
+
 class BuildPlanError(ValueError):
     """The candidate cannot be built as written (a build-gate failure with this message)."""
 
@@ -65,11 +77,13 @@ class Backend(Protocol):
     """A place kernels run: CPU, CUDA GPU or Ascend NPU."""
 
     name: str
+    display_name: str                  # how prompts name it: "CPU (C++ with OpenMP, built by g++)"
     device: str                        # torch device type tensors must be on ("cpu", "cuda", "npu")
     source_suffixes: tuple[str, ...]   # kernel sources the build compiles (".cpp", ".cu", ...)
     header_suffixes: tuple[str, ...]   # sources included by others, not compiled alone
     process_model: str                 # "fork": jobs fork from a warm server; "spawn": a fresh interpreter per job
     timer: str                         # "wall" (perf_counter around a synchronised call) or "events" (device events)
+    kernel_rules: KernelRules | None   # device anti-hack rules on kernel sources; None: the common ones only
 
     def toolchain(self) -> Toolchain:
         """Discover the compiler/SDK and device; never raises. Cached: call it as often as needed."""
@@ -88,7 +102,7 @@ class Backend(Protocol):
     def tolerance(self, dtype: str) -> tuple[float, float]:
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
 
-    def link_policy(self) -> "LinkPolicy":
+    def link_policy(self) -> LinkPolicy:
         """What a built library may link against beyond the system runtimes (``verifier.linkage``).
         Optional: without it, the system runtimes only and no loader lookups."""
 

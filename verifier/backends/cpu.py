@@ -21,11 +21,13 @@ TOLERANCES = {"float32": (1e-4, 1e-4), "float64": (1e-7, 1e-7), "float16": (1e-2
 
 class CpuBackend:
     name = "cpu"
+    display_name = "CPU (C++ with OpenMP, built by g++)"
     device = "cpu"
     source_suffixes = (".cpp", ".cc", ".cxx")
     header_suffixes = (".h", ".hpp")
     process_model = "fork"   # torch is imported once in the fork server; each job is a forked child
     timer = "wall"
+    kernel_rules = None      # the common kernel-source rules are the CPU's
 
     @functools.cached_property
     def compiler(self) -> str | None:
@@ -37,10 +39,13 @@ class CpuBackend:
                              device=cpu_model(), toolchain_ok=False, device_ok=True)
         return Toolchain(True, compiler=self.compiler, version=self._version(), device=cpu_model())
 
-    @functools.lru_cache(maxsize=1)
     def _version(self) -> str:
+        return self._version_line
+
+    @functools.cached_property
+    def _version_line(self) -> str:
         try:
-            out = subprocess.run([self.compiler, "--version"], capture_output=True, text=True, timeout=10)
+            out = subprocess.run([self.compiler or "g++", "--version"], capture_output=True, text=True, timeout=10)
             return out.stdout.splitlines()[0] if out.stdout else ""
         except (OSError, subprocess.TimeoutExpired):
             return ""

@@ -13,10 +13,10 @@ from __future__ import annotations
 import functools
 import glob
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
-from verifier.backends.base import BuildPlan, BuildPlanError, Toolchain
+from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
 from verifier.toolchains import CudaFindings, discover_cuda
@@ -66,8 +66,35 @@ ERRORS = (
     ("launch timed out", "the kernel ran too long and the display watchdog killed it"),
 )
 
+# Anti-hack rules on kernel sources (verifier.gates.antihack): the work runs on the stream the runtime
+# passes and is timed by the verifier, so a kernel has no streams, graphs, events or allocations of its own.
+_STREAM_WHY = "work must run on the cudaStream_t the runtime passes to your launcher"
+KERNEL_RULES = KernelRules(
+    words={
+        "streams": (("cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+                     "cudaStreamDestroy", "cudaStreamBeginCapture", "cudaStreamEndCapture",
+                     "cudaStreamAttachMemAsync"), _STREAM_WHY),
+        "graphs": (("cudaGraphCreate", "cudaGraphInstantiate", "cudaGraphLaunch", "cudaGraphAddKernelNode"),
+                   _STREAM_WHY),
+        "timer": (("cudaEventCreate", "cudaEventCreateWithFlags", "cudaEventRecord", "cudaEventElapsedTime",
+                   "clock64", "__nanosleep"), "the verifier does the timing"),
+        "device control": (("cudaDeviceReset", "cudaSetDevice", "cudaDeviceSetLimit", "cudaSetDeviceFlags",
+                            "cudaDeviceSetCacheConfig"), "the device belongs to the verifier"),
+        "device allocation": (("cudaMalloc", "cudaMallocAsync", "cudaMallocManaged", "cudaMallocHost",
+                               "cudaMallocPitch", "cudaHostAlloc", "cudaFree", "cudaFreeAsync", "cudaFreeHost"),
+                              "allocate buffers in model.py with torch.empty(..., device=x.device) and pass them in"),
+    },
+    includes=((r"^thrust/", "thrust allocates and launches on its own streams; write the kernel"),),
+    sdk_headers=frozenset({"cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "device_launch_parameters.h",
+                           "cooperative_groups.h", "mma.h", "cuda_pipeline.h"}),
+    prefixes=((r"cudaStreamPerThread|cudaStreamLegacy", _STREAM_WHY),),
+    launch_needs_stream=True,
+)
+
+
 class CudaBackend:
     name = "cuda"
+    display_name = "NVIDIA GPU (CUDA C++, built by nvcc)"
     device = "cuda"
     source_suffixes = (".cu",)
     header_suffixes = (".cuh", ".h", ".hpp")
@@ -75,6 +102,7 @@ class CudaBackend:
     # sticky device error (illegal address) leaves the process unusable.
     process_model = "spawn"
     timer = "events"
+    kernel_rules = KERNEL_RULES
 
     def __init__(self, env: Mapping[str, str] | None = None, *, system_root: str = "/", python: str | None = None,
                  arch: str | None = None, probe_torch: bool = True):
@@ -105,7 +133,8 @@ class CudaBackend:
     def arch(self) -> str:
         arch = self.findings.arch
         if not arch:
-            raise BuildPlanError("no -arch for nvcc: no CUDA device here (set EVOKERNEL_CUDA_ARCH=sm_XY to build anyway)")
+            raise BuildPlanError("no -arch for nvcc: no CUDA device here "
+                                 "(set EVOKERNEL_CUDA_ARCH=sm_XY to build anyway)")
         return arch
 
     def build_key(self) -> str:

@@ -12,7 +12,8 @@ MAX_FILES = 16
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
-def check_format(files: dict[str, str], source_suffixes: tuple[str, ...], header_suffixes: tuple[str, ...]) -> str | None:
+def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
+                 header_suffixes: tuple[str, ...]) -> str | None:
     """None when the candidate is well-formed, else what is wrong (one actionable sentence)."""
     if "model.py" not in files:
         return "model.py is missing: it must define ModelNew and call the kernels through verifier.runtime.load()"

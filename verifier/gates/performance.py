@@ -1,6 +1,6 @@
 """Gate 5, performance: what the timing window says, and whether every timed call was right.
 
-The worker (``verifier.worker._perf``) times the reference, the candidate and, when refining, the
+The worker (``verifier.worker_timing._perf``) times the reference, the candidate and, when refining, the
 task's best interleaved in one window, on the same fresh inputs per round. Here, in the harness:
 
 - every timed round's candidate output is compared with the reference's output *on the same

@@ -1,0 +1,96 @@
+"""A fourth backend added by one module and one knowledge folder (issue #15): a "cpu-clang" variant
+that an installed package declares under the ``evokernel.backends`` entry-point group. Nothing else
+in EvoKernel changes: the backend table, doctor, the memory's seeds, the prompts and the verifier
+all find it through the table."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import textwrap
+
+import pytest
+
+import candidates as C
+
+PLUGIN = '''
+"""A CPU backend built by clang++ (g++ where clang++ is not installed): everything it declares."""
+import functools
+import shutil
+
+from verifier.backends.cpu import CpuBackend
+
+
+class ClangBackend(CpuBackend):
+    name = "cpu-clang"
+    display_name = "CPU (C++ with OpenMP, built by clang++)"
+    knowledge_dir = {knowledge!r}
+
+    @functools.cached_property
+    def compiler(self):
+        return shutil.which("clang++") or shutil.which("g++")
+'''
+
+SEED = """---
+kind: api_template
+title: clang vectorisation hints
+names: relu, clang, vectorize
+---
+Use `#pragma clang loop vectorize(enable)` on the inner loop; clang honours `-march=native`.
+"""
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The plugin installed the way pip would leave it: a module and a dist-info with its entry point,
+    on the path; its knowledge folder beside it."""
+    site = tmp_path / "site"
+    knowledge = tmp_path / "knowledge"
+    (site / "evokernel_clang-0.1.dist-info").mkdir(parents=True)
+    knowledge.mkdir()
+    (knowledge / "clang.md").write_text(SEED)
+    (site / "evokernel_clang.py").write_text(textwrap.dedent(PLUGIN).format(knowledge=str(knowledge)))
+    (site / "evokernel_clang-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: evokernel-clang\nVersion: 0.1\n")
+    (site / "evokernel_clang-0.1.dist-info" / "entry_points.txt").write_text(
+        "[evokernel.backends]\ncpu-clang = evokernel_clang:ClangBackend\n")
+    monkeypatch.syspath_prepend(str(site))
+    importlib.invalidate_caches()
+    yield "cpu-clang"
+    sys.modules.pop("evokernel_clang", None)
+
+
+def test_the_table_finds_a_plugin_backend_and_never_lets_it_replace_a_built_in(plugin):
+    from verifier.backends import backend_names, backend_table, display_name, get_backend, source_suffix
+
+    assert backend_names()[:3] == ["cpu", "cuda", "ascend"] and plugin in backend_names()
+    backend = get_backend(plugin)
+    assert backend.name == plugin and backend.device == "cpu" and backend.toolchain().available
+    assert display_name(plugin) == "CPU (C++ with OpenMP, built by clang++)" and source_suffix(plugin) == ".cpp"
+    assert backend_table()["cpu"] == "verifier.backends.cpu:CpuBackend"
+
+
+def test_doctor_seeds_and_prompts_see_the_plugin(plugin):
+    from core import prompts
+    from core.doctor import diagnose
+    from core.seeds import seed_items
+
+    report = diagnose([plugin])["backends"][plugin]
+    assert report["available"], report
+    items = seed_items(plugin)
+    assert [e.title for e in items] == ["clang vectorisation hints"] and items[0].backend == plugin
+    assert "CPU (C++ with OpenMP, built by clang++)" in prompts.system_message(plugin)
+
+
+@pytest.mark.slow
+def test_the_verifier_runs_every_gate_on_the_plugin_backend(plugin, fast_config, tmp_path, make_candidate, suite):
+    from verifier.verify import Verifier
+
+    v = Verifier(plugin, fast_config, cache_dir=tmp_path / "cache")
+    try:
+        good = v.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.RELU)))
+        assert good.feasible and good.backend == plugin, good.message
+        bad = v.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.IDENTITY)))
+        assert bad.failed_gate == "correctness"
+    finally:
+        v.close()

@@ -1,0 +1,206 @@
+"""What every worker job shares (see verifier.worker): the candidate's op trace and failures, how
+results are flattened and inputs moved, the device's clock and synchronisation, loading a
+candidate's model, and the job folder's progress and outputs files."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import os
+import sys
+import traceback
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from verifier import runtime
+
+# aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
+# PyTorch doing the computation the kernel should do.
+ALLOWED_OPS = frozenset(
+    """empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like new_zeros ones ones_like
+    new_ones full full_like new_full zero_ fill_ view _unsafe_view reshape _reshape_alias as_strided t
+    transpose permute expand expand_as squeeze unsqueeze flatten unflatten select slice narrow split
+    split_with_sizes chunk unbind detach alias clone contiguous copy_ _to_copy to lift_fresh
+    lift_fresh_copy view_as resize_ diagonal unfold movedim _local_scalar_dense item sym_size sym_stride
+    sym_numel sym_storage_offset is_contiguous set_ _has_compatible_shallow_copy_type""".split()
+)
+
+
+class CandidateFailure(Exception):
+    """The candidate did something wrong at a known step; carries the stage and trial."""
+
+    def __init__(self, stage: str, message: str, trial: int | None = None):
+        super().__init__(message)
+        self.stage = stage
+        self.trial = trial
+
+
+class OpTrace(TorchDispatchMode):
+    """Counts the aten ops run while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+    def forbidden(self) -> dict[str, int]:
+        return {name: n for name, n in self.ops.items() if name not in ALLOWED_OPS}
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _progress(job_dir: Path, text: str) -> None:
+    (job_dir / "progress.txt").write_text(text)
+
+
+def flatten(value: Any, copy: bool = True, cpu: bool = True) -> tuple[Any, list[torch.Tensor]]:
+    """(structure, tensor leaves) of a forward's result; numbers become 0-d tensors. Leaves are copies
+    unless ``copy`` is False (results nothing else writes to: the reference's own; a timed call's,
+    read before the next call), moved to the CPU unless ``cpu`` is False as well."""
+    leaves: list[torch.Tensor] = []
+
+    def walk(v: Any) -> Any:
+        if isinstance(v, torch.Tensor):
+            if not copy and not cpu:
+                leaves.append(v.detach())
+                return {"t": "tensor", "device": v.device.type}
+            leaf = v.detach().to("cpu").contiguous()
+            leaves.append(leaf.clone() if copy and leaf.data_ptr() == v.data_ptr() else leaf)
+            return {"t": "tensor", "device": v.device.type}
+        if isinstance(v, (tuple, list)):
+            return {"t": type(v).__name__, "items": [walk(x) for x in v]}
+        if isinstance(v, bool):
+            leaves.append(torch.tensor(v))
+            return {"t": "bool"}
+        if isinstance(v, int):
+            leaves.append(torch.tensor(v))
+            return {"t": "int"}
+        if isinstance(v, float):
+            leaves.append(torch.tensor(v, dtype=torch.float64))
+            return {"t": "float"}
+        if v is None:
+            return {"t": "None"}
+        return {"t": type(v).__name__, "unsupported": True}
+
+    return walk(value), leaves
+
+
+def _snapshot(inputs: list[Any]) -> list[Any]:
+    return [x.detach().clone() if isinstance(x, torch.Tensor) else copy.deepcopy(x) for x in inputs]
+
+
+def _identical(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if torch.equal(a, b):
+        return True
+    if a.is_floating_point():  # NaN != NaN: compare NaN positions, then the rest
+        return torch.equal(torch.isnan(a), torch.isnan(b)) and torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))
+    return torch.equal(a, b)
+
+
+def _changed(before: list[Any], after: list[Any]) -> list[int]:
+    """Indices of tensor inputs whose values differ after the call."""
+    return [i for i, (a, b) in enumerate(zip(before, after)) if isinstance(a, torch.Tensor) and not _identical(a, b)]
+
+
+def _to_device(inputs: list[Any], device: str) -> list[Any]:
+    if device == "cpu":
+        return inputs
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _device_module(device: str):
+    """``torch.cuda`` or ``torch.npu`` (None on the CPU)."""
+    if device == "cuda":
+        return torch.cuda
+    if device == "npu":
+        return torch.npu  # type: ignore[attr-defined]
+    return None
+
+
+def _synchronize(device: str):
+    """Device-wide synchronisation (every stream)."""
+    module = _device_module(device)
+    return module.synchronize if module is not None else (lambda: None)
+
+
+def _stream_synchronize(device: str):
+    """Synchronisation with the current stream only: all a caller reading the outputs may rely on."""
+    module = _device_module(device)
+    return (lambda: module.current_stream().synchronize()) if module is not None else (lambda: None)
+
+
+def _events(device: str):
+    """A maker of (start, end) timing events on the device, or None on the CPU."""
+    module = _device_module(device)
+    if module is None:
+        return None
+    return lambda: (module.Event(enable_timing=True), module.Event(enable_timing=True))
+
+
+def _timer(job: dict, device: str) -> str:
+    """How calls are timed: the backend's declared method, else device events on devices."""
+    return job.get("timer") or ("wall" if device == "cpu" else "events")
+
+
+# Bytes to overwrite before each timed call on a device: twice its L2 (on the NPU as the Ascend
+# backend reads it: torch_npu's L2_cache_size, else by SoC).
+
+
+def _flush_bytes(device: str, requested: int) -> int:
+    """The cache-flush buffer size: ``requested`` (twice the CPU's last-level cache) on the CPU, twice
+    the device's L2 on a device."""
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+        return 2 * l2 if l2 else 256 << 20
+    if device == "npu":
+        from verifier.backends.ascend import npu_l2_bytes
+
+        return 2 * npu_l2_bytes()
+    return requested
+
+
+def _field(job: Any, name: str, default: Any = None) -> Any:
+    """A job's field, whether the job is a dataclass (verifier.jobs) or a plain dict (the timing job)."""
+    return job.get(name, default) if isinstance(job, dict) else getattr(job, name, default)
+
+
+def _load_candidate(job: Any, job_dir: Path, module_name: str = "candidate_model"):
+    device = _field(job, "device", "cpu")
+    runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device,
+                      runtime.current_stream(device))
+    path = job_dir / (_field(job, "model") or "model.py")
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise CandidateFailure("correctness", f"importing model.py failed: {_describe(exc)}") from exc
+    if not hasattr(module, "ModelNew"):
+        raise CandidateFailure("correctness", "model.py defines no ModelNew")
+    return module.ModelNew
+
+
+def _describe(exc: BaseException) -> str:
+    """One line: exception type and message, plus where in the candidate's code it happened."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "candidate_model" in f.filename or f.filename.endswith("model.py")]
+    where = f" (model.py line {frames[-1].lineno}: {frames[-1].line})" if frames else ""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}{where}"[:600]
+
+
+def _save(job_dir: Path, payload: dict) -> None:
+    tmp = job_dir / "outputs.pt.tmp"
+    torch.save(payload, tmp)
+    os.replace(tmp, job_dir / "outputs.pt")

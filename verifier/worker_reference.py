@@ -1,0 +1,327 @@
+"""The reference job of the worker (see verifier.worker): the reference's outputs at every trial,
+run twice where that can show nondeterminism (reversed order-dependent writes, eval mode for
+dropout), the widened trials it is defined on, the second shapes it accepts, and its timing alone
+(shown, never divided by). Runs in the trusted reference fork server, never beside a candidate."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from verifier.inputs import Trial, make_inputs
+from verifier.jobs import ReferenceJob, ReferenceResult
+from verifier.machine_lock import held
+from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
+from verifier.timing import memory_bandwidth_gbps
+
+from verifier.worker_common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
+from verifier.worker_timing import _instances, _time_sides
+
+
+UNDEFINED_LIMIT = 0.1
+
+
+class TaskProblem(Exception):
+    """The task's reference cannot judge a candidate (it is nondeterministic): the task's fault."""
+
+
+# aten ops whose result depends on the order of writes when indices repeat (scatter with a source,
+# index_put without accumulation, index_copy): which write wins is unspecified.
+ORDERED_WRITES = frozenset({"scatter", "scatter_", "index_put", "index_put_", "_index_put_impl_",
+                            "index_copy", "index_copy_"})
+
+
+class WriteOrder(TorchDispatchMode):
+    """Records the order-dependent writes the reference makes and, with ``reverse``, makes them in
+    the reverse order: an equally valid run in which, where indices repeat, another write wins."""
+
+    def __init__(self, reverse: bool = False):
+        super().__init__()
+        self.reverse = reverse
+        self.seen: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func.overloadpacket.__name__
+        if name in ORDERED_WRITES:
+            self.seen[name] += 1
+            if self.reverse:
+                try:
+                    args = _reversed_writes(name, tuple(args), kwargs)
+                except Exception:  # a form we do not know how to reverse: run it as it is
+                    pass
+        return func(*args, **kwargs)
+
+
+def _reversed_writes(name: str, args: tuple, kwargs: dict) -> tuple:
+    if name.startswith("scatter"):
+        if len(args) != 4 or not isinstance(args[3], torch.Tensor) or "reduce" in kwargs:
+            return args
+        target, dim, index, src = args
+        src = src[tuple(slice(0, n) for n in index.shape)]
+        return target, dim, index.flip(dim), src.flip(dim)
+    if name.startswith("index_copy"):
+        target, dim, index, source = args[:4]
+        return (target, dim, index.flip(0), source.flip(dim), *args[4:])
+    target, indices, values = args[:3]
+    accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
+    if accumulate or any(i is None or i.dtype not in (torch.int64, torch.int32) for i in indices):
+        return args
+    idx = torch.broadcast_tensors(*indices)
+    rest = target.shape[len(indices):]
+    vals = values.expand(*idx[0].shape, *rest).reshape(-1, *rest).flip(0)
+    return (target, [i.reshape(-1).flip(0) for i in idx], vals, *args[3:])
+
+
+def _differing(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[torch.Tensor | None]:
+    """Per output: where two runs differ (NaN equal to NaN), or None where they agree."""
+    out: list[torch.Tensor | None] = []
+    for x, y in zip(a, b):
+        if _identical(x, y):
+            out.append(None)
+        elif x.shape != y.shape or x.dtype != y.dtype:
+            out.append(torch.ones(x.shape, dtype=torch.bool))
+        else:
+            diff = x != y
+            if x.is_floating_point():
+                diff &= ~(torch.isnan(x) & torch.isnan(y))
+            out.append(diff)
+    return out
+
+
+def _training_modules(model: torch.nn.Module) -> list[str]:
+    """Names of the layers that behave differently in training mode (dropout, batch norm)."""
+    kinds = (torch.nn.modules.dropout._DropoutNd, torch.nn.modules.batchnorm._BatchNorm)
+    return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})
+
+
+def _reference(job: ReferenceJob, job_dir: Path) -> dict:
+    spec, device = job.task, job.device
+    result = ReferenceResult()
+    module = load_task_module(spec)
+
+    if job.want_outputs:
+        with held(job.machine_lock, "shared"):  # computing: waits while something is timed
+            payload = _reference_outputs(job_dir, job, module, result)
+        _save(job_dir, payload)
+
+    want_timing = job.want_timing
+    want_bandwidth = job.want_bandwidth and device == "cpu"
+    if want_timing or want_bandwidth:
+        _progress(job_dir, "reference timing (waiting for the machine)")
+        with held(job.machine_lock, "exclusive"):  # nothing of ours runs beside a timing
+            _progress(job_dir, "reference timing")
+            if want_timing:
+                # The reference alone: shown (``evokernel tasks --time``), never divided by; the
+                # performance gate times the reference again beside each candidate.
+                sides = {"reference": _instances(module.Model, module, job.trials, device, bool(result.eval_mode))}
+                window, _, _, input_bytes = _time_sides(sides, module, job.trials[:2], {"timing": job.timing},
+                                                        device, checked=False)
+                result.timing = {**window.timing("reference").to_dict(), "input_bytes": input_bytes}
+            if want_bandwidth:
+                result.bandwidth_gbps = memory_bandwidth_gbps(device)
+    return result.to_dict()
+
+
+def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult) -> dict:
+    """The reference's outputs at every trial it is defined on, then at the first smaller and the first
+    larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
+    returns the payload of ``outputs.pt``."""
+    spec, device = job.task, job.device
+    payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
+    eval_mode = False
+    causes: dict[int, str] = {}
+    notes: dict[int, str] = {}
+    spreads: dict[int, float] = {}
+
+    def run(mod, trial: Trial, twice: bool):
+        torch.manual_seed(trial.model_seed)
+        model = mod.Model(*mod.get_init_inputs()).to(device)
+        if eval_mode:
+            model.eval()
+        inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
+        pristine = _snapshot(inputs) if twice else None
+        watch = WriteOrder()
+        with torch.no_grad(), watch:
+            out = model(*inputs)
+        structure, leaves = flatten(out, copy=False)
+        kept = inputs
+        ignore: list[torch.Tensor | None] = [None] * len(leaves)
+        if twice or watch.seen:  # again on the same inputs, with order-dependent writes reversed
+            again = WriteOrder(reverse=True)
+            with torch.no_grad(), again:
+                again_inputs = pristine if pristine is not None else _to_device(make_inputs(mod.get_inputs, trial), device)
+                structure2, leaves2 = flatten(model(*again_inputs), copy=False)
+            if structure2 != structure or len(leaves2) != len(leaves):
+                raise TaskProblem(f"the reference of task {spec.id} is nondeterministic: two runs on the same inputs "
+                                  "return results of different structure; it cannot judge a candidate")
+            ignore = _differing(leaves, leaves2)
+            for k, mask in enumerate(ignore):
+                if mask is not None:
+                    spreads[k] = max(spreads.get(k, 0.0), _spread(leaves[k], leaves2[k], mask))
+                if mask is not None and k not in causes:
+                    ops = sorted(watch.seen)
+                    causes[k] = (f"duplicate indices in {', '.join('aten.' + o for o in ops)}: which write wins is "
+                                 "unspecified" if ops else "random or order-dependent computation")
+        return model, kept, structure, leaves, ignore
+
+    def keep(trial: Trial, kept: list, model, structure, leaves, ignore) -> None:
+        result.trials.append(trial)
+        payload["trials"].append({"structure": structure, "leaves": leaves})
+        slot = f"{trial.distribution}|{trial.shape}"
+        ratios = job.noise_ratios.get(slot)
+        if ratios is not None and len(ratios) == len(leaves):   # measured before for this task: scale it
+            noise = [r * _rms(leaf) for r, leaf in zip(ratios, leaves)]
+        else:
+            noise = _noise(model, kept, leaves)
+            result.noise_ratios[slot] = [n / r if (r := _rms(leaf)) > 0 else 0.0 for n, leaf in zip(noise, leaves)]
+        payload["noise"].append(noise)
+        payload["ignore"].append(ignore)
+        for k, mask in enumerate(ignore):
+            if mask is None:
+                continue
+            n, total = int(mask.sum()), mask.numel()
+            spread = spreads.get(k, 0.0)
+            if n * 2 > total:
+                raise TaskProblem(
+                    f"the reference of task {spec.id} is nondeterministic: output {k} differs between two runs on the "
+                    f"same inputs at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)})"
+                    + (" in training and in eval mode" if eval_mode else "")
+                    + "; it cannot judge a candidate: make the reference deterministic")
+            if k not in notes:
+                notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same inputs "
+                            f"at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); those places are not "
+                            f"compared")
+
+    for i, trial in enumerate(job.trials):
+        _progress(job_dir, f"reference trial {i}")
+        if trial.widened:
+            try:
+                model, kept, structure, leaves, ignore = run(module, trial, twice=False)
+            except TaskProblem:
+                raise
+            except Exception as exc:  # the operator is not defined there: the task's precondition
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them ({_describe(exc)})")
+                continue
+            undefined = _undefined_fraction(leaves)
+            if undefined > UNDEFINED_LIMIT:
+                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
+                                      f"{undefined:.0%} of its output there (a precondition of the task)")
+                continue
+            keep(trial, kept, model, structure, leaves, ignore)
+            continue
+        model, kept, structure, leaves, ignore = run(module, trial, twice=i == 0)
+        if i == 0 and any(m is not None for m in ignore):
+            # Random in the mode it was built in (training): try eval mode, deterministic for dropout.
+            eval_mode = True
+            model_e, kept_e, structure_e, leaves_e, ignore_e = run(module, trial, twice=True)
+            if all(m is None for m in ignore_e):
+                layers = _training_modules(model_e)
+                result.eval_mode = (f"compared in eval mode: in training mode the reference is random "
+                                    f"({', '.join(layers) if layers else 'randomness tied to self.training'}); "
+                                    "eval mode makes it deterministic")
+                causes.clear()
+                model, kept, structure, leaves, ignore = model_e, kept_e, structure_e, leaves_e, ignore_e
+            else:
+                eval_mode = False
+        keep(trial, kept, model, structure, leaves, ignore)
+
+    base_numel = _input_numel(module)
+    for search in job.shapes:
+        for overrides in search.candidates:
+            _progress(job_dir, f"reference second shape ({search.kind}) {overrides}")
+            try:
+                alt_module = load_task_module(spec, overrides)
+                if search.kind == "larger":
+                    numel = _input_numel(alt_module)
+                    limit = min(LARGER_MAX_RATIO * base_numel, LARGER_MAX_ELEMENTS) if base_numel else LARGER_MAX_ELEMENTS
+                    if numel is not None and numel > limit:
+                        result.alt_rejected.append(f"{overrides}: {numel} input elements, over the limit {int(limit)}")
+                        continue
+                trial = Trial(search.trial.seed, search.trial.distribution, tuple(sorted(overrides.items())),
+                              search.trial.init_seed, search.kind)
+                model, kept, structure, leaves, ignore = run(alt_module, trial, twice=False)
+            except TaskProblem:
+                raise
+            except Exception as exc:  # the reference does not accept this shape: try the next
+                result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
+                continue
+            keep(trial, kept, model, structure, leaves, ignore)
+            break
+    result.nondeterministic = [notes[k] for k in sorted(notes)]
+    return payload
+
+
+def _spread(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
+    """The largest difference between two runs' values at the places where they differ."""
+    if a.shape != b.shape or not bool(mask.any()):
+        return float("inf") if a.shape != b.shape else 0.0
+    d = (a.double() - b.double()).abs()[mask]
+    d = d[~torch.isnan(d)]
+    return float(d.max()) if d.numel() else float("inf")
+
+
+def _undefined_fraction(leaves: list[torch.Tensor]) -> float:
+    """The largest share of NaN or infinite values over the floating outputs."""
+    worst = 0.0
+    for leaf in leaves:
+        if leaf.is_floating_point() and leaf.numel() and not math.isfinite(float(leaf.sum(dtype=torch.float64))):
+            worst = max(worst, float((~torch.isfinite(leaf)).sum()) / leaf.numel())
+    return worst
+
+
+def _input_numel(module) -> int | None:
+    """Elements of ``get_inputs()``, worked out on PyTorch's meta device (None when that fails)."""
+    try:
+        with torch.device("meta"):
+            inputs = module.get_inputs()
+        return sum(x.numel() for x in inputs if isinstance(x, torch.Tensor))
+    except Exception:
+        return None
+
+
+def _rms(leaf: torch.Tensor) -> float:
+    """Root mean square of a floating output's finite values (0 for other outputs)."""
+    if not leaf.is_floating_point() or not leaf.numel():
+        return 0.0
+    x = leaf.float()
+    value = float(torch.linalg.vector_norm(x)) / math.sqrt(x.numel())
+    if math.isfinite(value):
+        return value
+    x = x[torch.isfinite(x)]
+    return float(torch.linalg.vector_norm(x.double())) / math.sqrt(x.numel()) if x.numel() else 0.0
+
+
+def _noise(model: torch.nn.Module, inputs: list[Any], leaves: list[torch.Tensor]) -> list[float]:
+    """RMS difference between the float32 reference and the same model in float64, per output leaf:
+    the rounding noise a correct reordering of the computation may also show."""
+    if not any(isinstance(x, torch.Tensor) and x.dtype == torch.float32 for x in inputs):
+        return [0.0] * len(leaves)
+    try:
+        model64 = copy.deepcopy(model).double()
+        inputs64 = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+        with torch.no_grad():
+            _, leaves64 = flatten(model64(*inputs64))
+    except Exception:
+        return [0.0] * len(leaves)
+    out = []
+    for a, b in zip(leaves, leaves64):
+        if a.is_floating_point() and a.shape == b.shape and a.numel():
+            d = b.neg_().add_(a)             # a - b, in float64, in place
+            value = float(torch.linalg.vector_norm(d)) / math.sqrt(d.numel())
+            if not math.isfinite(value):     # NaN or infinities: over the finite differences only
+                d = d[torch.isfinite(d)]
+                value = float(d.pow(2).mean().sqrt()) if d.numel() else 0.0
+            out.append(value)
+        else:
+            out.append(0.0)
+    return out
+
+
+# ----------------------------------------------------------------------------- candidate
