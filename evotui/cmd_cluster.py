@@ -16,8 +16,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.workspace import Workspace
     from core.cluster import cluster_nodes
+    from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
     config = ws.config()

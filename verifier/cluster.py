@@ -27,9 +27,10 @@ import secrets
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
@@ -203,8 +204,8 @@ class ClusterVerifier:
                 if node_id not in live:
                     worker.alive = False
             for node_id, node in live.items():
-                worker = self._workers.get(node_id)
-                if (worker is not None and worker.alive) or node_id in self._refused or self._recently_lost(node_id):
+                known = self._workers.get(node_id)
+                if (known is not None and known.alive) or node_id in self._refused or self._recently_lost(node_id):
                     continue
                 actor = _remote_class().options(
                     name=f"verifier-{self.backend.name}-{self._tag}-{node_id[:16]}", namespace=NAMESPACE,
@@ -287,12 +288,12 @@ class ClusterVerifier:
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False, **extra: Any) -> Outcome:
         from verifier.verify import candidate_hash, read_candidate
 
-        ray = self._ray
         generation = self._generation
         try:
             files = candidate if isinstance(candidate, dict) else read_candidate(Path(candidate))
         except OSError as exc:
-            return Outcome.start(task.id, self.backend.name).fail("format", f"cannot read the candidate: {exc}").finish()
+            out = Outcome.start(task.id, self.backend.name)
+            return out.fail("format", f"cannot read the candidate: {exc}").finish()
         losses: list[str] = []
         while True:
             worker = self._pick(generation)
@@ -359,9 +360,9 @@ class ClusterVerifier:
             if not self._waiting:
                 self._waiting = True
                 refused = f" ({'; '.join(sorted(set(self._refused.values())))})" if self._refused else ""
+                resource = backend_resource(self.backend.name)
                 self._say(f"no node of the cluster can verify {self.backend.name} kernels{refused}: waiting for "
-                          f"workers (ray start --address=HEAD --resources='{{\"{backend_resource(self.backend.name)}\": 1}}')",
-                          0, True)
+                          f"workers (ray start --address=HEAD --resources='{{\"{resource}\": 1}}')", 0, True)
             deadline = time.monotonic() + self.poll_s
             while time.monotonic() < deadline:
                 self._check(generation)
@@ -432,7 +433,7 @@ class ClusterVerifier:
         if self._started_ray:
             ray.shutdown()
 
-    def __enter__(self) -> "ClusterVerifier":
+    def __enter__(self) -> ClusterVerifier:
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -8,8 +8,9 @@ one adds (``Outcome.node``, ``cancel``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from verifier.errors import VerifierError
 from verifier.outcome import GateResult, Outcome

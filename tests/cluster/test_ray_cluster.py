@@ -7,7 +7,6 @@ node that advertises only the CUDA backend. Tests add and kill CPU nodes as they
 from __future__ import annotations
 
 import asyncio
-import collections
 import threading
 import time
 
