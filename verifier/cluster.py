@@ -183,6 +183,7 @@ class ClusterVerifier:
         self._closed = False
         self._waiting = False
         self._refreshed_at = 0.0
+        self._started = 0                         # actors started (their names are unique)
         self.retries = 0                          # verifications re-sent after a lost node
         key = json.dumps([self.backend.name, self.config.model_dump(mode="json"), node_cache_dir], sort_keys=True)
         # one set of actors per verifier: a name never refers to another run's (or a dying) actor
@@ -197,22 +198,28 @@ class ClusterVerifier:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         resource = backend_resource(self.backend.name)
-        live = {n["NodeID"]: n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(resource, 0) > 0}
+        nodes = ray.nodes()
+        alive = {n["NodeID"] for n in nodes if n.get("Alive")}
+        live = {n["NodeID"]: n for n in nodes if n["NodeID"] in alive and n.get("Resources", {}).get(resource, 0) > 0}
         starting: dict[Any, _Worker] = {}
         with self._lock:
             for node_id, worker in self._workers.items():
-                if node_id not in live:
+                if node_id not in alive:     # the node left (a node's resources may show late: not that)
                     worker.alive = False
             for node_id, node in live.items():
                 known = self._workers.get(node_id)
                 if (known is not None and known.alive) or node_id in self._refused or self._recently_lost(node_id):
                     continue
-                actor = _remote_class().options(
-                    name=f"verifier-{self.backend.name}-{self._tag}-{node_id[:16]}", namespace=NAMESPACE,
-                    max_concurrency=ACTOR_CONCURRENCY, num_cpus=0, max_restarts=0,
-                    resources={resource: 0.001},
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
-                ).remote(self.backend.name, self.config.model_dump(mode="json"), self.node_cache_dir)
+                self._started += 1
+                try:
+                    actor = _remote_class().options(
+                        name=f"verifier-{self.backend.name}-{self._tag}-{node_id[:16]}-{self._started}",
+                        namespace=NAMESPACE, max_concurrency=ACTOR_CONCURRENCY, num_cpus=0, max_restarts=0,
+                        resources={resource: 0.001},
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                    ).remote(self.backend.name, self.config.model_dump(mode="json"), self.node_cache_dir)
+                except Exception:   # the node went while we asked: the next refresh looks again
+                    continue
                 w = _Worker(node_id, node.get("NodeManagerHostname") or node.get("NodeManagerAddress", "?"), actor)
                 starting[actor.status.remote()] = w
         if starting:

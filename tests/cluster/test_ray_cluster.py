@@ -128,7 +128,7 @@ def test_four_task_run_has_the_verdicts_of_local_verification(cluster, workspace
     with _session(workspace, events) as session:
         record = _run(session, TASKS, iterations=1)
         assert record.status == "finished"
-        attempts = {t: session.store.get_many(record.progress[t]["attempts"]) for t in TASKS}
+        attempts = {t: session.store.get_many(record.progress[t].attempts) for t in TASKS}
         nodes = {n["node_id"]: n for n in session.verifier.nodes()}
     local = {t: verifier.verify(suite.get(t).spec(), MIXED[t]) for t in TASKS}
     for t in TASKS:
@@ -191,11 +191,11 @@ def test_lost_nodes_are_retried_elsewhere_and_the_run_waits_for_workers(cluster,
         assert len(killed) == 2 and len(added) == 1
         assert verifier.retries >= 2
         store = session.store
-        ids = [i for t in TASKS for i in record.progress[t]["attempts"]]
+        ids = [i for t in TASKS for i in record.progress[t].attempts]
         assert len(ids) == len(set(ids)) == 8                      # none lost, none counted twice
         for t in TASKS:
-            assert record.progress[t]["iterations_used"] == 2
-            outcomes = [e.outcome for e in store.get_many(record.progress[t]["attempts"])]
+            assert record.progress[t].iterations_used == 2
+            outcomes = [e.outcome for e in store.get_many(record.progress[t].attempts)]
             assert all(o["feasible"] for o in outcomes), [o["message"] for o in outcomes]
             assert store.get_task(t).iterations_used == 2
         in_run = [e for e in store.query(kind="draft_trace", limit=None) + store.query(kind="refine_trace", limit=None)
