@@ -2,7 +2,7 @@
 
 Every field has a docstring and a default that works on a laptop CPU. Environment variables:
 ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY`` (the usual OpenAI SDK ones), ``EVOKERNEL_MODEL``,
-``EVOKERNEL_BACKEND``.
+``EVOKERNEL_BACKEND``, ``EVOKERNEL_CLUSTER``.
 """
 
 from __future__ import annotations
@@ -99,6 +99,20 @@ class EngineConfig(BaseModel):
     """Verifications running at once (timing is always one at a time)."""
 
 
+class ClusterConfig(BaseModel):
+    """Verification on a Ray cluster of workstations (``pip install 'evokernel[cluster]'``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    address: str | None = None
+    """None: verify in this process (the default). "local" starts a one-node Ray here; "auto" joins the
+    cluster `ray start` runs on this machine; "ray://host:port" joins a remote head. Env: EVOKERNEL_CLUSTER."""
+
+    node_cache_dir: str | None = None
+    """Build and reference cache folder on every node (None: ~/.cache/evokernel there; with "local",
+    the workspace's own cache)."""
+
+
 class Config(BaseModel):
     """The whole of ``evokernel.toml``."""
 
@@ -119,6 +133,7 @@ class Config(BaseModel):
     llm: LLMConfig = Field(default_factory=LLMConfig)
     engine: EngineConfig = Field(default_factory=EngineConfig)
     verifier: VerifyConfig = Field(default_factory=VerifyConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
 
 
 def load_config(path: Path | None) -> Config:
@@ -150,6 +165,8 @@ def load_config(path: Path | None) -> Config:
         config.llm.model = env["EVOKERNEL_MODEL"]
     if env.get("EVOKERNEL_BACKEND"):
         config.backend = env["EVOKERNEL_BACKEND"]
+    if env.get("EVOKERNEL_CLUSTER"):
+        config.cluster.address = env["EVOKERNEL_CLUSTER"]
     if config.llm.base_url:
         problem = _url_problem(config.llm.base_url)
         if problem:

@@ -34,6 +34,7 @@ from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, Store, TaskProgress, TaskState
 from verifier import Outcome
 from verifier.backends import source_suffix
+from verifier.protocol import VerificationCancelled
 from verifier.reference import ReferenceFailed
 
 BASELINE_KIND = "baseline_trace"
@@ -250,6 +251,8 @@ class Engine:
             t0 = time.perf_counter()
             try:
                 return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate, **extra)
+            except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
+                raise RunStopped("stopped") from None
             finally:
                 self.timings["verify"] += time.perf_counter() - t0
 

@@ -136,6 +136,17 @@ class EngineProblem(Event):
 
 
 @dataclass(frozen=True)
+class ClusterChanged(Event):
+    """Verification runs on a Ray cluster: how many nodes can verify, and whether the run is waiting
+    for one (it resumes by itself when a node joins)."""
+
+    address: str
+    nodes: int
+    waiting: bool = False
+    message: str = ""
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     run_id: str
     status: str            # "finished" | "stopped" | "failed" | "budget"

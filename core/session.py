@@ -7,6 +7,7 @@ listing tasks or browsing memory stays instant.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,13 @@ from store import Experience, RunRecord, Store
 
 class Session:
     def __init__(self, workspace: Workspace, config: Config | None = None, *, bus: EventBus | None = None,
-                 replay: bool = False, backend: str | None = None):
+                 replay: bool = False, backend: str | None = None, cluster: str | None = None):
         self.workspace = workspace
         self.config = config or workspace.config()
         if backend:
             self.config.backend = backend
+        if cluster:
+            self.config.cluster.address = cluster
         self.bus = bus or EventBus()
         self.replaying = replay
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
@@ -39,14 +42,32 @@ class Session:
         self._llm = None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
+        self._relay = None     # cluster news -> events, when verification runs on a Ray cluster
 
     # -- parts, on first use -----------------------------------------------------------------------
 
     @property
     def verifier(self):
         if self._verifier is None:
-            self._verifier = open_verifier(self.workspace, self.config.backend, self.config.verifier)
+            if self.config.cluster.address:
+                from core.cluster import StatusRelay, open_cluster_verifier
+
+                self._relay = StatusRelay(self.bus, self.config.cluster.address)
+                self._verifier = open_cluster_verifier(self.workspace, self.config, self._relay)
+            else:
+                self._verifier = open_verifier(self.workspace, self.config.backend, self.config.verifier)
         return self._verifier
+
+    def _in_loop(self) -> None:
+        """Cluster news reach subscribers in this (the engine's) loop thread."""
+        if self._relay is not None:
+            self._relay.loop = asyncio.get_running_loop()
+
+    def _cancel_verifications(self) -> None:
+        """Abandon verifications in flight where the verifier can (a cluster's outstanding Ray tasks)."""
+        cancel = getattr(self._verifier, "cancel", None)
+        if cancel is not None:
+            cancel()
 
     def llm_problem(self) -> str | None:
         """Why generation is unavailable (None when an endpoint and model are configured)."""
@@ -98,7 +119,9 @@ class Session:
                   scale: float | str | None, seed: int = 0) -> RunRecord:
         extra = {"suite": suite or self.config.suite,
                  "size_scale": scale if scale is not None else self.config.size_scale}
-        return await self.engine.run(tasks, method=method, iterations=iterations, seed=seed, run_config=extra)
+        engine = self.engine
+        self._in_loop()
+        return await engine.run(tasks, method=method, iterations=iterations, seed=seed, run_config=extra)
 
     def latest_run(self, unfinished: bool = False) -> RunRecord | None:
         runs = [r for r in self.store.list_runs() if not unfinished or r.status != "finished"]
@@ -118,7 +141,9 @@ class Session:
 
     async def resume(self, run: RunRecord) -> RunRecord:
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
-        return await self.engine.run(tasks, method=run.method, resume=run)
+        engine = self.engine
+        self._in_loop()
+        return await engine.run(tasks, method=run.method, resume=run)
 
     async def replay(self, run: RunRecord) -> RunRecord:
         """Run ``run``'s configuration again as a new run answering from the LLM cache."""
@@ -126,7 +151,9 @@ class Session:
         extra = {k: run.config.get(k) for k in ("suite", "size_scale")}
         extra["sample_key"] = run.config.get("sample_key", run.id)
         extra["replay_of"] = run.id
-        return await self.engine.run(tasks, method=run.method, iterations=run.config["iterations"],
+        engine = self.engine
+        self._in_loop()
+        return await engine.run(tasks, method=run.method, iterations=run.config["iterations"],
                                      seed=run.config.get("seed", 0), run_config=extra)
 
     # -- hand edits and the workspace folder ------------------------------------------------------
@@ -210,15 +237,18 @@ class Session:
     # -- stopping and restarting runs -------------------------------------------------------------
 
     def stop_run(self) -> None:
-        """Ask the run in flight to stop after its attempts in flight (call from the engine's loop)."""
+        """Ask the run in flight to stop after its attempts in flight (call from the engine's loop); on a
+        cluster, the verifications in flight are cancelled instead (their attempts are redone on resume)."""
         if self._engine is not None:
             self._engine.stop()
+            self._cancel_verifications()
 
     def reset_engine(self) -> None:
         """Give the next run a fresh engine: a stopped engine stays stopped (call between runs)."""
         self._engine = None
 
     async def close_async(self) -> None:
+        self._cancel_verifications()   # a run cancelled by Ctrl-C leaves no Ray task behind
         if self._llm is not None:
             await self._llm.close()
 

@@ -128,6 +128,8 @@ class EvoKernelApp(RunControl, Readers, App):
             self.load_task_rows(self.main)
         elif isinstance(e, ev.IterationStarted):
             self.run_status = self.run_status.but(iteration=e.iteration)
+        elif isinstance(e, ev.ClusterChanged):
+            self.run_status = self.run_status.but(cluster=e.address, nodes=e.nodes, cluster_waiting=e.waiting)
         elif isinstance(e, ev.UsageUpdated):
             self.run_status = self.run_status.but(tokens=e.tokens_in + e.tokens_out, cost=e.cost)
         elif isinstance(e, ev.RunFinished):

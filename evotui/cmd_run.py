@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue an interrupted run (the latest unfinished one by default)")
     p.add_argument("--replay", nargs="?", const="", default=None, metavar="RUN",
                    help="run a recorded run again from the LLM response cache, without the endpoint")
+    p.add_argument("--cluster", default=None, metavar="ADDRESS",
+                   help='verify on a Ray cluster: local, auto or ray://host:port (default: [cluster] address)')
     p.add_argument("--quiet", action="store_true", help="no live table; one line per attempt")
     p.set_defaults(func=run)
 
@@ -35,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
-    with Session(ws, replay=args.replay is not None, backend=args.backend) as session:
+    with Session(ws, replay=args.replay is not None, backend=args.backend, cluster=args.cluster) as session:
         reporter = Reporter(quiet=args.quiet or not sys.stdout.isatty())
         session.bus.subscribe(reporter.on_event)
         if args.resume is not None:
@@ -156,12 +158,15 @@ class Reporter:
             self._line(line)
         elif isinstance(event, ev.EngineProblem):
             self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")
+        elif isinstance(event, ev.ClusterChanged):
+            self._line(f"{'[yellow]waiting[/]' if event.waiting else 'cluster'}: {escape(event.message)}")
         elif isinstance(event, ev.UsageUpdated):
             tokens = event.tokens_in + event.tokens_out
             self.header = self.header.split(" · tok")[0] + f" · tok {tokens:,} · ${event.cost:.2f}"
         elif isinstance(event, ev.RunFinished):
             pass   # the command prints one summary line once the run has closed
-        if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem"):
+        if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem",
+                                                   "ClusterChanged"):
             self._live.update(self._render())
 
     def _line(self, text: str) -> None:

@@ -65,6 +65,7 @@ class Outcome:
     seconds: float = 0.0
     created_at: float = 0.0
     from_cache: bool = False
+    node: dict[str, Any] = field(default_factory=dict)  # the cluster node that verified it (empty: this machine)
     listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod

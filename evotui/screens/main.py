@@ -365,6 +365,8 @@ class MainScreen(Screen):
             if e.task:
                 table.set_status(e.task, "problem", "fail")
             self.note(f"{'error' if e.fatal else 'problem'}: {e.message}", "fail" if e.fatal else "warn", e.at)
+        elif isinstance(e, ev.ClusterChanged):
+            self.note(f"cluster: {e.message}", "warn" if e.waiting else "dim", e.at)
         elif isinstance(e, ev.RunFinished):
             summary = e.summary or {}
             self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)} of "

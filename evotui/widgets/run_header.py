@@ -23,6 +23,9 @@ class RunStatus:
     iterations: int | None = None
     tokens: int = 0
     cost: float = 0.0
+    cluster: str = ""              # the Ray cluster verification runs on ("" = this machine)
+    nodes: int = 0                 # its nodes that can verify this backend
+    cluster_waiting: bool = False  # no node can: the run waits for one
 
     def but(self, **changes) -> RunStatus:
         return replace(self, **changes)
@@ -62,6 +65,10 @@ class RunHeader(Widget):
             parts.append((f"model {s.model}", "", 3))
         else:
             parts.append(("no LLM endpoint", "problem", 1))
+        if s.cluster:
+            text = f"cluster {s.cluster} · {s.nodes} node{'s' if s.nodes != 1 else ''}"
+            parts.append((text + (" · waiting for workers" if s.cluster_waiting else ""),
+                          "problem" if s.cluster_waiting or not s.nodes else "", 4))
         parts.append((label, "state", 0))
         if s.run_id:
             parts.append((f"run {s.run_id}", "state", 4))
