@@ -11,10 +11,10 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
-from core.sizing import CALL_CAP_S, MAX_GROWTH, START_BYTES, WINDOW_MS, scale_cases, scale_values
+from core.sizing import CALL_CAP_S, MAX_GROWTH, MAX_STEPS, START_BYTES, WINDOW_MS, scale_cases, scale_values
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 
@@ -97,8 +97,10 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
             first = time.perf_counter() - t0
             times = [first]
             if first < call_cap_s:
-                budget = time.perf_counter() + max(0.2, 3 * first)
-                while len(times) < 11 and (time.perf_counter() < budget or len(times) < 3):
+                # calls for at least 0.4 s: a first few slow calls (an operator's warm-up) and a moment of the
+                # machine's other load both pass, and the best call is the operator's own time
+                budget = time.perf_counter() + min(4.0, max(0.4, 3 * first))
+                while len(times) < 200 and (time.perf_counter() < budget or len(times) < 3):
                     t0 = time.perf_counter()
                     model(*inputs)
                     times.append(time.perf_counter() - t0)
@@ -133,7 +135,32 @@ def trace_ops(model, inputs) -> dict[str, int]:
     return seen
 
 
-def probe(job: dict, progress: _Progress) -> dict:
+@dataclass
+class _Tried:
+    """Sizes measured: the best time at them over every measurement (noise only ever slows a call)."""
+
+    factor: float
+    ms: float
+    spec: TaskSpec
+    overrides: dict
+    nbytes: int | None
+    result: dict
+    calls: int = 1
+
+
+def _sizes_key(spec: TaskSpec) -> str:
+    return json.dumps([sorted(spec.size_overrides.items()), list(spec.cases)], sort_keys=True, default=str)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
+
+
+def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = None) -> dict:
+    """Size (``mode`` "auto") or just run the task in ``job``; ``measure`` times one spec (default
+    :func:`time_reference`: the tests pass their own to script the times a busy machine gives)."""
+    measure = measure or time_reference
     spec = TaskSpec.from_dict(job["spec"])
     threads = int(job.get("threads", 1))
     lo, hi = job.get("window", WINDOW_MS)
@@ -182,39 +209,64 @@ def probe(job: dict, progress: _Progress) -> dict:
         current, overrides = spec_at(spec, factor)
         nbytes = meta_bytes(current)
 
-    previous: tuple[float, float] | None = None
-    below: float | None = None     # the largest factor measured under the window
-    above: float | None = None     # the smallest factor measured over it
     capped = False
+    reason = ""
     target = math.sqrt(lo * hi)
     inner = (lo * (hi / lo) ** 0.15, hi / (hi / lo) ** 0.15)  # 2-50 ms: about 3.2-31 ms
-    tried: list[tuple[float, float, TaskSpec, dict, int | None, dict]] = []
+    tried: dict[str, _Tried] = {}  # by sizes: the best time measured at them (a shared machine only slows)
+    previous: tuple[float, float] | None = None
     stuck = ""
     failures = 0
-    for step in range(16):
+    too_small: float | None = None  # the largest factor at which the reference failed (sized too small)
+    too_big: float | None = None    # the smallest factor at which it ran out of memory
+    for step in range(MAX_STEPS):
         progress.write({"factor": factor, "bytes": nbytes, "started": True})
         try:
-            result = time_reference(current, threads, call_cap, trace=False)
+            result = measure(current, threads, call_cap, trace=False)
         except Exception as exc:
-            # scaled too small for the operator (a pooling window longer than its input): grow back
-            if not (auto and has_sizes and factor < 1 and failures < 3):
+            oom = _out_of_memory(exc)
+            # out of memory: an intermediate the meta device does not count (attention's N x N scores), shrink;
+            # otherwise scaled too small for the operator (a pooling window longer than its input), grow back
+            if not (auto and has_sizes and failures < 4 and (oom or factor < 1)):
                 raise
             failures += 1
-            notes.append(f"at scale {factor:.3g} the reference failed ({type(exc).__name__}): grown back")
-            below = factor if below is None else max(below, factor)
-            factor = math.sqrt(factor * above) if above is not None else min(1.0, factor * 2)
+            if oom:
+                too_big = factor if too_big is None else min(too_big, factor)
+                notes.append(f"at scale {factor:.3g} the reference ran out of memory: shrunk")
+                low = max([f for f in (too_small, *(t.factor for t in tried.values())) if f is not None and f < factor],
+                          default=None)
+                wanted = math.sqrt(low * factor) if low is not None else factor / 8
+            else:
+                too_small = factor if too_small is None else max(too_small, factor)
+                notes.append(f"at scale {factor:.3g} the reference failed ({type(exc).__name__}): grown back")
+                high = min([f for f in (too_big, *(t.factor for t in tried.values())) if f is not None and f > factor],
+                           default=None)
+                wanted = math.sqrt(factor * high) if high is not None else min(1.0, factor * 2)
+            factor = wanted
             current, overrides = spec_at(spec, factor)
             nbytes = meta_bytes(current)
             continue
-        ms = result["ms"]
-        progress.write({"factor": factor, "bytes": nbytes, "ms": ms})
-        tried.append((factor, ms, current, overrides, nbytes, result))
-        if not auto or not has_sizes or inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
-            break  # (auto aims inside the window's middle, so a noisy re-measurement stays in it)
-        if ms < lo:
-            below = factor if below is None else max(below, factor)
+        key = _sizes_key(current)
+        entry = tried.get(key)
+        if entry is None:
+            entry = tried[key] = _Tried(factor, result["ms"], current, overrides, nbytes, result)
         else:
-            above = factor if above is None else min(above, factor)
+            entry.calls += 1
+            if result["ms"] < entry.ms:
+                entry.ms, entry.result = result["ms"], result
+        ms = entry.ms
+        progress.write({"factor": factor, "bytes": nbytes, "ms": result["ms"]})
+        if not auto or not has_sizes:
+            break
+        if inner[0] <= ms <= 3 * hi and entry.calls < 2:
+            continue  # near or in the window: measure the same sizes again before trusting one noisy measurement
+        if inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
+            break  # (auto aims inside the window's middle, so a noisy re-measurement stays in it)
+        # the bracket from every size measured: a size measured slower than a larger one was slowed by noise
+        below = max([t.factor for t in tried.values() if t.ms < inner[0]] + ([too_small] if too_small else []),
+                    default=None)
+        above = min([t.factor for t in tried.values() if t.ms > inner[1] and (below is None or t.factor > below)]
+                    + ([too_big] if too_big else []), default=None)
         # work grows as factor**p: p from the last two measurements, else a guess (2: a matrix's worth)
         p = 2.0
         if previous and previous[0] != factor and previous[1] > 0:
@@ -226,35 +278,34 @@ def probe(job: dict, progress: _Progress) -> dict:
         if below is not None and above is not None and not below < wanted < above:
             wanted = math.sqrt(below * above)        # bracketed: bisect between the two
         nxt, nxt_overrides = spec_at(spec, wanted)
-        # sizes move in steps (powers of two, divisors): nudge until they do move
+        # sizes move in steps (divisors, floors): nudge until they do move
         for _ in range(10):
-            if nxt.size_overrides != current.size_overrides or nxt.cases != current.cases:
+            if _sizes_key(nxt) != key:
                 break
             wanted = wanted * 1.3 if ms < lo else wanted / 1.3
             if not 1e-4 <= wanted <= MAX_GROWTH or (below is not None and wanted <= below) or \
                     (above is not None and wanted >= above):
                 break
             nxt, nxt_overrides = spec_at(spec, wanted)
-        def seen(candidate: TaskSpec) -> bool:
-            return any(t[2].size_overrides == candidate.size_overrides and t[2].cases == candidate.cases
-                       for t in tried)
 
-        if seen(nxt) and below is not None and above is not None:
+        if _sizes_key(nxt) in tried and below is not None and above is not None:
             wanted = math.sqrt(below * above)  # a noisy estimate led back: bisect the bracket instead
             nxt, nxt_overrides = spec_at(spec, wanted)
         for _ in range(5):  # no bracket yet: step on by a fixed ratio past the sizes already tried
-            if not seen(nxt) or (below is not None and above is not None):
+            if _sizes_key(nxt) not in tried or (below is not None and above is not None):
                 break
             wanted = wanted * (0.6 if ms > hi else 1.6)
             nxt, nxt_overrides = spec_at(spec, wanted)
-        if seen(nxt):
-            if below is not None and above is not None:
-                under = max(t[1] for t in tried if t[1] < lo)
-                over = min(t[1] for t in tried if t[1] > hi)
+        if _sizes_key(nxt) in tried:
+            under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
+            over = min((t.ms for t in tried.values() if t.ms > hi), default=None)
+            if below is not None and above is not None and under is not None and over is not None:
                 stuck = (f"its time jumps from {under:.3g} to {over:.3g} ms between neighbouring sizes tried "
                          "(a performance cliff, or a busy machine)")
+                reason = "cliff"
             else:
-                stuck = "no untried size closer to the window" + (" (sizes at their floors?)" if ms > hi else "")
+                stuck = "no untried size closer to the window"
+                reason = "no_closer_size"
             break
         nb = meta_bytes(nxt)
         if nb is not None and nb > cap:
@@ -271,31 +322,44 @@ def probe(job: dict, progress: _Progress) -> dict:
             wanted = math.exp(a)
             nxt, nxt_overrides = spec_at(spec, wanted)
             nb = meta_bytes(nxt)
-            if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
+            if _sizes_key(nxt) == key:
                 break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
-        notes.append("stopped after 16 sizing steps")
+        notes.append(f"stopped after {MAX_STEPS} sizing steps")
+    if not tried:
+        raise RuntimeError(f"the reference failed at every size tried ({'; '.join(notes)})")
 
     def distance(ms: float) -> float:  # how far outside the window, in log terms
         return 0.0 if lo <= ms <= hi else abs(math.log(ms / (lo if ms < lo else hi)))
 
-    factor, ms, current, overrides, nbytes, result = min(
-        tried, key=lambda t: (distance(t[1]), abs(math.log(max(t[1], 1e-9) / target))))
+    best = min(tried.values(), key=lambda t: (distance(t.ms), abs(math.log(max(t.ms, 1e-9) / target))))
+    factor, ms, current, overrides, nbytes, result = \
+        best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
     out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes}
     if job.get("trace", True):
         try:
-            out["ops"] = time_reference(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
+            out["ops"] = measure(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
         except Exception:
             out["ops"] = {}
     if ms is not None and not lo <= ms <= hi:
-        why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
-               else f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap" if ms < lo and capped
-               else stuck or "sizing stopped after 16 steps")
+        at_floor = has_sizes and ms > hi and _sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0])
+        if not has_sizes:
+            why, reason = "no module-level sizes or cases to scale (literal shapes in get_inputs?)", "no_sizes"
+        elif at_floor:
+            why, reason = ("one call takes this long at its smallest sizes (each size at its floor or fixed): "
+                           "its least work is over the window on this machine"), "at_floor"
+        elif ms < lo and capped:
+            why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
+        elif stuck:
+            why = stuck
+        else:
+            why, reason = f"sizing stopped after {MAX_STEPS} steps", "steps"
         out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
                           ": use --size-scale auto"))
+        out["reason"] = reason if auto else "not_sized"
     return out
 
 

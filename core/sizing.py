@@ -32,6 +32,7 @@ BYTES_CAP = 1 << 30           # parameters + one case's inputs, at most (the mem
 CALL_CAP_S = 2.0              # one reference call longer than this is not repeated: shrink first
 PROBE_TIMEOUT_S = 120.0       # a probe (sizing + timing one task) is killed after this
 MAX_GROWTH = 64.0             # "auto" grows a small task by at most this factor per size
+MAX_STEPS = 20               # "auto" measures at most this many times (a size near the window is measured twice)
 START_BYTES = 32 << 20        # "auto" times a large task first at this size, then grows it by measured time
 
 
@@ -102,6 +103,7 @@ class Probe:
     ops: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     problem: str = ""
+    reason: str = ""        # why it is outside the window: at_floor, no_sizes, memory_cap, cliff, no_closer_size, steps
     steps: list[dict] = field(default_factory=list)
 
     @classmethod
@@ -156,6 +158,7 @@ def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
         if code < 0 or "MemoryError" in (tail[-1] if tail else ""):
             problem += "; try --size-scale auto or a smaller factor"
     return Probe(ok=False, loaded=any(r.get("loaded") for r in records), problem=problem,
+                 reason="timeout" if timed_out else "failed",
                  steps=[r for r in records if "factor" in r])
 
 
