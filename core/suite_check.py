@@ -18,7 +18,7 @@ from core.tasks import Suite, Task, apply_probe, probe_task
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
             "memory_cap": "under it at the memory cap", "cliff": "at a time jump between sizes",
             "no_closer_size": "with no closer size", "steps": "out of sizing steps", "failed": "did not run",
-            "timeout": "timed out",
+            "timeout": "timed out", "busy": "slowed by the machine's other load",
             "not_sized": "not sized (no auto)"}
 
 

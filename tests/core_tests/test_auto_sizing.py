@@ -197,3 +197,153 @@ def test_a_reference_that_runs_out_of_memory_at_its_sizes_is_shrunk_not_failed(t
     assert probe.ok, probe.problem
     assert any("ran out of memory: shrunk" in n for n in probe.notes)
     assert 8 <= probe.overrides["num_points"] < 1048576 // 8 and probe.ms is not None
+
+
+# ----------------------------------------------------------------------------- shapes the scaler must keep
+
+GROUPED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self, in_channels, out_channels, groups, num_groups):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, groups=groups)
+        self.norm = nn.GroupNorm(num_groups, out_channels)
+
+    def forward(self, x):
+        return self.norm(self.conv(x))
+
+batch_size = 16
+in_channels = 64
+out_channels = 128
+height = width = 32
+groups = 8
+num_groups = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, in_channels, height, width)]
+
+def get_init_inputs():
+    return [in_channels, out_channels, groups, num_groups]
+'''
+
+
+def test_scaling_keeps_channels_multiples_of_groups_and_the_reference_runs(tmp_path):
+    """``groups = 8`` and ``num_groups = 8`` are not sizes, but the channels they divide must stay their
+    multiples: at 0.3, in_channels 64 once became 19, and the grouped convolution refused it."""
+    from core.tasks import load_suite, probe_task, scale_task
+
+    root = tmp_path / "suite" / "level2"
+    root.mkdir(parents=True)
+    (root / "grouped.py").write_text(GROUPED)
+    task = load_suite(root.parent).get("grouped")
+    scaled = scale_task(task, 0.3)
+    assert scaled.sizes["in_channels"] % 8 == 0 and scaled.sizes["out_channels"] % 8 == 0
+    assert scaled.sizes["in_channels"] < 64
+    probe = probe_task(task, 0.3, window=(1e-3, 1e4))
+    assert probe.ok, probe.problem
+
+
+LITERAL_SHAPE = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.tanh(x) * 2
+
+batch_size = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, 16, 768, 768)]  # 302 MB at these sizes
+
+def get_init_inputs():
+    return []
+'''
+
+LITERAL_TIED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """The literal 96 is tied to the classifier's input size: scaling it breaks the model."""
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16 * 96 * 96, 10)
+
+    def forward(self, x):
+        return self.fc(x.flatten(1))
+
+batch_size = 8
+
+def get_inputs():
+    return [torch.rand(batch_size, 16, 96, 96)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_literal_shapes_in_get_inputs_are_sized_unless_the_model_depends_on_them(tmp_path):
+    from core.sizing import lift_literal_shapes
+    from core.tasks import apply_probe, load_suite, probe_task
+    from verifier.task import input_numel
+
+    lifted, names = lift_literal_shapes(LITERAL_SHAPE)
+    assert names == ["input_768"] and "torch.rand(batch_size, 16, input_768, input_768)]  # 302 MB" in lifted
+    root = tmp_path / "suite" / "level1"
+    root.mkdir(parents=True)
+    (root / "literal.py").write_text(LITERAL_SHAPE)
+    (root / "tied.py").write_text(LITERAL_TIED)
+    suite = load_suite(root.parent)
+    # a 64 MiB memory cap: the 302 MB input must shrink, and only its literal sizes can (batch is at 8)
+    probe = probe_task(suite.get("literal"), "auto", window=(1e-3, 1e4), bytes_cap=64 << 20)
+    assert probe.ok, probe.problem
+    assert 16 <= probe.overrides["input_768"] < 768 and any("sized as input_768" in n for n in probe.notes)
+    sized = apply_probe(suite.get("literal"), probe)
+    assert "input_768" in sized.scale_note() and input_numel(sized.spec()) * 4 <= 64 << 20
+
+    # 10.6 MB over an 8 MiB cap: shrinking the 96 breaks the classifier, so the 96 stays as written
+    tied = probe_task(suite.get("tied"), "auto", window=(1e-3, 1e4), bytes_cap=8 << 20)
+    assert tied.ok, tied.problem
+    assert "input_96" not in tied.overrides
+    assert apply_probe(suite.get("tied"), tied).source == suite.get("tied").source
+
+
+def test_a_task_slowed_by_the_machines_other_load_is_reported_as_such_not_as_too_much_work(tmp_path):
+    """Every call waits for a CPU (its threads ran a third of its wall time): the sizer measures such a
+    size three times, and what it reports is the load, not the task's least work."""
+    spec = _spec(tmp_path, MATMUL)
+    calls = []
+
+    def measure(s, threads, cap, trace=False):
+        calls.append(s.size_overrides)
+        ms = 200.0 + _matmul_ms(s)
+        return {"ms": ms, "case_ms": [ms], "ops": {}, "on_cpu": 0.33}
+
+    out = _probe(tmp_path, spec, measure)
+    assert out["reason"] == "busy" and "other load" in out["problem"] and out["on_cpu"] == 0.33
+    assert calls.count(calls[-1]) == 3
+
+
+def test_a_reference_that_fails_at_every_other_size_keeps_the_size_it_ran_at(tmp_path):
+    """The reference runs at its first size (over the window) and fails at every size the sizer tries
+    next ('Output size is too small', a constraint it cannot see): after a few tries the sizer keeps the
+    size that ran, with the problem said, instead of reporting the task as failed."""
+    spec = _spec(tmp_path, MATMUL)
+    ran: list[dict] = []
+
+    def measure(s, threads, cap, trace=False):
+        if ran and s.size_overrides != ran[0]:
+            raise RuntimeError("Calculated output size: (896x0x0). Output size is too small")
+        ran.append(s.size_overrides)
+        ms = 120.0 + _matmul_ms(s)
+        return {"ms": ms, "case_ms": [ms], "ops": {}}
+
+    out = _probe(tmp_path, spec, measure)
+    assert out["ok"] and out["overrides"] == ran[0] and out["ms"] > 50 and out.get("problem")
+    assert any("kept the sizes it ran at" in n for n in out["notes"])
