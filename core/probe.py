@@ -383,15 +383,18 @@ def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = 
         except Exception:
             out["ops"] = {}
     if ms is not None and not lo <= ms <= hi:
-        at_floor = has_sizes and ms > hi and _sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0])
+        smallest_ran = too_small is not None and best.factor == min(t.factor for t in tried.values())
+        at_floor = has_sizes and ms > hi and (_sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0]) or smallest_ran)
         if ms > hi and best.on_cpu < BUSY_ON_CPU:
             why, reason = (f"the machine's other load: its best call ran on a CPU for {best.on_cpu:.0%} of its time "
-                           f"(with {threads} threads: try threads = 1 on a shared machine)"), "busy"
+                           f"(with {threads} threads: try threads = 1 on a shared machine)"
+                           + ("; at its smallest sizes" if at_floor else "")), "busy"
         elif not has_sizes:
             why, reason = "no module-level sizes or cases to scale (literal shapes in get_inputs?)", "no_sizes"
         elif at_floor:
-            why, reason = ("one call takes this long at its smallest sizes (each size at its floor or fixed): "
-                           "its least work is over the window on this machine"), "at_floor"
+            why, reason = ("one call takes this long at its smallest sizes (each size at its floor or fixed"
+                           + (", or the reference fails below them" if smallest_ran else "")
+                           + "): its least work is over the window on this machine"), "at_floor"
         elif ms < lo and capped:
             why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
         elif stuck:

@@ -347,3 +347,4 @@ def test_a_reference_that_fails_at_every_other_size_keeps_the_size_it_ran_at(tmp
     out = _probe(tmp_path, spec, measure)
     assert out["ok"] and out["overrides"] == ran[0] and out["ms"] > 50 and out.get("problem")
     assert any("kept the sizes it ran at" in n for n in out["notes"])
+    assert out["reason"] == "at_floor" and "fails below them" in out["problem"]
