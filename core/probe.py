@@ -391,6 +391,12 @@ def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = 
             out["ops"] = measure(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
         except Exception:
             out["ops"] = {}
+    if reason == "cliff":  # the times as measured last (a size measured again after the jump was found)
+        under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
+        over_ms = min((t.ms for t in tried.values() if t.ms > hi), default=None)
+        if under is not None and over_ms is not None:
+            stuck = (f"its time jumps from {under:.3g} to {over_ms:.3g} ms between neighbouring sizes tried "
+                     "(a performance cliff, or a busy machine)")
     if ms is not None and not lo <= ms <= hi:
         smallest_ran = too_small is not None and best.factor == min(t.factor for t in tried.values())
         at_floor = has_sizes and ms > hi and (_sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0]) or smallest_ran)
