@@ -11,10 +11,11 @@ import json
 import math
 import sys
 import time
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Callable
 
-from core.sizing import CALL_CAP_S, MAX_GROWTH, START_BYTES, WINDOW_MS, scale_cases, scale_values
+from core.sizing import (CALL_CAP_S, MAX_GROWTH, MAX_STEPS, START_BYTES, WINDOW_MS, fixed_divisors, scale_cases,
+                         scale_values)
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 
@@ -30,7 +31,7 @@ class _Progress:
 def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
     """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides."""
     sizes = size_constants(spec.source)
-    scaled = scale_values(sizes, factor) if sizes and factor != 1.0 else dict(sizes)
+    scaled = scale_values(sizes, factor, fixed=fixed_divisors(spec.source)) if sizes and factor != 1.0 else dict(sizes)
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
     cases = scale_cases(spec.cases, factor) if spec.cases and spec.case_file and factor != 1.0 else spec.cases
@@ -78,7 +79,8 @@ def _case_inputs(module, k: int | None):
 
 def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool = False) -> dict:
     """Build the model once and time one forward per case (best of a few calls, fewer for slow ones):
-    ``{"ms" (geometric mean over cases), "case_ms", "ops" (aten ops of the first case's forward)}``."""
+    ``{"ms" (geometric mean over cases), "case_ms", "ops" (aten ops of the first case's forward),
+    "on_cpu" (the share of its best call's wall time its threads ran: well under 1, it waited for a CPU)}``."""
     import torch
 
     torch.set_num_threads(threads)
@@ -87,28 +89,36 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
     model = module.Model(*module.get_init_inputs())
     if hasattr(model, "eval"):
         model.eval()
-    case_ms, ops = [], {}
+    case_ms, on_cpu, ops = [], [], {}
     for k in range(max(1, len(spec.cases))):
         torch.manual_seed(1 + k)
         inputs = _case_inputs(module, k)
         with torch.no_grad():
-            t0 = time.perf_counter()
-            model(*inputs)
-            first = time.perf_counter() - t0
-            times = [first]
-            if first < call_cap_s:
-                budget = time.perf_counter() + max(0.2, 3 * first)
-                while len(times) < 11 and (time.perf_counter() < budget or len(times) < 3):
-                    t0 = time.perf_counter()
-                    model(*inputs)
-                    times.append(time.perf_counter() - t0)
-                times = times[1:]  # the first call warms caches and allocators
+            first = _call(model, inputs)
+            calls = [first]
+            if first[0] < call_cap_s:
+                # calls for at least 0.4 s: a first few slow calls (an operator's warm-up) and a moment of the
+                # machine's other load both pass, and the best call is the operator's own time
+                budget = time.perf_counter() + min(4.0, max(0.4, 3 * first[0]))
+                while len(calls) < 200 and (time.perf_counter() < budget or len(calls) < 3):
+                    calls.append(_call(model, inputs))
+                calls = calls[1:]  # the first call warms caches and allocators
             if trace and k == 0:
                 ops = trace_ops(model, inputs)
         # the best of a few calls: on a shared machine the median moves with whatever else runs
-        case_ms.append(min(times) * 1e3)
+        wall, cpu = min(calls)
+        case_ms.append(wall * 1e3)
+        on_cpu.append(min(1.0, cpu / wall) if wall > 0 else 1.0)
     geo = math.exp(sum(math.log(max(t, 1e-6)) for t in case_ms) / len(case_ms))
-    return {"ms": geo, "case_ms": case_ms, "ops": ops}
+    return {"ms": geo, "case_ms": case_ms, "ops": ops, "on_cpu": min(on_cpu)}
+
+
+def _call(model, inputs) -> tuple[float, float]:
+    """One forward: its wall time and the process's CPU time (all threads) in it, in seconds. A call whose
+    threads ran for much less than its wall time waited for a CPU: the machine's other load slowed it."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    model(*inputs)
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
 def trace_ops(model, inputs) -> dict[str, int]:
@@ -133,7 +143,36 @@ def trace_ops(model, inputs) -> dict[str, int]:
     return seen
 
 
-def probe(job: dict, progress: _Progress) -> dict:
+@dataclass
+class _Tried:
+    """Sizes measured: the best time at them over every measurement (noise only ever slows a call)."""
+
+    factor: float
+    ms: float
+    spec: TaskSpec
+    overrides: dict
+    nbytes: int | None
+    result: dict
+    calls: int = 1
+    on_cpu: float = 1.0   # the share of the best call's wall time its threads ran
+
+
+BUSY_ON_CPU = 0.75  # a call whose threads ran for less of its wall time than this waited for a CPU
+
+
+def _sizes_key(spec: TaskSpec) -> str:
+    return json.dumps([sorted(spec.size_overrides.items()), list(spec.cases)], sort_keys=True, default=str)
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    text = str(exc)
+    return isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
+
+
+def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = None) -> dict:
+    """Size (``mode`` "auto") or just run the task in ``job``; ``measure`` times one spec (default
+    :func:`time_reference`: the tests pass their own to script the times a busy machine gives)."""
+    measure = measure or time_reference
     spec = TaskSpec.from_dict(job["spec"])
     threads = int(job.get("threads", 1))
     lo, hi = job.get("window", WINDOW_MS)
@@ -182,39 +221,76 @@ def probe(job: dict, progress: _Progress) -> dict:
         current, overrides = spec_at(spec, factor)
         nbytes = meta_bytes(current)
 
-    previous: tuple[float, float] | None = None
-    below: float | None = None     # the largest factor measured under the window
-    above: float | None = None     # the smallest factor measured over it
     capped = False
+    reason = ""
     target = math.sqrt(lo * hi)
     inner = (lo * (hi / lo) ** 0.15, hi / (hi / lo) ** 0.15)  # 2-50 ms: about 3.2-31 ms
-    tried: list[tuple[float, float, TaskSpec, dict, int | None, dict]] = []
+    tried: dict[str, _Tried] = {}  # by sizes: the best time measured at them (a shared machine only slows)
+    previous: tuple[float, float] | None = None
     stuck = ""
     failures = 0
-    for step in range(16):
+    too_small: float | None = None  # the largest factor at which the reference failed (sized too small)
+    too_big: float | None = None    # the smallest factor at which it ran out of memory
+    for step in range(MAX_STEPS):
         progress.write({"factor": factor, "bytes": nbytes, "started": True})
         try:
-            result = time_reference(current, threads, call_cap, trace=False)
+            result = measure(current, threads, call_cap, trace=False)
         except Exception as exc:
-            # scaled too small for the operator (a pooling window longer than its input): grow back
-            if not (auto and has_sizes and factor < 1 and failures < 3):
+            oom = _out_of_memory(exc)
+            # out of memory: an intermediate the meta device does not count (attention's N x N scores), shrink;
+            # otherwise scaled too small for the operator (a pooling window longer than its input), grow back
+            if not (auto and has_sizes and (oom or factor < 1)):
                 raise
+            if failures >= 4:
+                if not tried:
+                    raise
+                notes.append(f"at scale {factor:.3g} the reference failed ({type(exc).__name__}): "
+                             "kept the sizes it ran at")
+                break
             failures += 1
-            notes.append(f"at scale {factor:.3g} the reference failed ({type(exc).__name__}): grown back")
-            below = factor if below is None else max(below, factor)
-            factor = math.sqrt(factor * above) if above is not None else min(1.0, factor * 2)
+            if oom:
+                too_big = factor if too_big is None else min(too_big, factor)
+                notes.append(f"at scale {factor:.3g} the reference ran out of memory: shrunk")
+                low = max([f for f in (too_small, *(t.factor for t in tried.values())) if f is not None and f < factor],
+                          default=None)
+                wanted = math.sqrt(low * factor) if low is not None else factor / 8
+            else:
+                too_small = factor if too_small is None else max(too_small, factor)
+                notes.append(f"at scale {factor:.3g} the reference failed ({type(exc).__name__}): grown back")
+                high = min([f for f in (too_big, *(t.factor for t in tried.values())) if f is not None and f > factor],
+                           default=None)
+                wanted = math.sqrt(factor * high) if high is not None else min(1.0, factor * 2)
+            for _ in range(30):  # sizes at their floors move only once the factor has moved far enough
+                if _sizes_key(spec_at(spec, wanted)[0]) != _sizes_key(current) or not 1e-4 < wanted < 1:
+                    break
+                wanted = min(1.0, wanted * 1.5) if not oom else max(1e-4, wanted / 1.5)
+            factor = wanted
             current, overrides = spec_at(spec, factor)
             nbytes = meta_bytes(current)
             continue
-        ms = result["ms"]
-        progress.write({"factor": factor, "bytes": nbytes, "ms": ms})
-        tried.append((factor, ms, current, overrides, nbytes, result))
-        if not auto or not has_sizes or inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
-            break  # (auto aims inside the window's middle, so a noisy re-measurement stays in it)
-        if ms < lo:
-            below = factor if below is None else max(below, factor)
+        key = _sizes_key(current)
+        entry = tried.get(key)
+        if entry is None:
+            entry = tried[key] = _Tried(factor, result["ms"], current, overrides, nbytes, result,
+                                        on_cpu=result.get("on_cpu", 1.0))
         else:
-            above = factor if above is None else min(above, factor)
+            entry.calls += 1
+            if result["ms"] < entry.ms:
+                entry.ms, entry.result = result["ms"], result
+                entry.on_cpu = result.get("on_cpu", 1.0)
+        ms = entry.ms
+        progress.write({"factor": factor, "bytes": nbytes, "ms": result["ms"]})
+        if not auto or not has_sizes:
+            break
+        if inner[0] <= ms <= 3 * hi and entry.calls < (2 if entry.on_cpu >= BUSY_ON_CPU else 3):
+            continue  # near or in the window: measure the same sizes again before trusting one noisy measurement
+        if inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
+            break  # (auto aims inside the window's middle, so a noisy re-measurement stays in it)
+        # the bracket from every size measured: a size measured slower than a larger one was slowed by noise
+        below = max([t.factor for t in tried.values() if t.ms < inner[0]] + ([too_small] if too_small else []),
+                    default=None)
+        above = min([t.factor for t in tried.values() if t.ms > inner[1] and (below is None or t.factor > below)]
+                    + ([too_big] if too_big else []), default=None)
         # work grows as factor**p: p from the last two measurements, else a guess (2: a matrix's worth)
         p = 2.0
         if previous and previous[0] != factor and previous[1] > 0:
@@ -226,35 +302,34 @@ def probe(job: dict, progress: _Progress) -> dict:
         if below is not None and above is not None and not below < wanted < above:
             wanted = math.sqrt(below * above)        # bracketed: bisect between the two
         nxt, nxt_overrides = spec_at(spec, wanted)
-        # sizes move in steps (powers of two, divisors): nudge until they do move
+        # sizes move in steps (divisors, floors): nudge until they do move
         for _ in range(10):
-            if nxt.size_overrides != current.size_overrides or nxt.cases != current.cases:
+            if _sizes_key(nxt) != key:
                 break
             wanted = wanted * 1.3 if ms < lo else wanted / 1.3
             if not 1e-4 <= wanted <= MAX_GROWTH or (below is not None and wanted <= below) or \
                     (above is not None and wanted >= above):
                 break
             nxt, nxt_overrides = spec_at(spec, wanted)
-        def seen(candidate: TaskSpec) -> bool:
-            return any(t[2].size_overrides == candidate.size_overrides and t[2].cases == candidate.cases
-                       for t in tried)
 
-        if seen(nxt) and below is not None and above is not None:
+        if _sizes_key(nxt) in tried and below is not None and above is not None:
             wanted = math.sqrt(below * above)  # a noisy estimate led back: bisect the bracket instead
             nxt, nxt_overrides = spec_at(spec, wanted)
         for _ in range(5):  # no bracket yet: step on by a fixed ratio past the sizes already tried
-            if not seen(nxt) or (below is not None and above is not None):
+            if _sizes_key(nxt) not in tried or (below is not None and above is not None):
                 break
             wanted = wanted * (0.6 if ms > hi else 1.6)
             nxt, nxt_overrides = spec_at(spec, wanted)
-        if seen(nxt):
-            if below is not None and above is not None:
-                under = max(t[1] for t in tried if t[1] < lo)
-                over = min(t[1] for t in tried if t[1] > hi)
+        if _sizes_key(nxt) in tried:
+            under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
+            over = min((t.ms for t in tried.values() if t.ms > hi), default=None)
+            if below is not None and above is not None and under is not None and over is not None:
                 stuck = (f"its time jumps from {under:.3g} to {over:.3g} ms between neighbouring sizes tried "
                          "(a performance cliff, or a busy machine)")
+                reason = "cliff"
             else:
-                stuck = "no untried size closer to the window" + (" (sizes at their floors?)" if ms > hi else "")
+                stuck = "no untried size closer to the window"
+                reason = "no_closer_size"
             break
         nb = meta_bytes(nxt)
         if nb is not None and nb > cap:
@@ -271,31 +346,82 @@ def probe(job: dict, progress: _Progress) -> dict:
             wanted = math.exp(a)
             nxt, nxt_overrides = spec_at(spec, wanted)
             nb = meta_bytes(nxt)
-            if nxt.size_overrides == current.size_overrides and nxt.cases == current.cases:
+            if _sizes_key(nxt) == key:
                 break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
-        notes.append("stopped after 16 sizing steps")
+        notes.append(f"stopped after {MAX_STEPS} sizing steps")
+    if not tried:
+        raise RuntimeError(f"the reference failed at every size tried ({'; '.join(notes)})")
 
     def distance(ms: float) -> float:  # how far outside the window, in log terms
         return 0.0 if lo <= ms <= hi else abs(math.log(ms / (lo if ms < lo else hi)))
 
-    factor, ms, current, overrides, nbytes, result = min(
-        tried, key=lambda t: (distance(t[1]), abs(math.log(max(t[1], 1e-9) / target))))
+    def closest() -> _Tried:
+        return min(tried.values(), key=lambda t: (distance(t.ms), abs(math.log(max(t.ms, 1e-9) / target))))
+
+    def nearest_over() -> _Tried | None:
+        return min((t for t in tried.values() if t.ms > hi), key=lambda t: t.ms, default=None)
+
+    def again(t: _Tried) -> None:
+        progress.write({"factor": t.factor, "bytes": t.nbytes, "started": True})
+        result = measure(t.spec, threads, call_cap, trace=False)
+        progress.write({"factor": t.factor, "bytes": t.nbytes, "ms": result["ms"]})
+        t.calls += 1
+        if result["ms"] < t.ms:
+            t.ms, t.result, t.on_cpu = result["ms"], result, result.get("on_cpu", 1.0)
+
+    # the closest size over the window (the best one, or the upper side of a time jump) is measured again,
+    # up to four times when its calls waited for a CPU: the machine's other load only ever slows a call
+    for _ in range(6):
+        best, over = closest(), nearest_over()
+        if not (auto and has_sizes) or over is None or lo <= best.ms <= hi:
+            break  # in the window, or nothing over it
+        if over.ms >= min(1e3 * call_cap, 20 * hi) or over.calls >= (2 if over.on_cpu >= BUSY_ON_CPU else 4):
+            break
+        again(over)
+    best = closest()
+    factor, ms, current, overrides, nbytes, result = \
+        best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
     out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
-           "bytes": nbytes, "notes": notes}
+           "bytes": nbytes, "notes": notes, "on_cpu": round(best.on_cpu, 3)}
     if job.get("trace", True):
         try:
-            out["ops"] = time_reference(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
+            out["ops"] = measure(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
         except Exception:
             out["ops"] = {}
+    if reason == "cliff":  # the times as measured last (a size measured again after the jump was found)
+        under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
+        over_ms = min((t.ms for t in tried.values() if t.ms > hi), default=None)
+        if under is not None and over_ms is not None:
+            stuck = (f"its time jumps from {under:.3g} to {over_ms:.3g} ms between neighbouring sizes tried "
+                     "(a performance cliff, or a busy machine)")
     if ms is not None and not lo <= ms <= hi:
-        why = ("no module-level sizes or cases to scale (literal shapes in get_inputs?)" if not has_sizes
-               else f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap" if ms < lo and capped
-               else stuck or "sizing stopped after 16 steps")
+        smallest_ran = too_small is not None and best.factor == min(t.factor for t in tried.values())
+        at_floor = has_sizes and ms > hi and (_sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0]) or smallest_ran)
+        if ms > hi and best.on_cpu < BUSY_ON_CPU:
+            why, reason = (f"the machine's other load: its best call ran on a CPU for {best.on_cpu:.0%} of its time"
+                           + (f" (with {threads} threads: try threads = 1 on a shared machine)" if threads > 1 else "")
+                           + ("; at its smallest sizes" if at_floor else "")), "busy"
+        elif not has_sizes:
+            why, reason = "no module-level sizes or cases to scale (literal shapes in get_inputs?)", "no_sizes"
+        elif at_floor:
+            why, reason = ("one call takes this long at its smallest sizes (each size at its floor or fixed"
+                           + (", or the reference fails below them" if smallest_ran else "")
+                           + "): its least work is over the window on this machine"), "at_floor"
+        elif ms < lo and capped:
+            why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
+        elif stuck and reason == "cliff" and nearest_over() is not None and nearest_over().on_cpu < BUSY_ON_CPU:
+            why, reason = (stuck.split(" (")[0] + ", and the calls over the window ran on a CPU for "
+                           f"{nearest_over().on_cpu:.0%} of their time: the machine's other load"), "busy"
+        elif stuck:
+            why = stuck
+        else:
+            why, reason = f"sizing stopped after {MAX_STEPS} steps", "steps"
         out["problem"] = (f"{ms:.3g} ms is outside the {lo:g}-{hi:g} ms window" + (f": {why}" if auto else
                           ": use --size-scale auto"))
+        out["reason"] = reason if auto else "not_sized"
     return out
 
 

@@ -111,7 +111,11 @@ class Session:
     def tasks(self, ids: list[str] | None = None, level: int | None = None, suite: str | None = None,
               scale: float | str | None = None) -> list[Task]:
         scale = scale if scale is not None else self.config.size_scale
-        return [scale_task(t, scale) for t in self.suite(suite).select(ids, level)]
+        # "auto" measures the reference: with the verifier's thread count, so the window it sizes for is
+        # the one verification times in, and cached in the workspace, so a resumed run sizes the same
+        probe = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
+            if scale == "auto" else {}
+        return [scale_task(t, scale, **probe) for t in self.suite(suite).select(ids, level)]
 
     # -- runs -----------------------------------------------------------------------------------------
 

@@ -14,6 +14,7 @@ A task that cannot be brought into the window is reported with the reason, never
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import signal
@@ -31,12 +32,15 @@ BYTES_CAP = 1 << 30           # parameters + one case's inputs, at most (the mem
 CALL_CAP_S = 2.0              # one reference call longer than this is not repeated: shrink first
 PROBE_TIMEOUT_S = 120.0       # a probe (sizing + timing one task) is killed after this
 MAX_GROWTH = 64.0             # "auto" grows a small task by at most this factor per size
+MAX_STEPS = 20               # "auto" measures at most this many times (a size near the window is measured twice)
 START_BYTES = 32 << 20        # "auto" times a large task first at this size, then grows it by measured time
 
 
-def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE) -> dict[str, int]:
+def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
+                 fixed: tuple[int, ...] = ()) -> dict[str, int]:
     """``values`` scaled by ``factor``: equal values stay equal, a value that divides another still
-    divides it (the larger is rounded to a multiple of the smaller), and none goes below
+    divides it (the larger is rounded to a multiple of the smaller), a ``fixed`` number that divides a
+    value still divides it (``num_groups = 8`` into ``out_channels``), and none goes below
     ``min(value, floor)``. Sizes are not kept powers of two: all of a task's sizes doubling at once
     would change its time 30-fold in one step, past the whole window."""
     distinct = sorted(set(values.values()))
@@ -45,6 +49,7 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE) -
         lo = min(v, floor)
         r = max(lo, round(v * factor))
         divisors = [scaled[d] for d in distinct if d < v and v % d == 0 and d >= floor]
+        divisors += [d for d in fixed if 1 < d < v and v % d == 0]
         step = 1
         for d in divisors:
             step = lcm(step, d)
@@ -54,6 +59,21 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE) -
             r = max(step, round(r / step) * step)
         scaled[v] = int(r)
     return {k: scaled[v] for k, v in values.items()}
+
+
+# module constants that are not sizes but must keep dividing one: GroupNorm's groups, attention's heads
+_FIXED_DIVISOR_WORDS = ("group", "head")
+
+
+def fixed_divisors(source: str) -> tuple[int, ...]:
+    """The task's module-level integers that a size must stay a multiple of (``num_groups = 8``,
+    ``num_heads = 4``): they are not scaled, so the sizes they divide are rounded to their multiples."""
+    from verifier.task import module_constants, size_constants
+
+    sizes = size_constants(source)
+    return tuple(sorted({v for k, v in module_constants(source).items()
+                         if type(v) is int and v > 1 and k not in sizes
+                         and any(w in k.lower() for w in _FIXED_DIVISOR_WORDS)}))
 
 
 def case_sizes(cases: tuple[dict, ...]) -> dict[str, int]:
@@ -101,6 +121,10 @@ class Probe:
     ops: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     problem: str = ""
+    reason: str = ""        # why it is outside the window: busy, at_floor, no_sizes, memory_cap, cliff, no_closer_size,
+    #                         steps (a probe that did not finish: timeout, failed)
+    on_cpu: float | None = None  # the share of the best call's wall time the reference's threads ran
+    source: str = ""        # the source the overrides refer to, when it is not the task's own (literals lifted)
     steps: list[dict] = field(default_factory=list)
 
     @classmethod
@@ -155,6 +179,7 @@ def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
         if code < 0 or "MemoryError" in (tail[-1] if tail else ""):
             problem += "; try --size-scale auto or a smaller factor"
     return Probe(ok=False, loaded=any(r.get("loaded") for r in records), problem=problem,
+                 reason="timeout" if timed_out else "failed",
                  steps=[r for r in records if "factor" in r])
 
 
@@ -171,3 +196,63 @@ def _limits(job: dict):
             pass
 
     return apply
+
+
+# torch's tensor makers whose positional arguments (or ``size=``) are a shape; randint's shape comes third
+_SHAPE_MAKERS = {"rand": 0, "randn": 0, "zeros": 0, "ones": 0, "empty": 0, "randint": 2, "full": None}
+
+
+def lift_literal_shapes(source: str) -> tuple[str, list[str]]:
+    """``get_inputs()`` extents written as literals (``torch.rand(batch_size, 3, 224, 224)``) lifted into
+    module-level sizes (``input_224 = 224``, one per value, placed before ``get_inputs``) so scaling
+    reaches them; only a shape's third extent on, and the rest of the text is kept as written.
+    ``(source, [])`` when there are none."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source, []
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "get_inputs"), None)
+    if fn is None:
+        return source, []
+    taken = {t.id for n in ast.walk(tree) for t in ([n] if isinstance(n, ast.Name) else [])}
+    literals: list[ast.Constant] = []
+
+    def shape_literals(dims: list[ast.AST]) -> None:
+        # extents from the third on (NCHW's H and W, a sequence's length): a literal batch or channel
+        # count is usually tied to a layer's own literal (Conv2d(3, ...)), an image's size rarely is
+        for d, node in enumerate(dims):
+            if d >= 2 and isinstance(node, ast.Constant) and type(node.value) is int and node.value >= MIN_SIZE:
+                literals.append(node)
+
+    for call in ast.walk(fn):
+        if not isinstance(call, ast.Call):
+            continue
+        func = call.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name not in _SHAPE_MAKERS:
+            continue
+        first = _SHAPE_MAKERS[name]
+        shape_args = call.args[:1] if first is None else call.args[first:]
+        shape_args = [*shape_args, *(k.value for k in call.keywords if k.arg == "size")]
+        if len(shape_args) == 1 and isinstance(shape_args[0], (ast.Tuple, ast.List)):
+            shape_args = shape_args[0].elts
+        shape_literals(shape_args)
+    if not literals:
+        return source, []
+    names: dict[int, str] = {}
+    for node in literals:
+        if node.value not in names:
+            name = f"input_{node.value}"
+            while name in taken:
+                name += "_"
+            names[node.value] = name
+    lines = source.splitlines(keepends=True)
+    # replace from the end so earlier positions stay valid
+    for node in sorted(literals, key=lambda n: (n.lineno, n.col_offset), reverse=True):
+        row = node.lineno - 1
+        line = lines[row].encode()
+        lines[row] = (line[:node.col_offset] + names[node.value].encode() + line[node.end_col_offset:]).decode()
+    at = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
+    block = "".join(f"{n} = {v}  # lifted from a literal shape in get_inputs()\n" for v, n in names.items())
+    lines.insert(at, block + "\n")
+    return "".join(lines), list(names.values())

@@ -14,6 +14,14 @@ from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task
 
 
+# why a task is outside the window, as the summary line says it
+_OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
+            "memory_cap": "under it at the memory cap", "cliff": "at a time jump between sizes",
+            "no_closer_size": "with no closer size", "steps": "out of sizing steps", "failed": "did not run",
+            "timeout": "timed out", "busy": "slowed by the machine's other load",
+            "not_sized": "not sized (no auto)"}
+
+
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
                 timeout_s: float = PROBE_TIMEOUT_S,
@@ -41,6 +49,7 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
             "ms": probe.ms, "case_ms": probe.case_ms, "in_window": in_window,
             "sizes": sized.sizes, "scaled": sized.scale_note(), "bytes": probe.bytes,
             "cases": len(task.original_cases), "problems": problems, "notes": [*task.notes, *probe.notes],
+            "outside": "" if in_window else probe.reason or ("failed" if probe.ms is None else "not_sized"),
             "path": str(task.path),
         })
         if progress:
@@ -49,7 +58,16 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
     summary = {"tasks": n, "loaded": sum(r["loaded"] for r in rows), "ran": sum(r["ms"] is not None for r in rows),
                "in_window": sum(r["in_window"] for r in rows), "problems": sum(bool(r["problems"]) for r in rows),
                "window_ms": [lo, hi], "scale": scale}
+    outside: dict[str, int] = {}
+    for r in rows:
+        if not r["in_window"]:
+            why = r.get("outside") or "failed"
+            outside[why] = outside.get(why, 0) + 1
+    summary["outside"] = outside
     pct = 100.0 * summary["in_window"] / n if n else 0.0
     line = (f"{n} tasks: {summary['loaded']} loaded, {summary['ran']} ran, {summary['in_window']} in the "
             f"{lo:g}-{hi:g} ms window ({pct:.0f} %), {summary['problems']} with problems")
+    if outside:
+        said = sorted(outside.items(), key=lambda kv: (-kv[1], kv[0]))
+        line += " (outside: " + ", ".join(f"{v} {_OUTSIDE.get(k, k)}" for k, v in said) + ")"
     return {"rows": rows, "summary": summary, "line": line}

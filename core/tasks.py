@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.errors import TaskError
-from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS, Probe, run_probe, scale_cases, scale_values
+from core.sizing import (BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS, Probe, fixed_divisors, lift_literal_shapes, run_probe,
+                         scale_cases, scale_values)
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.task import TaskSpec, module_constants, size_constants
@@ -337,7 +338,27 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
                window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
                timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
-    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given."""
+    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto",
+    shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level sizes, see
+    :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the reference then
+    fails (a literal 224 that a classifier's input size depends on): then they stay as written."""
+    options = {"threads": threads, "cache_dir": cache_dir, "window": window, "bytes_cap": bytes_cap,
+               "timeout_s": timeout_s}
+    if scale == "auto":
+        lifted, names = lift_literal_shapes(task.source)
+        if names:
+            probe = _probe_once(replace(task, source=lifted), scale, **options)
+            if probe.ok:
+                return replace(probe, source=lifted,
+                               notes=[*probe.notes, f"literal shapes in get_inputs() sized as {', '.join(names)}"])
+            original = _probe_once(task, scale, **options)
+            kept = f"literal shapes in get_inputs() kept as written (scaled, {probe.problem})"
+            return replace(original, notes=[*original.notes, kept])
+    return _probe_once(task, scale, **options)
+
+
+def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
+                window: tuple[float, float], bytes_cap: int, timeout_s: float) -> Probe:
     from verifier.machine import fingerprint
 
     auto = scale == "auto"
@@ -389,10 +410,13 @@ def _factor(scale: float | str) -> float:
 
 def apply_probe(task: Task, probe: Probe) -> Task:
     """The task at the sizes a probe chose, its category from the ops the probe traced."""
-    sizes = size_constants(task.source)
+    source = probe.source or task.source  # literal shapes lifted into sizes, when the probe sized those
+    sizes = size_constants(source)
     overrides = {k: int(v) for k, v in probe.overrides.items() if k in sizes and int(v) != sizes[k]}
+    if not overrides:
+        source = task.source
     cases = tuple(probe.cases) if probe.cases else task.original_cases
-    scaled = replace(task, size_overrides=overrides, cases=cases,
+    scaled = replace(task, source=source, size_overrides=overrides, cases=cases,
                      scale=probe.factor if overrides or cases != task.original_cases else None)
     return with_traced_category(scaled, probe.ops)
 
@@ -411,7 +435,7 @@ def scale_task(task: Task, scale: float | str | None, **probe_options) -> Task:
         return apply_probe(task, probe)
     factor = _factor(scale)
     sizes = size_constants(task.source)
-    scaled = scale_values(sizes, factor) if sizes else {}
+    scaled = scale_values(sizes, factor, fixed=fixed_divisors(task.source)) if sizes else {}
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     cases = scale_cases(task.original_cases, factor) if task.original_cases else ()
     if not overrides and cases == task.original_cases:

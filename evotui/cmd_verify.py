@@ -42,12 +42,13 @@ def run(args: argparse.Namespace) -> int:
     config = ws.config()
     suite = load_suite(args.suite or config.suite)
     scale = args.size_scale if args.size_scale is not None else config.size_scale
-    task = scale_task(suite.get(args.task), scale)
     if args.threads is not None and not 1 <= args.threads <= (os.cpu_count() or 1) * 4:
         from core.errors import ConfigError
 
         raise ConfigError(f"--threads must be between 1 and {(os.cpu_count() or 1) * 4} (got {args.threads})")
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
+    probe = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} if scale == "auto" else {}
+    task = scale_task(suite.get(args.task), scale, **probe)  # "auto" measures with verification's threads
     with open_verifier(ws, args.backend, vconfig) as verifier:
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh)
         isolation = verifier.isolation
