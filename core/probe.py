@@ -11,11 +11,20 @@ import json
 import math
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any
 
-from core.sizing import (CALL_CAP_S, MAX_GROWTH, MAX_STEPS, START_BYTES, WINDOW_MS, fixed_divisors, scale_cases,
-                         scale_values)
+from core.sizing import (
+    CALL_CAP_S,
+    MAX_GROWTH,
+    MAX_STEPS,
+    START_BYTES,
+    WINDOW_MS,
+    fixed_divisors,
+    scale_cases,
+    scale_values,
+)
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 
@@ -374,12 +383,12 @@ def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = 
     # the closest size over the window (the best one, or the upper side of a time jump) is measured again,
     # up to four times when its calls waited for a CPU: the machine's other load only ever slows a call
     for _ in range(6):
-        best, over = closest(), nearest_over()
-        if not (auto and has_sizes) or over is None or lo <= best.ms <= hi:
+        best, slow_t = closest(), nearest_over()
+        if not (auto and has_sizes) or slow_t is None or lo <= best.ms <= hi:
             break  # in the window, or nothing over it
-        if over.ms >= min(1e3 * call_cap, 20 * hi) or over.calls >= (2 if over.on_cpu >= BUSY_ON_CPU else 4):
+        if slow_t.ms >= min(1e3 * call_cap, 20 * hi) or slow_t.calls >= (2 if slow_t.on_cpu >= BUSY_ON_CPU else 4):
             break
-        again(over)
+        again(slow_t)
     best = closest()
     factor, ms, current, overrides, nbytes, result = \
         best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
@@ -412,9 +421,9 @@ def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = 
                            + "): its least work is over the window on this machine"), "at_floor"
         elif ms < lo and capped:
             why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
-        elif stuck and reason == "cliff" and nearest_over() is not None and nearest_over().on_cpu < BUSY_ON_CPU:
+        elif stuck and reason == "cliff" and (slowed := nearest_over()) is not None and slowed.on_cpu < BUSY_ON_CPU:
             why, reason = (stuck.split(" (")[0] + ", and the calls over the window ran on a CPU for "
-                           f"{nearest_over().on_cpu:.0%} of their time: the machine's other load"), "busy"
+                           f"{slowed.on_cpu:.0%} of their time: the machine's other load"), "busy"
         elif stuck:
             why = stuck
         else:

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import lcm
 from pathlib import Path
@@ -217,7 +218,7 @@ def lift_literal_shapes(source: str) -> tuple[str, list[str]]:
     taken = {t.id for n in ast.walk(tree) for t in ([n] if isinstance(n, ast.Name) else [])}
     literals: list[ast.Constant] = []
 
-    def shape_literals(dims: list[ast.AST]) -> None:
+    def shape_literals(dims: Sequence[ast.AST]) -> None:
         # extents from the third on (NCHW's H and W, a sequence's length): a literal batch or channel
         # count is usually tied to a layer's own literal (Conv2d(3, ...)), an image's size rarely is
         for d, node in enumerate(dims):
@@ -241,17 +242,19 @@ def lift_literal_shapes(source: str) -> tuple[str, list[str]]:
         return source, []
     names: dict[int, str] = {}
     for node in literals:
-        if node.value not in names:
-            name = f"input_{node.value}"
+        value = int(node.value)  # type: ignore[arg-type]   # shape literals are ints (see shape_literals)
+        if value not in names:
+            name = f"input_{value}"
             while name in taken:
                 name += "_"
-            names[node.value] = name
+            names[value] = name
     lines = source.splitlines(keepends=True)
     # replace from the end so earlier positions stay valid
     for node in sorted(literals, key=lambda n: (n.lineno, n.col_offset), reverse=True):
         row = node.lineno - 1
         line = lines[row].encode()
-        lines[row] = (line[:node.col_offset] + names[node.value].encode() + line[node.end_col_offset:]).decode()
+        lines[row] = (line[:node.col_offset] + names[int(node.value)].encode()  # type: ignore[arg-type]
+                      + line[node.end_col_offset:]).decode()
     at = (fn.decorator_list[0].lineno if fn.decorator_list else fn.lineno) - 1
     block = "".join(f"{n} = {v}  # lifted from a literal shape in get_inputs()\n" for v, n in names.items())
     lines.insert(at, block + "\n")

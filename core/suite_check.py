@@ -13,7 +13,6 @@ from pathlib import Path
 from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task
 
-
 # why a task is outside the window, as the summary line says it
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
             "memory_cap": "under it at the memory cap", "cliff": "at a time jump between sizes",

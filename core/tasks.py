@@ -17,8 +17,17 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from core.errors import TaskError
-from core.sizing import (BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS, Probe, fixed_divisors, lift_literal_shapes, run_probe,
-                         scale_cases, scale_values)
+from core.sizing import (
+    BYTES_CAP,
+    PROBE_TIMEOUT_S,
+    WINDOW_MS,
+    Probe,
+    fixed_divisors,
+    lift_literal_shapes,
+    run_probe,
+    scale_cases,
+    scale_values,
+)
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.task import TaskSpec, module_constants, size_constants
@@ -342,19 +351,21 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
     shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level sizes, see
     :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the reference then
     fails (a literal 224 that a classifier's input size depends on): then they stay as written."""
-    options = {"threads": threads, "cache_dir": cache_dir, "window": window, "bytes_cap": bytes_cap,
-               "timeout_s": timeout_s}
+    def once(t: Task) -> Probe:
+        return _probe_once(t, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
+                           timeout_s=timeout_s)
+
     if scale == "auto":
         lifted, names = lift_literal_shapes(task.source)
         if names:
-            probe = _probe_once(replace(task, source=lifted), scale, **options)
+            probe = once(replace(task, source=lifted))
             if probe.ok:
                 return replace(probe, source=lifted,
                                notes=[*probe.notes, f"literal shapes in get_inputs() sized as {', '.join(names)}"])
-            original = _probe_once(task, scale, **options)
+            original = once(task)
             kept = f"literal shapes in get_inputs() kept as written (scaled, {probe.problem})"
             return replace(original, notes=[*original.notes, kept])
-    return _probe_once(task, scale, **options)
+    return once(task)
 
 
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
