@@ -14,6 +14,7 @@ and ``refinement`` (feedback from the last attempt only, no shared memory).
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import random
 import time
@@ -31,10 +32,11 @@ from core.responses import parse_answer
 from core.seeds import ensure_seeded
 from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
-from store import Experience, RunRecord, Store, TaskProgress, TaskState
+from store import Experience, RunRecord, TaskProgress, TaskState
+from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
-from verifier.protocol import VerificationCancelled
+from verifier.protocol import VerificationCancelled, VerifierProtocol
 from verifier.reference import ReferenceFailed
 
 BASELINE_KIND = "baseline_trace"
@@ -50,7 +52,7 @@ class RunStopped(EvoKernelError):
 class Engine:
     """Runs methods over tasks. ``store`` and ``verifier`` are owned by the caller."""
 
-    def __init__(self, config: Config, store: Store, verifier: Any, llm: LLMClient | None,
+    def __init__(self, config: Config, store: Memory, verifier: VerifierProtocol, llm: LLMClient | None,
                  bus: ev.EventBus | None = None, kernels_dir: Path | None = None):
         self.config = config
         self.store = store
@@ -242,7 +244,7 @@ class Engine:
                       best: Experience | None = None) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window."""
         loop = asyncio.get_running_loop()
-        extra = {"best": best.files} if best is not None and best.files else {}
+        extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
 
         def on_gate(g) -> None:
             loop.call_soon_threadsafe(self.bus.emit, ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
@@ -250,7 +252,8 @@ class Engine:
         async with self._verify_slots:
             t0 = time.perf_counter()
             try:
-                return await asyncio.to_thread(self.verifier.verify, task.spec(), files, on_gate, **extra)
+                return await asyncio.to_thread(functools.partial(self.verifier.verify, task.spec(), files, on_gate,
+                                                                 **extra))
             except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
                 raise RunStopped("stopped") from None
             finally:

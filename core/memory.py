@@ -14,6 +14,7 @@ from typing import Any
 
 from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
+from store.protocol import Memory
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
@@ -132,7 +133,7 @@ def _lesson(exp: Experience) -> str:
     return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
 
 
-def resident_rules(store: Store, backend: str, limit: int = MAX_RULES) -> tuple[list[Experience], set[str]]:
+def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple[list[Experience], set[str]]:
     """The rules a prompt carries (this backend's, then backend-agnostic ones, by Q1) and the ids of
     the items they replaced, which retrieval and API knowledge must leave out."""
     rules = [*store.query(kind="rule", backend=backend, sort="q1", limit=None),
@@ -142,7 +143,7 @@ def resident_rules(store: Store, backend: str, limit: int = MAX_RULES) -> tuple[
     return rules[:limit], replaced
 
 
-def consolidate_rules(store: Store, backend: str, run_id: str = "", *, min_tasks: int = RULE_MIN_TASKS,
+def consolidate_rules(store: Memory, backend: str, run_id: str = "", *, min_tasks: int = RULE_MIN_TASKS,
                       min_q: float = RULE_MIN_Q) -> list[Experience]:
     """Turn items adopted with positive value by ``min_tasks`` operators into resident rules.
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store import Experience, Store
+from store import Experience
+from store.protocol import Memory
 from verifier.backends import backend_class
 from verifier.errors import UnknownBackend
 
@@ -60,12 +61,12 @@ def seed_items(backend: str) -> list[Experience]:
     return [_parse(p, backend) for p in sorted(folder.glob("*.md"))] if folder.is_dir() else []
 
 
-def ensure_seeded(store: Store, backend: str) -> int:
+def ensure_seeded(store: Memory, backend: str) -> int:
     """Load ``backend``'s seed knowledge into ``store``; returns how many items were new."""
     results = store.add_experiences(seed_items(backend))
     return sum(1 for _, created in results if created)
 
 
-def api_items(store: Store, backend: str) -> list[Experience]:
+def api_items(store: Memory, backend: str) -> list[Experience]:
     """The API templates in memory for ``backend`` (seeded or imported)."""
     return [e for e in store.query(kind="api_template", backend=backend, limit=None) if e.text]

@@ -18,6 +18,19 @@ class Memory(Protocol):
     def add_experience(self, exp: Experience) -> tuple[str, bool]:
         """Store ``exp``: (id, True), or (existing id, False) for a stored id or a near-duplicate."""
 
+    def add_experiences(self, exps: Iterable[Experience]) -> list[tuple[str, bool]]:
+        """Store several experiences in one transaction; (id, created) for each, in order."""
+
+    def update_extra(self, exp_id: str, extra: dict[str, Any]) -> None:
+        """Merge ``extra`` into the experience's free-form ``extra`` field."""
+
+    def query(
+        self, *, task: str | None = None, kind: str | None = None, stage: str | None = None,
+        backend: str | None = None, source: str | None = None, sort: str = "recency",
+        descending: bool = True, limit: int | None = None, offset: int = 0,
+    ) -> list[Experience]:
+        """Experiences passing the filters, sorted (recency, q1, q2, reward, adoptions) and paged."""
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with files, values and history, or None."""
 
