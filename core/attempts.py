@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from store import Experience, RunRecord, Store, TaskState
+from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
+
+__all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_with_parent",
+           "default_attempt", "gate_states", "task_rows"]
 from verifier.outcome import GATES
 
 ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace")

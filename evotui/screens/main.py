@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from core import events as ev
-from core.attempts import AttemptLine, TaskRow
+from core.attempts import AttemptLine, OutcomeSummary, TaskRow
 from evotui import keys
 from evotui.messages import (
     AnswerLoaded,
@@ -297,8 +297,8 @@ class MainScreen(Screen):
             return
         here = f"#{line.index}"
         outcome = self.shown_exp.outcome or {}
-        view.border_subtitle = marks.short_verdict(outcome)
-        failure = "" if outcome.get("feasible") or not outcome else marks.failure_text(outcome)
+        view.border_subtitle = marks.short_verdict(self.shown_exp.result)
+        failure = "" if self.shown_exp.result.feasible or not outcome else marks.failure_text(outcome)
         if self.mode == "diff" and self.parent_exp is not None:
             there = f"#{line.parent_index}" if line.parent_index else "parent"
             view.border_title = f"{here} {line.stage} · diff vs {there}"
@@ -377,9 +377,8 @@ class MainScreen(Screen):
         table = self.query_one(TaskTable)
         human = e.source == "human"
         label = "edit" if human else f"#{e.iteration + 1}"
-        outcome = {"feasible": e.feasible, "failed_gate": e.failed_gate, "message": e.message,
-                   "latency_ms": e.latency_ms, "speedup": e.speedup}
-        verdict = marks.verdict(outcome)
+        verdict = marks.verdict(OutcomeSummary(feasible=e.feasible, failed_gate=e.failed_gate, message=e.message,
+                                               latency_ms=e.latency_ms, speedup=e.speedup))
         table.set_status(e.task, f"{label} {verdict}", "ok" if e.feasible else "fail")
         changes: dict = {}
         if not human:

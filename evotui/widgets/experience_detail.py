@@ -108,8 +108,7 @@ class ExperienceDetail(VerticalScroll):
 
         if exp.outcome:
             parts.append(Rule("outcome", align="left", style=dim))
-            parts.append(Text(marks.verdict(exp.outcome),
-                              style=self._style("pass" if exp.outcome.get("feasible") else "fail")))
+            parts.append(Text(marks.verdict(exp.result), style=self._style("pass" if exp.result.feasible else "fail")))
             gates = Table.grid(padding=(0, 1))
             for _ in range(3):
                 gates.add_column(no_wrap=False)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from core.attempts import OutcomeSummary
+
 GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctness": "corr", "performance": "perf"}
 MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
 
@@ -29,20 +31,28 @@ def q(value: float | None) -> str:
     return "–" if value is None else f"{value:+.2f}"
 
 
-def verdict(outcome: dict) -> str:
+def verdict(outcome: OutcomeSummary | dict | None) -> str:
     """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"."""
-    if outcome.get("feasible"):
-        parts = [f"✓ {ms(outcome.get('latency_ms'))} ms"]
-        if outcome.get("speedup") is not None:
-            parts.append(speedup(outcome.get("speedup")))
-        roof = outcome.get("roofline") or {}
+    r = _typed(outcome)
+    if r.feasible:
+        parts = [f"✓ {ms(r.latency_ms)} ms"]
+        if r.speedup is not None:
+            parts.append(speedup(r.speedup))
+        roof = r.roofline or {}
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
-    message = " ".join((outcome.get("message") or "").split())   # one line: compiler output has many
-    gate = outcome.get("failed_gate") or "?"
-    prefix = f"{gate}: "
+    message = " ".join(r.message.split())   # one line: compiler output has many
+    prefix = f"{r.failed_gate or '?'}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
+
+
+def is_feasible(outcome: OutcomeSummary | dict | None) -> bool:
+    return _typed(outcome).feasible
+
+
+def _typed(outcome: OutcomeSummary | dict | None) -> OutcomeSummary:
+    return outcome if isinstance(outcome, OutcomeSummary) else OutcomeSummary.from_dict(outcome)
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -50,11 +60,10 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
-def short_verdict(outcome: dict) -> str:
+def short_verdict(outcome: OutcomeSummary | dict | None) -> str:
     """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
-    if outcome.get("feasible"):
-        return verdict(outcome)
-    return f"✗ {outcome.get('failed_gate') or '?'}"
+    r = _typed(outcome)
+    return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 
 def failure_text(outcome: dict) -> str:
