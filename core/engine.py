@@ -265,6 +265,8 @@ class Engine:
         """r1 for drafts; r2 for refinements: from the gain over the task's best in the same timing
         window, scaled without a mean shift (see core.policy)."""
         out = attempt.verified
+        if attempt.ours:
+            return 0.0   # the verifier's own failure says nothing about the kernel
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
         gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
@@ -312,7 +314,7 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if evokernel and not repeat:
+            if evokernel and not repeat and not attempt.ours:
                 changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than

@@ -48,6 +48,13 @@ class Attempt:
     change: str = ""          # the answer's one-line "Change:" summary
 
     @property
+    def ours(self) -> bool:
+        """The verification failed for a reason of the verifier's own (an internal error, nodes lost):
+        nothing is learned about the kernel or the memory that produced it."""
+        out = self.outcome
+        return out is not None and any(g.status == "failed" and g.details.get("internal") for g in out.gates)
+
+    @property
     def verified(self) -> Outcome:
         """The outcome, once the attempt has been verified (committing before that is a bug of ours)."""
         if self.outcome is None:

@@ -53,6 +53,7 @@ class Canned:
     latency_ms: float | None = None
     failed_gate: str = ""
     message: str = ""
+    internal: bool = False      # the verifier's own failure (a lost node, a harness error), not the kernel's
 
 
 @dataclass
@@ -81,7 +82,8 @@ class CannedVerifier:
         out = Outcome.start(task.id, self.backend.name)
         for name in GATES:
             if verdict.failed_gate == name:
-                out.fail(name, verdict.message or f"canned failure at {name}")
+                details = {"internal": True, "transient": True} if verdict.internal else {}
+                out.fail(name, verdict.message or f"canned failure at {name}", **details)
                 break
             if name == "performance":
                 self._time(out, verdict, best)

@@ -36,7 +36,7 @@ from verifier.machine_lock import MachineLock
 from verifier.sandbox_jobs import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
-REFERENCE_FORMAT = 3
+REFERENCE_FORMAT = 4  # 4: noise ratios kept per case of a multi-case task
 
 
 class ReferenceFailed(VerifierError):

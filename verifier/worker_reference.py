@@ -173,7 +173,7 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
     def keep(trial: Trial, kept: list, model, structure, leaves, ignore) -> None:
         result.trials.append(trial)
         payload["trials"].append({"structure": structure, "leaves": leaves})
-        slot = f"{trial.distribution}|{trial.shape}"
+        slot = f"{trial.distribution}|{trial.shape}|{trial.case}"   # a multi-case task's cases differ
         ratios = job.noise_ratios.get(slot)
         if ratios is not None and len(ratios) == len(leaves):   # measured before for this task: scale it
             noise = [r * _rms(leaf) for r, leaf in zip(ratios, leaves)]

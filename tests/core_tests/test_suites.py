@@ -313,6 +313,10 @@ def test_reference_of_a_multi_case_task_runs_every_case_in_its_dtype(tmp_path, v
     assert dtypes == {0: torch.float32, 1: torch.float16, 2: torch.bfloat16}
     tolerance = verifier.tolerance_for(task.spec())
     assert tolerance("bfloat16")[1] >= 3e-2 and tolerance("float32")[1] < 1e-2
+    # the rounding noise measured for one case (fp32) is never reused for another (bf16): one slot each
+    noise = json.loads((verifier.references.root / "noise.json").read_text())
+    slots = {slot for entry in noise.values() for slot in entry}
+    assert {"normal||0", "normal||1", "normal||2"} <= slots, slots
 
 
 @pytest.mark.slow

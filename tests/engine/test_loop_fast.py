@@ -28,6 +28,8 @@ def judge(task_id: str, files: dict[str, str]):
     from core.scripted import Canned
 
     said = re.search(r'kCanned = "([^"]+)"', files.get("kernel.cpp", "")).group(1)
+    if said == "lost":     # the verifier lost its nodes: no verdict on the kernel
+        return Canned(failed_gate="build", message="verification lost with 3 nodes", internal=True)
     try:
         return Canned(latency_ms=float(said))
     except ValueError:
@@ -99,6 +101,17 @@ def test_a_failing_answer_is_recorded_and_the_task_keeps_its_stage(loop):
     assert ok.stage == "draft" and ok.reward == 1.0
     assert broken.stage == "refine" and broken.reward == -1.0 and broken.parent_id == ok.id
     assert record.progress["relu"].feasible and record.progress["relu"].best_id == ok.id
+
+
+def test_a_verification_the_verifier_lost_teaches_nothing(loop):
+    answers = {"relu": [kernel(10.0, 1), kernel(None, 2, fail="lost"), kernel(None, 3, fail="correctness")]}
+    record, store, _, events = loop(["relu"], answers, iterations=3)
+    draft, lost, wrong = _attempts(store, record, "relu")
+    assert lost.outcome["failed_gate"] == "build" and lost.reward == 0.0      # recorded, but not the kernel's
+    assert wrong.reward == -1.0
+    # the start point's Q2 moved once (the wrong kernel's -1), not for the lost verification
+    updates = [e for e in events if type(e).__name__ == "ValuesUpdated" and e.stage == "refine"]
+    assert len(updates) == 1 and updates[0].reward == -1.0
 
 
 @pytest.mark.parametrize("method", ["passk", "refinement"])

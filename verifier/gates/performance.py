@@ -132,8 +132,6 @@ def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[s
          "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
     message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x"
                                 for c in per_case)
-    if speed.value > implausible_speedup:
-        out.flags.append(f"speedup {out.speedup:.1f}x exceeds {implausible_speedup:g}x: review before trusting")
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
 
 
