@@ -6,23 +6,10 @@ from __future__ import annotations
 import pytest
 
 import candidates as C
-from waiting import posted, wait_for
+from waiting import human_attempts, posted, save, wait_for
 
 pytestmark = pytest.mark.slow
 SIZE = (150, 44)
-
-
-def save(folder, files: dict[str, str]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text)
-
-
-def human_attempts(messages) -> list:
-    from evotui.messages import EngineEvent
-
-    return [m.event for m in posted(messages, EngineEvent)
-            if type(m.event).__name__ == "AttemptRecorded" and m.event.source == "human"]
 
 
 def edits_detected(messages) -> list:

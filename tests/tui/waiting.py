@@ -26,3 +26,17 @@ def posted(messages, *types) -> list:
 
     return [m for m in messages if isinstance(m, WorkbenchMessage) and (not types or isinstance(m, types))]
 
+
+def save(folder, files: dict[str, str]) -> None:
+    """Write a candidate's files into ``folder`` as a person's editor would."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text)
+
+
+def human_attempts(messages) -> list:
+    """The ``AttemptRecorded`` events of a person's edits among the app's posted messages."""
+    from evotui.messages import EngineEvent
+
+    return [m.event for m in posted(messages, EngineEvent)
+            if type(m.event).__name__ == "AttemptRecorded" and m.event.source == "human"]
