@@ -18,8 +18,7 @@ from pathlib import Path
 
 from store import Experience
 from store.protocol import Memory
-from verifier.backends import backend_class
-from verifier.errors import UnknownBackend
+from verifier.backends import declared
 
 KNOWLEDGE_ROOT = Path(__file__).parent / "knowledge"
 
@@ -27,10 +26,7 @@ KNOWLEDGE_ROOT = Path(__file__).parent / "knowledge"
 def knowledge_dir(backend: str) -> Path:
     """The backend's seed-knowledge folder: the one its class declares (``knowledge_dir``, a plugin
     backend's own), else ``core/knowledge/<backend>``."""
-    try:
-        folder = getattr(backend_class(backend), "knowledge_dir", None)
-    except (UnknownBackend, ImportError):
-        folder = None
+    folder = declared(backend, "knowledge_dir")
     return Path(folder) if folder else KNOWLEDGE_ROOT / backend
 # The task id of knowledge that belongs to no one task (seed items, consolidated rules).
 GENERAL_TASK = "*"

@@ -8,8 +8,11 @@ nothing else in EvoKernel changes.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import sys
 from importlib.metadata import entry_points
+from typing import Any
 
 from verifier.backends.base import Backend, BuildPlan, BuildPlanError, KernelRules, Toolchain
 from verifier.errors import UnknownBackend
@@ -28,9 +31,16 @@ def backend_table() -> dict[str, str]:
     """Every backend's name and ``module:Class``: the built-ins, then the installed plugins (a
     plugin never replaces a built-in)."""
     table = dict(BACKENDS)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        table.setdefault(ep.name, ep.value)
+    for name, target in _plugins(tuple(sys.path)):
+        table.setdefault(name, target)
     return table
+
+
+@functools.lru_cache(maxsize=8)
+def _plugins(path: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """The installed plugins' entry points, scanned once per ``sys.path`` (a scan takes milliseconds,
+    and prompts ask for a backend's name and suffix on every attempt)."""
+    return tuple((ep.name, ep.value) for ep in entry_points(group=ENTRY_POINT_GROUP))
 
 
 def backend_names() -> list[str]:
@@ -56,29 +66,31 @@ def get_backend(name: str) -> Backend:
     return backend_class(name)()
 
 
+def declared(name: str, attribute: str, default: Any = None) -> Any:
+    """What the backend's class declares as ``attribute``, without discovering its toolchain;
+    ``default`` for an unknown backend, one that does not import, or one that declares nothing."""
+    try:
+        return getattr(backend_class(name), attribute, default)
+    except (UnknownBackend, ImportError):
+        return default
+
+
 def display_name(name: str) -> str:
     """How prompts and screens name the backend (its ``display_name``, else its name)."""
-    try:
-        return getattr(backend_class(name), "display_name", "") or name
-    except (UnknownBackend, ImportError, AttributeError):
-        return name
+    return declared(name, "display_name") or name
 
 
 def backend_device(name: str) -> str:
     """The torch device type of the backend's tensors ("cpu" for any CPU backend), "" when unknown."""
-    try:
-        return backend_class(name).device
-    except (UnknownBackend, ImportError, AttributeError):
-        return ""
+    return declared(name, "device") or ""
 
 
 def source_suffix(name: str) -> str:
     """The suffix of the backend's kernel sources (the first it compiles), ".cpp" when unknown."""
-    try:
-        return backend_class(name).source_suffixes[0]
-    except (UnknownBackend, ImportError, AttributeError, IndexError):
-        return ".cpp"
+    suffixes = declared(name, "source_suffixes") or (".cpp",)
+    return suffixes[0]
 
 
 __all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "KernelRules", "Toolchain", "backend_class",
-           "backend_device", "backend_names", "backend_table", "display_name", "get_backend", "source_suffix"]
+           "backend_device", "backend_names", "backend_table", "declared", "display_name", "get_backend",
+           "source_suffix"]
