@@ -22,6 +22,7 @@ from typing import Any
 from core.llm import ChatAnswer, ChatRequest, Usage
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
+from verifier.timing import Ratio
 
 
 class ScriptedModel:
@@ -106,11 +107,8 @@ class CannedVerifier:
         out.pass_gate("performance", f"{latency:.3f} ms (canned)")
 
     def _verdict(self, ratio: float) -> str:
-        if ratio >= 1.0 + self.min_change:
-            return "faster"
-        if ratio <= 1.0 / (1.0 + self.min_change):
-            return "slower"
-        return "same"
+        """The gate's own rule (``verifier.timing.Ratio.verdict``) on an exact ratio: its interval is itself."""
+        return Ratio(ratio, ratio, ratio).verdict(self.min_change)
 
     def close(self) -> None:
         return None
