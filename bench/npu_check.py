@@ -122,9 +122,11 @@ TIMING_SCRIPT = """
 import json, sys
 sys.path.insert(0, {root!r})
 import torch, torch_npu
-from verifier.runtime import KernelLibrary, current_stream
-torch.npu.set_device(0)
-lib = KernelLibrary({library!r}, json.loads({signatures!r}), "npu", current_stream("npu"))
+from verifier.backends.ascend import AscendRuntime
+from verifier.runtime import KernelLibrary
+device = AscendRuntime()
+device.prepare()
+lib = KernelLibrary({library!r}, json.loads({signatures!r}), device)
 n = 128 * 65536
 x, y = torch.randn(n, device="npu"), torch.randn(n, device="npu")
 z = torch.empty_like(x)

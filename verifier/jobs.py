@@ -32,7 +32,7 @@ class ReferenceJob:
     trials: list[Trial]
     shapes: list[ShapeSearch] = field(default_factory=list)
     threads: int = 1
-    device: str = "cpu"
+    runtime: str = ""           # the backend's device runtime, ``module:Class`` (verifier.backends.runtime_target)
     want_outputs: bool = True
     want_timing: bool = True
     want_bandwidth: bool = False
@@ -97,7 +97,7 @@ class CandidateJob:
     signatures: list[dict[str, Any]] = field(default_factory=list)
     model: str = "model.py"
     threads: int = 1
-    device: str = "cpu"
+    runtime: str = ""           # the backend's device runtime, ``module:Class`` (verifier.backends.runtime_target)
     timer: str = "wall"
     eval_mode: bool = False
     kind: str = "candidate"

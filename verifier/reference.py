@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from verifier.backends import runtime_target
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
@@ -184,7 +185,7 @@ class ReferenceCache:
         try:
             noise_key = self._noise_key(task)
             job = ReferenceJob(task=task, trials=list(trials), shapes=list(shapes), threads=self.threads,
-                               device=self.backend.device, want_outputs=True, want_timing=want_timing,
+                               runtime=runtime_target(self.backend), want_outputs=True, want_timing=want_timing,
                                want_bandwidth=want_bandwidth, timing=self.timing, machine_lock=str(self._lock.path),
                                noise_ratios=self._load_json("noise.json").get(noise_key, {}))
             write_job(job_dir, job)

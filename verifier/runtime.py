@@ -14,7 +14,8 @@ match the pointer type is refused with a message naming the parameter. On device
 parameter (``cudaStream_t`` / ``aclrtStream``, wherever it is in the list) may be left out: the
 current stream is passed.
 
-Device backends add checks after each call: on CUDA the library's own ``cudaGetLastError()`` (a bad
+What a device adds is declared by its backend's device runtime (``verifier.backends.base.DeviceRuntime``,
+handed over by the worker): on CUDA the library's own ``cudaGetLastError()`` (a bad
 launch configuration raises with CUDA's words); on Ascend a non-zero return of an
 ``aclrtlaunch_<kernel>`` entry raises. An Ascend kernel ``k`` is callable as ``lib.k(block_dim, ...)``
 as well as by its entry name ``lib.aclrtlaunch_k``; its ``workspace`` argument (HAVE_WORKSPACE) is the
@@ -36,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from verifier.backends.base import DeviceRuntime
 from verifier.cdecl import POINTER_DTYPES, SCALARS, Signature
 
 
@@ -43,19 +45,13 @@ class KernelCallError(TypeError):
     """A launcher was called with arguments that do not match its C declaration, or its launch failed."""
 
 
-STREAM_TYPES = ("cudaStream_t", "aclrtStream")
-ASCEND_ENTRY = "aclrtlaunch_"          # prefix of the launch entries the Ascend build generates
-CUDA_CHECK = "evokernel_cuda_last_error"  # exported by the CUDA build: the library's cudaGetLastError()
-
-
-_active: dict[str, Any] = {"library": None, "signatures": None, "device": "cpu", "stream": None}
+_active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None}
 _calls: dict[str, int] = {}
 
 
-def configure(library: str, signatures: list[dict], device: str = "cpu",
-              stream: Callable[[], int] | None = None) -> None:
-    """Called by the verifier's worker before it imports ``model.py``."""
-    _active.update(library=library, signatures=signatures, device=device, stream=stream)
+def configure(library: str, signatures: list[dict], device_runtime: DeviceRuntime | None = None) -> None:
+    """Called by the verifier's worker before it imports ``model.py``, with the backend's device runtime."""
+    _active.update(library=library, signatures=signatures, runtime=device_runtime)
 
 
 def call_counts() -> dict[str, int]:
@@ -70,15 +66,15 @@ def reset_calls() -> None:
 def load(path: str | None = None) -> KernelLibrary:
     """The candidate's compiled library (see the module docstring)."""
     if path is None and _active["library"] is not None:
-        return KernelLibrary(_active["library"], _active["signatures"], _active["device"], _active["stream"])
+        return KernelLibrary(_active["library"], _active["signatures"], _active["runtime"])
     if path is not None and Path(path).suffix in (".so", ".dylib"):
         # A library from the build cache: its signatures are recorded beside it.
         meta = Path(path).with_name("build.json")
         sigs = json.loads(meta.read_text()).get("signatures", []) if meta.exists() else []
-        return KernelLibrary(path, sigs, "cpu", None)
+        return KernelLibrary(path, sigs)
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
-    from verifier.backends import get_backend
+    from verifier.backends import backend_for, get_backend, load_runtime, runtime_target
     from verifier.build import build_candidate
 
     files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
@@ -86,45 +82,23 @@ def load(path: str | None = None) -> KernelLibrary:
     result = build_candidate(backend, files, cache_dir=None)
     if not result.ok:
         raise KernelCallError(f"building {folder} failed:\n{result.log}")
-    return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], backend.device,
-                         current_stream(backend.device))
-
-
-def backend_for(files: dict[str, str]) -> str:
-    """The backend a folder's sources are written for: ``.cu`` -> cuda, ``__aicore__`` kernels -> ascend."""
-    if any(name.endswith(".cu") for name in files):
-        return "cuda"
-    if any(name.endswith(".cpp") and "__aicore__" in text for name, text in files.items()):
-        return "ascend"
-    return "cpu"
-
-
-def current_stream(device: str) -> Callable[[], int] | None:
-    """A getter of the device's current stream handle (None on the CPU). On Ascend the getter drains
-    torch_npu's task queue first, so queued fills and events are issued before the kernel."""
-    if device == "cuda":
-        import torch
-
-        return lambda: torch.cuda.current_stream().cuda_stream
-    if device == "npu":
-        import torch
-
-        return lambda: torch.npu.current_stream().npu_stream  # type: ignore[attr-defined]
-    return None
+    return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures],
+                         load_runtime(runtime_target(backend)))
 
 
 class KernelLibrary:
-    """The loaded shared library; attribute access returns a checked launcher."""
+    """The loaded shared library; attribute access returns a checked launcher. ``device_runtime`` is the
+    backend's (``verifier.backends.base.DeviceRuntime``): the device tensors must be on, the stream it
+    fills in, its launch entries and checks; the host's when None."""
 
-    def __init__(self, path: str, signatures: list[dict], device: str, stream: Callable[[], int] | None):
+    def __init__(self, path: str, signatures: list[dict], device_runtime: DeviceRuntime | None = None):
         self._path = path
         # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined
         # symbols still resolve against everything global, the interpreter included, in any mode: what
         # it may bind to is decided by the build's link check, verifier.linkage.)
         self._dll = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         self._sigs = {s["name"]: Signature.from_dict(s) for s in signatures}
-        self._device = device
-        self._stream = stream
+        self._runtime = device_runtime or DeviceRuntime()
         self._funcs: dict[str, KernelFunction] = {}
 
     def __getattr__(self, name: str) -> KernelFunction:
@@ -132,33 +106,14 @@ class KernelLibrary:
             raise AttributeError(name)
         fn = self._funcs.get(name)
         if fn is None:
-            sig = self._sigs.get(name) or self._sigs.get(f"{ASCEND_ENTRY}{name}")
+            prefix = self._runtime.entry_prefix
+            sig = self._sigs.get(name) or (self._sigs.get(f"{prefix}{name}") if prefix else None)
             if sig is None:
                 known = ", ".join(sorted(self._sigs)) or "none"
                 raise AttributeError(f'the kernel library has no extern "C" function {name!r} (it has: {known})')
-            fn = self._funcs[name] = KernelFunction(getattr(self._dll, sig.name), sig, self._device, self._stream,
-                                                    self._launch_check())
+            fn = self._funcs[name] = KernelFunction(getattr(self._dll, sig.name), sig, self._runtime,
+                                                    self._runtime.launch_check(self._dll))
         return fn
-
-    def _launch_check(self) -> Callable[[str], None] | None:
-        """On CUDA, a check of the library's last launch error (exported by the build), run after each call."""
-        if self._device != "cuda":
-            return None
-        try:
-            last_error = getattr(self._dll, CUDA_CHECK)
-        except AttributeError:
-            return None
-        last_error.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        last_error.restype = ctypes.c_int
-
-        def check(name: str) -> None:
-            buf = ctypes.create_string_buffer(256)
-            code = last_error(buf, len(buf))
-            if code:
-                text = buf.value.decode(errors="replace")
-                raise KernelCallError(f"{name}(): CUDA error {code} after the launch: {text}")
-
-        return check
 
     def __dir__(self):
         return sorted(self._sigs)
@@ -167,21 +122,21 @@ class KernelLibrary:
 class KernelFunction:
     """One ``extern "C"`` launcher: converts and checks arguments, counts calls."""
 
-    def __init__(self, cfunc: Any, sig: Signature, device: str, stream: Callable[[], int] | None,
+    def __init__(self, cfunc: Any, sig: Signature, device_runtime: DeviceRuntime,
                  check: Callable[[str], None] | None = None):
         self._cfunc = cfunc
         self.signature = sig
-        self._device = device
-        self._stream = stream
+        self._stream = device_runtime.current_stream()
         self._check = check
-        self._converters = [_converter(p, sig, i, device) for i, p in enumerate(sig.params)]
+        self._converters = [_converter(p, sig, i, device_runtime) for i, p in enumerate(sig.params)]
         cfunc.argtypes = [c for c, _ in self._converters]
         cfunc.restype = None if sig.restype == "void" else (
             ctypes.c_void_p if sig.restype == "void*" else getattr(ctypes, SCALARS[sig.restype])
         )
-        streams = [i for i, p in enumerate(sig.params) if p.ctype in STREAM_TYPES]
+        streams = [i for i, p in enumerate(sig.params) if p.ctype == device_runtime.stream_type]
         self._stream_at = streams[0] if len(streams) == 1 else None
-        self._status_entry = sig.name.startswith(ASCEND_ENTRY) and sig.restype != "void"
+        prefix = device_runtime.entry_prefix
+        self._status_entry = bool(prefix) and sig.name.startswith(prefix) and sig.restype != "void"
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
@@ -204,22 +159,19 @@ class KernelFunction:
         return result
 
 
-def _converter(param, sig: Signature, index: int, device: str):
+def _converter(param, sig: Signature, index: int, device_runtime: DeviceRuntime):
     where = f"{sig.name}() argument {index + 1} ({param.describe()})"
-    if param.pointer and sig.name.startswith(ASCEND_ENTRY):
-        # Ascend's workspace: model.py passes the user bytes, the backend allocates system + user.
-        from verifier.backends.ascend import workspace_converter
-
-        workspace = workspace_converter(sig, index, where, device)
-        if workspace is not None:
-            return ctypes.c_void_p, workspace
+    special = device_runtime.argument(sig, index, where)   # Ascend's workspace
+    if special is not None:
+        return special
+    device, stream_type = device_runtime.device, device_runtime.stream_type
     if param.pointer:
         allowed = POINTER_DTYPES.get(param.ctype, ("*",))
 
         def to_pointer(value: Any) -> int | None:
             if value is None:
                 return None
-            if isinstance(value, int) and not isinstance(value, bool) and param.ctype in STREAM_TYPES:
+            if isinstance(value, int) and not isinstance(value, bool) and param.ctype == stream_type:
                 return value
             try:
                 import torch

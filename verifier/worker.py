@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from verifier import runtime
+from verifier.backends import DeviceRuntime
 from verifier.inputs import make_inputs
 from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
 from verifier.task import load_task_module
@@ -41,10 +42,9 @@ from verifier.worker_common import (
     _progress,
     _save,
     _snapshot,
-    _stream_synchronize,
-    _synchronize,
     _to_device,
     flatten,
+    job_runtime,
 )
 from verifier.worker_reference import TaskProblem, WriteOrder, _reference
 from verifier.worker_timing import _perf, _time_sides
@@ -52,14 +52,14 @@ from verifier.worker_timing import _perf, _time_sides
 # Callers and tests reach the shared helpers and the jobs' pieces through this module.
 __all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "run_job", "_time_sides"]
 
-def _setup(job: Any) -> None:
+def _setup(job: Any) -> DeviceRuntime:
+    """Threads, then the job's device runtime, prepared (the device selected)."""
     threads = int(_field(job, "threads", 1))
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
-    if _field(job, "device") == "npu":
-        import torch_npu  # noqa: F401
-
-        torch.npu.set_device(0)  # type: ignore[attr-defined]
+    device_runtime = job_runtime(job)
+    device_runtime.prepare()
+    return device_runtime
 
 
 # ----------------------------------------------------------------------------- reference
@@ -67,11 +67,10 @@ def _setup(job: Any) -> None:
 
 # A widened trial is dropped when the reference is NaN or infinite at more than this share of an
 # output's places: the operator is not defined on much of the widened range (log, sqrt: about half).
-def _candidate(job: CandidateJob, job_dir: Path) -> dict:
-    spec, device = job.task, job.device
-    ModelNew = _load_candidate(job, job_dir)
-    sync = _synchronize(device)
-    stream_sync = _stream_synchronize(device)
+def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
+    spec, device = job.task, device_runtime.device
+    ModelNew = _load_candidate(job, job_dir, device_runtime)
+    sync, stream_sync = device_runtime.synchronize, device_runtime.stream_synchronize
     reports: list[TrialReport] = []
     saved = []
     buffers: list[Any] | None = None
@@ -134,7 +133,7 @@ def _same_layout(a: list[Any], b: list[Any]) -> bool:
     )
 
 
-HANDLERS: dict[str, Callable[[Any, Path], dict[str, Any]]] = {
+HANDLERS: dict[str, Callable[[Any, Path, DeviceRuntime], dict[str, Any]]] = {
     "reference": _reference, "candidate": _candidate, "perf": _perf}
 
 
@@ -145,9 +144,9 @@ def run_job(job_dir: Path) -> int:
     status = JobStatus()
     fields: dict[str, Any] = {}
     try:
-        _setup(job)
+        device_runtime = _setup(job)
         handler = HANDLERS[_field(job, "kind")]
-        fields = handler(job, job_dir)
+        fields = handler(job, job_dir, device_runtime)
         status.ok = True
     except CandidateFailure as exc:
         status.stage, status.error, status.trial = exc.stage, str(exc), exc.trial

@@ -1,5 +1,6 @@
 """What every worker job shares (see verifier.worker): the candidate's op trace and failures, how
-results are flattened and inputs moved, the device's clock and synchronisation, loading a
+results are flattened and inputs moved, the device runtime a job names (its clock and
+synchronisation are the backend's: ``verifier.backends.base.DeviceRuntime``), loading a
 candidate's model, and the job folder's progress and outputs files."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier import runtime
+from verifier.backends import DeviceRuntime, load_runtime
 
 # aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
 # PyTorch doing the computation the kernel should do.
@@ -118,56 +120,9 @@ def _to_device(inputs: list[Any], device: str) -> list[Any]:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def _device_module(device: str):
-    """``torch.cuda`` or ``torch.npu`` (None on the CPU)."""
-    if device == "cuda":
-        return torch.cuda
-    if device == "npu":
-        return torch.npu  # type: ignore[attr-defined]
-    return None
-
-
-def _synchronize(device: str):
-    """Device-wide synchronisation (every stream)."""
-    module = _device_module(device)
-    return module.synchronize if module is not None else (lambda: None)
-
-
-def _stream_synchronize(device: str):
-    """Synchronisation with the current stream only: all a caller reading the outputs may rely on."""
-    module = _device_module(device)
-    return (lambda: module.current_stream().synchronize()) if module is not None else (lambda: None)
-
-
-def _events(device: str):
-    """A maker of (start, end) timing events on the device, or None on the CPU."""
-    module = _device_module(device)
-    if module is None:
-        return None
-    return lambda: (module.Event(enable_timing=True), module.Event(enable_timing=True))
-
-
-def _timer(job: dict, device: str) -> str:
-    """How calls are timed: the backend's declared method, else device events on devices."""
-    return job.get("timer") or ("wall" if device == "cpu" else "events")
-
-
-# Bytes to overwrite before each timed call on a device: twice its L2 (on the NPU as the Ascend
-# backend reads it: torch_npu's L2_cache_size, else by SoC).
-
-
-def _flush_bytes(device: str, requested: int) -> int:
-    """The cache-flush buffer size: ``requested`` (twice the CPU's last-level cache) on the CPU, twice
-    the device's L2 on a device."""
-    if device == "cuda":
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
-        return 2 * l2 if l2 else 256 << 20
-    if device == "npu":
-        from verifier.backends.ascend import npu_l2_bytes
-
-        return 2 * npu_l2_bytes()
-    return requested
+def _timer(job: Any, device_runtime: DeviceRuntime) -> str:
+    """How calls are timed: the backend's declared method, else device events where the device has them."""
+    return _field(job, "timer") or ("wall" if device_runtime.events() is None else "events")
 
 
 def _field(job: Any, name: str, default: Any = None) -> Any:
@@ -175,10 +130,14 @@ def _field(job: Any, name: str, default: Any = None) -> Any:
     return job.get(name, default) if isinstance(job, dict) else getattr(job, name, default)
 
 
-def _load_candidate(job: Any, job_dir: Path, module_name: str = "candidate_model"):
-    device = _field(job, "device", "cpu")
-    runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device,
-                      runtime.current_stream(device))
+def job_runtime(job: Any) -> DeviceRuntime:
+    """The device runtime the job's backend declared (``verifier.backends.runtime_target``); one per
+    job, made in the worker. A target that does not import is the worker's failure, in one line."""
+    return load_runtime(_field(job, "runtime", ""))
+
+
+def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, module_name: str = "candidate_model"):
+    runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device_runtime)
     path = job_dir / (_field(job, "model") or "model.py")
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:

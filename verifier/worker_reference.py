@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine_lock import held
@@ -99,14 +100,14 @@ def _training_modules(model: torch.nn.Module) -> list[str]:
     return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})
 
 
-def _reference(job: ReferenceJob, job_dir: Path) -> dict:
-    spec, device = job.task, job.device
+def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
+    spec, device = job.task, device_runtime.device
     result = ReferenceResult()
     module = load_task_module(spec)
 
     if job.want_outputs:
         with held(job.machine_lock, "shared"):  # computing: waits while something is timed
-            payload = _reference_outputs(job_dir, job, module, result)
+            payload = _reference_outputs(job_dir, job, module, result, device)
         _save(job_dir, payload)
 
     want_timing = job.want_timing
@@ -120,18 +121,18 @@ def _reference(job: ReferenceJob, job_dir: Path) -> dict:
                 # performance gate times the reference again beside each candidate.
                 sides = {"reference": _instances(module.Model, module, job.trials, device, bool(result.eval_mode))}
                 window, _, _, input_bytes = _time_sides(sides, module, job.trials[:2], {"timing": job.timing},
-                                                        device, checked=False)
+                                                        device_runtime, checked=False)
                 result.timing = {**window.timing("reference").to_dict(), "input_bytes": input_bytes}
             if want_bandwidth:
                 result.bandwidth_gbps = memory_bandwidth_gbps(device)
     return result.to_dict()
 
 
-def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult) -> dict:
+def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult, device: str) -> dict:
     """The reference's outputs at every trial it is defined on, then at the first smaller and the first
     larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
     returns the payload of ``outputs.pt``."""
-    spec, device = job.task, job.device
+    spec = job.task
     payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
     eval_mode = False
     causes: dict[int, str] = {}

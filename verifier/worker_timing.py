@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from verifier import runtime
+from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher, time_interleaved
@@ -20,11 +21,8 @@ from verifier.worker_common import (
     CandidateFailure,
     OpTrace,
     _describe,
-    _events,
-    _flush_bytes,
     _load_candidate,
     _save,
-    _synchronize,
     _timer,
     _to_device,
     flatten,
@@ -43,12 +41,12 @@ def _instances(make, module, trials: list[Trial], device: str, eval_mode: bool =
     return out
 
 
-def _perf(job: dict, job_dir: Path) -> dict:
+def _perf(job: dict, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
     """The performance job: the reference, the candidate and (when given) the task's best, timed
     interleaved in one window on the same inputs, every timed call's output checked against the
     reference's on the same inputs (a random sample of positions), then the re-checks."""
     spec = TaskSpec.from_dict(job["task"])
-    device = job.get("device", "cpu")
+    device = device_runtime.device
     trials = [Trial.from_dict(t) for t in job["trials"]]
     module = load_task_module(spec)
     eval_mode = bool(job.get("eval_mode"))  # the mode the reference is compared in
@@ -57,18 +55,18 @@ def _perf(job: dict, job_dir: Path) -> dict:
     if job.get("best"):
         # The task's best is loaded first: its model.py binds its own library at import time.
         try:
-            BestNew = _load_candidate({**job, **job["best"]}, job_dir, module_name="best_model")
+            BestNew = _load_candidate({**job, **job["best"]}, job_dir, device_runtime, module_name="best_model")
             sides["best"] = _instances(BestNew, module, trials, device, eval_mode)
         except Exception as exc:  # the best no longer loads here: time without it, and say so
             result["best_error"] = str(exc)[:300] if isinstance(exc, CandidateFailure) else _describe(exc)
-    ModelNew = _load_candidate(job, job_dir)
+    ModelNew = _load_candidate(job, job_dir, device_runtime)
     try:
         sides["candidate"] = _instances(ModelNew, module, trials, device, eval_mode)
     except Exception as exc:
         raise CandidateFailure("performance", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}") from exc
     runtime.reset_calls()
     try:
-        window, checks, recheck, input_bytes = _time_sides(sides, module, trials, job, device,
+        window, checks, recheck, input_bytes = _time_sides(sides, module, trials, job, device_runtime,
                                                            samples=int(job.get("check_samples", 1024)))
     except CandidateFailure:
         raise
@@ -145,7 +143,7 @@ def _poison(value: Any, protected: set[int]) -> None:
             _poison(v, protected)
 
 
-def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, device: str, *,
+def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, device_runtime: DeviceRuntime, *,
                 samples: int | None = 1024, checked: bool = True):
     """Time each side (``sides[name][k]`` runs on trial ``k``'s inputs) interleaved in one window.
 
@@ -162,10 +160,11 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
 
     Returns (the window, [(meta, expected, got)], the re-check report, the bytes of one input set)."""
     t = job["timing"]
+    device = device_runtime.device
     sets = [_to_device(make_inputs(module.get_inputs, tr), device) for tr in trials]
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in sets[0]]
-    flush = CacheFlusher(_flush_bytes(device, int(t["flush_bytes"])), device) if t.get("flush_bytes") else None
-    sync = _synchronize(device)
+    flush = CacheFlusher(device_runtime.flush_bytes(int(t["flush_bytes"])), device) if t.get("flush_bytes") else None
+    sync = device_runtime.synchronize
     rng = random.Random(os.urandom(16))
     rounds: dict[int, tuple[int, float]] = {}
     current = {"trial": 0}
@@ -220,10 +219,10 @@ def _time_sides(sides: dict[str, list], module, trials: list[Trial], job: dict, 
             return
         _poison(out, protected)
 
+    events = device_runtime.events() if _timer(job, device_runtime) == "events" else None
     window = time_interleaved({side: make_call(side) for side in sides}, before, warmup=int(t["warmup"]),
                               max_rounds=int(t["max_calls"]), budget_s=float(t["budget_s"]), synchronize=sync,
-                              after=after, events=_events(device) if _timer(job, device) == "events" else None,
-                              rng=rng)
+                              after=after, events=events, rng=rng)
     recheck = None
     if checked and "candidate" in sides:
         n = window.rounds

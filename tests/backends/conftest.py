@@ -21,3 +21,22 @@ def bare_env(tmp_path) -> dict[str, str]:
 @pytest.fixture
 def tool_bin(bare_env) -> Path:
     return Path(bare_env["PATH"])
+
+
+@pytest.fixture
+def on_host():
+    """``on_host(AscendRuntime, stream=...)``: a device runtime's declarations (its stream type, entry
+    names, status returns, workspace) with the host's tensors and a given stream getter, for device
+    libraries built for the CPU by the fake toolchains."""
+    from verifier.backends.base import DeviceRuntime
+
+    def make(runtime: type[DeviceRuntime], stream=lambda: 0) -> DeviceRuntime:
+        class Host(runtime):  # type: ignore[valid-type, misc]
+            device = "cpu"
+
+            def current_stream(self):
+                return stream
+
+        return Host()
+
+    return make

@@ -11,6 +11,7 @@ import pytest
 
 from verifier.backends.ascend import (
     AscendBackend,
+    AscendRuntime,
     asc_launch_source,
     build_commands,
     compile_definitions,
@@ -181,7 +182,7 @@ def test_device_errors_are_explained():
 
 @pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("cmake") or not shutil.which("g++"), reason="needs cmake and g++")
-def test_generated_project_builds_and_runs_with_a_host_stand_in(tmp_path):
+def test_generated_project_builds_and_runs_with_a_host_stand_in(tmp_path, on_host):
     """Through the real build gate: the generated CMakeLists.txt, cmake's configure/build/copy, the
     cached library and the ``lib.add(block_dim, ...)`` call with the stream filled in."""
     import torch
@@ -202,8 +203,8 @@ def test_generated_project_builds_and_runs_with_a_host_stand_in(tmp_path):
     assert again.cached and again.key == result.key
 
     streams = []
-    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], "cpu",
-                        lambda: streams.append(1) or 0)
+    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures],
+                        on_host(AscendRuntime, lambda: streams.append(1) or 0))
     x, y = torch.randn(1001), torch.randn(1001)
     z = torch.empty_like(x)
     lib.add(7, x, y, z, x.numel())                   # friendly name, stream filled in

@@ -27,6 +27,7 @@ import torch
 from verifier.backends.ascend import (
     ERROR_CODES,
     AscendBackend,
+    AscendRuntime,
     explain_error,
     l2_bytes,
     npu_l2_bytes,
@@ -158,8 +159,8 @@ def test_workspace_parameter_is_found_where_have_workspace_applies():
     assert workspace_index(Signature("k", "void", (Param("workspace", "uint8_t", True),))) is None
 
 
-def test_runtime_allocates_system_and_user_workspace(workspace_library):
-    lib = KernelLibrary(*workspace_library, "cpu", lambda: 0)
+def test_runtime_allocates_system_and_user_workspace(workspace_library, on_host):
+    lib = KernelLibrary(*workspace_library, on_host(AscendRuntime))
     a = torch.zeros(8, dtype=torch.uint8)
     tiling = torch.zeros(8, dtype=torch.int32)
     system = system_workspace_bytes("Ascend910B2")
@@ -247,14 +248,14 @@ def test_stream_sync_and_no_device_wordings():
 
 @pytest.mark.slow
 @needs_build_tools
-def test_an_entry_returns_the_launch_error_and_the_runtime_raises_it(tmp_path, monkeypatch):
+def test_an_entry_returns_the_launch_error_and_the_runtime_raises_it(tmp_path, monkeypatch, on_host):
     from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     result = build_candidate(backend_for(root, tmp_path), {"add.cpp": ADD}, tmp_path / "cache", sandbox=False)
     assert result.ok, result.log
     preload_acl_stubs(root)
-    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], "cpu", lambda: 0)
+    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], on_host(AscendRuntime))
     x = torch.randn(64)
     z = torch.empty_like(x)
     assert lib.add(4, x, x, z, x.numel()) == 0

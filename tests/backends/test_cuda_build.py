@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from verifier.backends.base import BuildPlanError
-from verifier.backends.cuda import CHECK_SYMBOL, CudaBackend
+from verifier.backends.cuda import CHECK_SYMBOL, CudaBackend, CudaRuntime
 from verifier.cdecl import DeclarationError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,7 +82,7 @@ def test_compile_errors_come_back_with_the_source_line(tmp_path):
 
 @needs_nvcc
 @pytest.mark.slow
-def test_launch_error_hook_is_exported_and_checked(tmp_path):
+def test_launch_error_hook_is_exported_and_checked(tmp_path, on_host):
     """The library exports the last-error hook; the runtime calls it after each launcher. Without a
     GPU driver the hook reports CUDA's own error, which the runtime raises with CUDA's words."""
     from verifier.build import build_candidate
@@ -94,7 +94,7 @@ def test_launch_error_hook_is_exported_and_checked(tmp_path):
     import ctypes
 
     assert hasattr(ctypes.CDLL(str(result.library)), CHECK_SYMBOL)
-    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], "cuda", lambda: 0)
+    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], on_host(CudaRuntime))
     try:
         lib.relu_forward(None, None, 0)  # n = 0: launches nothing
     except KernelCallError as exc:       # no usable driver here

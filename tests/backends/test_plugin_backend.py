@@ -17,7 +17,9 @@ PLUGIN = '''
 """A CPU backend built by clang++ (g++ where clang++ is not installed): everything it declares."""
 import functools
 import shutil
+import time
 
+from verifier.backends.base import DeviceRuntime
 from verifier.backends.cpu import CpuBackend
 
 
@@ -29,6 +31,27 @@ class ClangBackend(CpuBackend):
     @functools.cached_property
     def compiler(self):
         return shutil.which("clang++") or shutil.which("g++")
+
+
+class HostEvent:
+    def record(self):
+        self.t = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.t - self.t) * 1e3
+
+
+class EventRuntime(DeviceRuntime):
+    """The host timed by (start, end) event pairs, the way a device is."""
+
+    def events(self):
+        return lambda: (HostEvent(), HostEvent())
+
+
+class ClangEventsBackend(ClangBackend):
+    name = "cpu-clang-events"
+    timer = "events"
+    device_runtime = EventRuntime
 '''
 
 SEED = """---
@@ -53,7 +76,9 @@ def plugin(tmp_path, monkeypatch):
     (site / "evokernel_clang-0.1.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: evokernel-clang\nVersion: 0.1\n")
     (site / "evokernel_clang-0.1.dist-info" / "entry_points.txt").write_text(
-        "[evokernel.backends]\ncpu-clang = evokernel_clang:ClangBackend\n")
+        "[evokernel.backends]\ncpu-clang = evokernel_clang:ClangBackend\n"
+        "cpu-clang-events = evokernel_clang:ClangEventsBackend\n")
+    monkeypatch.setenv("PYTHONPATH", str(site))   # where the worker imports the plugin's device runtime from
     monkeypatch.syspath_prepend(str(site))
     importlib.invalidate_caches()
     yield "cpu-clang"
@@ -94,3 +119,26 @@ def test_the_verifier_runs_every_gate_on_the_plugin_backend(plugin, fast_config,
         assert bad.failed_gate == "correctness"
     finally:
         v.close()
+
+
+@pytest.mark.slow
+def test_the_worker_drives_the_device_through_the_runtime_the_plugin_declares(plugin, fast_config, tmp_path,
+                                                                             make_candidate, suite):
+    """The job names the backend's device runtime and the worker makes that one: this plugin's times
+    calls by event pairs, so the window's clock is "events" (the built-in CPU's is the wall clock).
+    The plugin lives in pytest's /tmp, which the sandbox replaces with a private one; an installed
+    plugin is in site-packages, which the sandbox shows: so this one job runs unconfined."""
+    from verifier.backends import runtime_target
+    from verifier.verify import Verifier
+
+    assert runtime_target(__import__("evokernel_clang").ClangEventsBackend) == "evokernel_clang:EventRuntime"
+    clocks = {}
+    for name in (plugin, "cpu-clang-events"):
+        v = Verifier(name, fast_config.model_copy(update={"use_bwrap": False}), cache_dir=tmp_path / name)
+        try:
+            out = v.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.RELU)))
+            assert out.feasible, out.message
+            clocks[name] = out.gate("performance").details["timing"]["clock"]
+        finally:
+            v.close()
+    assert clocks == {plugin: "wall", "cpu-clang-events": "events"}

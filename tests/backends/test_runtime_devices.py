@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from verifier.runtime import KernelCallError, KernelLibrary, backend_for
+from verifier.backends import backend_for
+from verifier.backends.ascend import AscendRuntime
+from verifier.backends.cuda import CudaRuntime
+from verifier.runtime import KernelCallError, KernelLibrary
 
 SOURCE = r'''
 #include <cstdint>
@@ -36,16 +39,16 @@ def lib_path(tmp_path_factory):
     return str(result.library), [s.to_dict() for s in result.signatures]
 
 
-def test_trailing_stream_is_filled_in(lib_path):
-    lib = KernelLibrary(*lib_path, "cpu", lambda: 1234)
+def test_trailing_stream_is_filled_in(lib_path, on_host):
+    lib = KernelLibrary(*lib_path, on_host(CudaRuntime, lambda: 1234))
     x = torch.randn(10)
     y = torch.empty_like(x)
     lib.scale_tail(x, y, 2.0, x.numel())
     assert torch.equal(y, 2 * x) and lib.seen_stream() == 1234
 
 
-def test_ascend_entry_by_kernel_name_with_the_stream_in_second_place(lib_path):
-    lib = KernelLibrary(*lib_path, "cpu", lambda: 77)
+def test_ascend_entry_by_kernel_name_with_the_stream_in_second_place(lib_path, on_host):
+    lib = KernelLibrary(*lib_path, on_host(AscendRuntime, lambda: 77))
     x = torch.randn(10)
     y = torch.empty_like(x)
     assert lib.scale(8, x, y, 3.0, x.numel()) == 0
@@ -54,23 +57,32 @@ def test_ascend_entry_by_kernel_name_with_the_stream_in_second_place(lib_path):
     assert lib.seen_stream() == 5
 
 
-def test_failed_ascend_launch_raises_with_its_code(lib_path):
-    lib = KernelLibrary(*lib_path, "cpu", lambda: 0)
+def test_failed_ascend_launch_raises_with_its_code(lib_path, on_host):
+    lib = KernelLibrary(*lib_path, on_host(AscendRuntime))
     x = torch.randn(4)
     with pytest.raises(KernelCallError, match=r"aclrtlaunch_scale\(\) returned 507015"):
         lib.scale(0, x, torch.empty_like(x), 1.0, 4)
 
 
-def test_wrong_argument_count_mentions_the_optional_stream(lib_path):
-    lib = KernelLibrary(*lib_path, "cpu", lambda: 0)
+def test_wrong_argument_count_mentions_the_optional_stream(lib_path, on_host):
+    lib = KernelLibrary(*lib_path, on_host(AscendRuntime))
     with pytest.raises(KernelCallError, match=r"takes 6 arguments .* got 3 \(the stream may be left out\)"):
         lib.scale(1, torch.zeros(1), torch.zeros(1))
 
 
 def test_tensors_on_the_wrong_device_are_refused(lib_path):
-    lib = KernelLibrary(*lib_path, "npu", lambda: 0)
+    lib = KernelLibrary(*lib_path, AscendRuntime())
     with pytest.raises(KernelCallError, match="tensor is on cpu, the kernel needs npu"):
-        lib.scale(1, torch.zeros(4), torch.zeros(4), 1.0, 4)
+        lib.aclrtlaunch_scale(1, 0, torch.zeros(4), torch.zeros(4), 1.0, 4)   # the stream given: no torch_npu
+
+
+def test_the_host_runtime_fills_in_no_stream_and_knows_no_entry_names(lib_path):
+    """What the stream and entry names mean is the device runtime's: the host's declares neither."""
+    lib = KernelLibrary(*lib_path)
+    with pytest.raises(KernelCallError, match=r"takes 5 arguments .* got 4$"):
+        lib.scale_tail(torch.zeros(1), torch.zeros(1), 1.0, 1)
+    with pytest.raises(AttributeError, match="no extern \"C\" function 'scale'"):
+        _ = lib.scale
 
 
 def test_load_outside_the_verifier_picks_the_backend_from_the_sources():
@@ -118,8 +130,25 @@ def test_escaped_work_is_flagged_by_the_gap_between_events_and_wall_clock():
 
 
 def test_worker_flush_size_per_device():
+    from verifier.backends import backend_runtime
     from verifier.backends.ascend import DEFAULT_L2_BYTES
-    from verifier.worker_common import _flush_bytes
 
-    assert _flush_bytes("cpu", 12345) == 12345
-    assert _flush_bytes("npu", 1) == 2 * DEFAULT_L2_BYTES   # no torch_npu here: the largest known L2
+    assert backend_runtime("cpu").flush_bytes(12345) == 12345
+    assert backend_runtime("ascend").flush_bytes(1) == 2 * DEFAULT_L2_BYTES   # no torch_npu here: the largest L2
+
+
+def test_each_backend_declares_its_device_runtime_and_jobs_carry_it():
+    """The device knowledge (stream type, entries, preloaded modules) is the backend's runtime's; a job
+    names it by ``module:Class`` and the worker makes that one."""
+    from verifier.backends import DeviceRuntime, backend_class, load_runtime, runtime_target
+
+    assert runtime_target(backend_class("cpu")) == "verifier.backends.base:DeviceRuntime"
+    cuda, ascend = (load_runtime(runtime_target(backend_class(n))) for n in ("cuda", "ascend"))
+    assert (cuda.device, cuda.stream_type, cuda.entry_prefix, cuda.modules) == ("cuda", "cudaStream_t", "", ())
+    assert (ascend.device, ascend.stream_type, ascend.modules) == ("npu", "aclrtStream", ("torch_npu",))
+    assert ascend.entry_prefix == "aclrtlaunch_"
+    assert type(load_runtime("")) is DeviceRuntime and DeviceRuntime().events() is None
+    with pytest.raises(ImportError, match="no_such_module:Runtime cannot be imported"):
+        load_runtime("no_such_module:Runtime")
+    with pytest.raises(ImportError, match="is not a device runtime"):
+        load_runtime("verifier.backends.cpu:CpuBackend")

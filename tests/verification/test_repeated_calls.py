@@ -138,6 +138,7 @@ def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(sui
 
     import torch
 
+    from verifier.backends import DeviceRuntime
     from verifier.inputs import make_inputs, trial_plan
     from verifier.task import load_task_module
     from verifier.worker import _time_sides
@@ -158,7 +159,7 @@ def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(sui
     exact = {hashlib.sha1(make_inputs(module.get_inputs, t)[0].numpy().tobytes()).hexdigest() for t in trials}
     job = {"timing": {"warmup": 2, "max_calls": 8, "budget_s": 0.0, "flush_bytes": 0}}
     sides = {s: [Recorder(s, 0), Recorder(s, 1)] for s in ("reference", "candidate")}
-    window, captured, recheck, _ = _time_sides(sides, module, trials, job, "cpu", samples=64)
+    window, captured, recheck, _ = _time_sides(sides, module, trials, job, DeviceRuntime(), samples=64)
     n = window.rounds
     assert n >= 5 and len(seen) == 2 * 2 + 2 * n + 4
     assert not exact & {h for _, _, h in seen}                   # never a trial's exact inputs

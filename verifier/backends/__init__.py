@@ -14,7 +14,7 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from verifier.backends.base import Backend, BuildPlan, BuildPlanError, KernelRules, Toolchain
+from verifier.backends.base import Backend, BuildPlan, BuildPlanError, DeviceRuntime, KernelRules, Toolchain
 from verifier.errors import UnknownBackend
 
 BACKENDS: dict[str, str] = {
@@ -91,6 +91,43 @@ def source_suffix(name: str) -> str:
     return suffixes[0]
 
 
-__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "KernelRules", "Toolchain", "backend_class",
-           "backend_device", "backend_names", "backend_table", "declared", "display_name", "get_backend",
-           "source_suffix"]
+def runtime_target(backend: Backend | type[Backend]) -> str:
+    """The ``module:Class`` of the backend's device runtime: what a job carries to the worker, which
+    makes its own (``load_runtime``). The host's runtime for a backend that declares none."""
+    cls: type[DeviceRuntime] = getattr(backend, "device_runtime", DeviceRuntime)
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def load_runtime(target: str = "") -> DeviceRuntime:
+    """A device runtime from its ``module:Class`` (the host's for ""). Raises ``ImportError`` naming
+    the target when it cannot be imported or is not a runtime."""
+    if not target:
+        return DeviceRuntime()
+    module_name, _, cls_name = target.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise ImportError(f"the device runtime {target} cannot be imported: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, DeviceRuntime)):
+        raise ImportError(f"{target} is not a device runtime (verifier.backends.base.DeviceRuntime)")
+    return cls()
+
+
+def backend_runtime(name: str) -> DeviceRuntime:
+    """The device runtime the backend called ``name`` declares (the host's when it declares none)."""
+    return load_runtime(runtime_target(backend_class(name)))
+
+
+def backend_for(files: dict[str, str]) -> str:
+    """The backend a folder's files (name -> text) are written for: the first in the table that claims
+    them (``.cu`` sources: cuda; ``__aicore__`` kernels: ascend), else "cpu"."""
+    for name in backend_table():
+        claims = declared(name, "claims")
+        if name != "cpu" and claims is not None and claims(files):
+            return name
+    return "cpu"
+
+
+__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules", "Toolchain",
+           "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime", "backend_table",
+           "declared", "display_name", "get_backend", "load_runtime", "runtime_target", "source_suffix"]

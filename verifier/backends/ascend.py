@@ -21,16 +21,17 @@ samples. Discovery lives in ``verifier.toolchains``; this module is the one plac
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
+from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
 from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
 from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend, npu_arch
@@ -244,9 +245,33 @@ def workspace_index(sig: Signature) -> int | None:
     return at if at >= 2 and names[at] == "workspace" and sig.params[at].pointer else None
 
 
-def workspace_converter(sig: Signature, index: int, where: str, device: str) -> WorkspaceArgument | None:
-    """The runtime's converter for argument ``index`` of ``sig`` when it is the workspace, else None."""
-    return WorkspaceArgument(where, device) if workspace_index(sig) == index else None
+class AscendRuntime(TorchDeviceRuntime):
+    """An NPU through torch_npu (``torch.npu``), imported and the device selected before each job. The
+    ``aclrtStream`` is the current stream's ``npu_stream`` (reading it drains torch_npu's task queue,
+    so queued fills and events are issued before the kernel); a kernel ``k`` is also callable by the
+    name of its entry ``aclrtlaunch_k``, whose non-zero return is a failed launch; the workspace
+    argument is the user bytes, allocated with the system workspace in front; the flush is twice the
+    NPU's L2."""
+
+    device = "npu"
+    module_name = "npu"
+    stream_handle = "npu_stream"
+    stream_type = "aclrtStream"
+    entry_prefix = ENTRY_PREFIX
+    modules = ("torch_npu",)
+
+    def prepare(self) -> None:
+        import torch_npu  # noqa: F401  (registers torch.npu)
+
+        self.module().set_device(0)
+
+    def flush_bytes(self, requested: int) -> int:
+        return 2 * npu_l2_bytes()
+
+    def argument(self, sig: Signature, index: int, where: str) -> tuple[Any, Callable[[Any], Any]] | None:
+        if workspace_index(sig) != index:
+            return None
+        return ctypes.c_void_p, WorkspaceArgument(where, self.device)
 
 
 def ascendc_cmake_project(install: CannInstall, soc: str, sources: list[str], definitions: list[str]) -> str:
@@ -368,6 +393,11 @@ class AscendBackend:
     process_model = "spawn"
     timer = "events"
     kernel_rules = KERNEL_RULES
+    device_runtime = AscendRuntime
+
+    @classmethod
+    def claims(cls, files: dict[str, str]) -> bool:
+        return any(name.endswith(cls.source_suffixes) and "__aicore__" in text for name, text in files.items())
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,

@@ -1,4 +1,5 @@
-"""The verifier backend seam: what each backend declares. A new backend is one module here plus one
+"""The verifier backend seam: what each backend declares, its device runtime (``DeviceRuntime``: how
+the worker drives the device) included. A new backend is one module here (or a plugin's) plus one
 seed-knowledge folder under ``core/knowledge/<name>/``.
 
 Every backend keeps the same candidate and runtime contract: kernel sources built into one shared
@@ -8,9 +9,10 @@ backends with the current stream filled in.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from verifier.cdecl import Signature
@@ -69,6 +71,82 @@ class KernelRules:
     launch_needs_stream: bool = False               # every <<<...>>> launch must name the launcher's stream
 
 
+class DeviceRuntime:
+    """How the sandboxed worker and ``verifier.runtime`` drive a backend's device: the device's
+    synchronisation, its timing events, its current stream, the cache-flush size, and what a launch
+    of the candidate's library needs besides converted arguments. A backend names its class as
+    ``device_runtime``; a job carries that class's ``module:Class`` (``runtime_target``), and the worker
+    makes one per job. This base class is the host's (the CPU's): nothing to synchronise, no events,
+    no stream; the flush is the requested size (twice the CPU's last-level cache).
+
+    Every method imports torch (and a device extension) only when called: the harness reads the class
+    declarations without importing either."""
+
+    device: ClassVar[str] = "cpu"              # torch device type of the tensors a launcher takes
+    stream_type: ClassVar[str | None] = None   # the C type of the stream parameter the runtime fills in
+    entry_prefix: ClassVar[str] = ""           # launch entries named prefix + kernel (callable by the kernel's
+                                               # name); a non-void return of one is a status: non-zero fails
+    modules: ClassVar[tuple[str, ...]] = ()    # imported before the device is used (torch_npu)
+
+    def prepare(self) -> None:
+        """Once per job, before any tensor is made (select the device)."""
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device (every stream)."""
+
+    def stream_synchronize(self) -> None:
+        """Wait for the current stream only: all a caller reading the outputs may rely on."""
+
+    def events(self) -> Callable[[], tuple[Any, Any]] | None:
+        """A maker of (start, end) timing events on the current stream, or None (timed by the wall clock)."""
+        return None
+
+    def current_stream(self) -> Callable[[], int] | None:
+        """A getter of the current stream's handle, read at each launch; None without streams."""
+        return None
+
+    def flush_bytes(self, requested: int) -> int:
+        """Bytes to overwrite before each timed call; ``requested`` is twice the host's last-level cache."""
+        return requested
+
+    def launch_check(self, library: Any) -> Callable[[str], None] | None:
+        """A check run after each launch of ``library`` (a ctypes CDLL) that raises on a failed launch."""
+        return None
+
+    def argument(self, sig: Signature, index: int, where: str) -> tuple[Any, Callable[[Any], Any]] | None:
+        """(ctypes type, converter) for argument ``index`` of ``sig`` when the device treats it specially
+        (Ascend's workspace); None for the usual conversion."""
+        return None
+
+
+class TorchDeviceRuntime(DeviceRuntime):
+    """A device driven through a torch device module (``torch.cuda``, ``torch.npu``): device-wide and
+    current-stream synchronisation and timing events come from the module; a subclass names it and
+    its stream handle's attribute."""
+
+    module_name: ClassVar[str] = ""      # "cuda" -> torch.cuda
+    stream_handle: ClassVar[str] = ""    # the current stream's attribute holding the raw handle
+
+    def module(self) -> Any:
+        import torch
+
+        return getattr(torch, self.module_name)
+
+    def synchronize(self) -> None:
+        self.module().synchronize()
+
+    def stream_synchronize(self) -> None:
+        self.module().current_stream().synchronize()
+
+    def events(self) -> Callable[[], tuple[Any, Any]]:
+        module = self.module()
+        return lambda: (module.Event(enable_timing=True), module.Event(enable_timing=True))
+
+    def current_stream(self) -> Callable[[], int]:
+        # resolved at each launch: a library may be loaded before the device extension is
+        return lambda: int(getattr(self.module().current_stream(), self.stream_handle))
+
+
 class BuildPlanError(ValueError):
     """The candidate cannot be built as written (a build-gate failure with this message)."""
 
@@ -84,6 +162,12 @@ class Backend(Protocol):
     process_model: str                 # "fork": jobs fork from a warm server; "spawn": a fresh interpreter per job
     timer: str                         # "wall" (perf_counter around a synchronised call) or "events" (device events)
     kernel_rules: KernelRules | None   # device anti-hack rules on kernel sources; None: the common ones only
+    device_runtime: type[DeviceRuntime]  # how the worker drives the device (sync, events, stream, flush size)
+
+    @classmethod
+    def claims(cls, files: dict[str, str]) -> bool:
+        """Whether a folder's files (name -> text) are written for this backend: how ``verifier.runtime.load``
+        picks the recipe outside the verifier. The CPU claims what no other backend does."""
 
     def toolchain(self) -> Toolchain:
         """Discover the compiler/SDK and device; never raises. Cached: call it as often as needed."""

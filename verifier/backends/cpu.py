@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from verifier.backends.base import BuildPlan, Toolchain
+from verifier.backends.base import BuildPlan, DeviceRuntime, Toolchain
 from verifier.cdecl import Signature, parse_extern_c
 from verifier.linkage import LinkPolicy
 from verifier.machine import cpu_model
@@ -28,6 +28,11 @@ class CpuBackend:
     process_model = "fork"   # torch is imported once in the fork server; each job is a forked child
     timer = "wall"
     kernel_rules = None      # the common kernel-source rules are the CPU's
+    device_runtime = DeviceRuntime   # the host: nothing to synchronise, the wall clock, no stream
+
+    @classmethod
+    def claims(cls, files: dict[str, str]) -> bool:
+        return False         # the CPU builds what no other backend claims
 
     @functools.cached_property
     def compiler(self) -> str | None:

@@ -10,13 +10,15 @@ outputs unwritten. Discovery lives in ``verifier.toolchains``.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import glob
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
-from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain
+from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
 from verifier.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
 from verifier.linkage import LinkPolicy
 from verifier.toolchains import CudaFindings, discover_cuda
@@ -92,6 +94,46 @@ KERNEL_RULES = KernelRules(
 )
 
 
+# The cache-flush buffer when the device does not report its L2 (twice the largest L2 shipped so far).
+DEFAULT_FLUSH_BYTES = 256 << 20
+
+
+class CudaRuntime(TorchDeviceRuntime):
+    """A CUDA GPU through ``torch.cuda``: the trailing ``cudaStream_t`` is the current stream's
+    ``cuda_stream``, the flush is twice the device's L2, and after each launch the library's own
+    ``cudaGetLastError()`` (the generated ``CHECK_SYMBOL``) is asked for a launch error."""
+
+    device = "cuda"
+    module_name = "cuda"
+    stream_handle = "cuda_stream"
+    stream_type = "cudaStream_t"
+
+    def flush_bytes(self, requested: int) -> int:
+        cuda = self.module()
+        props = cuda.get_device_properties(cuda.current_device())
+        l2 = int(getattr(props, "L2_cache_size", 0) or 0)
+        return 2 * l2 if l2 else DEFAULT_FLUSH_BYTES
+
+    def launch_check(self, library: Any) -> Callable[[str], None] | None:
+        try:
+            last_error = getattr(library, CHECK_SYMBOL)
+        except AttributeError:   # a library not built by this backend's recipe (a hand-built one)
+            return None
+        last_error.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        last_error.restype = ctypes.c_int
+
+        def check(name: str) -> None:
+            from verifier.runtime import KernelCallError
+
+            buf = ctypes.create_string_buffer(256)
+            code = last_error(buf, len(buf))
+            if code:
+                text = buf.value.decode(errors="replace")
+                raise KernelCallError(f"{name}(): CUDA error {code} after the launch: {text}")
+
+        return check
+
+
 class CudaBackend:
     name = "cuda"
     display_name = "NVIDIA GPU (CUDA C++, built by nvcc)"
@@ -103,6 +145,11 @@ class CudaBackend:
     process_model = "spawn"
     timer = "events"
     kernel_rules = KERNEL_RULES
+    device_runtime = CudaRuntime
+
+    @classmethod
+    def claims(cls, files: dict[str, str]) -> bool:
+        return any(name.endswith(cls.source_suffixes) for name in files)
 
     def __init__(self, env: Mapping[str, str] | None = None, *, system_root: str = "/", python: str | None = None,
                  arch: str | None = None, probe_torch: bool = True):
