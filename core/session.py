@@ -17,7 +17,7 @@ from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
 from core.llm import OpenAIClient
-from core.tasks import Suite, Task, load_suite, scale_task
+from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
 from core.verification import open_verifier
 from core.watcher import EditWatcher
 from core.workspace import Workspace
@@ -122,7 +122,7 @@ class Session:
         scale = scale if scale is not None else self.config.size_scale
         # "auto" measures the reference: with the verifier's thread count, so the window it sizes for is
         # the one verification times in, and cached in the workspace, so a resumed run sizes the same
-        probe = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
+        probe: ProbeOptions = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
             if scale == "auto" else {}
         return [scale_task(t, scale, **probe) for t in self.suite(suite).select(ids, level)]
 
