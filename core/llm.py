@@ -15,7 +15,7 @@ import json
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.config import LLMConfig
 from core.errors import LLMError
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from openai.types.chat import ChatCompletionMessageParam
 
 
+Role = Literal["system", "user", "assistant"]
+Message = tuple[Role, str]   # (role, content): what a prompt is made of
+
+
 class BudgetExceeded(LLMError):
     """The run's token or cost budget is spent."""
 
@@ -32,7 +36,7 @@ class BudgetExceeded(LLMError):
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
-    messages: tuple[tuple[str, str], ...]        # (role, content)
+    messages: tuple[Message, ...]
     temperature: float = 0.7
     max_tokens: int = 4096
     sample: str = ""                               # tells samples apart: "<run>:<task>:<iteration>"
@@ -270,12 +274,10 @@ def _short(exc: Exception) -> str:
     return " ".join(text.split())[:200]
 
 
-def _sdk_message(role: str, content: str) -> ChatCompletionMessageParam:
-    """One (role, content) pair of a request as the SDK's message record."""
+def _sdk_message(role: Role, content: str) -> ChatCompletionMessageParam:
+    """One (role, content) pair of a request as the SDK's message record (one record type per role)."""
     if role == "system":
         return {"role": "system", "content": content}
     if role == "user":
         return {"role": "user", "content": content}
-    if role == "assistant":
-        return {"role": "assistant", "content": content}
-    raise ValueError(f"unknown chat role {role!r} (the prompts write system, user and assistant)")  # our bug
+    return {"role": "assistant", "content": content}

@@ -24,6 +24,7 @@ from verifier.outcome import speed_words
 from verifier.task import TaskSpec
 
 if TYPE_CHECKING:
+    from core.llm import Message
     from verifier.roofline import RooflineMeter
 
 MAX_PROMPT_CHARS = 48_000
@@ -356,7 +357,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
-                 memory: Sequence[Experience], *, facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                 memory: Sequence[Experience], *, facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a first correct kernel."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
@@ -392,7 +393,7 @@ def _tried(children: Sequence[Experience], start: Experience) -> str:
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, children: Sequence[Experience],
                   best_ms: float | None, *, best: Experience | None = None,
-                  facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                  facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it differs)."""
     facts = _facts(facts, backend)
     start_text = f"## Start point [mem:{start.id}]: {verdict(start.outcome)}"
@@ -428,7 +429,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
 
 
 def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
-                    best: Experience | None, *, facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                    best: Experience | None, *, facts: PromptFacts | None = None) -> list[Message]:
     """The refinement baseline: feedback from the last attempt only, no shared memory."""
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task)]
