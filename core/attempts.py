@@ -7,13 +7,18 @@ Read-only and quick (a few LMDB reads); safe from any thread. Nothing here knows
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
 
 __all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_with_parent",
            "default_attempt", "gate_states", "task_rows"]
 from verifier.outcome import GATES
+
+if TYPE_CHECKING:
+    from core.tasks import Task
 
 ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace")
 
@@ -59,13 +64,13 @@ class AttemptLine:
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
 
 
-def gate_states(outcome: dict | None) -> tuple[tuple[str, str], ...]:
+def gate_states(outcome: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
     """Every gate's status, in order; gates an outcome does not mention count as skipped."""
     found = {g.get("name"): g.get("status", "skipped") for g in (outcome or {}).get("gates", [])}
     return tuple((g, found.get(g, "skipped")) for g in GATES)
 
 
-def task_rows(store: Store, tasks: list, budget: int, runs: list[RunRecord] | None = None) -> list[TaskRow]:
+def task_rows(store: Store, tasks: Sequence[Task], budget: int, runs: list[RunRecord] | None = None) -> list[TaskRow]:
     """The task table: each task's stage and best result from the store, progress from its latest run."""
     runs = runs if runs is not None else store.list_runs()
     latest: dict[str, RunRecord] = {}

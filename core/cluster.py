@@ -4,11 +4,14 @@ whose news (nodes joining or lost, waiting for workers) becomes ``ClusterChanged
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core import events as ev
 from core.config import Config
 from core.workspace import Workspace
+
+if TYPE_CHECKING:
+    from verifier.cluster import ClusterVerifier
 
 
 class StatusRelay:
@@ -34,7 +37,7 @@ class StatusRelay:
         self.bus.emit(event)
 
 
-def open_cluster_verifier(workspace: Workspace, config: Config, relay: StatusRelay) -> Any:
+def open_cluster_verifier(workspace: Workspace, config: Config, relay: StatusRelay) -> ClusterVerifier:
     """A ``ClusterVerifier`` for the configured backend and cluster; says how many nodes can verify."""
     from verifier.cluster import ClusterVerifier
 

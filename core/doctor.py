@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from verifier.backends import backend_names
@@ -39,7 +40,8 @@ def backend_report(name: str) -> dict[str, Any]:
     }
 
 
-def machine_report(threads: int | None = None, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
+def machine_report(threads: int | None = None, cache_dir: str | Path | None = None,
+                   remeasure: bool = False) -> dict[str, Any]:
     """The CPU as prompts describe it (ISA, caches, threads) and its roofline ceilings: STREAM triad
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
@@ -62,7 +64,8 @@ def machine_report(threads: int | None = None, cache_dir=None, remeasure: bool =
             "problem": "; ".join(meter.problems) if ceilings is None else ""}
 
 
-def diagnose(names: list[str] | None = None, *, cache_dir=None, remeasure: bool = False) -> dict[str, Any]:
+def diagnose(names: list[str] | None = None, *, cache_dir: str | Path | None = None,
+             remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
     from verifier.linkage import link_check_status
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status

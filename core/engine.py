@@ -36,6 +36,7 @@ from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
+from verifier.outcome import GateResult
 from verifier.protocol import VerificationCancelled, VerifierProtocol
 from verifier.reference import ReferenceFailed
 
@@ -65,7 +66,7 @@ class Engine:
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
         self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
-        self._facts_ready: asyncio.Future | None = None
+        self._facts_ready: asyncio.Future[None] | None = None
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -74,7 +75,8 @@ class Engine:
         self._stop.set()
 
     async def run(self, tasks: list[Task], *, method: str = "evokernel", iterations: int | None = None,
-                  resume: RunRecord | None = None, seed: int = 0, run_config: dict | None = None) -> RunRecord:
+                  resume: RunRecord | None = None, seed: int = 0,
+                  run_config: dict[str, Any] | None = None) -> RunRecord:
         """Run ``method`` over ``tasks`` for ``iterations`` verifier calls each (or continue ``resume``)."""
         if method not in METHODS:
             raise EvoKernelError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
@@ -144,7 +146,8 @@ class Engine:
 
     # -- the loop -------------------------------------------------------------------------------
 
-    def _new_run(self, tasks: list[Task], method: str, iterations: int, seed: int, extra: dict | None) -> RunRecord:
+    def _new_run(self, tasks: list[Task], method: str, iterations: int, seed: int,
+                 extra: dict[str, Any] | None) -> RunRecord:
         run_id = time.strftime("%Y%m%d-%H%M%S-") + hashlib.sha1(str(time.time_ns()).encode()).hexdigest()[:4]
         config = {"iterations": iterations, "seed": seed, "backend": self.backend,
                   "model": self.llm.model if self.llm is not None else "",
@@ -246,7 +249,7 @@ class Engine:
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
 
-        def on_gate(g) -> None:
+        def on_gate(g: GateResult) -> None:
             loop.call_soon_threadsafe(self.bus.emit, ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
 
         async with self._verify_slots:

@@ -15,10 +15,18 @@ import json
 import random
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from core.config import LLMConfig
 from core.errors import LLMError
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
+
+Role = Literal["system", "user", "assistant"]
+Message = tuple[Role, str]   # (role, content): what a prompt is made of
 
 
 class BudgetExceeded(LLMError):
@@ -28,7 +36,7 @@ class BudgetExceeded(LLMError):
 @dataclass(frozen=True)
 class ChatRequest:
     model: str
-    messages: tuple[tuple[str, str], ...]        # (role, content)
+    messages: tuple[Message, ...]
     temperature: float = 0.7
     max_tokens: int = 4096
     sample: str = ""                               # tells samples apart: "<run>:<task>:<iteration>"
@@ -57,8 +65,10 @@ class ChatAnswer:
 
 
 class ResponseCache(Protocol):
-    def cache_get(self, key: str) -> dict | None: ...
-    def cache_put(self, key: str, value: dict) -> None: ...
+    """Where answers are kept by request key (the store): JSON-like records, ChatAnswer.to_dict() and aliases."""
+
+    def cache_get(self, key: str) -> dict[str, Any] | None: ...
+    def cache_put(self, key: str, value: dict[str, Any]) -> None: ...
 
 
 @dataclass
@@ -119,9 +129,9 @@ class OpenAIClient:
         self.usage = usage or Usage(token_budget=config.token_budget, cost_budget=config.cost_budget)
         self._backoff = config.backoff_s
         self._sem = asyncio.Semaphore(config.concurrency)
-        self._client = None
+        self._client: AsyncOpenAI | None = None
 
-    def _sdk(self):
+    def _sdk(self) -> AsyncOpenAI:
         if self._client is None:
             from openai import AsyncOpenAI
 
@@ -155,7 +165,7 @@ class OpenAIClient:
             await asyncio.to_thread(self._remember, key, request, answer)
         return answer
 
-    def _cached(self, key: str, request: ChatRequest) -> dict | None:
+    def _cached(self, key: str, request: ChatRequest) -> dict[str, Any] | None:
         """The cached answer to ``request``; when replaying, also the answer recorded for the same
         sample (run, task, iteration) even if the prompt differs (timing noise can change a choice)."""
         cache = self.cache
@@ -193,11 +203,12 @@ class OpenAIClient:
     async def _once(self, request: ChatRequest) -> ChatAnswer:
         import openai
 
+        messages = [_sdk_message(role, content) for role, content in request.messages]
         started = time.perf_counter()
         try:
             resp = await self._sdk().chat.completions.create(
                 model=request.model,
-                messages=[{"role": r, "content": c} for r, c in request.messages],
+                messages=messages,
                 temperature=request.temperature,
                 max_tokens=request.max_tokens,
             )
@@ -261,3 +272,12 @@ def _retry_after(exc: Any) -> float | None:
 def _short(exc: Exception) -> str:
     text = str(getattr(exc, "message", "") or exc)
     return " ".join(text.split())[:200]
+
+
+def _sdk_message(role: Role, content: str) -> ChatCompletionMessageParam:
+    """One (role, content) pair of a request as the SDK's message record (one record type per role)."""
+    if role == "system":
+        return {"role": "system", "content": content}
+    if role == "user":
+        return {"role": "user", "content": content}
+    return {"role": "assistant", "content": content}

@@ -24,6 +24,7 @@ from verifier import Outcome
 
 if TYPE_CHECKING:
     from core.engine import Engine
+    from core.llm import Message
 
 MAX_RULES = 5
 
@@ -37,7 +38,7 @@ class Attempt:
     stage: str
     context: list[Experience] = field(default_factory=list)
     start: Experience | None = None
-    messages: list[tuple[str, str]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     files: dict[str, str] = field(default_factory=dict)
     cited: list[str] = field(default_factory=list)
     outcome: Outcome | None = None

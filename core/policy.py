@@ -24,6 +24,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from store import Experience
 
@@ -91,7 +92,7 @@ def draft_reward(feasible: bool) -> float:
 UNPAIRED_BAND = 0.15
 
 
-def gain_over_best(outcome: dict, best_outcome: dict | None) -> tuple[float | None, str]:
+def gain_over_best(outcome: dict[str, Any], best_outcome: dict[str, Any] | None) -> tuple[float | None, str]:
     """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
     timing window when the best was timed beside it, else the ratio of the two speedups over the
     reference (each from its own window) with a wide noise band; (None, "") with nothing to compare."""
@@ -119,7 +120,7 @@ MIN_STATS_FOR_SCALING = 5
 MIN_SCALE = 0.05       # never divide by less: a run of tiny gains does not blow every reward up to 1
 
 
-def scale(raw: float, stats: dict) -> float:
+def scale(raw: float, stats: dict[str, Any]) -> float:
     """Scale a feasible raw reward by the root mean square of past significant raws (``stats``:
     count, mean, var over them), without subtracting the mean: the sign never changes, noise (0)
     stays 0, and the result is clipped to [-0.9, 1] so a slow but correct variant still scores above

@@ -11,9 +11,10 @@ import json
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from core.sizing import (
     CALL_CAP_S,
@@ -27,12 +28,31 @@ from core.sizing import (
 )
 from verifier.task import TaskSpec, load_task_module, size_constants
 
+if TYPE_CHECKING:
+    import torch
+    from torch._ops import OpOverload
+
+
+class Timing(TypedDict):
+    """One spec's reference timed (:func:`time_reference`)."""
+
+    ms: float                    # the geometric mean over the cases
+    case_ms: list[float]
+    ops: dict[str, int]          # aten ops of the first case's forward (empty unless traced)
+    on_cpu: NotRequired[float]   # the share of the best call's wall time its threads ran (1.0 when absent)
+
+
+class Measure(Protocol):
+    """Times one spec: :func:`time_reference`, or a test's script of the times a busy machine gives."""
+
+    def __call__(self, spec: TaskSpec, threads: int, call_cap_s: float, /, trace: bool = False) -> Timing: ...
+
 
 class _Progress:
     def __init__(self, path: str):
         self.path = path
 
-    def write(self, record: dict) -> None:
+    def write(self, record: dict[str, Any]) -> None:
         with open(self.path, "a") as f:
             f.write(json.dumps(record) + "\n")
 
@@ -47,7 +67,7 @@ def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
     return replace(spec, size_overrides=overrides, cases=cases), overrides
 
 
-def _tensors(value: Any):
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -60,7 +80,7 @@ def _tensors(value: Any):
             yield from _tensors(v)
 
 
-def _nbytes(tensors) -> int:
+def _nbytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
@@ -80,13 +100,13 @@ def meta_bytes(spec: TaskSpec) -> int | None:
     return state + max(per_case)
 
 
-def _case_inputs(module, k: int | None):
+def _case_inputs(module: ModuleType, k: int | None) -> list[Any]:
     from verifier.cases import inputs_for
 
     return list(inputs_for(module.get_inputs, k if k else None)() if k else module.get_inputs())
 
 
-def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool = False) -> dict:
+def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool = False) -> Timing:
     """Build the model once and time one forward per case (best of a few calls, fewer for slow ones):
     ``{"ms" (geometric mean over cases), "case_ms", "ops" (aten ops of the first case's forward),
     "on_cpu" (the share of its best call's wall time its threads ran: well under 1, it waited for a CPU)}``."""
@@ -98,7 +118,9 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
     model = module.Model(*module.get_init_inputs())
     if hasattr(model, "eval"):
         model.eval()
-    case_ms, on_cpu, ops = [], [], {}
+    case_ms: list[float] = []
+    on_cpu: list[float] = []
+    ops: dict[str, int] = {}
     for k in range(max(1, len(spec.cases))):
         torch.manual_seed(1 + k)
         inputs = _case_inputs(module, k)
@@ -122,7 +144,7 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
     return {"ms": geo, "case_ms": case_ms, "ops": ops, "on_cpu": min(on_cpu)}
 
 
-def _call(model, inputs) -> tuple[float, float]:
+def _call(model: Callable[..., object], inputs: list[Any]) -> tuple[float, float]:
     """One forward: its wall time and the process's CPU time (all threads) in it, in seconds. A call whose
     threads ran for much less than its wall time waited for a CPU: the machine's other load slowed it."""
     c0, t0 = time.process_time(), time.perf_counter()
@@ -130,7 +152,7 @@ def _call(model, inputs) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def trace_ops(model, inputs) -> dict[str, int]:
+def trace_ops(model: Callable[..., object], inputs: list[Any]) -> dict[str, int]:
     """The aten operators one forward runs, with counts (a TorchDispatchMode sees them after
     decomposition of nothing: what PyTorch itself dispatches)."""
     import torch
@@ -138,14 +160,16 @@ def trace_ops(model, inputs) -> dict[str, int]:
 
     seen: dict[str, int] = {}
 
-    class Ops(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    # torch's TorchDispatchMode has no annotations (its __init_subclass__ and __init__ are untyped calls)
+    class Ops(TorchDispatchMode):  # type: ignore[no-untyped-call]
+        def __torch_dispatch__(self, func: OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
             name = func.overloadpacket.__name__
             seen[name] = seen.get(name, 0) + 1
             return func(*args, **(kwargs or {}))
 
     try:
-        with torch.no_grad(), Ops():
+        with torch.no_grad(), Ops():  # type: ignore[no-untyped-call]
             model(*inputs)
     except Exception:
         pass
@@ -159,9 +183,9 @@ class _Tried:
     factor: float
     ms: float
     spec: TaskSpec
-    overrides: dict
+    overrides: dict[str, int]
     nbytes: int | None
-    result: dict
+    result: Timing
     calls: int = 1
     on_cpu: float = 1.0   # the share of the best call's wall time its threads ran
 
@@ -178,7 +202,7 @@ def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "can't allocate memory" in text or "not enough memory" in text
 
 
-def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = None) -> dict:
+def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = None) -> dict[str, Any]:
     """Size (``mode`` "auto") or just run the task in ``job``; ``measure`` times one spec (default
     :func:`time_reference`: the tests pass their own to script the times a busy machine gives)."""
     measure = measure or time_reference
@@ -392,7 +416,7 @@ def probe(job: dict, progress: _Progress, measure: Callable[..., dict] | None = 
     best = closest()
     factor, ms, current, overrides, nbytes, result = \
         best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
-    out = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
+    out: dict[str, Any] = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes, "on_cpu": round(best.on_cpu, 3)}
     if job.get("trace", True):

@@ -13,14 +13,19 @@ start point are never cut.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.tasks import Task
 from store import Experience
 from verifier.backends import backend_device, display_name, source_suffix
 from verifier.outcome import speed_words
+from verifier.task import TaskSpec
+
+if TYPE_CHECKING:
+    from core.llm import Message
+    from verifier.roofline import RooflineMeter
 
 MAX_PROMPT_CHARS = 48_000
 MEMORY_CODE_LINES = (40, 20, 8, 0)   # lines of code per memory item, tried in turn until the prompt fits
@@ -62,8 +67,8 @@ class PromptFacts:
     backend: str
     machine: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
-    tolerance: Any = None          # callable(task_spec) -> callable(dtype) -> (atol, rtol)
-    meter: Any = None              # verifier.roofline.RooflineMeter, for cached task profiles
+    tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None  # spec -> dtype -> tolerances
+    meter: RooflineMeter | None = None   # for cached task profiles
 
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
@@ -102,7 +107,7 @@ class PromptFacts:
         spec = task.spec()   # a task may set its own ATOL / RTOL
         return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
 
-    def profile(self, task: Task) -> dict | None:
+    def profile(self, task: Task) -> dict[str, Any] | None:
         if self.meter is None:
             return None
         try:
@@ -206,14 +211,14 @@ def key_lines(text: str, max_lines: int) -> list[str]:
     return out
 
 
-def _ms(outcome: dict) -> str:
+def _ms(outcome: dict[str, Any]) -> str:
     text = f"{outcome.get('latency_ms', 0):.3f} ms"
     if outcome.get("latency_spread_ms") is not None:
         text += f" ± {outcome['latency_spread_ms']:.3f} (IQR)"
     return text
 
 
-def verdict(outcome: dict | None) -> str:
+def verdict(outcome: dict[str, Any] | None) -> str:
     """One line: feasible with latency ± noise and the speed measured in its own window (paired, with
     its interval: "same speed" when the noise cannot tell), or the failing gate and why."""
     if not outcome:
@@ -232,13 +237,13 @@ def verdict(outcome: dict | None) -> str:
     return f"failed at {outcome.get('failed_gate')}: {message[:400]}"
 
 
-def roofline_line(outcome: dict | None) -> str:
+def roofline_line(outcome: dict[str, Any] | None) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
     point = (outcome or {}).get("roofline")
     return f"Roofline: {point['summary']}" if isinstance(point, dict) and point.get("summary") else ""
 
 
-def attempt_text(outcome: dict | None) -> str:
+def attempt_text(outcome: dict[str, Any] | None) -> str:
     """What an attempt teaches, in memory: its verdict (the code travels with it)."""
     return verdict(outcome)
 
@@ -352,7 +357,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
-                 memory: Sequence[Experience], *, facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                 memory: Sequence[Experience], *, facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a first correct kernel."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
@@ -363,7 +368,7 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
             ("user", _fit([_task_section(task), facts.section(task)], api, rules, memory, [ask]))]
 
 
-def _compare(child: dict, start: dict) -> str:
+def _compare(child: dict[str, Any], start: dict[str, Any]) -> str:
     """How a variant compares with the start point. Only a ratio measured in one window is a speed
     signal: when the variant was timed beside the start point (it was the best then), its paired gain;
     otherwise nothing beyond the verdict (two medians from different windows are not compared)."""
@@ -388,7 +393,7 @@ def _tried(children: Sequence[Experience], start: Experience) -> str:
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, children: Sequence[Experience],
                   best_ms: float | None, *, best: Experience | None = None,
-                  facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                  facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it differs)."""
     facts = _facts(facts, backend)
     start_text = f"## Start point [mem:{start.id}]: {verdict(start.outcome)}"
@@ -424,7 +429,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
 
 
 def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
-                    best: Experience | None, *, facts: PromptFacts | None = None) -> list[tuple[str, str]]:
+                    best: Experience | None, *, facts: PromptFacts | None = None) -> list[Message]:
     """The refinement baseline: feedback from the last attempt only, no shared memory."""
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task)]

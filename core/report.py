@@ -15,8 +15,12 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from store import Experience, RunRecord, Store, TaskProgress
+
+if TYPE_CHECKING:
+    from core.workspace import Workspace
 
 
 @dataclass
@@ -39,7 +43,7 @@ class RunMetrics:
     speedup_over_reference: list[float] = field(default_factory=list)
     curve: list[float] = field(default_factory=list)          # share of tasks feasible by iteration t+1
     roofline_fraction: list[float] = field(default_factory=list)  # best kernels' share of the roofline
-    per_task: dict[str, dict] = field(default_factory=dict)
+    per_task: dict[str, dict[str, Any]] = field(default_factory=dict)   # JSON rows, one per task
 
     @staticmethod
     def median_iqr(values: list[float]) -> tuple[float, float, float] | None:
@@ -50,7 +54,7 @@ class RunMetrics:
         q = statistics.quantiles(values, n=4, method="inclusive")
         return statistics.median(values), q[0], q[2]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["speedup_over_first_median_iqr"] = self.median_iqr(self.speedup_over_first)
         d["speedup_over_reference_median_iqr"] = self.median_iqr(self.speedup_over_reference)
@@ -59,7 +63,8 @@ class RunMetrics:
 
 
 def _gate_passed(exp: Experience, gate: str) -> bool:
-    for g in (exp.outcome or {}).get("gates", []):
+    gates: list[dict[str, object]] = (exp.outcome or {}).get("gates", [])
+    for g in gates:
         if g.get("name") == gate:
             return g.get("status") == "passed"
     return False
@@ -69,8 +74,9 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     budget = int(run.config.get("iterations", 0))
     attempts = generated = built = 0
     feasible_at: dict[str, int] = {}
-    per_task: dict[str, dict] = {}
-    over_first, over_ref = [], []
+    per_task: dict[str, dict[str, Any]] = {}
+    over_first: list[float] = []
+    over_ref: list[float] = []
     roof_fraction: list[float] = []
     for task_id in run.tasks:
         progress = run.progress.get(task_id) or TaskProgress()
@@ -121,7 +127,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     )
 
 
-def load_metrics(workspace, run_ids: list[str] | None = None) -> list[RunMetrics]:
+def load_metrics(workspace: Workspace, run_ids: list[str] | None = None) -> list[RunMetrics]:
     """Metrics of the named runs (default: every run) of a workspace, read without blocking a writer."""
     from core.errors import WorkspaceError
 
@@ -180,10 +186,11 @@ def plot(metrics: list[RunMetrics], out_dir: Path) -> list[Path]:
     return paths
 
 
-def roofline_points(metrics: list[RunMetrics]) -> tuple[dict | None, list[dict]]:
+def roofline_points(metrics: list[RunMetrics]) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
     """The ceilings (of the first kernel that has them) and one point per run and task with a best
     kernel: ``{"label", "intensity", "gflops", "reference_gflops", "fraction", "bound"}``."""
-    ceilings, points = None, []
+    ceilings: dict[str, Any] | None = None
+    points: list[dict[str, Any]] = []
     for m in metrics:
         for task, row in m.per_task.items():
             roof = row.get("roofline") or {}

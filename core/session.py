@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
@@ -17,12 +17,17 @@ from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
 from core.llm import OpenAIClient
-from core.tasks import Suite, Task, load_suite, scale_task
+from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
 from core.verification import open_verifier
 from core.watcher import EditWatcher
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from store import Experience, RunRecord, Store
+from verifier import Outcome
+from verifier.protocol import VerifierProtocol
+
+if TYPE_CHECKING:
+    from core.cluster import StatusRelay
 
 
 class Session:
@@ -38,24 +43,28 @@ class Session:
         self.replaying = replay
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(workspace.memory_path)
-        self._verifier = None
-        self._llm = None
+        self._verifier: VerifierProtocol | None = None
+        self._llm: OpenAIClient | None = None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
-        self._relay = None     # cluster news -> events, when verification runs on a Ray cluster
+        self._relay: StatusRelay | None = None     # cluster news -> events, when verification runs on a Ray cluster
 
     # -- parts, on first use -----------------------------------------------------------------------
 
     @property
-    def verifier(self):
+    def verifier(self) -> VerifierProtocol:
         if self._verifier is None:
             if self.config.cluster.address:
                 from core.cluster import StatusRelay, open_cluster_verifier
 
-                self._relay = StatusRelay(self.bus, self.config.cluster.address)
-                self._verifier = open_cluster_verifier(self.workspace, self.config, self._relay)
+                self._relay = relay = StatusRelay(self.bus, self.config.cluster.address)
+                verifier: VerifierProtocol = open_cluster_verifier(self.workspace, self.config, relay)
             else:
-                self._verifier = open_verifier(self.workspace, self.config.backend, self.config.verifier)
+                # Verifier.verify names its one extra keyword (best=) where the protocol takes **extra: the
+                # cast holds for every call made through the protocol here (the engine passes only best=)
+                verifier = cast(VerifierProtocol,
+                                open_verifier(self.workspace, self.config.backend, self.config.verifier))
+            self._verifier = verifier
         return self._verifier
 
     def _in_loop(self) -> None:
@@ -77,7 +86,7 @@ class Session:
             return str(exc)
         return None
 
-    def _client(self):
+    def _client(self) -> OpenAIClient:
         if self._llm is None:
             self._llm = OpenAIClient(self.config.llm, cache=self.store, replay=self.replaying)
         return self._llm
@@ -113,7 +122,7 @@ class Session:
         scale = scale if scale is not None else self.config.size_scale
         # "auto" measures the reference: with the verifier's thread count, so the window it sizes for is
         # the one verification times in, and cached in the workspace, so a resumed run sizes the same
-        probe = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
+        probe: ProbeOptions = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
             if scale == "auto" else {}
         return [scale_task(t, scale, **probe) for t in self.suite(suite).select(ids, level)]
 
@@ -193,7 +202,7 @@ class Session:
         write_candidate(folder, exp.files, exp.id)
         return folder
 
-    def verify_files(self, task_id: str, files: dict[str, str]):
+    def verify_files(self, task_id: str, files: dict[str, str]) -> Outcome:
         """Verify files for a task without recording anything (the re-verify key)."""
         task = next(t for t in self.tasks() if t.id == task_id)
         return self.verifier.verify(task.spec(), files, fresh=True)
@@ -225,7 +234,7 @@ class Session:
         return hit.get("text") if hit else None
 
     def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
-                      limit: int | None = 500) -> tuple[list[dict], int]:
+                      limit: int | None = 500) -> tuple[list[dict[str, Any]], int]:
         """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and
         how many pass in all."""
         from core.memory import summary
@@ -264,5 +273,5 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

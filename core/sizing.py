@@ -21,10 +21,11 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from math import lcm
 from pathlib import Path
+from typing import Any
 
 from verifier.task import MIN_SIZE
 
@@ -77,7 +78,7 @@ def fixed_divisors(source: str) -> tuple[int, ...]:
                          and any(w in k.lower() for w in _FIXED_DIVISOR_WORDS)}))
 
 
-def case_sizes(cases: tuple[dict, ...]) -> dict[str, int]:
+def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
     """The scalable extents of a multi-case task's cases, keyed ``case/input/dim``."""
     out = {}
     for c, case in enumerate(cases):
@@ -90,7 +91,7 @@ def case_sizes(cases: tuple[dict, ...]) -> dict[str, int]:
     return out
 
 
-def scale_cases(cases: tuple[dict, ...], factor: float) -> tuple[dict, ...]:
+def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[str, Any], ...]:
     """The cases with every tensor extent scaled by ``factor`` (per case, so a case's matching extents,
     like a matmul's inner dimensions, stay matching)."""
     out = []
@@ -115,7 +116,7 @@ class Probe:
     loaded: bool = False
     factor: float = 1.0
     overrides: dict[str, int] = field(default_factory=dict)
-    cases: list[dict] | None = None
+    cases: list[dict[str, Any]] | None = None   # a multi-case task's cases (JSON records) at these sizes
     ms: float | None = None
     case_ms: list[float] = field(default_factory=list)
     bytes: int | None = None
@@ -126,18 +127,18 @@ class Probe:
     #                         steps (a probe that did not finish: timeout, failed)
     on_cpu: float | None = None  # the share of the best call's wall time the reference's threads ran
     source: str = ""        # the source the overrides refer to, when it is not the task's own (literals lifted)
-    steps: list[dict] = field(default_factory=list)
+    steps: list[dict[str, Any]] = field(default_factory=list)  # the probe's progress lines, as JSON
 
     @classmethod
-    def from_dict(cls, d: dict) -> Probe:
+    def from_dict(cls, d: dict[str, Any]) -> Probe:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
 
 
-def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
+def run_probe(job: dict[str, Any], timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     """Run ``core.probe`` on ``job`` in a subprocess of its own (a new process group, killed whole on
     timeout): a task that hangs, exits or dies is a Probe with a one-line problem, never our crash."""
     with tempfile.TemporaryDirectory(prefix="evokernel-probe-") as tmp:
@@ -184,7 +185,7 @@ def run_probe(job: dict, timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
                  steps=[r for r in records if "factor" in r])
 
 
-def _limits(job: dict):
+def _limits(job: dict[str, Any]) -> Callable[[], None]:
     cap = int(job.get("bytes_cap", BYTES_CAP))
 
     def apply() -> None:

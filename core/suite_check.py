@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypedDict
 
 from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task
@@ -21,13 +22,21 @@ _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with not
             "not_sized": "not sized (no auto)"}
 
 
+class CheckReport(TypedDict):
+    """What ``tasks --check`` found (``--json`` prints it as is)."""
+
+    rows: list[dict[str, Any]]      # one JSON record per task file, keys as check_tasks documents them
+    summary: dict[str, Any]         # counts, the window, the scale and why tasks are outside it
+    line: str                       # the summary in one line
+
+
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
                 timeout_s: float = PROBE_TIMEOUT_S,
-                progress: Callable[[int, int, dict], None] | None = None) -> dict:
+                progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:
     """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
     parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``."""
-    rows: list[dict] = []
+    rows: list[dict[str, Any]] = []
     lo, hi = window
     total = len(tasks) + len(suite.errors)
     for err in suite.errors:

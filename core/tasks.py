@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
 from core.sizing import (
@@ -83,9 +84,9 @@ class Task:
     ops: tuple[str, ...] = ()
     size_overrides: dict[str, int] = field(default_factory=dict)
     scale: float | None = None
-    cases: tuple[dict, ...] = ()        # a multi-case task's cases (as they will run: scaled with the task)
+    cases: tuple[dict[str, Any], ...] = ()        # a multi-case task's cases (as they will run: scaled with the task)
     case_file: str = ""
-    original_cases: tuple[dict, ...] = ()
+    original_cases: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
     category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
 
@@ -105,7 +106,7 @@ class Task:
             cases=tuple(self.cases) or _listed_cases(self), case_file=self.case_file,
         )
 
-    def signature(self) -> dict:
+    def signature(self) -> dict[str, Any]:
         """What retrieval matches on: ops, category, level, sizes and a text description."""
         return {"ops": list(self.ops), "category": self.category, "level": self.level,
                 "sizes": self.sizes, "text": f"{self.id} {self.category} {self.description} {' '.join(self.ops)}"}
@@ -216,10 +217,10 @@ def with_traced_category(task: Task, ops: dict[str, int]) -> Task:
     return replace(task, category=category, category_source="ops")
 
 
-_LISTED: dict[str, tuple[dict, ...]] = {}
+_LISTED: dict[str, tuple[dict[str, Any], ...]] = {}
 
 
-def _listed_cases(task: Task) -> tuple[dict, ...]:
+def _listed_cases(task: Task) -> tuple[dict[str, Any], ...]:
     """The cases of a task whose ``get_input_groups()`` lists them in code (no case file): described
     from the groups it builds on the meta device (nothing allocated); () when it is not such a task or
     cannot be run there, and then its first group is its only case."""
@@ -243,7 +244,7 @@ def _listed_cases(task: Task) -> tuple[dict, ...]:
     return _LISTED[key]
 
 
-def _cases_for(path: Path, source: str) -> tuple[str, tuple[dict, ...]]:
+def _cases_for(path: Path, source: str) -> tuple[str, tuple[dict[str, Any], ...]]:
     """The case file a multi-case task reads and its cases (none for a task that lists them in code)."""
     name = case_file_name(source, path.stem)
     file = path.parent / name
@@ -432,7 +433,17 @@ def apply_probe(task: Task, probe: Probe) -> Task:
     return with_traced_category(scaled, probe.ops)
 
 
-def scale_task(task: Task, scale: float | str | None, **probe_options) -> Task:
+class ProbeOptions(TypedDict, total=False):
+    """How "auto" probes a task: :func:`probe_task`'s keyword arguments."""
+
+    threads: int
+    cache_dir: Path | None
+    window: tuple[float, float]
+    bytes_cap: int
+    timeout_s: float
+
+
+def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:
     """The task with its sizes scaled: by a factor in (0, 1] (every module-level size and case extent,
     keeping equal sizes equal, powers of two and divisors), or "auto": by work, to a reference time in
     the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot

@@ -3,9 +3,15 @@ from candidates, its caches inside the workspace."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
 from core.workspace import Workspace
 from verifier import Outcome, VerifyConfig
 from verifier.verify import Verifier
+
+if TYPE_CHECKING:
+    from core.tasks import Task
 
 
 def open_verifier(workspace: Workspace, backend: str | None = None, config: VerifyConfig | None = None) -> Verifier:
@@ -16,12 +22,14 @@ def open_verifier(workspace: Workspace, backend: str | None = None, config: Veri
                     hidden_paths=workspace.private_paths())
 
 
-def time_references(workspace: Workspace, tasks, progress=None) -> dict[str, dict]:
+def time_references(workspace: Workspace, tasks: Sequence[Task],
+                    progress: Callable[[int, int, str, dict[str, Any]], None] | None = None,
+                    ) -> dict[str, dict[str, Any]]:
     """Run and time each task's reference (cached per machine): ``{id: {"reference_ms", "second_shape"}}``,
     or ``{id: {"reference_error"}}`` for a reference that fails. ``progress(i, n, task_id, result)`` after each."""
     from verifier.reference import ReferenceFailed
 
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, Any]] = {}
     with open_verifier(workspace) as verifier:
         for i, task in enumerate(tasks, 1):
             try:

@@ -37,7 +37,7 @@ class EditWatcher:
         self.debounce_ms = debounce_ms    # ... or after this long in all
         self._last: dict[str, str] = {}          # task -> hash last verified (or seen)
         self._pending: dict[str, bool] = {}
-        self._running: dict[str, asyncio.Task] = {}
+        self._running: dict[str, asyncio.Task[None]] = {}
         self.stop_event = asyncio.Event()
         self.ready = asyncio.Event()              # set once the watch is in place
 

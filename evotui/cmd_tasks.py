@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from core.tasks import ProbeOptions
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     config = ws.config()
     suite = load_suite(args.suite or config.suite)
     scale = args.size_scale if args.size_scale is not None else config.size_scale
-    probe_options = {"threads": config.verifier.threads, "cache_dir": ws.cache_dir if ws.exists() else None}
+    probe_options: ProbeOptions = {"threads": config.verifier.threads,
+                                   "cache_dir": ws.cache_dir if ws.exists() else None}
     if args.timeout is not None:
         probe_options["timeout_s"] = args.timeout
     if args.check:
@@ -87,7 +91,7 @@ def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
     return time_references(ws, tasks, None if quiet else progress)
 
 
-def _check(args: argparse.Namespace, suite, scale, probe_options: dict) -> int:
+def _check(args: argparse.Namespace, suite, scale, probe_options: ProbeOptions) -> int:
     """``--check``: one row per task file (loaded / sized / time / problems) and a summary line."""
     from core.suite_check import check_tasks
 

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
-    from core.tasks import load_suite, scale_task
+    from core.tasks import ProbeOptions, load_suite, scale_task
     from core.verification import open_verifier
     from core.workspace import Workspace
 
@@ -47,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--threads must be between 1 and {(os.cpu_count() or 1) * 4} (got {args.threads})")
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
-    probe = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} if scale == "auto" else {}
+    probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} \
+        if scale == "auto" else {}
     task = scale_task(suite.get(args.task), scale, **probe)  # "auto" measures with verification's threads
     with open_verifier(ws, args.backend, vconfig) as verifier:
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh)
