@@ -13,9 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from core.workspace_files import candidate_suffixes
+from verifier.backends import declared_suffixes
+
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([\w./-]+)[\"']?")
-_NAME_BEFORE = re.compile(r"(?:^|[\s`*#:])([\w-]+\.(?:py|cpp|cc|cxx|h|hpp|cu|cuh|asc))\b")
 _CHANGE = re.compile(r"^[ \t>*_#-]*(?:\*\*|__)?change(?:\*\*|__)?\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?P<text>\S.*)$",
                      re.I | re.M)
 MAX_CHANGE_CHARS = 240
@@ -55,16 +57,31 @@ def _blocks(text: str) -> tuple[list[tuple[str, str, str]], bool]:
         pos = end.end()
 
 
+def _file_name_pattern() -> str:
+    """A regex matching a file name with a suffix some backend in the table declares (or ``.py``)."""
+    suffixes = sorted({s.lstrip(".") for s in candidate_suffixes()}, key=len, reverse=True)
+    return rf"[\w-]+\.(?:{'|'.join(map(re.escape, suffixes))})"
+
+
+def _lang_suffix(lang: str) -> str | None:
+    """The suffix a fence's language stands for: the usual names, else a declared suffix written bare."""
+    known = _LANG_SUFFIX.get(lang)
+    if known or not lang:
+        return known
+    return f".{lang}" if f".{lang}" in candidate_suffixes() else None
+
+
 def _name_for(info: str, body: str, before: str) -> str | None:
     m = _NAME_IN_INFO.search(info)
     if m:
         return m.group(1)
+    names = _file_name_pattern()
     first = body.lstrip().splitlines()[0] if body.strip() else ""
-    m = re.match(r"^(?://|#)\s*(?:file:?\s*)?([\w-]+\.(?:py|cpp|cc|cxx|h|hpp|cu|cuh|asc))\s*$", first.strip(), re.I)
+    m = re.match(rf"^(?://|#)\s*(?:file:?\s*)?({names})\s*$", first.strip(), re.I)
     if m:
         return m.group(1)
     last_line = before.rstrip().splitlines()[-1] if before.strip() else ""
-    m = _NAME_BEFORE.search(last_line)
+    m = re.search(rf"(?:^|[\s`*#:])({names})\b", last_line)
     if m and len(last_line) < 120:
         return m.group(1)
     return None
@@ -118,10 +135,10 @@ def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
             lang = info.split()[0].lower() if info else ""
             if "class ModelNew" in body:
                 name = "model.py"
-            elif _LANG_SUFFIX.get(lang) == ".py" or (not lang and "import torch" in body):
+            elif _lang_suffix(lang) == ".py" or (not lang and "import torch" in body):
                 continue  # a Python snippet that is not the model: usage examples, tests
             else:
-                suffix = _LANG_SUFFIX.get(lang, source_suffix)
+                suffix = _lang_suffix(lang) or source_suffix
                 if suffix == ".py":
                     continue
                 unnamed += 1
@@ -136,7 +153,7 @@ def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
         return Parsed(problem="the answer's code blocks are empty")
     if "model.py" not in files:
         return Parsed(files=files, problem="the answer has no model.py (a Python block defining ModelNew)")
-    if not any(n.endswith((source_suffix, ".cpp", ".cu", ".cc", ".asc")) for n in files):
+    if not any(n.endswith((source_suffix, *declared_suffixes("source_suffixes"))) for n in files):
         return Parsed(files=files, problem=f"the answer has no kernel source ({source_suffix})")
     return Parsed(files=files, cited=cited_ids(text))
 

@@ -75,7 +75,7 @@ class CannedVerifier:
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
-               best: dict[str, str] | None = None, **extra: Any) -> Outcome:
+               best: dict[str, str] | None = None) -> Outcome:
         if not isinstance(candidate, dict):
             raise TypeError("the canned verifier judges files given as a dict")
         self.calls.append((task.id, best is not None))

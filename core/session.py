@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
@@ -60,10 +60,7 @@ class Session:
                 self._relay = relay = StatusRelay(self.bus, self.config.cluster.address)
                 verifier: VerifierProtocol = open_cluster_verifier(self.workspace, self.config, relay)
             else:
-                # Verifier.verify names its one extra keyword (best=) where the protocol takes **extra: the
-                # cast holds for every call made through the protocol here (the engine passes only best=)
-                verifier = cast(VerifierProtocol,
-                                open_verifier(self.workspace, self.config.backend, self.config.verifier))
+                verifier = open_verifier(self.workspace, self.config.backend, self.config.verifier)
             self._verifier = verifier
         return self._verifier
 

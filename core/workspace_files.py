@@ -12,17 +12,24 @@ import hashlib
 import os
 from pathlib import Path
 
+from verifier.backends import declared_suffixes
+
 MARK = ".evokernel-written"
 EDIT_MARK = ".evokernel-edit"
-CANDIDATE_SUFFIXES = (".py", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".cu", ".cuh", ".asc")
+
+
+def candidate_suffixes() -> tuple[str, ...]:
+    """``.py`` and every kernel-source and header suffix a backend in the table declares."""
+    return (".py", *declared_suffixes("source_suffixes"), *declared_suffixes("header_suffixes"))
 
 
 def read_candidate_files(folder: Path) -> dict[str, str]:
     """The candidate files directly in ``folder`` (not best/, not hidden files)."""
     if not folder.is_dir():
         return {}
+    suffixes = candidate_suffixes()
     return {p.name: p.read_text(errors="replace") for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.startswith(".") and p.suffix in CANDIDATE_SUFFIXES}
+            if p.is_file() and not p.name.startswith(".") and p.suffix in suffixes}
 
 
 def files_hash(files: dict[str, str]) -> str:

@@ -292,8 +292,11 @@ class ClusterVerifier:
         self.refresh()
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
-               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False, **extra: Any) -> Outcome:
+               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
+               best: dict[str, str] | None = None) -> Outcome:
         from verifier.verify import candidate_hash, read_candidate
+
+        extra = {"best": best} if best is not None else {}
 
         generation = self._generation
         try:

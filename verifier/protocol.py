@@ -29,9 +29,10 @@ class VerifierProtocol(Protocol):
     """The backend object (``backend.name`` is the backend's name)."""
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
-               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False, **extra: Any) -> Outcome:
+               on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
+               best: dict[str, str] | None = None) -> Outcome:
         """Run every gate and return the Outcome (a failing candidate is an Outcome, never an error).
-        ``on_gate`` hears each gate's verdict; ``extra`` keywords (e.g. ``best``) pass through unchanged."""
+        ``on_gate`` hears each gate's verdict; ``best``: the task's best files, timed beside the candidate."""
         ...
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from verifier.backends.cpu import CpuBackend
 class ClangBackend(CpuBackend):
     name = "cpu-clang"
     display_name = "CPU (C++ with OpenMP, built by clang++)"
+    header_suffixes = (".h", ".hpp", ".inc")
     knowledge_dir = {knowledge!r}
 
     @functools.cached_property
@@ -105,6 +106,23 @@ def test_doctor_seeds_and_prompts_see_the_plugin(plugin):
     items = seed_items(plugin)
     assert [e.title for e in items] == ["clang vectorisation hints"] and items[0].backend == plugin
     assert "CPU (C++ with OpenMP, built by clang++)" in prompts.system_message(plugin)
+
+
+def test_answers_and_workspaces_know_the_plugins_file_suffixes(plugin, tmp_path):
+    """A suffix only the plugin declares (``.inc`` headers) is a candidate file in an answer and in a
+    kernel folder, with no change to the parser or the workspace."""
+    from core.responses import parse_answer
+    from core.workspace_files import read_candidate_files
+
+    answer = ("```cpp\n// tile.inc\nconstexpr int TILE = 64;\n```\n"
+              "```cpp file=kernel.cpp\n#include \"tile.inc\"\nextern \"C\" void k() {}\n```\n"
+              "```python\nclass ModelNew: pass\n```\n")
+    parsed = parse_answer(answer)
+    assert parsed.ok and sorted(parsed.files) == ["kernel.cpp", "model.py", "tile.inc"], parsed
+    for name, text in parsed.files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "notes.txt").write_text("not a candidate file")
+    assert sorted(read_candidate_files(tmp_path)) == ["kernel.cpp", "model.py", "tile.inc"]
 
 
 @pytest.mark.slow

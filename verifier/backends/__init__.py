@@ -91,6 +91,15 @@ def source_suffix(name: str) -> str:
     return suffixes[0]
 
 
+def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
+    """Every suffix the backends in the table declare as ``kind`` (``source_suffixes``: kernel sources;
+    ``header_suffixes``: included ones), in table order, each once: what a candidate's files may be."""
+    found: dict[str, None] = {}
+    for name in backend_table():
+        found.update(dict.fromkeys(declared(name, kind) or ()))
+    return tuple(found)
+
+
 def runtime_target(backend: Backend | type[Backend]) -> str:
     """The ``module:Class`` of the backend's device runtime: what a job carries to the worker, which
     makes its own (``load_runtime``). The host's runtime for a backend that declares none."""
@@ -130,4 +139,5 @@ def backend_for(files: dict[str, str]) -> str:
 
 __all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules", "Toolchain",
            "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime", "backend_table",
-           "declared", "display_name", "get_backend", "load_runtime", "runtime_target", "source_suffix"]
+           "declared", "declared_suffixes", "display_name", "get_backend", "load_runtime", "runtime_target",
+           "source_suffix"]
