@@ -3,10 +3,12 @@
 Checks, in order: result structure and types, shape, dtype, NaN positions, infinities (position and
 sign), then values, two ways:
 
-* element-wise: ``|got - expected| <= atol + rtol * |expected| + 8 * noise``, where ``noise`` is
+* element-wise: ``|got - expected| <= atol + rtol * |expected| + k * noise``, where ``noise`` is
   the RMS rounding error the float32 reference itself shows against float64 for that output (zero
-  for exact operators such as ReLU, about 1e-6 for long reductions);
-* norm-wise, per output: ``||got - expected|| <= max(2 rtol, 1e-3) * ||expected|| + 8 * noise * sqrt(n)``
+  for exact operators such as ReLU, about 1e-6 for long reductions) and ``k`` is 256 while that stays
+  under 0.1 % of the output's RMS, never below 8 (``noise_allowed``: a kernel accumulating in order
+  rounds more than PyTorch's cascaded sums);
+* norm-wise, per output: ``||got - expected|| <= max(2 rtol, 1e-3) * ||expected|| + k * noise * sqrt(n)``
   (2-norms over the n values compared). ``atol`` alone would accept an output of zeros wherever the
   reference is small (a softmax over long rows, every value about 1/dim); this bound does not,
   whatever the magnitude.
@@ -24,9 +26,25 @@ from typing import Any
 
 import torch
 
-NOISE_FACTOR = 8.0
+NOISE_FACTOR = 8.0          # always allowed: this many times the reference's own rounding noise
+REORDER_FACTOR = 256.0      # allowed while under REORDER_CAP of the output's RMS: see noise_allowed
+REORDER_CAP = 1e-3
 NORM_RTOL_FACTOR = 2.0
 NORM_RTOL_FLOOR = 1e-3
+
+
+def noise_allowed(noise: float, rms: float) -> float:
+    """What rounding may add to ``atol`` for an output whose float32 reference shows RMS rounding
+    ``noise`` against float64 and whose values have RMS ``rms``.
+
+    The reference's own noise understates a correct kernel's: PyTorch sums in cascades, while a
+    kernel's natural loop accumulates in order. Measured on row sums of 1K to 4M float32 values
+    (normal, uniform, positive), sequential, 8- and 16-lane and 4-chunk accumulations reach 100
+    times the reference's noise, while dropping one term or rounding inputs to bfloat16 reaches
+    6,800 times and more. So up to ``REORDER_FACTOR`` times the noise is allowed, but never more
+    than ``REORDER_CAP`` of the output's RMS (an ill-conditioned output, whose noise is large, gets
+    no wider allowance than that) and never less than ``NOISE_FACTOR`` times the noise."""
+    return max(NOISE_FACTOR * noise, min(REORDER_FACTOR * noise, REORDER_CAP * rms))
 
 
 def norm_rtol(rtol: float) -> float:
@@ -155,15 +173,17 @@ def compare_outputs(
             diff.masked_fill_(~finite_e, 0.0)
             peak = float(diff.max())
         atol, rtol = tolerance(str(e.dtype)[6:])
-        leaf_noise = noise[i] if i < len(noise) else 0.0
-        allowance = atol + NOISE_FACTOR * leaf_noise
-        noise_text = f" + {NOISE_FACTOR:g} x reference noise {leaf_noise:.1e}" if leaf_noise else ""
         max_abs = max(max_abs, peak)
         max_rel = max(max_rel, _max_rel_sampled(diff, e))
         # The norms now: the differences are turned into excesses in place below.
         e_fin = e if finite_e is None else e.masked_fill(~finite_e, 0.0)
         n = e.numel() - (int(skip.sum()) if skip is not None else 0)
         e_norm, d_norm = _norm(e_fin), _norm(diff)
+        leaf_noise = noise[i] if i < len(noise) else 0.0
+        noise_allowance = noise_allowed(leaf_noise, e_norm / math.sqrt(max(n, 1)))
+        allowance = atol + noise_allowance
+        noise_text = (f" + {noise_allowance / leaf_noise:.0f} x reference noise {leaf_noise:.1e}" if leaf_noise
+                      else "")
         excess = diff.sub_(e.abs().mul_(rtol))           # |got - expected| - rtol |expected|, in place
         if finite_e is not None:
             excess.masked_fill_(~finite_e, float("-inf"))
@@ -179,7 +199,7 @@ def compare_outputs(
                 max_abs, max_rel,
             )
         if e_norm > 0:
-            bound = norm_rtol(rtol) * e_norm + NOISE_FACTOR * leaf_noise * math.sqrt(max(n, 1))
+            bound = norm_rtol(rtol) * e_norm + noise_allowance * math.sqrt(max(n, 1))
             relative = d_norm / e_norm
             max_norm = max(max_norm, relative)
             if d_norm > bound:

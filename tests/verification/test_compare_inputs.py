@@ -76,3 +76,32 @@ def test_trial_inputs_are_deterministic_and_keep_their_support():
     assert float(heavy.abs().max()) > float(normal.abs().max())
     spike = make_inputs(get_inputs, Trial(1, "spike"))[0]
     assert float(spike.abs().max()) > 20
+
+
+def test_a_sum_accumulated_in_order_passes_where_a_dropped_term_or_bfloat16_inputs_fail():
+    """PyTorch sums long rows in cascades; a kernel's plain loop accumulates in order and rounds more
+    (here 14 times the reference's own noise at one row: refused when 8 times was the allowance).
+    Wrong sums stay far outside: one term dropped, inputs rounded to bfloat16."""
+    import numpy as np
+
+    torch.manual_seed(4)
+    x = torch.randn(64, 65536)
+    expected = x.sum(1)
+    noise = float((expected.double() - x.double().sum(1)).pow(2).mean().sqrt())
+    in_order = torch.from_numpy(np.add.accumulate(x.numpy(), axis=1, dtype=np.float32)[:, -1].copy())
+    assert isinstance(cmp(expected, in_order, noise=[noise]), Agreement)
+    dropped = (x.double().sum(1) - x[:, 0].double()).float()
+    assert "values differ" in cmp(expected, dropped, noise=[noise]).message
+    rounded = x.bfloat16().double().sum(1).float()
+    assert "values differ" in cmp(expected, rounded, noise=[noise]).message
+
+
+def test_the_reordering_allowance_is_capped_by_the_outputs_size():
+    """An output whose reference noise is large against its values gets at most 0.1 % of their RMS
+    beyond 8 times the noise: never the 256 times meant for long sums."""
+    from verifier.compare import noise_allowed
+
+    assert noise_allowed(1e-6, 1.0) == 256e-6                  # a long sum: the reordering allowance
+    assert noise_allowed(1e-4, 1.0) == 1e-3                    # capped at 0.1 % of the RMS
+    assert noise_allowed(1e-3, 1.0) == 8e-3                    # never below 8 times the noise
+    assert noise_allowed(0.0, 1.0) == 0.0                      # exact operators: nothing
