@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 RELU = '''
 import torch
 import torch.nn as nn
@@ -38,6 +40,7 @@ def _workspace(root: Path, toml: str):
     return ws
 
 
+@pytest.mark.slow   # real reference runs in fresh interpreters
 def test_run_session_sizes_with_the_verifiers_threads_and_caches_in_the_workspace(tmp_path):
     from core.session import Session
 
@@ -184,6 +187,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow   # real reference runs in fresh interpreters
 def test_a_reference_that_runs_out_of_memory_at_its_sizes_is_shrunk_not_failed(tmp_path):
     """1M points: the inputs are 8 MB, the intermediate 8 TB. Run for real in a probe subprocess under
     its memory cap: the reference runs out of memory, and the sizer shrinks it until it runs."""
@@ -229,6 +233,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow   # real reference runs in fresh interpreters
 def test_scaling_keeps_channels_multiples_of_groups_and_the_reference_runs(tmp_path):
     """``groups = 8`` and ``num_groups = 8`` are not sizes, but the channels they divide must stay their
     multiples: at 0.3, in_channels 64 once became 19, and the grouped convolution refused it."""
@@ -288,6 +293,7 @@ def get_init_inputs():
 '''
 
 
+@pytest.mark.slow   # real reference runs in fresh interpreters
 def test_literal_shapes_in_get_inputs_are_sized_unless_the_model_depends_on_them(tmp_path):
     from core.sizing import lift_literal_shapes
     from core.tasks import apply_probe, load_suite, probe_task
