@@ -66,12 +66,12 @@ def short_verdict(outcome: OutcomeSummary | dict | None) -> str:
     return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 
-def failure_text(outcome: dict) -> str:
+def failure_text(outcome: OutcomeSummary | dict | None) -> str:
     """The whole failure, line breaks kept (compiler output is many lines): the gate, its message, and
     every gate's own message that says more."""
-    gate = outcome.get("failed_gate") or "?"
-    lines = [f"✗ failed at {gate}:", (outcome.get("message") or "").rstrip()]
-    for g in outcome.get("gates", []):
-        if g.get("status") == "failed" and g.get("message") and g.get("message") != outcome.get("message"):
-            lines.append(f"{g.get('name')}: {g['message'].rstrip()}")
+    r = _typed(outcome)
+    lines = [f"✗ failed at {r.failed_gate or '?'}:", r.message.rstrip()]
+    for g in r.gates:
+        if g.status == "failed" and g.message and g.message != r.message:
+            lines.append(f"{g.name}: {g.message.rstrip()}")
     return "\n".join(line for line in lines if line)
