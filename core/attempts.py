@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
 
 __all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_with_parent",
            "default_attempt", "gate_states", "task_rows"]
-from verifier.outcome import GATES
+from verifier.outcome import GATES, Outcome
 
 if TYPE_CHECKING:
     from core.tasks import Task
@@ -64,9 +64,14 @@ class AttemptLine:
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
 
 
-def gate_states(outcome: dict[str, Any] | None) -> tuple[tuple[str, str], ...]:
+def summarize(out: Outcome) -> OutcomeSummary:
+    """The typed summary of a verifier outcome: what is read of it once it is stored with an experience."""
+    return OutcomeSummary.from_dict(out.to_dict())
+
+
+def gate_states(outcome: OutcomeSummary) -> tuple[tuple[str, str], ...]:
     """Every gate's status, in order; gates an outcome does not mention count as skipped."""
-    found = {g.get("name"): g.get("status", "skipped") for g in (outcome or {}).get("gates", [])}
+    found = {g.name: g.status for g in outcome.gates}
     return tuple((g, found.get(g, "skipped")) for g in GATES)
 
 
@@ -117,12 +122,12 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
         kids = children.get(parent, [])
         for n, e in enumerate(kids):
             last = n == len(kids) - 1
-            out = e.outcome or {}
+            out = e.result
             lines.append(AttemptLine(
                 id=e.id, index=index[e.id], parent_id=e.parent_id if e.parent_id in index else None,
                 parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,
-                gates=gate_states(out), feasible=bool(out.get("feasible")), failed_gate=out.get("failed_gate"),
-                message=out.get("message", ""), latency_ms=out.get("latency_ms"), speedup=out.get("speedup"),
+                gates=gate_states(out), feasible=out.feasible, failed_gate=out.failed_gate,
+                message=out.message, latency_ms=out.latency_ms, speedup=out.speedup,
                 reward=e.reward, best=e.id == best_id, repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
                 ancestors_last=ancestors,
             ))

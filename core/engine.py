@@ -24,6 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
+from core.attempts import summarize
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -272,7 +273,7 @@ class Engine:
             return 0.0   # the verifier's own failure says nothing about the kernel
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
-        gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
+        gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
         raw = policy.refine_reward_raw(out.feasible, gain, verdict)
         if not out.feasible or raw == 0.0:
             return raw
@@ -302,7 +303,7 @@ class Engine:
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
                 title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
-                text=prompts.attempt_text(out.to_dict()), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                text=prompts.attempt_text(summarize(out)), files=attempt.files, outcome=out.to_dict(), reward=reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
                            else None),
@@ -379,7 +380,7 @@ class Engine:
                 state.iterations_used += 1
                 self.store.put_task(state)
             return False
-        _gain, verdict = policy.gain_over_best(out.to_dict(), attempt.best.outcome if attempt.best else None)
+        _gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
         if evokernel:
             new_best = policy.is_new_best(True, state.best_id is not None, verdict)
         else:

@@ -24,14 +24,13 @@ __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_m
 
 def summary(exp: Experience) -> dict[str, Any]:
     """The one-line view of an experience: identity, filters, values and the outcome's headline."""
-    outcome = exp.outcome or {}
+    outcome = exp.result
     return {
         "id": exp.id, "task": exp.task_id, "kind": exp.kind, "stage": exp.stage, "backend": exp.backend,
         "source": exp.source, "title": exp.title, "reward": exp.reward, "q1": exp.q1, "q2": exp.q2,
         "n1": exp.n1, "n2": exp.n2, "adoptions": exp.adoptions, "created_at": exp.created_at,
-        "parent_id": exp.parent_id, "model": exp.model, "feasible": outcome.get("feasible"),
-        "failed_gate": outcome.get("failed_gate"), "latency_ms": outcome.get("latency_ms"),
-        "speedup": outcome.get("speedup"),
+        "parent_id": exp.parent_id, "model": exp.model, "feasible": outcome.feasible if outcome.verified else None,
+        "failed_gate": outcome.failed_gate, "latency_ms": outcome.latency_ms, "speedup": outcome.speedup,
     }
 
 
@@ -128,8 +127,8 @@ def _lesson(exp: Experience) -> str:
         return exp.text
     from core.prompts import change_of, roofline_line, verdict
 
-    parts = [change_of(exp) or exp.title, verdict(exp.outcome)]
-    roof = roofline_line(exp.outcome)
+    parts = [change_of(exp) or exp.title, verdict(exp.result)]
+    roof = roofline_line(exp.result)
     return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
 
 

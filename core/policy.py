@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from store import Experience
+from store import Experience, OutcomeSummary
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")
@@ -80,7 +80,7 @@ def choose_start_point(points: Sequence[Experience], epsilon: float, rng: random
 
 
 def latency_of(exp: Experience) -> float | None:
-    return (exp.outcome or {}).get("latency_ms")
+    return exp.result.latency_ms
 
 
 def draft_reward(feasible: bool) -> float:
@@ -92,13 +92,13 @@ def draft_reward(feasible: bool) -> float:
 UNPAIRED_BAND = 0.15
 
 
-def gain_over_best(outcome: dict[str, Any], best_outcome: dict[str, Any] | None) -> tuple[float | None, str]:
+def gain_over_best(outcome: OutcomeSummary, best_outcome: OutcomeSummary | None) -> tuple[float | None, str]:
     """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
     timing window when the best was timed beside it, else the ratio of the two speedups over the
     reference (each from its own window) with a wide noise band; (None, "") with nothing to compare."""
-    if outcome.get("vs_best") and outcome.get("gain"):
-        return float(outcome["gain"]), outcome["vs_best"]
-    mine, theirs = outcome.get("speedup"), (best_outcome or {}).get("speedup")
+    if outcome.vs_best and outcome.gain:
+        return float(outcome.gain), outcome.vs_best
+    mine, theirs = outcome.speedup, best_outcome.speedup if best_outcome is not None else None
     if not mine or not theirs:
         return None, ""
     gain = mine / theirs

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.tasks import Task
-from store import Experience
+from store import Experience, OutcomeSummary
 from verifier.backends import backend_device, display_name, source_suffix
 from verifier.outcome import speed_words
 from verifier.task import TaskSpec
@@ -211,39 +211,42 @@ def key_lines(text: str, max_lines: int) -> list[str]:
     return out
 
 
-def _ms(outcome: dict[str, Any]) -> str:
-    text = f"{outcome.get('latency_ms', 0):.3f} ms"
-    if outcome.get("latency_spread_ms") is not None:
-        text += f" ± {outcome['latency_spread_ms']:.3f} (IQR)"
+def _ms(outcome: OutcomeSummary) -> str:
+    text = f"{outcome.latency_ms or 0:.3f} ms"
+    if outcome.latency_spread_ms is not None:
+        text += f" ± {outcome.latency_spread_ms:.3f} (IQR)"
     return text
 
 
-def verdict(outcome: dict[str, Any] | None) -> str:
+def verdict(outcome: OutcomeSummary) -> str:
     """One line: feasible with latency ± noise and the speed measured in its own window (paired, with
     its interval: "same speed" when the noise cannot tell), or the failing gate and why."""
-    if not outcome:
+    if not outcome.verified:
         return "not verified"
-    if outcome.get("feasible"):
+    if outcome.feasible:
         text = f"feasible, {_ms(outcome)}"
-        if outcome.get("speedup"):
-            words = speed_words(outcome.get("vs_reference") or "", outcome["speedup"], outcome.get("speedup_ci"),
-                                f"PyTorch ({outcome.get('reference_ms', 0):.3f} ms in the same window)")
-            text += f" ({words})" if outcome.get("vs_reference") else \
-                f" ({outcome['speedup']:.2f}x vs PyTorch {outcome.get('reference_ms', 0):.3f} ms)"
-        if outcome.get("gain") is not None and outcome.get("vs_best"):
-            text += f"; {speed_words(outcome['vs_best'], outcome['gain'], outcome.get('gain_ci'), 'the best then')}"
+        if outcome.speedup:
+            reference = f"{outcome.reference_ms or 0:.3f} ms"
+            if outcome.vs_reference:
+                words = speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci,
+                                    f"PyTorch ({reference} in the same window)")
+                text += f" ({words})"
+            else:
+                text += f" ({outcome.speedup:.2f}x vs PyTorch {reference})"
+        if outcome.gain is not None and outcome.vs_best:
+            text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, 'the best then')}"
         return text
-    message = " ".join(str(outcome.get("message", "")).split())
-    return f"failed at {outcome.get('failed_gate')}: {message[:400]}"
+    message = " ".join(str(outcome.message).split())
+    return f"failed at {outcome.failed_gate}: {message[:400]}"
 
 
-def roofline_line(outcome: dict[str, Any] | None) -> str:
+def roofline_line(outcome: OutcomeSummary) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
-    point = (outcome or {}).get("roofline")
+    point = outcome.roofline
     return f"Roofline: {point['summary']}" if isinstance(point, dict) and point.get("summary") else ""
 
 
-def attempt_text(outcome: dict[str, Any] | None) -> str:
+def attempt_text(outcome: OutcomeSummary) -> str:
     """What an attempt teaches, in memory: its verdict (the code travels with it)."""
     return verdict(outcome)
 
@@ -260,14 +263,15 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
-    body = head + f"{exp.title or where} ({where}, {who}): {verdict(exp.outcome)}"
+    result = exp.result
+    body = head + f"{exp.title or where} ({where}, {who}): {verdict(result)}"
     change = change_of(exp)
     if change:
         body += f"\nChange: {change}"
-    roof = roofline_line(exp.outcome)
+    roof = roofline_line(result)
     if roof:
         body += f"\n{roof}"
-    if exp.text and exp.text != verdict(exp.outcome) and exp.text != attempt_text(exp.outcome):
+    if exp.text and exp.text != verdict(result) and exp.text != attempt_text(result):
         body += f"\n{exp.text}"
     if with_code and exp.files and max_lines > 0:
         parts = []
@@ -368,24 +372,24 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
             ("user", _fit([_task_section(task), facts.section(task)], api, rules, memory, [ask]))]
 
 
-def _compare(child: dict[str, Any], start: dict[str, Any]) -> str:
+def _compare(child: OutcomeSummary, start: OutcomeSummary) -> str:
     """How a variant compares with the start point. Only a ratio measured in one window is a speed
     signal: when the variant was timed beside the start point (it was the best then), its paired gain;
     otherwise nothing beyond the verdict (two medians from different windows are not compared)."""
-    if not child.get("feasible") or child.get("gain") is None or not child.get("vs_best"):
+    if not child.feasible or child.gain is None or not child.vs_best:
         return ""
-    if not start.get("candidate_hash") or child.get("best_hash") != start["candidate_hash"]:
+    if not start.candidate_hash or child.best_hash != start.candidate_hash:
         return ""
-    return speed_words(child["vs_best"], child["gain"], child.get("gain_ci"), "the start point")
+    return speed_words(child.vs_best, child.gain, child.gain_ci, "the start point")
 
 
 def _tried(children: Sequence[Experience], start: Experience) -> str:
     rows = []
     for c in children:
         change = change_of(c) or "(no summary given)"
-        compared = _compare(c.outcome or {}, start.outcome or {})
+        compared = _compare(c.result, start.result)
         reward = f"reward {c.reward:+.2f}" if c.reward is not None else "no reward"
-        rows.append(f"- [mem:{c.id}] Change: {change}\n  -> {verdict(c.outcome)}"
+        rows.append(f"- [mem:{c.id}] Change: {change}\n  -> {verdict(c.result)}"
                     + (f"; {compared}" if compared else "") + f"; {reward}")
     return "### Variants already tried from this start point (do not repeat them)\n" + "\n".join(rows)
 
@@ -396,17 +400,17 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
                   facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it differs)."""
     facts = _facts(facts, backend)
-    start_text = f"## Start point [mem:{start.id}]: {verdict(start.outcome)}"
+    start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}"
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
-    if roofline_line(start.outcome):
-        start_text += f"\n{roofline_line(start.outcome)}"
+    if roofline_line(start.result):
+        start_text += f"\n{roofline_line(start.result)}"
     start_text += "\n" + _code(start.files)
     if children:
         start_text += "\n" + _tried(children, start)
     if best is not None and best.id != start.id and best.files:
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.outcome)}"
-                     + (f"\n{roofline_line(best.outcome)}" if roofline_line(best.outcome) else "")
+        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}"
+                     + (f"\n{roofline_line(best.result)}" if roofline_line(best.result) else "")
                      + "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
         goal = f"beat the best so far, {best_ms:.3f} ms" if best_ms else "make it faster"
     elif best is not None and best.id == start.id:
@@ -415,7 +419,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     else:
         best_text = (f"## Best kernel so far\n{best_ms:.3f} ms (its code is not available here)." if best_ms else "")
         goal = f"the best so far is {best_ms:.3f} ms" if best_ms else "make it faster"
-    point = (start.outcome or {}).get("roofline") or {}
+    point = start.result.roofline or {}
     hint = ""
     if point.get("bound") == "memory":
         hint = " It is memory-bound: cut bytes moved (fuse passes, avoid re-reading, stream once) before adding FLOPs."
@@ -434,11 +438,11 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task)]
     if best is not None:
-        roof = roofline_line(best.outcome)
-        head.append(f"## Your best kernel so far: {verdict(best.outcome)}" + (f"\n{roof}" if roof else "")
+        roof = roofline_line(best.result)
+        head.append(f"## Your best kernel so far: {verdict(best.result)}" + (f"\n{roof}" if roof else "")
                     + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {verdict(last.outcome)}\n" + _code(last.files))
+        head.append(f"## Your last attempt: {verdict(last.result)}\n" + _code(last.files))
     ask = ("Fix the last attempt." if best is None else "Write a faster variant of your best kernel.")
     return [("system", system_message(backend)),
             ("user", _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask]))]

@@ -63,11 +63,8 @@ class RunMetrics:
 
 
 def _gate_passed(exp: Experience, gate: str) -> bool:
-    gates: list[dict[str, object]] = (exp.outcome or {}).get("gates", [])
-    for g in gates:
-        if g.get("name") == gate:
-            return g.get("status") == "passed"
-    return False
+    found = exp.result.gate(gate)
+    return found is not None and found.status == "passed"
 
 
 def run_metrics(store: Store, run: RunRecord) -> RunMetrics:

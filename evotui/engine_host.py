@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from textual.message import Message
 
 from core import events as ev
+from core.attempts import OutcomeSummary, summarize
 from core.errors import LLMError
 from core.workspace import Workspace
 from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
@@ -198,13 +199,13 @@ class EngineHost:
         if self.loop is not None and self.session is not None:
             self.loop.call_soon_threadsafe(self.session.stop_run)
 
-    async def verify(self, task_id: str, files: dict[str, str]) -> dict:
-        """Verify files for a task without recording anything; the Outcome as a dict."""
-        async def go() -> dict:
+    async def verify(self, task_id: str, files: dict[str, str]) -> OutcomeSummary:
+        """Verify files for a task without recording anything; the outcome's typed summary."""
+        async def go() -> OutcomeSummary:
             session = self.opened
             _ = session.verifier      # created here, on this loop's thread, never in a worker
             outcome = await asyncio.to_thread(session.verify_files, task_id, files)
-            return outcome.to_dict()
+            return summarize(outcome)
 
         return await self.call(go)
 

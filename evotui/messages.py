@@ -16,7 +16,7 @@ from typing import Any
 from textual.message import Message
 
 from core import events as ev
-from core.attempts import AttemptLine, TaskRow
+from core.attempts import AttemptLine, OutcomeSummary, TaskRow
 
 
 @dataclass(eq=False)
@@ -163,11 +163,11 @@ class AnswerLoaded(WorkbenchMessage):
 
 @dataclass(eq=False)
 class VerifyFinished(WorkbenchMessage):
-    """A re-verification (nothing recorded) ended with ``outcome`` (an Outcome as a dict)."""
+    """A re-verification (nothing recorded) ended with ``outcome``."""
 
     task_id: str
     label: str
-    outcome: dict
+    outcome: OutcomeSummary
 
 
 @dataclass(eq=False)

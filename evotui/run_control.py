@@ -149,7 +149,7 @@ class RunControl(AppParts):
 
     def on_verify_finished(self, message: VerifyFinished) -> None:
         verdict = marks.verdict(message.outcome)
-        ok = marks.is_feasible(message.outcome)
+        ok = message.outcome.feasible
         self.main.query_one("#tasks", TaskTable).set_status(message.task_id, f"{message.label} {verdict}",
                                                             "ok" if ok else "fail")
         self.main.note(f"{message.task_id} {message.label} re-verified: {verdict}", "ok" if ok else "fail")

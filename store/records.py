@@ -138,6 +138,19 @@ class TaskState:
 
 
 @dataclass
+class GateSummary:
+    """One gate of a stored outcome: its name, status ("passed", "failed", "skipped") and message."""
+
+    name: str = ""
+    status: str = "skipped"
+    message: str = ""
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GateSummary:
+        return _from_dict(cls, data)
+
+
+@dataclass
 class OutcomeSummary:
     """What core and the workbench read of a verifier outcome stored with an experience (``outcome``,
     a plain dict so the store needs no verifier): typed, every field optional, unknown keys ignored."""
@@ -159,11 +172,21 @@ class OutcomeSummary:
     candidate_hash: str = ""
     roofline: dict[str, Any] | None = None
     flags: list[str] = field(default_factory=list)
+    gates: list[GateSummary] = field(default_factory=list)
+    verified: bool = True        # False: no outcome was stored (knowledge, an attempt never verified)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | None) -> OutcomeSummary:
-        """The summary of an outcome dict (an empty, infeasible one for None)."""
-        return _from_dict(cls, data or {})
+        """The summary of an outcome dict (an empty, infeasible, unverified one for None or {})."""
+        if not data:
+            return cls(verified=False)
+        summary = _from_dict(cls, {k: v for k, v in data.items() if k != "verified"})
+        summary.gates = [g if isinstance(g, GateSummary) else GateSummary.from_dict(g) for g in data.get("gates") or []]
+        return summary
+
+    def gate(self, name: str) -> GateSummary | None:
+        """The gate called ``name``, None when the outcome does not mention it."""
+        return next((g for g in self.gates if g.name == name), None)
 
     @property
     def timed(self) -> bool:

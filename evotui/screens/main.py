@@ -296,9 +296,9 @@ class MainScreen(Screen):
         if self.shown_exp is None or line is None:
             return
         here = f"#{line.index}"
-        outcome = self.shown_exp.outcome or {}
-        view.border_subtitle = marks.short_verdict(self.shown_exp.result)
-        failure = "" if self.shown_exp.result.feasible or not outcome else marks.failure_text(outcome)
+        result = self.shown_exp.result
+        view.border_subtitle = marks.short_verdict(result)
+        failure = "" if result.feasible or not result.verified else marks.failure_text(result)
         if self.mode == "diff" and self.parent_exp is not None:
             there = f"#{line.parent_index}" if line.parent_index else "parent"
             view.border_title = f"{here} {line.stage} · diff vs {there}"

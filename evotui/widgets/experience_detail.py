@@ -112,11 +112,9 @@ class ExperienceDetail(VerticalScroll):
             gates = Table.grid(padding=(0, 1))
             for _ in range(3):
                 gates.add_column(no_wrap=False)
-            for g in exp.outcome.get("gates", []):
-                status = g.get("status", "skipped")
-                tone = {"passed": "pass", "failed": "fail"}.get(status, "dim")
-                gates.add_row(Text(marks.mark(status), style=self._style(tone)), g.get("name", ""),
-                              Text(g.get("message", ""), style=dim))
+            for g in exp.result.gates:
+                tone = {"passed": "pass", "failed": "fail"}.get(g.status, "dim")
+                gates.add_row(Text(marks.mark(g.status), style=self._style(tone)), g.name, Text(g.message, style=dim))
             parts.append(gates)
 
         if exp.q_history:

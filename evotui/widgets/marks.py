@@ -31,9 +31,8 @@ def q(value: float | None) -> str:
     return "–" if value is None else f"{value:+.2f}"
 
 
-def verdict(outcome: OutcomeSummary | dict | None) -> str:
+def verdict(r: OutcomeSummary) -> str:
     """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"."""
-    r = _typed(outcome)
     if r.feasible:
         parts = [f"✓ {ms(r.latency_ms)} ms"]
         if r.speedup is not None:
@@ -47,31 +46,21 @@ def verdict(outcome: OutcomeSummary | dict | None) -> str:
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
 
 
-def is_feasible(outcome: OutcomeSummary | dict | None) -> bool:
-    return _typed(outcome).feasible
-
-
-def _typed(outcome: OutcomeSummary | dict | None) -> OutcomeSummary:
-    return outcome if isinstance(outcome, OutcomeSummary) else OutcomeSummary.from_dict(outcome)
-
-
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
     """"1 attempt", "3 attempts" (``nouns`` for irregular plurals)."""
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
-def short_verdict(outcome: OutcomeSummary | dict | None) -> str:
+def short_verdict(r: OutcomeSummary) -> str:
     """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
-    r = _typed(outcome)
     return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 
-def failure_text(outcome: dict) -> str:
+def failure_text(r: OutcomeSummary) -> str:
     """The whole failure, line breaks kept (compiler output is many lines): the gate, its message, and
     every gate's own message that says more."""
-    gate = outcome.get("failed_gate") or "?"
-    lines = [f"✗ failed at {gate}:", (outcome.get("message") or "").rstrip()]
-    for g in outcome.get("gates", []):
-        if g.get("status") == "failed" and g.get("message") and g.get("message") != outcome.get("message"):
-            lines.append(f"{g.get('name')}: {g['message'].rstrip()}")
+    lines = [f"✗ failed at {r.failed_gate or '?'}:", r.message.rstrip()]
+    for g in r.gates:
+        if g.status == "failed" and g.message and g.message != r.message:
+            lines.append(f"{g.name}: {g.message.rstrip()}")
     return "\n".join(line for line in lines if line)

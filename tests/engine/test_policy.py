@@ -8,7 +8,7 @@ import random
 import pytest
 
 from core import policy
-from store import Experience
+from store import Experience, OutcomeSummary
 
 
 def exp(i: str, q1=0.0, q2=0.0, latency=None, names=()):
@@ -87,12 +87,15 @@ def test_refine_rewards_keep_the_sign_of_the_gain_whatever_came_before(history):
 
 
 def test_gain_over_best_prefers_the_paired_window_and_falls_back_with_a_wide_band():
-    paired = {"gain": 1.3, "vs_best": "faster", "speedup": 0.5}
-    assert policy.gain_over_best(paired, {"speedup": 2.0}) == (1.3, "faster")
-    assert policy.gain_over_best({"speedup": 2.2}, {"speedup": 2.0})[1] == "same"        # 10 %: within the band
-    assert policy.gain_over_best({"speedup": 3.0}, {"speedup": 2.0}) == (1.5, "faster")
-    assert policy.gain_over_best({"speedup": 1.0}, {"speedup": 2.0}) == (0.5, "slower")
-    assert policy.gain_over_best({"speedup": 1.0}, None) == (None, "")
+    def o(**fields):
+        return OutcomeSummary(feasible=True, **fields)
+
+    paired = o(gain=1.3, vs_best="faster", speedup=0.5)
+    assert policy.gain_over_best(paired, o(speedup=2.0)) == (1.3, "faster")
+    assert policy.gain_over_best(o(speedup=2.2), o(speedup=2.0))[1] == "same"        # 10 %: within the band
+    assert policy.gain_over_best(o(speedup=3.0), o(speedup=2.0)) == (1.5, "faster")
+    assert policy.gain_over_best(o(speedup=1.0), o(speedup=2.0)) == (0.5, "slower")
+    assert policy.gain_over_best(o(speedup=1.0), None) == (None, "")
     assert policy.is_new_best(True, False, "")                # the first feasible kernel
     assert not policy.is_new_best(True, True, "same") and not policy.is_new_best(False, False, "")
     assert policy.is_new_best(True, True, "faster")

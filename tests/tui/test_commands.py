@@ -88,8 +88,8 @@ async def test_reverify_runs_the_real_gates_and_records_nothing(filled_workspace
         await wait_for(pilot, lambda: posted(messages, VerifyFinished), timeout=300, what="the verification")
         done = posted(messages, VerifyFinished)[0]
         assert done.task_id == "relu" and done.label == "#3"
-        assert done.outcome["feasible"], done.outcome["message"]
-        assert [g["status"] for g in done.outcome["gates"]] == ["passed"] * 5
+        assert done.outcome.feasible, done.outcome.message
+        assert [g.status for g in done.outcome.gates] == ["passed"] * 5
         assert app.main.query_one("#tasks").status["relu"][0].startswith("#3 ✓")
         await pilot.pause()
         assert len(app.main.query_one("#attempts").attempt_lines) == count   # nothing recorded

@@ -50,7 +50,7 @@ async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(worksp
         from store import Store
 
         with Store.open(workspace.memory_path, readonly=True) as store:
-            outcomes = {e.experience_id: store.get(e.experience_id).outcome for e in (first, second, third)}
+            outcomes = {e.experience_id: store.get(e.experience_id).result for e in (first, second, third)}
         best = outcomes[first.experience_id]
         for e in (second, third):
             gain, verdict = policy.gain_over_best(outcomes[e.experience_id], best)
