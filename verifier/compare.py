@@ -41,9 +41,10 @@ def noise_allowed(noise: float, rms: float) -> float:
     kernel's natural loop accumulates in order. Measured on row sums of 1K to 4M float32 values
     (``bench/tolerance_margin.py``), in-order, 8- and 16-lane and 4-chunk accumulations need up to
     69 times the reference's noise, while dropping one term needs 1,973 times and more (where rtol
-    does not already hide it) and rounding inputs to bfloat16 19,275 times. So up to ``REORDER_FACTOR`` times the noise is allowed, but never more
-    than ``REORDER_CAP`` of the output's RMS (an ill-conditioned output, whose noise is large, gets
-    no wider allowance than that) and never less than ``NOISE_FACTOR`` times the noise."""
+    does not already hide it) and rounding inputs to bfloat16 19,275 times. So up to
+    ``REORDER_FACTOR`` times the noise is allowed, but never more than ``REORDER_CAP`` of the
+    output's RMS (an ill-conditioned output, whose noise is large, gets no wider allowance than
+    that) and never less than ``NOISE_FACTOR`` times the noise."""
     return max(NOISE_FACTOR * noise, min(REORDER_FACTOR * noise, REORDER_CAP * rms))
 
 
