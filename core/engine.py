@@ -335,7 +335,8 @@ class Engine:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
                                          attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
-                                         out.speedup, reward, new_best, duplicate=not created))
+                                         out.speedup, reward, new_best, duplicate=not created,
+                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

@@ -95,6 +95,19 @@ async def _with_close(session, coro):
         await session.close_async()
 
 
+def attempt_words(event) -> str:
+    """A feasible attempt in one line: its latency, then what its own timing window says: the speedup
+    over PyTorch and, for a refinement, the gain over the best timed beside it ("✓ 24.148 ms, 1.08x vs
+    PyTorch (same); 0.87x vs the best (slower)"). Latencies of two attempts come from two windows and
+    are not compared."""
+    words = f"✓ {event.latency_ms:.3f} ms"
+    if event.speedup is not None:
+        words += f", {event.speedup:.2f}x vs PyTorch" + (f" ({event.vs_reference})" if event.vs_reference else "")
+    if event.gain is not None and event.vs_best:
+        words += f"; {event.gain:.2f}x vs the best ({event.vs_best})"
+    return words + (", new best" if event.new_best else "")
+
+
 class Reporter:
     """Renders engine events: a live table on a terminal, plain lines otherwise."""
 
@@ -150,10 +163,10 @@ class Reporter:
             row["iter"] = event.iteration + 1
             row["stage"] = event.stage
             row["last"] = "feasible" if event.feasible else f"{event.failed_gate}"
-            if event.feasible and (row.get("best") is None or event.latency_ms < row["best"]):
+            if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
             line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
-                    + (f"✓ {event.latency_ms:.3f} ms" if event.feasible else f"✗ {event.failed_gate}") +
+                    + (attempt_words(event) if event.feasible else f"✗ {event.failed_gate}") +
                     f" reward {event.reward:+.2f}")
             self._line(line)
         elif isinstance(event, ev.EngineProblem):

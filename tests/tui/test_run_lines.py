@@ -1,0 +1,28 @@
+"""`evokernel run`'s lines and table: what each attempt's own timing window says, never two latencies
+from two windows compared."""
+
+from __future__ import annotations
+
+
+def _recorded(iteration, latency, speedup, *, stage="refine", new_best=False, gain=None, vs_best="",
+              vs_reference="same"):
+    from core import events as ev
+
+    return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", True, None, "", latency,
+                              speedup, 0.0, new_best, vs_reference=vs_reference, gain=gain, vs_best=vs_best)
+
+
+def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency():
+    """The draft was timed at 63 ms on a busy machine, the refinement at 24 ms on a quiet one, but
+    timed beside each other the refinement is 0.87x: the line says slower and the best stays."""
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=False)
+    reporter.on_event(_recorded(0, 63.159, 1.12, stage="draft", new_best=True))
+    reporter.on_event(_recorded(1, 24.148, 0.92, gain=0.87, vs_best="slower", vs_reference="slower"))
+    draft, refine = reporter.lines[-2:]
+    assert "✓ 63.159 ms, 1.12x vs PyTorch (same), new best" in draft
+    assert "✓ 24.148 ms, 0.92x vs PyTorch (slower); 0.87x vs the best (slower) reward" in refine
+    assert reporter.rows["softmax"]["best"] == 63.159 and reporter.rows["softmax"]["speedup"] == 1.12
+    reporter.on_event(_recorded(2, 30.0, 1.4, gain=1.3, vs_best="faster", new_best=True))
+    assert reporter.rows["softmax"]["best"] == 30.0 and "1.30x vs the best (faster), new best" in reporter.lines[-1]
