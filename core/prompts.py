@@ -394,6 +394,15 @@ def _tried(children: Sequence[Experience], start: Experience) -> str:
     return "### Variants already tried from this start point (do not repeat them)\n" + "\n".join(rows)
 
 
+def _beside(what: str, best_ms: float | None) -> str:
+    """The refinement's goal: faster than the best in one timing window (the best's own latency came
+    from another window, busier or quieter, so it is no target by itself)."""
+    if not best_ms:
+        return "make it faster"
+    return (f"it is timed beside {what} in one window and counts only if faster there; {what} took "
+            f"{best_ms:.3f} ms when it was measured, in another window")
+
+
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, children: Sequence[Experience],
                   best_ms: float | None, *, best: Experience | None = None,
@@ -412,10 +421,10 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}"
                      + (f"\n{roofline_line(best.result)}" if roofline_line(best.result) else "")
                      + "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
-        goal = f"beat the best so far, {best_ms:.3f} ms" if best_ms else "make it faster"
+        goal = _beside("the best so far", best_ms)
     elif best is not None and best.id == start.id:
         best_text = "## Best kernel so far\nThe start point above is the best kernel so far."
-        goal = f"beat {best_ms:.3f} ms" if best_ms else "make it faster"
+        goal = _beside("the start point", best_ms)
     else:
         best_text = (f"## Best kernel so far\n{best_ms:.3f} ms (its code is not available here)." if best_ms else "")
         goal = f"the best so far is {best_ms:.3f} ms" if best_ms else "make it faster"

@@ -171,4 +171,5 @@ def test_refine_prompt_gives_the_best_kernel_whole_when_it_is_not_the_start_poin
     assert BEST_MARKER not in start_part and C.RELU.strip() in start_part
     assert f"[mem:{best.id}]" in best_part and "It differs from the start point" in best_part
     assert BEST_KERNEL.strip() in best_part                                # the best kernel's code, whole
-    assert "beat the best so far, 0.100 ms" in text
+    assert "timed beside the best so far in one window and counts only if faster there" in text
+    assert "the best so far took 0.100 ms when it was measured, in another window" in text
