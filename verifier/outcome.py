@@ -133,7 +133,8 @@ def _interval(ci: list[float] | None) -> str:
 
 
 def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
-    """"1.31x faster than the best [1.2, 1.4]", "same speed as the best within ±4 %"."""
+    """"1.31x faster than the best [1.2, 1.4]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the
+    best within ±4 %". ``ratio`` and ``ci`` are speedups (above 1: faster)."""
     if ratio is None:
         return ""
     if verdict == "same":
@@ -142,4 +143,6 @@ def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other
         return f"same speed as {other} (too few calls to tell)"
     if verdict == "faster":
         return f"{ratio:.2f}x faster than {other}{_interval(ci)}"
-    return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(ci)}"
+    # slower: the ratio and its interval both inverted, so the bracket holds the number it follows
+    inverted = [1.0 / max(ci[1], 1e-12), 1.0 / max(ci[0], 1e-12)] if ci and len(ci) == 2 and ci[0] > 0 else None
+    return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(inverted)}"

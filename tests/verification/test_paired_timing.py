@@ -101,3 +101,12 @@ def test_an_honest_candidate_with_its_own_best_is_the_same_speed(paired, suite):
     assert out.feasible, out.message
     assert out.vs_best in ("same", "faster", "slower") and out.gain_ci[0] <= out.gain <= out.gain_ci[1]
     assert 0.4 < out.gain < 2.5          # identical code: only the machine's noise between them
+
+
+def test_speed_words_keep_the_interval_in_the_units_of_the_ratio_they_follow():
+    from verifier.outcome import speed_words
+
+    assert speed_words("faster", 1.31, [1.2, 1.4], "the best") == "1.31x faster than the best [1.20, 1.40]"
+    # a speedup of 0.94 [0.91, 0.98] is "1.06x slower", so its interval is [1/0.98, 1/0.91]
+    assert speed_words("slower", 1 / 1.06, [0.91, 0.98], "PyTorch") == "1.06x slower than PyTorch [1.02, 1.10]"
+    assert speed_words("same", 1.0, [0.96, 1.04], "PyTorch") == "same speed as PyTorch within ±4 %"
