@@ -74,7 +74,7 @@ def load(path: str | None = None) -> KernelLibrary:
         return KernelLibrary(path, sigs)
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
-    from verifier.backends import backend_for, get_backend, load_runtime, runtime_target
+    from verifier.backends import backend_for, get_backend, runtime_class
     from verifier.build import build_candidate
 
     files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
@@ -83,7 +83,7 @@ def load(path: str | None = None) -> KernelLibrary:
     if not result.ok:
         raise KernelCallError(f"building {folder} failed:\n{result.log}")
     return KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures],
-                         load_runtime(runtime_target(backend)))
+                         runtime_class(backend)())
 
 
 class KernelLibrary:

@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from verifier.backends import Backend, DeviceRuntime, get_backend, runtime_target
+from verifier.backends import Backend, get_backend, runtime_class, runtime_target
 from verifier.build import default_cache_dir
 from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
@@ -84,7 +84,7 @@ class Verifier:
         # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
-        device_modules = list(getattr(self.backend, "device_runtime", DeviceRuntime).modules)  # torch_npu
+        device_modules = list(runtime_class(self.backend).modules)  # torch_npu
         preload = [] if spawn else ["torch", "torch._dynamo", "verifier.worker", *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]

@@ -100,10 +100,16 @@ def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
     return tuple(found)
 
 
+def runtime_class(backend: Backend | type[Backend]) -> type[DeviceRuntime]:
+    """The backend's device runtime class; the host's for a backend that declares none."""
+    cls: type[DeviceRuntime] = getattr(backend, "device_runtime", DeviceRuntime)
+    return cls
+
+
 def runtime_target(backend: Backend | type[Backend]) -> str:
     """The ``module:Class`` of the backend's device runtime: what a job carries to the worker, which
-    makes its own (``load_runtime``). The host's runtime for a backend that declares none."""
-    cls: type[DeviceRuntime] = getattr(backend, "device_runtime", DeviceRuntime)
+    makes its own (``load_runtime``)."""
+    cls = runtime_class(backend)
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
@@ -124,20 +130,20 @@ def load_runtime(target: str = "") -> DeviceRuntime:
 
 def backend_runtime(name: str) -> DeviceRuntime:
     """The device runtime the backend called ``name`` declares (the host's when it declares none)."""
-    return load_runtime(runtime_target(backend_class(name)))
+    return runtime_class(backend_class(name))()
 
 
 def backend_for(files: dict[str, str]) -> str:
     """The backend a folder's files (name -> text) are written for: the first in the table that claims
-    them (``.cu`` sources: cuda; ``__aicore__`` kernels: ascend), else "cpu"."""
+    them (``.cu`` sources: cuda; ``__aicore__`` kernels: ascend), else "cpu" (which claims nothing)."""
     for name in backend_table():
         claims = declared(name, "claims")
-        if name != "cpu" and claims is not None and claims(files):
+        if claims is not None and claims(files):
             return name
     return "cpu"
 
 
 __all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules", "Toolchain",
            "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime", "backend_table",
-           "declared", "declared_suffixes", "display_name", "get_backend", "load_runtime", "runtime_target",
-           "source_suffix"]
+           "declared", "declared_suffixes", "display_name", "get_backend", "load_runtime", "runtime_class",
+           "runtime_target", "source_suffix"]
