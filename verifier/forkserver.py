@@ -1,8 +1,11 @@
 """The fork server: runs inside the sandbox, imports torch once, forks a locked-down child per job.
 
 Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` to start a job or
-``{"id", "kill": true}`` to kill one; the server answers ``{"ready": true, ...}`` once, then
-``{"id", "pid"}`` when a child starts and ``{"id", "exit", "signal"}`` when it ends. The server
+``{"id", "kill": true}`` to kill one, or ``{"id", "pause": true|false}`` to stop (SIGSTOP) or continue
+(SIGCONT) one while another process is being timed; the server answers ``{"ready": true, ...}`` once,
+then ``{"id", "pid"}`` when a child starts, ``{"id", "paused": bool, "ok": bool}`` once a pause or a
+continue has taken effect (every thread of the job stopped, for a pause) and ``{"id", "exit", "signal"}``
+when it ends. The server
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
 Run as ``python -m verifier.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
@@ -35,6 +38,7 @@ import select
 import signal
 import struct
 import sys
+import time
 import traceback
 
 # syscalls a candidate never needs; each fails with EPERM.
@@ -420,6 +424,11 @@ def main() -> int:
                     if job_id == msg["id"]:
                         _kill(pid)
                 continue
+            if "pause" in msg:
+                pids = [pid for pid, job_id in children.items() if job_id == msg["id"]]
+                ok = bool(pids) and all(_pause(pid, bool(msg["pause"])) for pid in pids)
+                _send({"id": msg["id"], "paused": bool(msg["pause"]), "ok": ok})
+                continue
             try:
                 pid = os.fork()
             except OSError as exc:
@@ -436,6 +445,32 @@ def main() -> int:
             children[pid] = msg["id"]
             _send({"id": msg["id"], "pid": pid})
     return 0
+
+
+def _pause(pid: int, stop: bool, wait_s: float = 0.5) -> bool:
+    """Stop (SIGSTOP) or continue (SIGCONT) the job's process group. A stop returns once every thread of
+    the job is seen stopped in /proc (the signal is asynchronous: a thread running on another core stops
+    at its next kernel entry), so nothing of the job runs while the caller times another process."""
+    try:
+        os.killpg(pid, signal.SIGSTOP if stop else signal.SIGCONT)
+    except OSError:
+        return False
+    if not stop:
+        return True
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                    states.append(f.read().rsplit(b")", 1)[1].split()[0])
+        except OSError:
+            return False
+        if all(state in (b"T", b"t", b"Z", b"X") for state in states):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.00002)
 
 
 def _kill(pid: int) -> None:

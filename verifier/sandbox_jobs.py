@@ -70,6 +70,56 @@ class _Pending:
     event: threading.Event = field(default_factory=threading.Event)
     pid: int | None = None
     exit: JobExit | None = None
+    paused: threading.Event = field(default_factory=threading.Event)   # a pause/continue was answered
+    pause_ok: bool = False
+
+
+class JobHandle:
+    """A job started with ``ForkServer.submit``: wait for it, kill it, or pause it while another
+    process is being timed (``pause(True)`` returns once every thread of the job is stopped)."""
+
+    def __init__(self, server: ForkServer, job_id: int, pending: _Pending, timeout: float):
+        self._server, self.id, self._pending = server, job_id, pending
+        self._started = time.perf_counter()
+        self._deadline = self._started + timeout
+        self._exit: JobExit | None = None
+
+    @property
+    def done(self) -> bool:
+        return self._pending.event.is_set()
+
+    def pause(self, stop: bool, timeout: float = 5.0) -> bool:
+        """Stop (``True``) or continue (``False``) the job; False when the server could not (the job ended)."""
+        pending = self._pending
+        pending.paused.clear()
+        if pending.event.is_set() or not self._server._send({"id": self.id, "pause": stop}):
+            return False
+        if not pending.paused.wait(timeout):
+            return False
+        return pending.pause_ok
+
+    def kill(self) -> None:
+        self._server._send({"id": self.id, "kill": True})
+
+    def wait(self, timeout: float | None = None) -> JobExit:
+        """How the job ended; a job still running at its deadline (or ``timeout``) is killed."""
+        if self._exit is not None:
+            return self._exit
+        limit = self._deadline - time.perf_counter() if timeout is None else timeout
+        try:
+            if not self._pending.event.wait(max(limit, 0.0)):
+                self._server._send({"id": self.id, "kill": True})
+                if not self._pending.event.wait(5):
+                    self._server.close()  # unresponsive: take the whole sandbox down
+                self._exit = JobExit("timeout", seconds=time.perf_counter() - self._started)
+                return self._exit
+            result = self._pending.exit or JobExit("lost", detail="no exit status")
+            result.seconds = time.perf_counter() - self._started
+            self._exit = result
+            return result
+        finally:
+            with self._server._lock:
+                self._server._pending.pop(self.id, None)
 
 
 class ForkServer:
@@ -193,7 +243,10 @@ class ForkServer:
             pending = self._pending.get(msg.get("id"))
             if pending is None:
                 continue
-            if "pid" in msg and "exit" not in msg:
+            if "paused" in msg:
+                pending.pause_ok = bool(msg.get("ok"))
+                pending.paused.set()
+            elif "pid" in msg and "exit" not in msg:
                 pending.pid = msg["pid"]
             elif "exit" in msg:
                 sig = msg.get("signal")
@@ -223,26 +276,22 @@ class ForkServer:
 
     def run(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobExit:
         """Run the job in ``job_dir`` (inside ``jobs_root``) in a fresh child; wait at most ``timeout``."""
+        handle = self.submit(job_dir, limits, timeout)
+        return handle if isinstance(handle, JobExit) else handle.wait()
+
+    def submit(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobHandle | JobExit:
+        """Start the job in ``job_dir`` and return at once: a ``JobHandle``, or the ``JobExit`` of a job
+        that could not be started. The job is killed if it still runs ``timeout`` seconds from now."""
         self.start()
         with self._lock:
             self._next_id += 1
             job_id = self._next_id
             pending = self._pending[job_id] = _Pending()
-        started = time.perf_counter()
-        try:
-            if not self._send({"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}):
-                return JobExit("lost", detail="could not reach the fork server")
-            if not pending.event.wait(timeout):
-                self._send({"id": job_id, "kill": True})
-                if not pending.event.wait(5):
-                    self.close()  # unresponsive: take the whole sandbox down
-                return JobExit("timeout", seconds=timeout)
-            result = pending.exit or JobExit("lost", detail="no exit status")
-            result.seconds = time.perf_counter() - started
-            return result
-        finally:
+        if not self._send({"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}):
             with self._lock:
                 self._pending.pop(job_id, None)
+            return JobExit("lost", detail="could not reach the fork server")
+        return JobHandle(self, job_id, pending, timeout)
 
     def close(self) -> None:
         with self._lock:

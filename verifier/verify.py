@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from verifier.backends import Backend, get_backend, runtime_class, runtime_target
+from verifier.backends import Backend, backend_device, get_backend, runtime_class, runtime_target
 from verifier.build import default_cache_dir
 from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
@@ -46,6 +46,7 @@ from verifier.reference import Reference, ReferenceCache
 from verifier.roofline import RooflineMeter
 from verifier.sandbox import scrubbed_env
 from verifier.sandbox_jobs import ForkServer, JobExit, JobLimits
+from verifier.window import SideFailed
 from verifier.task import TaskSpec
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
@@ -312,17 +313,10 @@ class Verifier:
         return Path(tempfile.mkdtemp(prefix=f"{counter:05d}-{kind}-", dir=self.jobs_root))
 
     def _new_job(self, kind: str, files: dict[str, str], build, job: dict | CandidateJob,
-                 job_dir: Path | None = None, best: tuple[dict[str, str], Any] | None = None) -> Path:
+                 job_dir: Path | None = None) -> Path:
         job_dir = job_dir or self._job_dir(kind)
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
-        if best is not None:  # the task's best, timed beside the candidate: its own model and library
-            best_files, best_build = best
-            (job_dir / "best_model.py").write_text(best_files["model.py"])
-            shutil.copy2(best_build.library, job_dir / f"best-{best_build.library.name}")
-            assert isinstance(job, dict)
-            job["best"] = {"library": f"best-{best_build.library.name}", "model": "best_model.py",
-                           "signatures": [s.to_dict() for s in best_build.signatures]}
         common = dict(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                       model="model.py", threads=self.config.threads, runtime=runtime_target(self.backend),
                       timer=getattr(self.backend, "timer", "wall"))
@@ -443,7 +437,7 @@ class Verifier:
             for k in cases:
                 sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
                                         and not t.widened][:3])
-                got = self._perf_job(task, files, build, sub, out, best_pair)
+                got = self._perf_job(task, files, build, sub, out, best_pair, case=k)
                 if got is None:
                     return
                 judged.append((k, *got, sub))
@@ -463,22 +457,93 @@ class Verifier:
                 perf.message += f"; {out.roofline['summary']}"
 
     def _perf_job(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
-                  best: tuple[dict[str, str], Any] | None) -> tuple[dict, dict] | None:
-        """Run one timing window on ``ref``'s trials (the first two timed, the third for the re-check);
-        (result, outputs), or None when the job failed (``out`` says why)."""
-        job = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials], "timing": self._timing,
-               "check_samples": self.config.check_samples, "eval_mode": bool(ref.eval_mode)}
-        job_dir = self._new_job("perf", files, build, job, best=best)
+                  best: tuple[dict[str, str], Any] | None, case: int | None = None) -> tuple[dict, dict] | None:
+        """Run one timing window (``verifier.window``): the reference, the candidate and the best each in
+        a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
+        None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
+        try:
+            return self._window(task, files, build, ref, out, best, case)
+        except SideFailed as exc:
+            if exc.side != "best" or best is None:
+                raise
+            got = self._window(task, files, build, ref, out, None, case)
+            if got is not None:
+                got[0]["best_error"] = f"the best {exc}"
+            return got
+
+    def _window(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
+                best: tuple[dict[str, str], Any] | None, case: int | None) -> tuple[dict, dict] | None:
+        from verifier.timing import CacheFlusher
+        from verifier.window import Side, WindowSettings, finish, run_window
+
+        cfg = self.config
+        clock = getattr(self.backend, "timer", "wall")
+        base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
+                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self._timing["flush_bytes"]}
+        sides: dict[str, Side] = {}
+        ref_dir = Path(tempfile.mkdtemp(prefix="side-", dir=self.reference_server.jobs_root))
+        write_job(ref_dir, {**base, "kind": "side", "role": "reference", "threads": cfg.threads,
+                            "runtime": runtime_target(self.backend)})
+        sides["reference"] = Side("reference", ref_dir, trusted=True)
+        sides["candidate"] = Side("candidate", self._new_job("side", files, build, {**base, "role": "candidate"}),
+                                  trusted=False)
+        if best is not None:
+            best_files, best_build = best
+            sides["best"] = Side("best", self._new_job("side", best_files, best_build, {**base, "role": "best"}),
+                                 trusted=False)
+        settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls, budget_s=cfg.timing_budget_s,
+                                  samples=cfg.check_samples, case=case, clock=clock)
+        on_host = backend_device(self.backend.name) in ("cpu", "")
+        flush = CacheFlusher(self._timing["flush_bytes"]) if self._timing["flush_bytes"] and on_host else None
+        failure: SideFailed | None = None
+        result: dict | None = None
         try:
             with self._lock.exclusive():
-                exit_, result, outputs = self._run_job(job_dir)
-            if not result or not result.get("ok") or outputs is None:
-                out.fail("performance", self._job_failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"))
-                return None
+                for name, side in sides.items():
+                    server = self.reference_server if side.trusted else self.server
+                    timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
+                    side.start(server.submit(side.job_dir, self._limits(), timeout))
+                try:
+                    result, _ = run_window(sides, settings, flush)
+                except SideFailed as exc:
+                    failure = exc
+                    for side in sides.values():
+                        if side.handle is not None:
+                            side.handle.kill()
+                ended = finish(sides)
+            if failure is not None:
+                if failure.side == "candidate":
+                    exit_, got = ended["candidate"]
+                    out.fail("performance", self._job_failure(sides["candidate"].job_dir, exit_, got)
+                             if got is not None or exit_.status != "exited" else f"the candidate {failure}",
+                             exit_.seconds, transient=exit_.status == "lost")
+                    return None
+                raise failure
+            assert result is not None
+            outputs: dict[str, list] = {}
+            for name in ("reference", "candidate"):
+                exit_, got = ended[name]
+                path = sides[name].job_dir / "outputs.pt"
+                if got is None or not got.get("ok") or not path.exists():
+                    if name == "reference":
+                        raise VerifierError(f"the reference failed in the timing window: {exit_.describe()}")
+                    out.fail("performance", self._job_failure(sides[name].job_dir, exit_, got), exit_.seconds,
+                             transient=exit_.status == "lost")
+                    return None
+                if path.stat().st_size > cfg.max_output_mb << 20:
+                    out.fail("performance", "outputs larger than the output limit")
+                    return None
+                import torch
+
+                outputs[name] = torch.load(path, weights_only=True)["picks"]   # never unpickles code
+            cand = ended["candidate"][1] or {}
+            result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []))
+            return result, {"checks": [{"expected": e, "got": g} for e, g in zip(outputs["reference"],
+                                                                                   outputs["candidate"])]}
         finally:
-            shutil.rmtree(job_dir, ignore_errors=True)
-        return result, outputs
+            for side in sides.values():
+                side.close()
+                shutil.rmtree(side.job_dir, ignore_errors=True)
 
 
 def omp_env(threads: int) -> dict[str, str]:

@@ -47,7 +47,8 @@ from verifier.worker_common import (
     job_runtime,
 )
 from verifier.worker_reference import TaskProblem, WriteOrder, _reference
-from verifier.worker_timing import _perf, _time_sides
+from verifier.worker_side import _side
+from verifier.worker_timing import _time_sides
 
 # Callers and tests reach the shared helpers and the jobs' pieces through this module.
 __all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "run_job", "_time_sides"]
@@ -134,7 +135,7 @@ def _same_layout(a: list[Any], b: list[Any]) -> bool:
 
 
 HANDLERS: dict[str, Callable[[Any, Path, DeviceRuntime], dict[str, Any]]] = {
-    "reference": _reference, "candidate": _candidate, "perf": _perf}
+    "reference": _reference, "candidate": _candidate, "side": _side}
 
 
 def run_job(job_dir: Path) -> int:

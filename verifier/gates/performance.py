@@ -1,12 +1,13 @@
 """Gate 5, performance: what the timing window says, and whether every timed call was right.
 
-The worker (``verifier.worker_timing._perf``) times the reference, the candidate and, when refining, the
-task's best interleaved in one window, on the same fresh inputs per round. Here, in the harness:
+The harness (``verifier.window``) times the reference, the candidate and, when refining, the task's
+best interleaved in one window, each in its own process, on the same fresh inputs per round. Here:
 
 - every timed round's candidate output is compared with the reference's output *on the same
   inputs* at random positions, and the two calls after timing at every position (a kernel that
   cheats on some calls, stops working, or replays a result fails, whichever call it picks);
-- the op trace of the re-check (PyTorch compute after the first call fails the anti-hack gate);
+- the op trace and the launcher count of every timed call (PyTorch compute, or a call that skips the
+  library, fails the anti-hack gate);
 - speedup = reference / candidate and gain = best / candidate: the median over the window's rounds
   of the two calls' ratio in each round (adjacent calls share the machine's load of the moment),
   each with a bootstrap interval over the rounds; "faster"/"slower" only when the interval excludes 1
@@ -39,15 +40,20 @@ def fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> Non
 def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[float, float]], out: Outcome, *,
           min_speed_change: float, implausible_speedup: float, best_hash: str = "") -> None:
     """Decide the performance gate from the perf job's ``result`` and ``outputs`` (see module doc)."""
-    recheck = result.get("recheck") or {}
-    if recheck.get("forbidden_ops"):
-        fail_pytorch_compute(out, recheck["forbidden_ops"], "after repeated calls, forward ran PyTorch compute "
-                                                            "({ops}): the kernel must do the work on every call")
+    forbidden = [ops for ops in result.get("forbidden", []) if ops]
+    if forbidden:
+        ops: dict[str, int] = {}
+        for found in forbidden:
+            for name, n in found.items():
+                ops[name] = ops.get(name, 0) + n
+        fail_pytorch_compute(out, ops, f"on {len(forbidden)} of {len(result['forbidden'])} timed calls, forward "
+                                       "ran PyTorch compute ({ops}): the kernel must do the work on every call")
         out.gate("performance").status = "failed"
         return
-    if "calls" in recheck and not recheck["calls"]:
-        out.fail("anti_hack", "after repeated calls, forward no longer called the kernel library: every call's "
-                              "result must come from your kernels")
+    skipped = sum(1 for calls in result.get("calls", []) if not any(calls.values()))
+    if skipped:
+        out.fail("anti_hack", f"on {skipped} of {len(result['calls'])} timed calls, forward did not call the kernel "
+                              "library: every call's result must come from your kernels")
         out.gate("performance").status = "failed"
         return
     for meta, pair in zip(result.get("checks", []), outputs.get("checks", [])):

@@ -1,0 +1,274 @@
+"""One side of a timing window, inside its own job process (see verifier.window for the harness).
+
+Every side of a window (the reference, the candidate, the task's best) is a separate process: the
+reference in the trusted reference server, the candidate and the best each in a sandboxed job of their
+own. Nothing a candidate does in its process can reach the others: the harness holds the clock, draws
+the inputs, compares the outputs and stops (SIGSTOP) every untrusted side while another is timed.
+
+The side answers the harness over two FIFOs in its job folder, one line per command (``ctl.in``) and
+one per answer (``ctl.out``)::
+
+    gen SEED CASE      (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED,
+                       written to ``inputs.bin``; answers ``ok LAYOUT_JSON``
+    layout JSON        map ``inputs.bin`` (read-only) and make this side's private input buffers
+    stage K            copy ``inputs.bin`` into the private buffers; instance K is called next
+    go NONCE           call instance K once, synchronise; answers ``done NONCE EVENT_MS PREEMPTED``
+                       at once, then keeps a copy of the result (the harness's clock stops at "done")
+    pick SEED LIMIT    keep LIMIT positions of that result per output (drawn from SEED after the call;
+                       ``all``: every position), for the harness to compare
+    finish             write the kept picks (``outputs.pt``) and every call's report, and exit
+
+Untrusted sides run each call under the op trace and count the launcher calls (``calls``,
+``forbidden`` per call, in ``result.json``): PyTorch compute or a forward that skips the library is
+caught on any call, not only on the checked ones. ``NONCE`` is a fresh random word per call: native
+code cannot answer "done" early without reading this process's memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import mmap
+import os
+import resource
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from verifier import runtime
+from verifier.backends import DeviceRuntime
+from verifier.inputs import Trial, make_inputs
+from verifier.task import TaskSpec, load_task_module
+from verifier.timing import CacheFlusher
+from verifier.worker_common import CandidateFailure, OpTrace, _describe, _load_candidate, _save, flatten
+
+_ALIGN = 64
+
+
+def input_layout(inputs: list[Any]) -> list[dict[str, Any]]:
+    """Where each input lives in ``inputs.bin`` (tensors, 64-byte aligned) or its value (numbers...)."""
+    layout, offset = [], 0
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            nbytes = x.numel() * x.element_size()
+            layout.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "offset": offset,
+                           "nbytes": nbytes})
+            offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+        else:
+            layout.append({"value": x})
+    return layout
+
+
+def layout_bytes(layout: list[dict[str, Any]]) -> int:
+    ends = [e["offset"] + e["nbytes"] for e in layout if "offset" in e]
+    return max(max(ends, default=0), 1)
+
+
+def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
+    """Tensors over ``buf`` (a writable or read-only buffer) as ``layout`` places them; values as they are."""
+    import warnings
+
+    out: list[Any] = []
+    for e in layout:
+        if "offset" not in e:
+            out.append(e["value"])
+            continue
+        dtype = getattr(torch, e["dtype"])
+        count = 1
+        for d in e["shape"]:
+            count *= int(d)
+        with warnings.catch_warnings():  # a read-only mapping: only ever copied from
+            warnings.simplefilter("ignore")
+            flat = (torch.frombuffer(buf, dtype=dtype, count=count, offset=e["offset"]) if count
+                    else torch.empty(0, dtype=dtype))
+        out.append(flat.view(e["shape"]))
+    return out
+
+
+class _Channel:
+    def __init__(self, job_dir: Path):
+        # The harness opened ctl.out for reading and holds ctl.in open: neither open blocks.
+        self._out = os.open(job_dir / "ctl.out", os.O_WRONLY)
+        self._in = open(job_dir / "ctl.in", "rb", buffering=0)
+        self._buffer = b""
+
+    def read(self) -> list[str]:
+        while b"\n" not in self._buffer:
+            chunk = self._in.read(65536)
+            if not chunk:
+                raise EOFError("the harness closed the window")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode().split(" ")
+
+    def reply(self, text: str) -> None:
+        data = (text + "\n").encode()
+        while data:
+            data = data[os.write(self._out, data):]
+
+
+def _poison(value: Any) -> None:
+    """Overwrite a result once it has been copied, so the allocator never hands a later call memory that
+    still holds it (a kernel that writes nothing into ``torch.empty_like`` would pass on stale results)."""
+    if isinstance(value, torch.Tensor):
+        t = value.detach()
+        try:
+            if t.numel() == 0:
+                return
+            if t.is_floating_point() or t.is_complex():
+                t.fill_(float("nan"))
+            elif t.dtype == torch.bool:
+                t.logical_not_()
+            else:
+                t.bitwise_not_()
+        except Exception:  # a read-only or exotic tensor: leave it
+            pass
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _poison(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _poison(v)
+
+
+def _pick(snapshot: tuple[Any, list[torch.Tensor]], seed: int, limit: int | None) -> dict[str, Any]:
+    """The result reduced to ``limit`` positions per output drawn from ``seed`` (None: every position),
+    with each output's full shape kept beside. Every side draws the same positions from the same seed."""
+    structure, leaves = snapshot
+    gen = torch.Generator().manual_seed(seed)
+    picked = []
+    for leaf in leaves:
+        if limit is None or leaf.numel() <= limit:
+            picked.append(leaf.contiguous().clone())
+        else:
+            idx = torch.randint(leaf.numel(), (limit,), generator=gen)
+            picked.append(leaf.reshape(-1)[idx].clone())
+    return {"structure": structure, "leaves": picked, "shapes": [list(leaf.shape) for leaf in leaves]}
+
+
+def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
+    """The side's command loop (see the module docstring)."""
+    spec = TaskSpec.from_dict(job["task"])
+    device = device_runtime.device
+    role = str(job["role"])
+    trusted = role == "reference"
+    trials = [Trial.from_dict(t) for t in job["trials"]]
+    module = load_task_module(spec)
+    if trusted:
+        make = module.Model
+    else:
+        try:
+            make = _load_candidate(job, job_dir, device_runtime,
+                                   module_name="candidate_model" if role == "candidate" else "best_model")
+        except CandidateFailure:
+            raise
+        except Exception as exc:
+            raise CandidateFailure("performance", f"loading model.py failed: {_describe(exc)}") from exc
+    instances = []
+    for trial in trials[:2]:
+        torch.manual_seed(trial.model_seed)
+        try:
+            instances.append(make(*module.get_init_inputs()).to(device))
+        except Exception as exc:
+            raise CandidateFailure("performance", f"{'Model' if trusted else 'ModelNew'}(*get_init_inputs()) "
+                                                  f"failed: {_describe(exc)}") from exc
+        if job.get("eval_mode"):
+            instances[-1].eval()
+    channel = _Channel(job_dir)
+    channel.reply("ready")
+    shared: Any = None
+    source: list[Any] = []
+    buffers: list[Any] = []
+    current = 0
+    snapshot: tuple[Any, list[torch.Tensor]] | None = None
+    picks: list[dict[str, Any]] = []
+    calls: list[dict[str, int]] = []
+    forbidden: list[dict[str, int]] = []
+    events = device_runtime.events() if job.get("timer") == "events" else None
+    sync = device_runtime.synchronize
+    # On a device the side flushes the device's cache after staging (the harness cannot reach it); on
+    # the host the harness flushes right before each call.
+    flush = (CacheFlusher(device_runtime.flush_bytes(int(job["flush_bytes"])), device)
+             if device != "cpu" and job.get("flush_bytes") else None)
+
+    def map_inputs(layout: list[dict[str, Any]], writable: bool) -> None:
+        nonlocal shared, source, buffers
+        path = job_dir / "inputs.bin"
+        size = layout_bytes(layout)
+        if writable:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            os.ftruncate(fd, size)
+            shared = mmap.mmap(fd, size)
+        else:
+            fd = os.open(path, os.O_RDONLY)
+            shared = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+        os.close(fd)
+        source = _views(shared, layout)
+        buffers = [x.clone().to(device) if isinstance(x, torch.Tensor) else x for x in source]
+
+    while True:
+        try:
+            words = channel.read()
+        except EOFError:
+            break
+        command = words[0]
+        if command == "gen" and trusted:
+            seed, case = int(words[1]), (None if words[2] == "-" else int(words[2]))
+            fresh = make_inputs(module.get_inputs, Trial(seed, "normal", case=case))
+            layout = input_layout(fresh)
+            if shared is None:
+                map_inputs(layout, writable=True)
+            for view, x in zip(source, fresh):
+                if isinstance(x, torch.Tensor):
+                    view.copy_(x)
+            channel.reply("ok " + json.dumps(layout, separators=(",", ":")))
+        elif command == "layout":
+            map_inputs(json.loads(" ".join(words[1:])), writable=False)
+            channel.reply("ok")
+        elif command == "stage":
+            current = int(words[1]) % len(instances)
+            for buf, view in zip(buffers, source):
+                if isinstance(buf, torch.Tensor):
+                    buf.copy_(view)
+            if flush is not None:
+                flush()
+            sync()
+            channel.reply("ok")
+        elif command == "go":
+            nonce = words[1]
+            runtime.reset_calls()
+            trace = OpTrace() if not trusted else contextlib.nullcontext()
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            pair = events() if events is not None else None
+            try:
+                if pair is not None:
+                    pair[0].record()
+                with torch.no_grad(), trace:
+                    out = instances[current](*buffers)
+                if pair is not None:
+                    pair[1].record()
+                sync()
+            except Exception as exc:
+                raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
+            preempted = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
+            event_ms = f"{float(pair[0].elapsed_time(pair[1])):.6f}" if pair is not None else "-"
+            channel.reply(f"done {nonce} {event_ms} {int(preempted)}")
+            snapshot = flatten(out)
+            _poison(out)
+            del out
+            if not trusted:
+                calls.append(runtime.call_counts())
+                forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
+        elif command == "pick":
+            if snapshot is None:
+                raise CandidateFailure("performance", "internal: pick before any call")
+            picks.append(_pick(snapshot, int(words[1]), None if words[2] == "all" else int(words[2])))
+            channel.reply("ok")
+        elif command == "finish":
+            _save(job_dir, {"picks": picks})
+            channel.reply("ok")
+            break
+        else:
+            channel.reply("error unknown command")
+    return {"calls": calls, "forbidden": forbidden}
