@@ -91,7 +91,7 @@ class Report:
 
 def check_library(backend, work: Path, say: Report) -> tuple[Path | None, list[dict], bool]:
     """Build the add example; ``ldd -r`` it and load it with ctypes in a fresh interpreter."""
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     result = build_candidate(backend, ADD, work / "cache")
     if not result.ok:

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, get_backend, runtime_class, runtime_target
-from verifier.build import default_cache_dir
 from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
 from verifier.config import VerifyConfig
@@ -47,6 +46,7 @@ from verifier.roofline import RooflineMeter
 from verifier.sandbox import scrubbed_env
 from verifier.sandbox_jobs import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
+from verifier.toolchain.build import default_cache_dir
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 # Passing verifications of a task checked against one reference (one set of seeds) before it is

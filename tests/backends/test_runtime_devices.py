@@ -32,7 +32,7 @@ extern "C" uint32_t aclrtlaunch_scale(uint32_t blockDim, aclrtStream stream, uin
 @pytest.fixture(scope="module")
 def lib_path(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"k.cpp": SOURCE}, tmp_path_factory.mktemp("rt-dev"))
     assert result.ok, result.log
