@@ -44,7 +44,7 @@ from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache
 from verifier.roofline import RooflineMeter
 from verifier.sandbox import scrubbed_env
-from verifier.sandbox_jobs import ForkServer, JobExit, JobLimits
+from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
 from verifier.toolchain.build import default_cache_dir
 
@@ -81,7 +81,7 @@ class Verifier:
         self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
                         "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
-        # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
+        # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
         device_modules = list(runtime_class(self.backend).modules)  # torch_npu

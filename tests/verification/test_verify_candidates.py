@@ -159,7 +159,7 @@ def _forked_workers() -> list[int]:
             comms = open(f"/proc/{pid}/comm").read() + open(f"/proc/{_ppid(pid)}/comm").read()
         except (OSError, ValueError, IndexError):
             continue
-        if b"verifier.forkserver" in cmd and b"verifier.forkserver" in parent and "bwrap" not in comms:
+        if b"verifier.sandbox.forkserver" in cmd and b"verifier.sandbox.forkserver" in parent and "bwrap" not in comms:
             found.append(pid)
     return found
 

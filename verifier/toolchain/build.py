@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.backends.base import BuildPlanError
-from verifier.forkserver import landlock_abi
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
+from verifier.sandbox.forkserver import landlock_abi
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
 from verifier.toolchain.linkage import check_links, parse_needed, parse_undefined, policy_for
 
@@ -211,7 +211,7 @@ def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: boo
         return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
     if landlock_abi()[0]:
         config = {"folder": str(workdir), "readable": [*sandbox_view(env, toolchain), "/proc"]}
-        return [sys.executable, "-m", "verifier.forkserver", "--confine", json.dumps(config), *argv]
+        return [sys.executable, "-m", "verifier.sandbox.forkserver", "--confine", json.dumps(config), *argv]
     return argv
 
 

@@ -1,4 +1,4 @@
-"""The harness's side of the sandbox's fork server (verifier.forkserver): starting it inside the
+"""The harness's side of the sandbox's fork server (verifier.sandbox.forkserver): starting it inside the
 sandbox (verifier.sandbox), sending it jobs with their limits, and turning how each job ended (a
 result, a timeout, a crash, a signal) into a ``JobExit``."""
 
@@ -139,13 +139,13 @@ class ForkServer:
                       "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
                       # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
                       "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
-            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
+            argv = [sys.executable, "-m", "verifier.sandbox.forkserver", json.dumps(config)]
             if self._confine and not self._use_bwrap:
                 # Without a PID namespace a job can see this process (which holds the API key in its
                 # environment): make it non-dumpable, so a job without capabilities cannot read
                 # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
                 # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
-                from verifier.forkserver import make_non_dumpable
+                from verifier.sandbox.forkserver import make_non_dumpable
 
                 make_non_dumpable()
             if self._use_bwrap:

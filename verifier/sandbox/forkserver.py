@@ -5,11 +5,11 @@ Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` to start a
 ``{"id", "pid"}`` when a child starts and ``{"id", "exit", "signal"}`` when it ends. The server
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
-Run as ``python -m verifier.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
+Run as ``python -m verifier.sandbox.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
 
 With ``"spawn": true`` (device backends) the server imports nothing heavy and each forked child,
 after taking its session, limits and output files, execs a fresh interpreter
-(``python -m verifier.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
+(``python -m verifier.sandbox.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
 torch_npu), installs the seccomp filter on all its threads, then runs the job. A device runtime is
 therefore never inherited through fork, and a device error dies with its own process.
 
@@ -296,7 +296,7 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
         # A fresh interpreter: nothing of this process (or a device runtime) is inherited but the
         # session, limits, working folder (the job folder: not on the command line, where any process
         # could read it), output files and Landlock domain set above.
-        argv = [sys.executable, "-m", "verifier.forkserver", "--job", ".",
+        argv = [sys.executable, "-m", "verifier.sandbox.forkserver", "--job", ".",
                 json.dumps({**spawn, "deny_chmod": deny_chmod})]
         os.execv(sys.executable, argv)
     problem = lock_down(os.getpid(), deny_chmod=deny_chmod)
