@@ -39,10 +39,10 @@ from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
-from verifier.machine_lock import MachineLock, machine_lock_path
+from verifier.machine.lock import MachineLock, machine_lock_path
+from verifier.machine.roofline import RooflineMeter
 from verifier.outcome import GateResult, Outcome
 from verifier.reference import Reference, ReferenceCache
-from verifier.roofline import RooflineMeter
 from verifier.sandbox import scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
@@ -76,7 +76,7 @@ class Verifier:
         self._job_counter = 0
         self._job_lock = threading.Lock()
         cfg = self.config
-        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine_lock): one
+        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine.lock): one
         # lock per machine and user, whatever the workspace, so two workbenches never time together.
         self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
@@ -264,7 +264,7 @@ class Verifier:
 
         # The reference and the sandbox get ready while the compiler works.
         reference = self._pool.submit(self._live_reference, task)
-        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.roofline)
+        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.machine.roofline)
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.jobs import ReferenceJob, ReferenceResult
-from verifier.machine_lock import held
+from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
 from verifier.timing import memory_bandwidth_gbps
 from verifier.worker_common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten

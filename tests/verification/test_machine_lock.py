@@ -60,7 +60,7 @@ def test_the_timing_lock_is_shared_by_two_workspaces_in_two_processes(tmp_path):
 
 
 def test_the_default_lock_is_per_user_and_outside_any_workspace(tmp_path):
-    from verifier.machine_lock import lock_dir, machine_lock_path
+    from verifier.machine.lock import lock_dir, machine_lock_path
 
     default = machine_lock_path({})
     assert str(os.getuid()) in str(default.parent) or default.parent == Path.home() / ".cache" / "evokernel"
