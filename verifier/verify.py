@@ -85,7 +85,7 @@ class Verifier:
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
         device_modules = list(runtime_class(self.backend).modules)  # torch_npu
-        preload = [] if spawn else ["torch", "torch._dynamo", "verifier.worker", *device_modules]
+        preload = [] if spawn else ["torch", "torch._dynamo", "verifier.job.worker", *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
         self.server = ForkServer(

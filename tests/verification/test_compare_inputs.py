@@ -6,7 +6,7 @@ import torch
 
 from verifier.compare import Agreement, Mismatch, compare_outputs
 from verifier.inputs import BASE_DISTRIBUTIONS, Trial, make_inputs
-from verifier.worker import flatten
+from verifier.job.worker import flatten
 
 
 def _wrap(value):

@@ -140,8 +140,8 @@ def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(sui
 
     from verifier.backends import DeviceRuntime
     from verifier.inputs import make_inputs, trial_plan
+    from verifier.job.worker import _time_sides
     from verifier.task import load_task_module
-    from verifier.worker import _time_sides
 
     seen: list[tuple[str, int, str]] = []
 

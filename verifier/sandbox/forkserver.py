@@ -5,7 +5,7 @@ Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` to start a
 ``{"id", "pid"}`` when a child starts and ``{"id", "exit", "signal"}`` when it ends. The server
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
-Run as ``python -m verifier.sandbox.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
+Run as ``python -m verifier.sandbox.forkserver '{"preload": ["torch", "verifier.job.worker"]}'``.
 
 With ``"spawn": true`` (device backends) the server imports nothing heavy and each forked child,
 after taking its session, limits and output files, execs a fresh interpreter
@@ -304,7 +304,7 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from pathlib import Path
 
-    from verifier.worker import run_job
+    from verifier.job.worker import run_job
 
     return run_job(Path(job_dir))
 
@@ -321,14 +321,14 @@ def _spawned(job_dir: str, config: dict) -> int:
     harden_process()  # the exec made this process dumpable again
     if job_dir == ".":
         job_dir = os.getcwd()
-    for name in ["verifier.worker", *config.get("job_preload", [])]:
+    for name in ["verifier.job.worker", *config.get("job_preload", [])]:
         importlib.import_module(name)
     problem = lock_down(os.getpid(), all_threads=True, deny_chmod=bool(config.get("deny_chmod")))
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from pathlib import Path
 
-    from verifier.worker import run_job
+    from verifier.job.worker import run_job
 
     return run_job(Path(job_dir))
 
