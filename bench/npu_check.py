@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.tasks import load_suite
     from verifier import VerifyConfig
     from verifier.backends import get_backend
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     say = Report()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evokernel-npu-check-"))

@@ -94,7 +94,7 @@ def test_doctor_never_imports_device_runtimes_itself():
 def test_verifier_refuses_a_backend_that_cannot_run_here(backend, tmp_path):
     from verifier.backends import get_backend
     from verifier.errors import ToolchainMissing
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     if get_backend(backend).toolchain().available:
         pytest.skip(f"{backend} can run here")

@@ -117,8 +117,8 @@ def test_event_timing_keeps_the_wall_clock_beside():
 
 def test_escaped_work_is_flagged_by_the_gap_between_events_and_wall_clock():
     from verifier.gates.performance import flag
+    from verifier.harness.reference import Reference
     from verifier.outcome import Outcome
-    from verifier.reference import Reference
 
     out = Outcome.start("t", "cuda")
     ref = Reference([], [], [])

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = textwrap.dedent("""
     import sys
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
     v = Verifier("cpu", cache_dir=sys.argv[1])
     with v._lock.exclusive():            # a timing in progress in workspace A
         print(v._lock.path, flush=True)
@@ -22,7 +22,7 @@ HOLDER = textwrap.dedent("""
 
 PROBE = textwrap.dedent("""
     import fcntl, sys
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
     v = Verifier("cpu", cache_dir=sys.argv[1])
     with open(v._lock.path, "a") as fh:
         try:

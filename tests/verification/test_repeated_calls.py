@@ -114,7 +114,7 @@ def test_a_kernel_that_stops_working_after_a_few_calls_fails(verifier, suite, ma
 
 @pytest.fixture(scope="module")
 def unguarded(tmp_path_factory, fast_config):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("unguarded-repeat-cache"))

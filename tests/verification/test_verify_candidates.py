@@ -129,7 +129,7 @@ def test_segfault_is_an_outcome(verifier, suite, make_candidate):
 @pytest.fixture(scope="module")
 def unguarded(tmp_path_factory, fast_config):
     """A verifier with the static anti-hack rules off: what the sandbox alone contains."""
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "memory_limit_mb": 2048}),
                  cache_dir=tmp_path_factory.mktemp("unguarded-cache"))

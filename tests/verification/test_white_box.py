@@ -124,7 +124,7 @@ def test_kernel_declaring_python_symbols_is_refused_at_the_build(verifier, suite
 def rules_off(tmp_path_factory, fast_config):
     """A verifier with the static anti-hack rules off: only the build's link check stands in the way
     of a kernel that looks Python up through the loader (the rules ban the words too)."""
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("white-box-cache"))
@@ -376,7 +376,7 @@ def test_without_bubblewrap_the_build_reads_only_the_allow_list(tmp_path, sentin
 
 @pytest.fixture(scope="module")
 def unwrapped(tmp_path_factory, fast_config):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
                  cache_dir=tmp_path_factory.mktemp("white-box-nobwrap"))

@@ -22,9 +22,9 @@ from typing import Any
 
 from verifier.cases import case_trials
 from verifier.compare import Agreement, compare_outputs
+from verifier.harness.reference import Reference
 from verifier.inputs import Trial, shape_trial, trial_plan
 from verifier.jobs import CandidateResult, ShapeSearch
-from verifier.reference import Reference
 from verifier.task import TaskSpec, alt_shape_candidates, larger_shape_candidates, widen_inputs
 
 

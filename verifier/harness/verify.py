@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, get_backend, runtime_class, runtime_target
-from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
@@ -37,12 +36,13 @@ from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
 from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
+from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
+from verifier.harness.reference import Reference, ReferenceCache
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.roofline import RooflineMeter
 from verifier.outcome import GateResult, Outcome
-from verifier.reference import Reference, ReferenceCache
 from verifier.sandbox import scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec

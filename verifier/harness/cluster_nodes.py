@@ -1,12 +1,12 @@
 """What ``evokernel cluster`` lists: every node of a Ray cluster with the EvoKernel backends it
 advertises, its devices, and, from the verifier actors runs keep on it, busy/idle and verifications
-done (see verifier.cluster)."""
+done (see verifier.harness.cluster)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from verifier.cluster import NAMESPACE, RESOURCE_PREFIX, connect, require_ray
+from verifier.harness.cluster import NAMESPACE, RESOURCE_PREFIX, connect, require_ray
 
 
 def describe_cluster(address: str, backend: str = "cpu", timeout: float = 10.0) -> list[dict[str, Any]]:

@@ -34,9 +34,9 @@ from typing import Any
 
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
+from verifier.harness.protocol import VerificationCancelled
 from verifier.machine import fingerprint, machine_facts
 from verifier.outcome import GateResult, Outcome
-from verifier.protocol import VerificationCancelled
 from verifier.task import TaskSpec
 
 RESOURCE_PREFIX = "evokernel-"
@@ -113,7 +113,7 @@ class NodeVerifier:
     """The verifier on one node (a Ray actor): a ``Verifier`` plus counters for ``evokernel cluster``."""
 
     def __init__(self, backend: str, config: dict, cache_dir: str | None = None):
-        from verifier.verify import Verifier
+        from verifier.harness.verify import Verifier
 
         cfg = VerifyConfig.model_validate(config)
         self.verifier = Verifier(backend, cfg, cache_dir=cache_dir)  # ToolchainMissing: the node can't
@@ -294,7 +294,7 @@ class ClusterVerifier:
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
                best: dict[str, str] | None = None) -> Outcome:
-        from verifier.verify import candidate_hash, read_candidate
+        from verifier.harness.verify import candidate_hash, read_candidate
 
         extra = {"best": best} if best is not None else {}
 
@@ -451,8 +451,8 @@ class ClusterVerifier:
 
 
 def describe_cluster(address: str, backend: str = "cpu", timeout: float = 10.0) -> list[dict[str, Any]]:
-    """Every node of the cluster at ``address`` (see ``verifier.cluster_nodes``)."""
-    from verifier.cluster_nodes import describe_cluster as describe
+    """Every node of the cluster at ``address`` (see ``verifier.harness.cluster_nodes``)."""
+    from verifier.harness.cluster_nodes import describe_cluster as describe
 
     return describe(address, backend, timeout)
 

@@ -1,0 +1,3 @@
+"""The harness side: the Verifier that runs the gates (``verify``), the reference results and their cache
+(``reference``), a candidate read as files (``candidate_files``), the seam the engine programs against
+(``protocol``) and verification on a Ray cluster (``cluster``)."""
