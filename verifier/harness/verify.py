@@ -48,6 +48,9 @@ from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
 from verifier.toolchain.build import default_cache_dir
 
+# The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
+# the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
+JOB_ENTRY = "verifier.job.worker:run_job"
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 # Passing verifications of a task checked against one reference (one set of seeds) before it is
 # drawn again; a failing verdict retires it at once (see Verifier._live_reference).
@@ -85,7 +88,7 @@ class Verifier:
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
         device_modules = list(runtime_class(self.backend).modules)  # torch_npu
-        preload = [] if spawn else ["torch", "torch._dynamo", "verifier.job.worker", *device_modules]
+        preload = [] if spawn else ["torch", "torch._dynamo", JOB_ENTRY.partition(":")[0], *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
         self.server = ForkServer(
@@ -93,7 +96,7 @@ class Verifier:
             env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)}, home=str(self.jobs_root)),
             preload=preload, use_bwrap=cfg.use_bwrap,
             hidden=list(self.hidden_paths), devices=self.backend.sandbox_devices(),
-            spawn=spawn, job_preload=device_modules,
+            spawn=spawn, job_preload=device_modules, entry=JOB_ENTRY,
         )
         # References are the user's own trusted code: their fork server runs outside the sandbox, in
         # the cache folder the sandbox hides, so no candidate can see a reference's outputs.
@@ -103,7 +106,7 @@ class Verifier:
             reference_jobs, env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)},
                                              home=str(reference_jobs)),
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
-            spawn=spawn, job_preload=device_modules, confine=False,
+            spawn=spawn, job_preload=device_modules, confine=False, entry=JOB_ENTRY,
         )
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,

@@ -78,14 +78,16 @@ class ForkServer:
     Thread-safe: jobs may be submitted from several threads; each waits for its own child.
     """
 
-    def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
+    def __init__(self, jobs_root: Path, *, entry: str, env: dict[str, str], preload: list[str], use_bwrap: bool,
                  hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None,
                  confine: bool = True):
-        """``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
+        """``entry``: the job code each child runs, named ``module:function`` (see verifier.sandbox.forkserver).
+        ``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
         unlistable while the server runs). Off for the trusted reference server, whose jobs take the
         machine lock outside their folder."""
         self.jobs_root = Path(jobs_root)
         self._confine = confine
+        self._entry = entry
         self._env = env
         self._preload = preload
         self._spawn = spawn
@@ -134,7 +136,7 @@ class ForkServer:
                 return
             self._ready.clear()
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
-                      "confine": self._confine,
+                      "confine": self._confine, "entry": self._entry,
                       # what a confined job may write besides its folder: device nodes, and the private /tmp
                       "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
                       # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
