@@ -40,8 +40,8 @@ def main() -> int:
         return 2
     from core.tasks import load_suite
     from verifier import VerifyConfig
-    from verifier.cluster import ClusterVerifier
-    from verifier.verify import Verifier
+    from verifier.harness.cluster import ClusterVerifier
+    from verifier.harness.verify import Verifier
 
     task = load_suite("builtin").get(args.task).spec()
     config = VerifyConfig()

@@ -104,7 +104,7 @@ def main() -> None:
     from core.tasks import load_suite, scale_task
     from store import Store
     from verifier import VerifyConfig
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     with tempfile.TemporaryDirectory() as tmp:
         tasks = [scale_task(t, float(args.scale)) for t in load_suite("builtin").tasks[: args.tasks]]

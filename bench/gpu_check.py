@@ -225,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from core.tasks import load_suite
     from verifier import VerifyConfig
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     unknown = [t for t in tasks if t not in CANDIDATES]

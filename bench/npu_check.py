@@ -91,7 +91,7 @@ class Report:
 
 def check_library(backend, work: Path, say: Report) -> tuple[Path | None, list[dict], bool]:
     """Build the add example; ``ldd -r`` it and load it with ctypes in a fresh interpreter."""
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     result = build_candidate(backend, ADD, work / "cache")
     if not result.ok:
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     from core.tasks import load_suite
     from verifier import VerifyConfig
     from verifier.backends import get_backend
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     say = Report()
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evokernel-npu-check-"))

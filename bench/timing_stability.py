@@ -27,7 +27,7 @@ from relu_candidate import candidate  # noqa: E402  (bench/ is the script's own 
 def neighbour(cache_dir: str, task_id: str) -> None:
     """The other workspace: verify afresh in a loop until killed."""
     from core.tasks import load_suite
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     spec = load_suite("builtin").get(task_id).spec()
     with Verifier("cpu", cache_dir=cache_dir) as v:
@@ -53,7 +53,7 @@ def main() -> int:
         return 0
 
     from core.tasks import load_suite
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     spec = load_suite("builtin").get(args.task).spec()
     with tempfile.TemporaryDirectory(prefix="evokernel-stability-") as tmp:

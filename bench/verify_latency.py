@@ -80,7 +80,7 @@ def main() -> None:
 
     from core.tasks import load_suite
     from verifier import VerifyConfig
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     task = load_suite("builtin").get(args.task)
     spec = task.spec()

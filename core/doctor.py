@@ -46,10 +46,10 @@ def machine_report(threads: int | None = None, cache_dir: str | Path | None = No
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
     from verifier.backends import get_backend
-    from verifier.build import default_cache_dir
     from verifier.config import default_threads
     from verifier.machine import machine_facts
-    from verifier.roofline import RooflineMeter
+    from verifier.machine.roofline import RooflineMeter
+    from verifier.toolchain.build import default_cache_dir
 
     threads = threads or default_threads()
     try:
@@ -67,8 +67,8 @@ def machine_report(threads: int | None = None, cache_dir: str | Path | None = No
 def diagnose(names: list[str] | None = None, *, cache_dir: str | Path | None = None,
              remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
-    from verifier.linkage import link_check_status
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
+    from verifier.toolchain.linkage import link_check_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()

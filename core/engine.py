@@ -37,9 +37,9 @@ from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
+from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
+from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
-from verifier.protocol import VerificationCancelled, VerifierProtocol
-from verifier.reference import ReferenceFailed
 
 BASELINE_KIND = "baseline_trace"
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule

@@ -25,7 +25,7 @@ from verifier.task import TaskSpec
 
 if TYPE_CHECKING:
     from core.llm import Message
-    from verifier.roofline import RooflineMeter
+    from verifier.machine.roofline import RooflineMeter
 
 MAX_PROMPT_CHARS = 48_000
 MEMORY_CODE_LINES = (40, 20, 8, 0)   # lines of code per memory item, tried in turn until the prompt fits
@@ -60,7 +60,7 @@ def system_message(backend: str) -> str:
 @dataclass
 class PromptFacts:
     """What every prompt says about where kernels run, gathered once from the verifier: machine facts
-    (``verifier.machine.machine_facts``), measured ceilings and task profiles (``verifier.roofline``),
+    (``verifier.machine.machine_facts``), measured ceilings and task profiles (``verifier.machine.roofline``),
     and the backend's tolerances. Built with ``from_verifier``; a bare ``PromptFacts(backend)`` says
     only what the backend's name implies."""
 
@@ -117,7 +117,7 @@ class PromptFacts:
 
     def section(self, task: Task) -> str:
         """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance."""
-        from verifier.roofline import describe_profile
+        from verifier.machine.roofline import describe_profile
 
         m = self.machine
         lines = []

@@ -24,7 +24,7 @@ from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from store import Experience, RunRecord, Store
 from verifier import Outcome
-from verifier.protocol import VerifierProtocol
+from verifier.harness.protocol import VerifierProtocol
 
 if TYPE_CHECKING:
     from core.cluster import StatusRelay

@@ -58,7 +58,7 @@ def fast_config():
 
 @pytest.fixture(scope="session")
 def verifier(tmp_path_factory, fast_config):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config, cache_dir=tmp_path_factory.mktemp("verifier-cache"))
     yield v

@@ -13,7 +13,7 @@ __all__ = ["GATES", "GateResult", "Outcome", "SandboxError", "TaskSpec", "Toolch
 def __getattr__(name: str):
     # Verifier pulls in the sandbox and build machinery; import it on first use.
     if name == "Verifier":
-        from verifier.verify import Verifier
+        from verifier.harness.verify import Verifier
 
         return Verifier
     raise AttributeError(name)

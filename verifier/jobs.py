@@ -176,3 +176,33 @@ def read_result(job_dir: Path) -> tuple[JobStatus | None, dict[str, Any]]:
                        trial=data.get("trial") if isinstance(data.get("trial"), int) else None,
                        traceback=str(data.get("traceback") or ""))
     return status, data
+
+
+# ----------------------------------------------------------------------------- timing windows
+
+_ALIGN = 64
+
+
+def input_layout(inputs: list[Any]) -> list[dict[str, Any]]:
+    """Where each input of a timing window lives in a side's ``inputs.bin`` (tensors, 64-byte aligned),
+    or its value (numbers and other plain arguments), as the reference's side writes them and every
+    side reads them (verifier.harness.window, verifier.job.side)."""
+    import torch
+
+    layout: list[dict[str, Any]] = []
+    offset = 0
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            nbytes = x.numel() * x.element_size()
+            layout.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "offset": offset,
+                           "nbytes": nbytes})
+            offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
+        else:
+            layout.append({"value": x})
+    return layout
+
+
+def layout_bytes(layout: list[dict[str, Any]]) -> int:
+    """The size of ``inputs.bin`` for ``layout`` (at least one byte: a mapping cannot be empty)."""
+    ends = [e["offset"] + e["nbytes"] for e in layout if "offset" in e]
+    return max(max(ends, default=0), 1)

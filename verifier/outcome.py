@@ -61,7 +61,7 @@ class Outcome:
     build_cached: bool = False
     size_overrides: dict[str, int] = field(default_factory=dict)
     threads: int = 0
-    roofline: dict[str, Any] | None = None   # verifier.roofline.assess(): achieved GB/s, GFLOP/s, floor, summary
+    roofline: dict[str, Any] | None = None  # verifier.machine.roofline.assess(): achieved GB/s, GFLOP/s, floor, summary
     seconds: float = 0.0
     created_at: float = 0.0
     from_cache: bool = False

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import DeviceRuntime
-from verifier.cdecl import POINTER_DTYPES, SCALARS, Signature
+from verifier.toolchain.cdecl import POINTER_DTYPES, SCALARS, Signature
 
 
 class KernelCallError(TypeError):
@@ -75,7 +75,7 @@ def load(path: str | None = None) -> KernelLibrary:
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
     from verifier.backends import backend_for, get_backend, runtime_class
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
     backend = get_backend(backend_for(files))
@@ -95,7 +95,7 @@ class KernelLibrary:
         self._path = path
         # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined
         # symbols still resolve against everything global, the interpreter included, in any mode: what
-        # it may bind to is decided by the build's link check, verifier.linkage.)
+        # it may bind to is decided by the build's link check, verifier.toolchain.linkage.)
         self._dll = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
         self._sigs = {s["name"]: Signature.from_dict(s) for s in signatures}
         self._runtime = device_runtime or DeviceRuntime()

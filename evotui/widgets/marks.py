@@ -38,7 +38,7 @@ def verdict(r: OutcomeSummary) -> str:
         if r.speedup is not None:
             parts.append(speedup(r.speedup))
         roof = r.roofline or {}
-        if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.roofline)
+        if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
     message = " ".join(r.message.split())   # one line: compiler output has many

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.toolchains import (
+from verifier.toolchain.discovery import (
     cann_candidates,
     cann_env,
     discover_ascend,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.toolchains import (
+from verifier.toolchain.discovery import (
     choose_cuda_arch,
     discover_cuda,
     find_nvcc,

@@ -94,7 +94,7 @@ def test_doctor_never_imports_device_runtimes_itself():
 def test_verifier_refuses_a_backend_that_cannot_run_here(backend, tmp_path):
     from verifier.backends import get_backend
     from verifier.errors import ToolchainMissing
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     if get_backend(backend).toolchain().available:
         pytest.skip(f"{backend} can run here")
@@ -157,7 +157,7 @@ def test_pyproject_keeps_torch_npu_an_optional_extra():
 def test_npu_extra_is_pinned_to_the_projects_torch():
     """torch_npu wheels require one exact torch: the extra must name the release for the torch the
     Makefile installs, and the doctor's pairing table must agree."""
-    from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING
+    from verifier.toolchain.discovery import PROJECT_TORCH, TORCH_NPU_PAIRING
 
     torch_pin = re.search(r"^TORCH\s*\?=\s*torch==(\S+)", (ROOT / "Makefile").read_text(), re.M).group(1)
     extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["npu"]

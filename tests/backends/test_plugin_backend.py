@@ -127,7 +127,7 @@ def test_answers_and_workspaces_know_the_plugins_file_suffixes(plugin, tmp_path)
 
 @pytest.mark.slow
 def test_the_verifier_runs_every_gate_on_the_plugin_backend(plugin, fast_config, tmp_path, make_candidate, suite):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier(plugin, fast_config, cache_dir=tmp_path / "cache")
     try:
@@ -147,7 +147,7 @@ def test_the_worker_drives_the_device_through_the_runtime_the_plugin_declares(pl
     The plugin lives in pytest's /tmp, which the sandbox replaces with a private one; an installed
     plugin is in site-packages, which the sandbox shows: so this one job runs unconfined."""
     from verifier.backends import runtime_target
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     assert runtime_target(__import__("evokernel_clang").ClangEventsBackend) == "evokernel_clang:EventRuntime"
     clocks = {}

@@ -22,7 +22,7 @@ class SpawningCpu(CpuBackend):
 
 @pytest.fixture(scope="module")
 def spawning(tmp_path_factory, fast_config):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier(SpawningCpu(), fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("spawn-cache"))

@@ -234,8 +234,8 @@ def test_stop_cancels_the_verifications_in_flight(cluster, workspace, suite):
     """``cancel`` abandons a verification in flight: its caller hears ``VerificationCancelled``
     (the engine turns it into a stopped, resumable run) and later verifications still run."""
     from verifier import VerifyConfig
-    from verifier.cluster import ClusterVerifier
-    from verifier.protocol import VerificationCancelled
+    from verifier.harness.cluster import ClusterVerifier
+    from verifier.harness.protocol import VerificationCancelled
 
     cfg = VerifyConfig(trials=5, timing_calls=5, timing_budget_s=0.2, warmup_calls=1, run_timeout_s=20, threads=1)
     with ClusterVerifier(cluster.address, "cpu", cfg, node_cache_dir=str(cluster.cache)) as v:
@@ -267,8 +267,8 @@ def test_a_node_without_the_toolchain_is_refused_with_its_reason(cluster):
     """The CUDA-only node advertises the backend but has no CUDA toolchain: its actor is refused with
     the reason, no job goes anywhere, and a verification waits for workers, saying why, until stopped."""
     from verifier import TaskSpec
-    from verifier.cluster import ClusterVerifier
-    from verifier.protocol import VerificationCancelled
+    from verifier.harness.cluster import ClusterVerifier
+    from verifier.harness.protocol import VerificationCancelled
 
     said: list[tuple[str, int, bool]] = []
     with ClusterVerifier(cluster.address, "cuda", node_cache_dir=str(cluster.cache), poll_s=0.1,

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 def test_every_builtin_reference_runs_times_and_accepts_a_second_shape(tmp_path):
     from core.tasks import load_suite
     from verifier import VerifyConfig
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     tasks = load_suite("builtin").tasks
     config = VerifyConfig(timing_calls=5, timing_budget_s=0.2, warmup_calls=1, threads=2)

@@ -120,7 +120,7 @@ REJECTED_MODELS = [
     ("dispatch-mode escape", model(forward="nn.modules.module.torch.utils._python_dispatch._disable_current_modes()\n"
                                            "        return x"), "private attribute"),
     ("nn.modules", model("self.act = nn.modules.activation.ReLU()"), "nn.modules"),
-    ("import verifier", model(forward="verifier.worker.importlib.import_module('numpy')\n        return x",
+    ("import verifier", model(forward="verifier.job.worker.importlib.import_module('numpy')\n        return x",
                               head=HEAD + "import verifier\n"), "import of verifier"),
     ("import verifier.runtime", model(forward="verifier.runtime._calls.update({})\n        return x",
                                       head=HEAD + "import verifier.runtime\n"), "from verifier.runtime import load"),

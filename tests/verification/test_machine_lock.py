@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = textwrap.dedent("""
     import sys
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
     v = Verifier("cpu", cache_dir=sys.argv[1])
     with v._lock.exclusive():            # a timing in progress in workspace A
         print(v._lock.path, flush=True)
@@ -22,7 +22,7 @@ HOLDER = textwrap.dedent("""
 
 PROBE = textwrap.dedent("""
     import fcntl, sys
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
     v = Verifier("cpu", cache_dir=sys.argv[1])
     with open(v._lock.path, "a") as fh:
         try:
@@ -60,7 +60,7 @@ def test_the_timing_lock_is_shared_by_two_workspaces_in_two_processes(tmp_path):
 
 
 def test_the_default_lock_is_per_user_and_outside_any_workspace(tmp_path):
-    from verifier.machine_lock import lock_dir, machine_lock_path
+    from verifier.machine.lock import lock_dir, machine_lock_path
 
     default = machine_lock_path({})
     assert str(os.getuid()) in str(default.parent) or default.parent == Path.home() / ".cache" / "evokernel"

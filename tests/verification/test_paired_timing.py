@@ -65,7 +65,7 @@ def test_rounds_interleave_every_side_in_a_random_order():
 def paired(tmp_path_factory):
     """More rounds than the shared verifier: the interval has to exclude 1 on a loaded machine."""
     from verifier import VerifyConfig
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     cfg = VerifyConfig(trials=5, timing_calls=30, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
                        memory_limit_mb=4096, threads=2)

@@ -114,7 +114,7 @@ def test_a_kernel_that_stops_working_after_a_few_calls_fails(verifier, suite, ma
 
 @pytest.fixture(scope="module")
 def unguarded(tmp_path_factory, fast_config):
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("unguarded-repeat-cache"))
@@ -140,8 +140,8 @@ def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(sui
 
     from verifier.backends import DeviceRuntime
     from verifier.inputs import make_inputs, trial_plan
+    from verifier.job.worker import _time_sides
     from verifier.task import load_task_module
-    from verifier.worker import _time_sides
 
     seen: list[tuple[str, int, str]] = []
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.roofline import assess, describe_profile
+from verifier.machine.roofline import assess, describe_profile
 
 RELU = '''
 import torch
@@ -129,7 +129,7 @@ def spec(task_id: str, source: str):
     ("linear_relu", LINEAR_RELU, 4 * (16 * 64 + 32 * 64 + 32 + 16 * 32), 2 * 16 * 32 * 64 + 16 * 32),
 ])
 def test_task_profiles_match_hand_counts(task_id, source, nbytes, flops):
-    from verifier.roofline import profile_task
+    from verifier.machine.roofline import profile_task
 
     profile = profile_task(spec(task_id, source))
     assert profile["bytes"] == nbytes
@@ -165,7 +165,7 @@ def test_assess_is_plain_roofline_arithmetic():
 @pytest.mark.slow
 def test_ceilings_are_measured_with_the_backend_flags_and_threads():
     from verifier.backends.cpu import FLAGS
-    from verifier.roofline import measure_ceilings
+    from verifier.machine.roofline import measure_ceilings
 
     found = measure_ceilings("g++", FLAGS, 2, 4 << 20)
     assert found["threads"] == 2 and found["triad_gbps"] > 0 and found["fma_gflops"] > 0
@@ -236,7 +236,7 @@ def get_init_inputs():
 @pytest.mark.slow
 def test_a_task_that_cannot_be_counted_gives_no_roofline_and_a_reason(tmp_path):
     from verifier.backends import get_backend
-    from verifier.roofline import RooflineMeter
+    from verifier.machine.roofline import RooflineMeter
 
     meter = RooflineMeter(tmp_path, get_backend("cpu"), 2)
     assert meter.point(spec("broken", BROKEN), 1.0) is None

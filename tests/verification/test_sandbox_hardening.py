@@ -65,7 +65,7 @@ def workspace_private(outside_tmp) -> dict[str, Path]:
 def hardened(tmp_path_factory, fast_config, workspace_private):
     """A verifier with the static anti-hack rules off (only the sandbox stands in the way) and a
     workspace's private paths to hide."""
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "memory_limit_mb": 2048}),
                  cache_dir=tmp_path_factory.mktemp("hardening-cache"),
@@ -253,7 +253,7 @@ def _include(path: Path) -> dict[str, str]:
 @needs_bwrap
 def test_build_cannot_include_home_or_hidden_files(tmp_path, monkeypatch, workspace_private, outside_tmp):
     from verifier.backends import get_backend
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     backend = get_backend("cpu")
     home = outside_tmp / "build-home"
@@ -283,7 +283,7 @@ def test_build_cannot_include_home_or_hidden_files(tmp_path, monkeypatch, worksp
 @needs_bwrap
 def test_build_still_works_with_the_home_hidden(tmp_path, monkeypatch):
     from verifier.backends import get_backend
-    from verifier.build import build_candidate
+    from verifier.toolchain.build import build_candidate
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()
@@ -435,7 +435,7 @@ def test_what_a_job_needs_from_the_hosts_tmp_is_bound_back_over_the_private_tmp(
 def spawning(tmp_path_factory, fast_config):
     """Device backends exec a fresh interpreter per job (which resets dumpability): the same guards."""
     from verifier.backends.cpu import CpuBackend
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     class SpawningCpu(CpuBackend):
         process_model = "spawn"
@@ -482,7 +482,7 @@ results["argv_has_job_dir"] = any(os.getcwd() in a for a in open("/proc/self/cmd
 def unwrapped(tmp_path_factory, fast_config):
     """Bubblewrap off by configuration: the per-job guards (no capabilities, non-dumpable, Landlock,
     seccomp) must still keep jobs away from the server and from each other."""
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
                  cache_dir=tmp_path_factory.mktemp("hardening-nobwrap-cache"))

@@ -129,7 +129,7 @@ def test_segfault_is_an_outcome(verifier, suite, make_candidate):
 @pytest.fixture(scope="module")
 def unguarded(tmp_path_factory, fast_config):
     """A verifier with the static anti-hack rules off: what the sandbox alone contains."""
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "memory_limit_mb": 2048}),
                  cache_dir=tmp_path_factory.mktemp("unguarded-cache"))
@@ -159,7 +159,7 @@ def _forked_workers() -> list[int]:
             comms = open(f"/proc/{pid}/comm").read() + open(f"/proc/{_ppid(pid)}/comm").read()
         except (OSError, ValueError, IndexError):
             continue
-        if b"verifier.forkserver" in cmd and b"verifier.forkserver" in parent and "bwrap" not in comms:
+        if b"verifier.sandbox.forkserver" in cmd and b"verifier.sandbox.forkserver" in parent and "bwrap" not in comms:
             found.append(pid)
     return found
 

@@ -16,7 +16,7 @@ which first drains torch_npu's task queue) and raises if the entry returns non-z
   with ``k<<<blockDim, nullptr, stream>>>(...)``.
 
 Nothing here has run on an NPU yet; the recipe follows the project's Ascend plan and public CANN
-samples. Discovery lives in ``verifier.toolchains``; this module is the one place for the recipe.
+samples. Discovery lives in ``verifier.toolchain.discovery``; this module is the one place for the recipe.
 """
 
 from __future__ import annotations
@@ -32,9 +32,16 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
-from verifier.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
-from verifier.linkage import LinkPolicy
-from verifier.toolchains import PROJECT_TORCH, TORCH_NPU_PAIRING, AscendFindings, CannInstall, discover_ascend, npu_arch
+from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
+from verifier.toolchain.discovery import (
+    PROJECT_TORCH,
+    TORCH_NPU_PAIRING,
+    AscendFindings,
+    CannInstall,
+    discover_ascend,
+    npu_arch,
+)
+from verifier.toolchain.linkage import LinkPolicy
 
 RECIPE = 2          # 2: the generated project links the ACL runtime libraries; ASC entries return the launch error
 TARGET = "kernels"

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from verifier.cdecl import Signature
-    from verifier.linkage import LinkPolicy
+    from verifier.toolchain.cdecl import Signature
+    from verifier.toolchain.linkage import LinkPolicy
 
 
 @dataclass
@@ -177,7 +177,7 @@ class Backend(Protocol):
 
     def launchers(self, sources: dict[str, str]) -> list[Signature]:
         """The C functions the runtime may call, read from the kernel sources (name -> text). Raises
-        ``verifier.cdecl.DeclarationError`` with an actionable message when there are none."""
+        ``verifier.toolchain.cdecl.DeclarationError`` with an actionable message when there are none."""
 
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
         """The commands that build ``sources`` (names in ``workdir``) into one shared library. May raise
@@ -187,7 +187,7 @@ class Backend(Protocol):
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
 
     def link_policy(self) -> LinkPolicy:
-        """What a built library may link against beyond the system runtimes (``verifier.linkage``).
+        """What a built library may link against beyond the system runtimes (``verifier.toolchain.linkage``).
         Optional: without it, the system runtimes only and no loader lookups."""
 
     def sandbox_devices(self) -> list[str]:

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 
 from verifier.backends.base import BuildPlan, DeviceRuntime, Toolchain
-from verifier.cdecl import Signature, parse_extern_c
-from verifier.linkage import LinkPolicy
 from verifier.machine import cpu_model
+from verifier.toolchain.cdecl import Signature, parse_extern_c
+from verifier.toolchain.linkage import LinkPolicy
 
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c++17",
          "-fdiagnostics-color=never", "-fmax-errors=10"]

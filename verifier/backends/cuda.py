@@ -5,7 +5,7 @@ with ``torch.cuda.current_stream().cuda_stream``.
 The build adds one generated source, ``_evokernel_check.cu``, exporting
 ``evokernel_cuda_last_error``: after every launcher call the runtime asks it for the library's own
 ``cudaGetLastError()``, so a bad launch configuration fails with CUDA's words instead of leaving the
-outputs unwritten. Discovery lives in ``verifier.toolchains``.
+outputs unwritten. Discovery lives in ``verifier.toolchain.discovery``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
-from verifier.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
-from verifier.linkage import LinkPolicy
-from verifier.toolchains import CudaFindings, discover_cuda
+from verifier.toolchain.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
+from verifier.toolchain.discovery import CudaFindings, discover_cuda
+from verifier.toolchain.linkage import LinkPolicy
 
 RECIPE = 1
 FLAGS = ["-O3", "-Xcompiler", "-fPIC", "-shared", "-std=c++17"]

@@ -9,7 +9,7 @@ ones (sign-symmetric, at the task's magnitude and at 8x it) unless the task sets
 
 The verdict, trial by trial: the run-time anti-hack checks first (PyTorch compute in forward, a
 library never called, work escaping the stream: these fail ``anti_hack``), then inputs unchanged,
-then the outputs (verifier.compare). Every failure names its trial (distribution, seed, shape).
+then the outputs (verifier.harness.compare). Every failure names its trial (distribution, seed, shape).
 What the reference itself could not decide is said in the verdict: widened trials dropped (the
 task's precondition), places where two runs of the reference differ (not compared), eval mode.
 """
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verifier.cases import case_trials
-from verifier.compare import Agreement, compare_outputs
+from verifier.harness.compare import Agreement, compare_outputs
+from verifier.harness.reference import Reference
 from verifier.inputs import Trial, shape_trial, trial_plan
 from verifier.jobs import CandidateResult, ShapeSearch
-from verifier.reference import Reference
 from verifier.task import TaskSpec, alt_shape_candidates, larger_shape_candidates, widen_inputs
 
 

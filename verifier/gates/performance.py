@@ -1,6 +1,6 @@
 """Gate 5, performance: what the timing window says, and whether every timed call was right.
 
-The harness (``verifier.window``) times the reference, the candidate and, when refining, the task's
+The harness (``verifier.harness.window``) times the reference, the candidate and, when refining, the task's
 best interleaved in one window, each in its own process, on the same fresh inputs per round. Here:
 
 - every timed round's candidate output is compared with the reference's output *on the same
@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from verifier.compare import Agreement, compare_outputs
+from verifier.harness.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome, speed_words
 from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
 

@@ -37,8 +37,8 @@ on torch_npu's stream) and the CANN kernel headers may be included with quotes.
 The worker adds a dynamic check of the same idea (the aten ops ``forward`` actually ran).
 
 Modules: ``model`` (the AST rules) with ``model_names`` (the names they know), ``kernel`` (the text
-rules), ``devices`` (a backend's own kernel rules); the C lexer they share with ``verifier.cdecl`` is
-``verifier.csource``.
+rules), ``devices`` (a backend's own kernel rules); the C lexer they share with ``verifier.toolchain.cdecl`` is
+``verifier.toolchain.csource``.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ import re
 
 from verifier.backends import backend_class
 from verifier.backends.base import Backend, KernelRules
-from verifier.csource import split_top_level
 from verifier.errors import UnknownBackend
+from verifier.toolchain.csource import split_top_level
 
 
 def kernel_rules(backend: str | Backend) -> KernelRules | None:

@@ -1,5 +1,5 @@
 """The anti-hack rules on kernel sources, read as text the way the compiler reads it (the shared lexer,
-``verifier.csource``: line continuations joined, comments and literals blanked); the rules are listed in
+``verifier.toolchain.csource``: line continuations joined, comments and literals blanked); the rules are listed in
 the package's docstring, ``verifier.gates.antihack``. A device backend adds its own (``devices``)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 from collections.abc import Iterator
 
 from verifier.backends.base import Backend, KernelRules
-from verifier.csource import scan, splice
 from verifier.gates.antihack.devices import device_problem, kernel_rules
+from verifier.toolchain.csource import scan, splice
 
 _BANNED_INCLUDES = [
     (r"torch/|ATen/|c10/|Python\.h|pybind11", "kernels may not call into PyTorch or Python"),

@@ -1,4 +1,4 @@
-"""What every worker job shares (see verifier.worker): the candidate's op trace and failures, how
+"""What every worker job shares (see verifier.job.worker): the candidate's op trace and failures, how
 results are flattened and inputs moved, the device runtime a job names (its clock and
 synchronisation are the backend's: ``verifier.backends.base.DeviceRuntime``), loading a
 candidate's model, and the job folder's progress and outputs files."""

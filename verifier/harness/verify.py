@@ -26,8 +26,6 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, get_backend, runtime_class, runtime_target
-from verifier.build import default_cache_dir
-from verifier.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.cases import dtype_tolerance
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
@@ -38,17 +36,22 @@ from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
 from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
+from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
+from verifier.harness.reference import Reference, ReferenceCache
+from verifier.harness.window import SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
-from verifier.machine_lock import MachineLock, machine_lock_path
+from verifier.machine.lock import MachineLock, machine_lock_path
+from verifier.machine.roofline import RooflineMeter
 from verifier.outcome import GateResult, Outcome
-from verifier.reference import Reference, ReferenceCache
-from verifier.roofline import RooflineMeter
 from verifier.sandbox import scrubbed_env
-from verifier.sandbox_jobs import ForkServer, JobExit, JobLimits
-from verifier.window import SideFailed
+from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
+from verifier.toolchain.build import default_cache_dir
 
+# The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
+# the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
+JOB_ENTRY = "verifier.job.worker:run_job"
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 # Passing verifications of a task checked against one reference (one set of seeds) before it is
 # drawn again; a failing verdict retires it at once (see Verifier._live_reference).
@@ -77,16 +80,16 @@ class Verifier:
         self._job_counter = 0
         self._job_lock = threading.Lock()
         cfg = self.config
-        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine_lock): one
+        # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine.lock): one
         # lock per machine and user, whatever the workspace, so two workbenches never time together.
         self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
                         "flush_bytes": 2 * last_level_cache_bytes() if cfg.flush_cache else 0}
-        # Device backends spawn a fresh interpreter per job (see verifier.forkserver): the server itself
+        # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
         device_modules = list(runtime_class(self.backend).modules)  # torch_npu
-        preload = [] if spawn else ["torch", "torch._dynamo", "verifier.worker", *device_modules]
+        preload = [] if spawn else ["torch", "torch._dynamo", JOB_ENTRY.partition(":")[0], *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
         self.server = ForkServer(
@@ -94,7 +97,7 @@ class Verifier:
             env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)}, home=str(self.jobs_root)),
             preload=preload, use_bwrap=cfg.use_bwrap,
             hidden=list(self.hidden_paths), devices=self.backend.sandbox_devices(),
-            spawn=spawn, job_preload=device_modules,
+            spawn=spawn, job_preload=device_modules, entry=JOB_ENTRY,
         )
         # References are the user's own trusted code: their fork server runs outside the sandbox, in
         # the cache folder the sandbox hides, so no candidate can see a reference's outputs.
@@ -104,7 +107,7 @@ class Verifier:
             reference_jobs, env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)},
                                              home=str(reference_jobs)),
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
-            spawn=spawn, job_preload=device_modules, confine=False,
+            spawn=spawn, job_preload=device_modules, confine=False, entry=JOB_ENTRY,
         )
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
@@ -265,7 +268,7 @@ class Verifier:
 
         # The reference and the sandbox get ready while the compiler works.
         reference = self._pool.submit(self._live_reference, task)
-        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.roofline)
+        self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.machine.roofline)
         self.warm_up()
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
@@ -458,7 +461,7 @@ class Verifier:
 
     def _perf_job(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
                   best: tuple[dict[str, str], Any] | None, case: int | None = None) -> tuple[dict, dict] | None:
-        """Run one timing window (``verifier.window``): the reference, the candidate and the best each in
+        """Run one timing window (``verifier.harness.window``): the reference, the candidate and the best each in
         a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
         None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
         try:
@@ -473,8 +476,8 @@ class Verifier:
 
     def _window(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
                 best: tuple[dict[str, str], Any] | None, case: int | None) -> tuple[dict, dict] | None:
+        from verifier.harness.window import Side, WindowSettings, finish, run_window
         from verifier.timing import CacheFlusher
-        from verifier.window import Side, WindowSettings, finish, run_window
 
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
@@ -499,7 +502,7 @@ class Verifier:
         result: dict | None = None
         try:
             with self._lock.exclusive():
-                for name, side in sides.items():
+                for side in sides.values():
                     server = self.reference_server if side.trusted else self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
                     side.start(server.submit(side.job_dir, self._limits(), timeout))

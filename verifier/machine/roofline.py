@@ -56,7 +56,7 @@ NO_FLOPS = {"copy_", "clone", "_to_copy", "contiguous", "fill_", "zero_", "empty
 
 
 def _count(spec_dict: dict) -> dict:
-    """The profile of one task; runs in a fresh interpreter (``python -m verifier.roofline``)."""
+    """The profile of one task; runs in a fresh interpreter (``python -m verifier.machine.roofline``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
     from torch.utils.flop_counter import FlopCounterMode
@@ -134,7 +134,7 @@ def _count(spec_dict: dict) -> dict:
 
 def _main(argv: list[str]) -> int:
     if len(argv) != 2 or argv[0] != "profile":
-        print("usage: python -m verifier.roofline profile JOB.json", file=sys.stderr)
+        print("usage: python -m verifier.machine.roofline profile JOB.json", file=sys.stderr)
         return 2
     job = json.loads(Path(argv[1]).read_text())
     import torch
@@ -172,8 +172,8 @@ def profile_tasks(specs: list, timeout: float = 120.0) -> list:
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
         why = ""
         try:
-            ran = subprocess.run([sys.executable, "-m", "verifier.roofline", "profile", str(job)], env=env, cwd=tmp,
-                                 capture_output=True, text=True, timeout=timeout, start_new_session=True)
+            ran = subprocess.run([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], env=env,
+                                 cwd=tmp, capture_output=True, text=True, timeout=timeout, start_new_session=True)
             tail = (ran.stderr or "").strip().splitlines()[-1:] or [f"exit {ran.returncode}"]
             why = f"counting the reference failed: {tail[0][:300]}"
         except subprocess.TimeoutExpired:

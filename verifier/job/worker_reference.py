@@ -1,4 +1,4 @@
-"""The reference job of the worker (see verifier.worker): the reference's outputs at every trial,
+"""The reference job of the worker (see verifier.job.worker): the reference's outputs at every trial,
 run twice where that can show nondeterminism (reversed order-dependent writes, eval mode for
 dropout), the widened trials it is defined on, the second shapes it accepts, and its timing alone
 (shown, never divided by). Runs in the trusted reference fork server, never beside a candidate."""
@@ -16,12 +16,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
+from verifier.job.common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
+from verifier.job.timing import _instances, _time_sides
 from verifier.jobs import ReferenceJob, ReferenceResult
-from verifier.machine_lock import held
+from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
 from verifier.timing import memory_bandwidth_gbps
-from verifier.worker_common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
-from verifier.worker_timing import _instances, _time_sides
 
 UNDEFINED_LIMIT = 0.1
 

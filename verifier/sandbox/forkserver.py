@@ -8,11 +8,14 @@ continue has taken effect (every thread of the job stopped, for a pause) and ``{
 when it ends. The server
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
-Run as ``python -m verifier.forkserver '{"preload": ["torch", "verifier.worker"]}'``.
+Run as ``python -m verifier.sandbox.forkserver '{"entry": "verifier.job.worker:run_job", "preload": ["torch",
+"verifier.job.worker"]}'``: ``entry`` names the job code each child runs (``module:function``, called with
+the job folder). The server resolves it by name and never imports job code itself, so the sandbox sits
+below the jobs it runs.
 
 With ``"spawn": true`` (device backends) the server imports nothing heavy and each forked child,
 after taking its session, limits and output files, execs a fresh interpreter
-(``python -m verifier.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
+(``python -m verifier.sandbox.forkserver --job JOB_DIR``) that imports torch (and ``job_preload``, e.g.
 torch_npu), installs the seccomp filter on all its threads, then runs the job. A device runtime is
 therefore never inherited through fork, and a device error dies with its own process.
 
@@ -270,7 +273,7 @@ def _limit(which: int, value: int) -> None:
 
 
 def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None,
-           confine: dict | None = None) -> int:
+           confine: dict | None = None, *, entry: str) -> int:
     os.setsid()
     harden_process()
     for fd in fds:
@@ -300,7 +303,7 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
         # A fresh interpreter: nothing of this process (or a device runtime) is inherited but the
         # session, limits, working folder (the job folder: not on the command line, where any process
         # could read it), output files and Landlock domain set above.
-        argv = [sys.executable, "-m", "verifier.forkserver", "--job", ".",
+        argv = [sys.executable, "-m", "verifier.sandbox.forkserver", "--job", ".",
                 json.dumps({**spawn, "deny_chmod": deny_chmod})]
         os.execv(sys.executable, argv)
     problem = lock_down(os.getpid(), deny_chmod=deny_chmod)
@@ -308,9 +311,13 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from pathlib import Path
 
-    from verifier.worker import run_job
+    return _entry(entry)(Path(job_dir))
 
-    return run_job(Path(job_dir))
+
+def _entry(name: str):
+    """The job entry point the config names (``module:function``), imported now."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def _send(msg: dict) -> None:
@@ -325,14 +332,13 @@ def _spawned(job_dir: str, config: dict) -> int:
     harden_process()  # the exec made this process dumpable again
     if job_dir == ".":
         job_dir = os.getcwd()
-    for name in ["verifier.worker", *config.get("job_preload", [])]:
+    run_job = _entry(config["entry"])
+    for name in config.get("job_preload", []):
         importlib.import_module(name)
     problem = lock_down(os.getpid(), all_threads=True, deny_chmod=bool(config.get("deny_chmod")))
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
     from pathlib import Path
-
-    from verifier.worker import run_job
 
     return run_job(Path(job_dir))
 
@@ -363,7 +369,8 @@ def main() -> int:
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if config.get("confine"):
         drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
-    spawn = {"job_preload": config.get("job_preload", [])} if config.get("spawn") else None
+    entry = config["entry"]
+    spawn = {"job_preload": config.get("job_preload", []), "entry": entry} if config.get("spawn") else None
     landlock, landlock_error = landlock_abi()
     confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
                if config.get("confine") else None)
@@ -437,7 +444,7 @@ def main() -> int:
             if pid == 0:
                 code = 70
                 try:
-                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine)
+                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry)
                 except BaseException:
                     traceback.print_exc()
                 finally:

@@ -15,6 +15,9 @@ node (never the candidate's failure; after ``MAX_LOSSES`` losses the attempt com
 as an internal, transient failure). With no node able to run the backend the call waits, says so
 through ``on_status``, and resumes when one joins. ``cancel()`` abandons every verification in flight.
 
+``describe_cluster`` is what ``evokernel cluster`` lists: every node with the EvoKernel backends it
+advertises, its devices, and, from the verifier actors runs keep on it, busy/idle and verifications done.
+
 Ray is optional (``pip install 'evokernel[cluster]'``) and imported only here, on first use.
 """
 
@@ -34,9 +37,9 @@ from typing import Any
 
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
+from verifier.harness.protocol import VerificationCancelled
 from verifier.machine import fingerprint, machine_facts
 from verifier.outcome import GateResult, Outcome
-from verifier.protocol import VerificationCancelled
 from verifier.task import TaskSpec
 
 RESOURCE_PREFIX = "evokernel-"
@@ -113,7 +116,7 @@ class NodeVerifier:
     """The verifier on one node (a Ray actor): a ``Verifier`` plus counters for ``evokernel cluster``."""
 
     def __init__(self, backend: str, config: dict, cache_dir: str | None = None):
-        from verifier.verify import Verifier
+        from verifier.harness.verify import Verifier
 
         cfg = VerifyConfig.model_validate(config)
         self.verifier = Verifier(backend, cfg, cache_dir=cache_dir)  # ToolchainMissing: the node can't
@@ -294,7 +297,7 @@ class ClusterVerifier:
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
                best: dict[str, str] | None = None) -> Outcome:
-        from verifier.verify import candidate_hash, read_candidate
+        from verifier.harness.verify import candidate_hash, read_candidate
 
         extra = {"best": best} if best is not None else {}
 
@@ -451,10 +454,43 @@ class ClusterVerifier:
 
 
 def describe_cluster(address: str, backend: str = "cpu", timeout: float = 10.0) -> list[dict[str, Any]]:
-    """Every node of the cluster at ``address`` (see ``verifier.cluster_nodes``)."""
-    from verifier.cluster_nodes import describe_cluster as describe
-
-    return describe(address, backend, timeout)
+    """Every node of the cluster at ``address``: host, backends it advertises, devices, and, from the
+    verifier actors runs keep on it, busy/idle and verifications done (for ``evokernel cluster``)."""
+    ray = require_ray()
+    started = connect(address, (backend,))
+    try:
+        actors: dict[str, list[dict]] = {}
+        refs = []
+        for entry in ray.util.list_named_actors(all_namespaces=True):
+            name, namespace = (entry.get("name"), entry.get("namespace")) if isinstance(entry, dict) else (entry, None)
+            if namespace == NAMESPACE and str(name).startswith("verifier-"):
+                try:
+                    refs.append(ray.get_actor(name, namespace=NAMESPACE).status.remote())
+                except Exception:   # gone since it was listed
+                    continue
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=timeout) if refs else ([], [])
+        for ref in ready:
+            try:
+                status = ray.get(ref, timeout=0)
+            except Exception:
+                continue
+            actors.setdefault(status["node_id"], []).append(status)
+        out = []
+        for n in ray.nodes():
+            res = n.get("Resources", {})
+            mine = actors.get(n["NodeID"], [])
+            out.append({
+                "node_id": n["NodeID"], "host": n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?"),
+                "address": n.get("NodeManagerAddress", ""), "alive": bool(n.get("Alive")),
+                "backends": sorted(k[len(RESOURCE_PREFIX):] for k in res if k.startswith(RESOURCE_PREFIX)),
+                "cpus": int(res.get("CPU", 0)), "gpus": int(res.get("GPU", 0)), "npus": int(res.get("NPU", 0)),
+                "busy": sum(a["busy"] for a in mine), "done": sum(a["done"] for a in mine),
+                "verifiers": len(mine), "cpu": mine[0]["cpu"] if mine else "",
+            })
+        return out
+    finally:
+        if started:
+            ray.shutdown()
 
 
 _REMOTE = None

@@ -1,5 +1,5 @@
 """Which torch_npu pairs with the project's torch and the installed CANN, and what a torch_npu import
-error means (see verifier.toolchains). Never installs torch_npu: it belongs on NPU workstations only."""
+error means (see verifier.toolchain.discovery). Never installs torch_npu: it belongs on NPU workstations only."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from verifier.toolchain_common import run
+from verifier.toolchain.probe import run
 
 # torch_npu releases pin torch exactly (the wheel's torch==X requirement) and are built against one CANN
 # release. From Ascend/pytorch's release notes (TorchNPU 26.2.0): torch_npu 2.13.0 is for torch 2.13.0

@@ -1,4 +1,4 @@
-"""Running the commands and probes that toolchain discovery uses (see verifier.toolchains)."""
+"""Running the commands and probes that toolchain discovery uses (see verifier.toolchain.discovery)."""
 
 from __future__ import annotations
 

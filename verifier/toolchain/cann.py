@@ -1,5 +1,5 @@
 """Ascend CANN toolkit and NPU discovery: the install, its CMake modules and compilers, the SoC and its
-architecture, the torch_npu pairing (see verifier.toolchains). None of these rules has run against a
+architecture, the torch_npu pairing (see verifier.toolchain.discovery). None of these rules has run against a
 real NPU workstation yet; each assumption sits in one constant."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.toolchain_common import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
-from verifier.torch_npu_pairing import (
+from verifier.toolchain.probe import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
+from verifier.toolchain.torch_npu_pairing import (
     _distribution_version,
     explain_torch_npu_error,
     torch_npu_installed,

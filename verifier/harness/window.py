@@ -1,7 +1,7 @@
 """The timing window, run from the harness: every side in its own process, the clock here.
 
 The reference runs in a job of the trusted reference server, the candidate and (when refining) the
-task's best each in a sandboxed job of their own (``verifier.worker_side``). This process coordinates
+task's best each in a sandboxed job of their own (``verifier.job.side``). This process coordinates
 the rounds, draws every round's seed, holds the clock and compares the outputs:
 
 * **fresh inputs every round**: the reference's process draws the task's own ``get_inputs()`` under a
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.sandbox_jobs import JobExit, JobHandle
+from verifier.jobs import layout_bytes
+from verifier.sandbox.client import JobExit, JobHandle
 from verifier.timing import Window
-from verifier.worker_side import layout_bytes
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0

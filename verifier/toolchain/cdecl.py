@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from verifier.csource import scan, splice, split_top_level
+from verifier.toolchain.csource import scan, splice, split_top_level
 
 # C scalar type -> ctypes name. Pointers to these carry a torch dtype expectation (below).
 SCALARS: dict[str, str] = {

@@ -1,6 +1,6 @@
 """The build gate's machinery: compile a candidate's sources into one shared library, cached by a
 hash of the sources and the backend's build key, with compiler diagnostics trimmed to what matters;
-then check what the library links against (``verifier.linkage``): only the system runtimes and the
+then check what the library links against (``verifier.toolchain.linkage``): only the system runtimes and the
 backend's own, never a symbol of the process that loads it.
 
 Failed builds are cached too (the same sources fail the same way). Concurrent builds of the same
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.backends.base import BuildPlanError
-from verifier.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.forkserver import landlock_abi
-from verifier.linkage import check_links, parse_needed, parse_undefined, policy_for
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
+from verifier.sandbox.forkserver import landlock_abi
+from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
+from verifier.toolchain.linkage import check_links, parse_needed, parse_undefined, policy_for
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
@@ -211,13 +211,13 @@ def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: boo
         return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
     if landlock_abi()[0]:
         config = {"folder": str(workdir), "readable": [*sandbox_view(env, toolchain), "/proc"]}
-        return [sys.executable, "-m", "verifier.forkserver", "--confine", json.dumps(config), *argv]
+        return [sys.executable, "-m", "verifier.sandbox.forkserver", "--confine", json.dumps(config), *argv]
     return argv
 
 
 def _link_problem(backend, workdir: Path, library: str, env: dict[str, str], sandbox: bool, hidden: list[str],
                   cache_dir: Path, timeout: float) -> str | None:
-    """Why the built library may not be loaded (see ``verifier.linkage``), or None. The library is
+    """Why the built library may not be loaded (see ``verifier.toolchain.linkage``), or None. The library is
     read with binutils inside the build's sandbox (its bytes are the candidate's)."""
     outputs = []
     for command in (["readelf", "-d", "-W", library], ["nm", "-D", "--undefined-only", library]):

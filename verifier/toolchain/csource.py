@@ -1,7 +1,7 @@
 """The one lexer for C and C++ sources: line splicing, comment and literal blanking, and the top-level
 comma split. Both readers of kernel sources use it, so they read the text as the compiler does and never
 disagree with each other: the anti-hack kernel rules (``verifier.gates.antihack.kernel``) and the
-``extern "C"`` declaration reader (``verifier.cdecl``).
+``extern "C"`` declaration reader (``verifier.toolchain.cdecl``).
 
 It lives beside ``cdecl`` rather than inside the anti-hack package because ``cdecl`` is imported by the
 runtime and the backends, which the anti-hack gate itself reads (its device rules come from the backend

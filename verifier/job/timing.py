@@ -15,9 +15,7 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.task import TaskSpec, load_task_module
-from verifier.timing import CacheFlusher, time_interleaved
-from verifier.worker_common import (
+from verifier.job.common import (
     CandidateFailure,
     OpTrace,
     _describe,
@@ -27,6 +25,8 @@ from verifier.worker_common import (
     _to_device,
     flatten,
 )
+from verifier.task import TaskSpec, load_task_module
+from verifier.timing import CacheFlusher, time_interleaved
 
 
 def _instances(make, module, trials: list[Trial], device: str, eval_mode: bool = False) -> list:

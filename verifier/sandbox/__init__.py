@@ -64,7 +64,7 @@ _PATH_VARS = re.compile(r"^(PATH|LD_LIBRARY_PATH|PYTHONPATH|CUDA_HOME|CUDA_PATH|
 def scrubbed_env(extra: dict[str, str] | None = None, home: str | None = None) -> dict[str, str]:
     """The environment a worker or compiler gets: an allow-list, minus anything secret-looking."""
     env = {k: v for k, v in os.environ.items() if _ENV_ALLOW.match(k) and not _SECRET.search(k)}
-    project_root = str(Path(__file__).resolve().parent.parent)
+    project_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (project_root, env.get("PYTHONPATH", "")) if p)
     env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -232,8 +232,8 @@ def sandbox_readable(env: Mapping[str, str] | None = None, extra: list[str] | tu
     everything in them."""
     environ: Mapping[str, str] = os.environ if env is None else env
     roots = [*home_roots(), "/tmp"]
-    checkout = os.path.realpath(Path(__file__).resolve().parent.parent)  # scrubbed_env's PYTHONPATH entry
-    package = str(Path(__file__).resolve().parent)
+    checkout = os.path.realpath(Path(__file__).resolve().parents[2])  # scrubbed_env's PYTHONPATH entry
+    package = str(Path(__file__).resolve().parents[1])
     interpreter = {os.path.normpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                                                  os.path.dirname(os.path.realpath(sys.executable)))}
     wanted = [*interpreter, *_pth_paths()]
@@ -271,7 +271,7 @@ def sandbox_view(env: dict[str, str] | None = None, readable: list[str] | tuple[
 
 def landlock_status() -> tuple[bool, str]:
     """Whether each job gets its own Landlock domain here (the file allow-list without bubblewrap too)."""
-    from verifier.forkserver import landlock_abi
+    from verifier.sandbox.forkserver import landlock_abi
 
     abi, why = landlock_abi()
     if not abi:

@@ -33,8 +33,8 @@ from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine import fingerprint
-from verifier.machine_lock import MachineLock
-from verifier.sandbox_jobs import ForkServer, JobLimits
+from verifier.machine.lock import MachineLock
+from verifier.sandbox.client import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
 REFERENCE_FORMAT = 4  # 4: noise ratios kept per case of a multi-case task

@@ -1,4 +1,4 @@
-"""The harness's side of the sandbox's fork server (verifier.forkserver): starting it inside the
+"""The harness's side of the sandbox's fork server (verifier.sandbox.forkserver): starting it inside the
 sandbox (verifier.sandbox), sending it jobs with their limits, and turning how each job ended (a
 result, a timeout, a crash, a signal) into a ``JobExit``."""
 
@@ -128,14 +128,16 @@ class ForkServer:
     Thread-safe: jobs may be submitted from several threads; each waits for its own child.
     """
 
-    def __init__(self, jobs_root: Path, *, env: dict[str, str], preload: list[str], use_bwrap: bool,
+    def __init__(self, jobs_root: Path, *, entry: str, env: dict[str, str], preload: list[str], use_bwrap: bool,
                  hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None,
                  confine: bool = True):
-        """``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
+        """``entry``: the job code each child runs, named ``module:function`` (see verifier.sandbox.forkserver).
+        ``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
         unlistable while the server runs). Off for the trusted reference server, whose jobs take the
         machine lock outside their folder."""
         self.jobs_root = Path(jobs_root)
         self._confine = confine
+        self._entry = entry
         self._env = env
         self._preload = preload
         self._spawn = spawn
@@ -184,18 +186,18 @@ class ForkServer:
                 return
             self._ready.clear()
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
-                      "confine": self._confine,
+                      "confine": self._confine, "entry": self._entry,
                       # what a confined job may write besides its folder: device nodes, and the private /tmp
                       "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
                       # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
                       "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
-            argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
+            argv = [sys.executable, "-m", "verifier.sandbox.forkserver", json.dumps(config)]
             if self._confine and not self._use_bwrap:
                 # Without a PID namespace a job can see this process (which holds the API key in its
                 # environment): make it non-dumpable, so a job without capabilities cannot read
                 # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
                 # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
-                from verifier.forkserver import make_non_dumpable
+                from verifier.sandbox.forkserver import make_non_dumpable
 
                 make_non_dumpable()
             if self._use_bwrap:

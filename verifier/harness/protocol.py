@@ -1,7 +1,7 @@
 """The verifier seam: what the engine needs of a verifier, whichever machine runs the gates.
 
-Two implementations: ``verifier.verify.Verifier`` runs every gate in this process's sandbox, and
-``verifier.cluster.ClusterVerifier`` sends each verification to a verifier actor on a Ray node.
+Two implementations: ``verifier.harness.verify.Verifier`` runs every gate in this process's sandbox, and
+``verifier.harness.cluster.ClusterVerifier`` sends each verification to a verifier actor on a Ray node.
 Both return the same ``Outcome``; the engine cannot tell them apart except by what the cluster
 one adds (``Outcome.node``, ``cancel``).
 """

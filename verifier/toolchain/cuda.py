@@ -1,5 +1,5 @@
 """CUDA toolchain and GPU discovery: nvcc, its architectures, the GPU's compute capability and the
-torch build it pairs with (see verifier.toolchains)."""
+torch build it pairs with (see verifier.toolchain.discovery)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from verifier.toolchain_common import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
+from verifier.toolchain.probe import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
 
 # ----------------------------------------------------------------------------- CUDA
 

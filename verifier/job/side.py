@@ -1,4 +1,4 @@
-"""One side of a timing window, inside its own job process (see verifier.window for the harness).
+"""One side of a timing window, inside its own job process (see verifier.harness.window for the harness).
 
 Every side of a window (the reference, the candidate, the task's best) is a separate process: the
 reference in the trusted reference server, the candidate and the best each in a sandboxed job of their
@@ -39,30 +39,10 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
+from verifier.job.common import CandidateFailure, OpTrace, _describe, _load_candidate, _save, flatten
+from verifier.jobs import input_layout, layout_bytes
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher
-from verifier.worker_common import CandidateFailure, OpTrace, _describe, _load_candidate, _save, flatten
-
-_ALIGN = 64
-
-
-def input_layout(inputs: list[Any]) -> list[dict[str, Any]]:
-    """Where each input lives in ``inputs.bin`` (tensors, 64-byte aligned) or its value (numbers...)."""
-    layout, offset = [], 0
-    for x in inputs:
-        if isinstance(x, torch.Tensor):
-            nbytes = x.numel() * x.element_size()
-            layout.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "offset": offset,
-                           "nbytes": nbytes})
-            offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-        else:
-            layout.append({"value": x})
-    return layout
-
-
-def layout_bytes(layout: list[dict[str, Any]]) -> int:
-    ends = [e["offset"] + e["nbytes"] for e in layout if "offset" in e]
-    return max(max(ends, default=0), 1)
 
 
 def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:

@@ -1,6 +1,6 @@
 """Jobs that run in a worker process: the reference (outputs at every trial, run twice where that
-can show nondeterminism, the second shapes, timing: verifier.worker_reference), the candidate's
-correctness trials (here) and the timing window (verifier.worker_timing).
+can show nondeterminism, the second shapes, timing: verifier.job.worker_reference), the candidate's
+correctness trials (here) and the timing window (verifier.job.timing).
 The candidate's jobs run in the sandbox and never see reference outputs; the harness compares
 what each job wrote.
 
@@ -9,7 +9,7 @@ dict); the worker writes ``result.json`` (a ``JobStatus`` envelope and the job's
 ``outputs.pt`` (tensors, loaded by the harness with ``weights_only=True``) and ``progress.txt``
 (the step in flight, so a crash can be located).
 
-Run a job by hand: ``python -m verifier.worker JOB_DIR``.
+Run a job by hand: ``python -m verifier.job.worker JOB_DIR``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,7 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import make_inputs
-from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
-from verifier.task import load_task_module
-from verifier.worker_common import (
+from verifier.job.common import (
     CandidateFailure,
     OpTrace,
     _changed,
@@ -46,9 +44,11 @@ from verifier.worker_common import (
     flatten,
     job_runtime,
 )
-from verifier.worker_reference import TaskProblem, WriteOrder, _reference
-from verifier.worker_side import _side
-from verifier.worker_timing import _time_sides
+from verifier.job.side import _side
+from verifier.job.timing import _time_sides
+from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
+from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
+from verifier.task import load_task_module
 
 # Callers and tests reach the shared helpers and the jobs' pieces through this module.
 __all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "run_job", "_time_sides"]
@@ -164,7 +164,7 @@ def run_job(job_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     if len(args) != 1:
-        print("usage: python -m verifier.worker JOB_DIR", file=sys.stderr)
+        print("usage: python -m verifier.job.worker JOB_DIR", file=sys.stderr)
         return 2
     return run_job(Path(args[0]))
 
