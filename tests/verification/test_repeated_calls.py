@@ -1,6 +1,6 @@
 """Kernels that are right on their first call and cheat on the later ones: the performance gate's
-spot checks and re-checks catch them (real builds, real sandboxed runs), and the timed calls never
-see the same input values twice."""
+spot checks and re-checks catch them (real builds, real sandboxed runs). What every timed call sees is
+tested in test_window.py."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def test_a_result_computed_once_and_replayed_fails(verifier, suite, make_candida
     assert not out.feasible
     assert out.gate("correctness").status == "passed"       # right on each instance's first call
     assert out.failed_gate == "anti_hack", out.message
-    assert "no longer called the kernel library" in out.message
+    assert "did not call the kernel library" in out.message
     # the same, keeping up appearances with an empty kernel call: the outputs show it
     model = MEMO_MODEL.replace("        return self.memo", "        lib.relu_forward(x, self.memo, 0)\n        return self.memo")
     out = verify(verifier, suite, "relu", {"model.py": model, "kernel.cpp": C.RELU}, make_candidate)
@@ -126,51 +126,5 @@ def test_pytorch_compute_after_the_first_call_is_caught_by_the_recheck(unguarded
     out = verify(unguarded, suite, "relu", {"model.py": TORCH_LATER_MODEL, "kernel.cpp": C.RELU}, make_candidate)
     assert not out.feasible
     assert out.failed_gate == "anti_hack", out.message
-    assert "after repeated calls" in out.message and "aten.relu" in out.message
+    assert "calls in the timing window" in out.message and "aten.relu" in out.message
     assert out.gate("correctness").status == "passed"
-
-
-def test_timed_calls_never_see_the_same_input_values_twice_and_are_all_alike(suite):
-    """In-process, with recording models: every round's inputs are values of their own (no exact trial
-    inputs anywhere, so no call can be recognised as the checked one), the reference and the
-    candidate see the same values within a round, and every timed round is checked."""
-    import hashlib
-
-    import torch
-
-    from verifier.backends import DeviceRuntime
-    from verifier.inputs import make_inputs, trial_plan
-    from verifier.job.worker import _time_sides
-    from verifier.task import load_task_module
-
-    seen: list[tuple[str, int, str]] = []
-
-    class Recorder(torch.nn.Module):
-        def __init__(self, side, k):
-            super().__init__()
-            self.side, self.k = side, k
-
-        def forward(self, x):
-            seen.append((self.side, self.k, hashlib.sha1(x.numpy().tobytes()).hexdigest()))
-            return x.clone()
-
-    module = load_task_module(suite.get("relu").spec())
-    trials = trial_plan(3)
-    exact = {hashlib.sha1(make_inputs(module.get_inputs, t)[0].numpy().tobytes()).hexdigest() for t in trials}
-    job = {"timing": {"warmup": 2, "max_calls": 8, "budget_s": 0.0, "flush_bytes": 0}}
-    sides = {s: [Recorder(s, 0), Recorder(s, 1)] for s in ("reference", "candidate")}
-    window, captured, recheck, _ = _time_sides(sides, module, trials, job, DeviceRuntime(), samples=64)
-    n = window.rounds
-    assert n >= 5 and len(seen) == 2 * 2 + 2 * n + 4
-    assert not exact & {h for _, _, h in seen}                   # never a trial's exact inputs
-    rounds = [seen[4 + 2 * i: 6 + 2 * i] for i in range(n)]
-    for a, b in rounds:                                            # same values for both sides of a round
-        assert {a[0], b[0]} == {"reference", "candidate"} and a[1:] == b[1:]
-    values = [h for (_, _, h), _ in rounds] + [h for _, _, h in seen[:4:2]]
-    assert len(set(values)) == len(values)                        # no two rounds alike
-    assert [meta["round"] for meta, _, _ in captured] == list(range(n)) + [n, n + 1]
-    assert all(len(e["leaves"][0]) == 64 for _, e, _ in captured[:n])      # timed rounds: sampled positions
-    # the re-checks: instance 1 on fresh values, then instance 0 on the third trial, each unseen before
-    assert seen[-4][1:] == seen[-3][1:] and seen[-3][:2] == ("candidate", 1)
-    assert seen[-1][:2] == ("candidate", 0) and seen[-1][2] not in {h for _, _, h in seen[:-2]}
-    assert recheck["forbidden_ops"] == {}

@@ -46,14 +46,14 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
         for found in forbidden:
             for name, n in found.items():
                 ops[name] = ops.get(name, 0) + n
-        fail_pytorch_compute(out, ops, f"on {len(forbidden)} of {len(result['forbidden'])} timed calls, forward "
-                                       "ran PyTorch compute ({ops}): the kernel must do the work on every call")
+        fail_pytorch_compute(out, ops, f"on {len(forbidden)} of {len(result['forbidden'])} calls in the timing window, "
+                                       "forward ran PyTorch compute ({ops}): the kernel must do the work on every call")
         out.gate("performance").status = "failed"
         return
     skipped = sum(1 for calls in result.get("calls", []) if not any(calls.values()))
     if skipped:
-        out.fail("anti_hack", f"on {skipped} of {len(result['calls'])} timed calls, forward did not call the kernel "
-                              "library: every call's result must come from your kernels")
+        out.fail("anti_hack", f"on {skipped} of {len(result['calls'])} calls in the timing window, forward did not "
+                              "call the kernel library: every call's result must come from your kernels")
         out.gate("performance").status = "failed"
         return
     for meta, pair in zip(result.get("checks", []), outputs.get("checks", [])):

@@ -38,7 +38,7 @@ from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
 from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.harness.reference import Reference, ReferenceCache
-from verifier.harness.window import SideFailed
+from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
@@ -116,6 +116,7 @@ class Verifier:
         self._live_guard = threading.Lock()
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
         self._warm: Future | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -507,7 +508,7 @@ class Verifier:
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
                     side.start(server.submit(side.job_dir, self._limits(), timeout))
                 try:
-                    result, _ = run_window(sides, settings, flush)
+                    result = run_window(sides, settings, flush, self.window_observer)
                 except SideFailed as exc:
                     failure = exc
                     for side in sides.values():
@@ -517,9 +518,11 @@ class Verifier:
             if failure is not None:
                 if failure.side == "candidate":
                     exit_, got = ended["candidate"]
-                    out.fail("performance", self._job_failure(sides["candidate"].job_dir, exit_, got)
-                             if got is not None or exit_.status != "exited" else f"the candidate {failure}",
-                             exit_.seconds, transient=exit_.status == "lost")
+                    if (got is not None and not got.get("ok")) or failure.exit is not None:
+                        message = self._job_failure(sides["candidate"].job_dir, failure.exit or exit_, got)
+                    else:   # it broke the protocol and was stopped
+                        message = f"the candidate's timing process {failure}"
+                    out.fail("performance", message, exit_.seconds, transient=exit_.status == "lost")
                     return None
                 raise failure
             assert result is not None

@@ -141,11 +141,16 @@ class WindowSettings:
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
 
 
+Observer = Callable[[str, Any], None]
+"""``observe(event, what)``: ``("inputs", the inputs' bytes)`` after each draw, ``("timed", (side, sides))``
+right before each timed call. For tests, which look at what every call saw and at the other sides."""
+
+
 def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None = None,
-               *, on_timed: Callable[[str, dict[str, Side]], None] | None = None) -> tuple[dict, dict]:
+               observe: Observer | None = None) -> dict[str, Any]:
     """Run one window over ``sides`` (``reference`` and ``candidate``, maybe ``best``), all started and
-    answering. Returns (result, outputs) for ``verifier.gates.performance.judge``; raises ``SideFailed``.
-    ``on_timed(side, sides)`` is called right before each timed call (tests look at the others' states)."""
+    answering. Returns the result part of what ``verifier.gates.performance.judge`` reads (the sides'
+    picks follow from ``finish``); raises ``SideFailed``."""
     ref, cand = sides["reference"], sides["candidate"]
     untrusted = [s for s in sides.values() if not s.trusted]
     rng = random.Random(secrets.randbits(64))
@@ -179,6 +184,8 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
         for s in untrusted:
             assert s.inputs is not None
             s.inputs[:] = source     # one copy per side: no side can change what another reads
+        if observe is not None:
+            observe("inputs", bytes(source))
 
     def stage(instance: int) -> None:
         for s in sides.values():
@@ -194,8 +201,8 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
         s.pause(False)
         if flush is not None:
             flush()
-        if on_timed is not None:
-            on_timed(name, sides)
+        if observe is not None:
+            observe("timed", (name, sides))
         nonce = secrets.token_hex(8)
         line = f"go {nonce}\n".encode()
         t0 = time.perf_counter_ns()
@@ -204,7 +211,8 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
         t1 = time.perf_counter_ns()
         s.pause(True)
         if len(words) != 4 or words[0] != "done" or words[1] != nonce:
-            raise SideFailed(name, f"answered {' '.join(words)[:200]!r} to a timed call")
+            raise SideFailed(name, f"answered {' '.join(words)[:200]!r} to a timed call: only the harness's own "
+                                   "answer line may be written to the side's channel")
         event = None if words[2] == "-" else float(words[2])
         return (t1 - t0) / 1e6, event, words[3] == "1"
 
@@ -223,8 +231,9 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
         cand.call(f"pick {seed} {what}")
         checks.append(meta)
 
-    for i in range(settings.warmup):
-        stage(i % 2)
+    for i in range(settings.warmup):   # untimed: loads libraries, touches pages, warms the allocators
+        if i < 2:
+            stage(i % 2)
         for name in rng.sample(names, len(names)):
             timed(name)
     started = time.perf_counter()
@@ -255,7 +264,7 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
     input_bytes = sum(int(e.get("nbytes", 0)) for e in layout)
     if source is not None:
         source.close()
-    return {"window": window.to_dict(), "checks": checks, "input_bytes": input_bytes}, {}
+    return {"window": window.to_dict(), "checks": checks, "input_bytes": input_bytes}
 
 
 def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict | None]]:

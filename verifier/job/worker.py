@@ -1,6 +1,6 @@
 """Jobs that run in a worker process: the reference (outputs at every trial, run twice where that
 can show nondeterminism, the second shapes, timing: verifier.job.worker_reference), the candidate's
-correctness trials (here) and the timing window (verifier.job.timing).
+correctness trials (here) and one side of a timing window (verifier.job.side).
 The candidate's jobs run in the sandbox and never see reference outputs; the harness compares
 what each job wrote.
 
@@ -45,13 +45,12 @@ from verifier.job.common import (
     job_runtime,
 )
 from verifier.job.side import _side
-from verifier.job.timing import _time_sides
 from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
 from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
 from verifier.task import load_task_module
 
 # Callers and tests reach the shared helpers and the jobs' pieces through this module.
-__all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "run_job", "_time_sides"]
+__all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "run_job"]
 
 def _setup(job: Any) -> DeviceRuntime:
     """Threads, then the job's device runtime, prepared (the device selected)."""

@@ -17,7 +17,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.job.common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
-from verifier.job.timing import _instances, _time_sides
+from verifier.job.timing import instances, time_reference
 from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
@@ -119,10 +119,9 @@ def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) 
             if want_timing:
                 # The reference alone: shown (``evokernel tasks --time``), never divided by; the
                 # performance gate times the reference again beside each candidate.
-                sides = {"reference": _instances(module.Model, module, job.trials, device, bool(result.eval_mode))}
-                window, _, _, input_bytes = _time_sides(sides, module, job.trials[:2], {"timing": job.timing},
-                                                        device_runtime, checked=False)
-                result.timing = {**window.timing("reference").to_dict(), "input_bytes": input_bytes}
+                models = instances(module.Model, module, job.trials, device, bool(result.eval_mode))
+                timing, input_bytes = time_reference(models, module, job.trials, job.timing, device_runtime)
+                result.timing = {**timing.to_dict(), "input_bytes": input_bytes}
             if want_bandwidth:
                 result.bandwidth_gbps = memory_bandwidth_gbps(device)
     return result.to_dict()

@@ -1,0 +1,145 @@
+"""The timing window from the harness (verifier.harness.window), with real sandboxed side processes:
+what every call sees, who is stopped while another side is timed, and answers a kernel could forge."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+import candidates as C
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory, fast_config):
+    """Without bubblewrap the fork server's jobs have host process ids: their states can be read here."""
+    from verifier.harness.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"use_bwrap": False}),
+                 cache_dir=tmp_path_factory.mktemp("window-cache"))
+    yield v
+    v.close()
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", "rb") as f:
+        return f.read().rsplit(b")", 1)[1].split()[0].decode()
+
+
+def test_every_draw_is_fresh_and_unrelated_to_every_other(plain, suite):
+    """Every round draws new values element by element: no two draws of a window are equal or
+    multiples of one another (a kernel that recognised a direction and replayed a scaled result,
+    C(fA, fB) = f^2 C(A, B), earned 8.7x when every round rescaled one of two fixed sets)."""
+    import torch
+
+    draws: list[torch.Tensor] = []
+
+    def observe(event, what):
+        if event == "inputs":
+            draws.append(torch.frombuffer(bytearray(what), dtype=torch.float32).clone())
+
+    plain.window_observer = observe
+    try:
+        out = plain.verify(suite.get("relu").spec(), C.elementwise(C.RELU), fresh=True)
+    finally:
+        plain.window_observer = None
+    assert out.feasible, out.message
+    assert len(draws) >= 1 + out.timing_rounds + 2        # warm-up, every round, the two calls after
+    for a, b in itertools.combinations(draws, 2):
+        cos = float(torch.dot(a.double(), b.double()) / (a.double().norm() * b.double().norm()))
+        assert abs(cos) < 0.5, cos                        # independent draws: |cos| ~ 1/sqrt(n)
+
+
+def test_untrusted_sides_are_stopped_while_another_side_is_timed(plain, suite):
+    """A candidate's timers, handlers or threads cannot take a core from the reference or the best: every
+    untrusted side other than the one being timed is stopped (every thread), the reference never is."""
+    seen: list[tuple[str, dict[str, str]]] = []
+
+    def observe(event, what):
+        if event == "timed":
+            name, sides = what
+            seen.append((name, {other: _state(side.handle._pending.pid) for other, side in sides.items()
+                                if other != name}))
+
+    plain.window_observer = observe
+    try:
+        out = plain.verify(suite.get("relu").spec(), C.repeated_relu(2, "a"), best=C.repeated_relu(1, "b"), fresh=True)
+    finally:
+        plain.window_observer = None
+    assert out.feasible and out.best_ms is not None, out.message
+    timed = {name for name, _ in seen}
+    assert timed == {"reference", "candidate", "best"}
+    for name, others in seen:
+        for other, state in others.items():
+            if other == "reference":
+                assert state != "T", (name, others)       # trusted, waiting for its next command
+            else:
+                assert state == "T", (name, others)
+
+
+# Answers "done" on every descriptor a side could hold before doing any work: the harness's clock must
+# not stop on a forged answer (static rules off to reach it).
+FORGES_DONE = '''
+#include <cstdint>
+extern "C" long write(int, const void*, unsigned long);
+static int calls = 0;
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    if (++calls > 3) {
+        static const char line[] = "done 0000000000000000 - 0\\n";
+        for (int fd = 3; fd < 64; ++fd) write(fd, line, sizeof line - 1);
+    }
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.fixture(scope="module")
+def unguarded(tmp_path_factory, fast_config):
+    from verifier.harness.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
+                 cache_dir=tmp_path_factory.mktemp("window-unguarded-cache"))
+    yield v
+    v.close()
+
+
+def test_a_forged_done_answer_fails_the_window(unguarded, suite):
+    out = unguarded.verify(suite.get("relu").spec(), C.elementwise(FORGES_DONE), fresh=True)
+    assert out.gate("correctness").status == "passed", out.message   # nine calls: the trials are over
+    assert out.failed_gate == "performance", out.message
+    assert "to a timed call" in out.message or "answered" in out.message
+
+
+# PyTorch compute on calls past the correctness trials, in the timing window only: every call there is
+# traced, not only a re-check (static rules off to reach it).
+TORCH_IN_TIMING_MODEL = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        if self.n % 2 == 0 and self.n > 2:
+            return torch.relu(x)
+        out = torch.empty_like(x)
+        lib.relu_forward(x, out, x.numel())
+        return out
+'''
+
+
+def test_pytorch_compute_on_any_timed_call_is_caught(unguarded, suite):
+    out = unguarded.verify(suite.get("relu").spec(), {"model.py": TORCH_IN_TIMING_MODEL, "kernel.cpp": C.RELU},
+                           fresh=True)
+    assert out.failed_gate == "anti_hack", out.message
+    assert "calls in the timing window" in out.message and "aten.relu" in out.message
