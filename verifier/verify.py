@@ -455,14 +455,16 @@ class Verifier:
                     return
                 judged.append((k, *got, sub))
             judge_cases(judged, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
-                        implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+                        implausible_speedup=self.config.implausible_speedup, best_hash=best_hash,
+                        noise_limit=self.config.noise_limit)
             return
         base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])  # two timed, a re-check
         got = self._perf_job(task, files, build, base, out, best_pair)
         if got is None:
             return
         judge_performance(*got, base, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
-                          implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+                          implausible_speedup=self.config.implausible_speedup, best_hash=best_hash,
+                          noise_limit=self.config.noise_limit)
         perf = out.gate("performance")
         if perf.passed and out.latency_ms:
             out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure
