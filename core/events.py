@@ -95,9 +95,9 @@ class AttemptRecorded(Event):
     reward: float
     new_best: bool = False
     duplicate: bool = False   # the answer repeated an attempt already in memory (same normalised code)
-    vs_reference: str = ""    # "faster", "slower", "same": the speedup's verdict in its own window
+    vs_reference: str = ""    # "faster", "slower", "same", "noisy": the speedup's verdict in its own window
     gain: float | None = None  # over the task's best, timed beside it in the same window (refinements)
-    vs_best: str = ""         # its verdict; "" when no best was timed beside it
+    vs_best: str = ""         # its verdict ("noisy": no verdict); "" when no best was timed beside it
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ def summary(exp: Experience) -> dict[str, Any]:
         "n1": exp.n1, "n2": exp.n2, "adoptions": exp.adoptions, "created_at": exp.created_at,
         "parent_id": exp.parent_id, "model": exp.model, "feasible": outcome.feasible if outcome.verified else None,
         "failed_gate": outcome.failed_gate, "latency_ms": outcome.latency_ms, "speedup": outcome.speedup,
+        "vs_reference": outcome.vs_reference, "vs_best": outcome.vs_best,   # "noisy": the speedup judges nothing
     }
 
 

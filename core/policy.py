@@ -8,7 +8,8 @@ reward: Q <- Q + alpha * w * (r - Q), where w is larger for items the answer say
 
 Rewards: drafting r1 = +1 if feasible else -1. Refining r2 = -1 if infeasible; else, with g the
 gain over the task's best measured in the same timing window (median of the best / median of the
-candidate), r2 = 0 when the interval of g says "same speed", else tanh(log g) / s clipped to
+candidate), r2 = 0 when the interval of g says "same speed" or the window was "noisy" (too
+disturbed to judge: no verdict, never a new best), else tanh(log g) / s clipped to
 [-0.9, 1], where s is the root mean square of past significant raw gains (no mean subtracted, so
 the sign of every reward is the sign of its gain: an improvement scores above zero however large
 the one before it was, a regression below, noise zero, a failure lowest).
@@ -95,12 +96,16 @@ UNPAIRED_BAND = 0.15
 def gain_over_best(outcome: OutcomeSummary, best_outcome: OutcomeSummary | None) -> tuple[float | None, str]:
     """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
     timing window when the best was timed beside it, else the ratio of the two speedups over the
-    reference (each from its own window) with a wide noise band; (None, "") with nothing to compare."""
+    reference (each from its own window) with a wide noise band; (None, "") with nothing to compare.
+    A "noisy" window (its own paired verdict, or either speedup compared without one) stays "noisy":
+    reward 0, never a new best (``refine_reward_raw``, ``is_new_best``)."""
     if outcome.vs_best and outcome.gain:
         return float(outcome.gain), outcome.vs_best
     mine, theirs = outcome.speedup, best_outcome.speedup if best_outcome is not None else None
     if not mine or not theirs:
         return None, ""
+    if "noisy" in (outcome.vs_reference, best_outcome.vs_reference if best_outcome is not None else ""):
+        return mine / theirs, "noisy"
     gain = mine / theirs
     verdict = "faster" if gain > 1 + UNPAIRED_BAND else "slower" if gain < 1 / (1 + UNPAIRED_BAND) else "same"
     return gain, verdict
@@ -134,7 +139,8 @@ def scale(raw: float, stats: dict[str, Any]) -> float:
 
 
 def is_new_best(feasible: bool, has_best: bool, verdict: str) -> bool:
-    """A feasible attempt is the new best when there is none yet, or when it is significantly faster."""
+    """A feasible attempt is the new best when there is none yet (whatever its window said: a refine
+    needs a start), or when it is significantly faster: never on "same" or "noisy"."""
     return feasible and (not has_best or verdict == "faster")
 
 

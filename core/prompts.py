@@ -218,9 +218,20 @@ def _ms(outcome: OutcomeSummary) -> str:
     return text
 
 
+def _speed(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
+    """``speed_words``, except for a "noisy" window: the model reads that its speed is unknown (it
+    cannot measure again; the verifier does)."""
+    if verdict == "noisy":
+        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""
+        return (f"speed against {other} unknown: the timing window was too noisy to judge (interval{interval}; "
+                "the machine was busy), so it says nothing either way")
+    return speed_words(verdict, ratio, ci, other)
+
+
 def verdict(outcome: OutcomeSummary) -> str:
     """One line: feasible with latency ± noise and the speed measured in its own window (paired, with
-    its interval: "same speed" when the noise cannot tell), or the failing gate and why."""
+    its interval: "same speed" when the noise cannot tell, "unknown" when the window was too noisy to
+    judge), or the failing gate and why."""
     if not outcome.verified:
         return "not verified"
     if outcome.feasible:
@@ -228,13 +239,13 @@ def verdict(outcome: OutcomeSummary) -> str:
         if outcome.speedup:
             reference = f"{outcome.reference_ms or 0:.3f} ms"
             if outcome.vs_reference:
-                words = speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci,
-                                    f"PyTorch ({reference} in the same window)")
+                words = _speed(outcome.vs_reference, outcome.speedup, outcome.speedup_ci,
+                               f"PyTorch ({reference} in the same window)")
                 text += f" ({words})"
             else:
                 text += f" ({outcome.speedup:.2f}x vs PyTorch {reference})"
         if outcome.gain is not None and outcome.vs_best:
-            text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, 'the best then')}"
+            text += f"; {_speed(outcome.vs_best, outcome.gain, outcome.gain_ci, 'the best then')}"
         return text
     message = " ".join(str(outcome.message).split())
     return f"failed at {outcome.failed_gate}: {message[:400]}"
@@ -380,7 +391,7 @@ def _compare(child: OutcomeSummary, start: OutcomeSummary) -> str:
         return ""
     if not start.candidate_hash or child.best_hash != start.candidate_hash:
         return ""
-    return speed_words(child.vs_best, child.gain, child.gain_ci, "the start point")
+    return _speed(child.vs_best, child.gain, child.gain_ci, "the start point")
 
 
 def _tried(children: Sequence[Experience], start: Experience) -> str:

@@ -3,7 +3,8 @@
 - CR: share of answers that gave a kernel that builds (an answer without code, or whose code fails
   the format or anti-hack gate, counts as not compiled).
 - Acc: share of tasks with a feasible kernel within the budget.
-- fast_1: share of tasks with a feasible kernel faster than the reference.
+- fast_1: share of tasks with a feasible kernel faster than the reference (its best's speedup above 1;
+  a best whose window was too noisy to judge against the reference does not count).
 - speedup of the best kernel over the first feasible one, and over the reference: median and IQR.
 - per-iteration correctness: share of tasks with a feasible kernel by each iteration.
 - roofline: where each task's best kernel sits against this machine's measured ceilings (the share
@@ -75,6 +76,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     over_first: list[float] = []
     over_ref: list[float] = []
     roof_fraction: list[float] = []
+    noisy: set[str] = set()
     for task_id in run.tasks:
         progress = run.progress.get(task_id) or TaskProgress()
         exps = [e for e in store.get_many(progress.attempts) if e is not None]
@@ -110,11 +112,13 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 over_first.append(gain)
             if best.speedup:
                 row["speedup"] = best.speedup
+                if best.vs_reference == "noisy":   # a speedup no window could judge: not fast_1
+                    noisy.add(task_id)
                 over_ref.append(best.speedup)
         per_task[task_id] = row
     n = max(1, len(run.tasks))
     curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
-    fast = sum(1 for r in per_task.values() if r.get("speedup", 0) > 1.0)
+    fast = sum(1 for t, r in per_task.items() if r.get("speedup", 0) > 1.0 and t not in noisy)
     return RunMetrics(
         run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
         iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),

@@ -9,7 +9,9 @@ verifier and a few real end-to-end runs are tested on their own.
   ``judge(task_id, files)`` gives a kernel's verdict, a ``Canned`` (a failing gate and its message,
   or a latency); the reference takes ``reference_ms``. Timings are exact, so a ratio's interval is
   the ratio itself and a verdict is "faster"/"slower" exactly when the change is at least
-  ``min_change``, as the real gate decides on a noiseless machine.
+  ``min_change``, as the real gate decides on a noiseless machine. A ``Canned`` marked ``noisy`` is
+  timed in a disturbed window instead: every interval spans ``NOISY_SPAN`` either side of its ratio,
+  and the gate's rule makes it "noisy" wherever that interval holds 1.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from core.llm import ChatAnswer, ChatRequest, Usage
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
-from verifier.timing import Ratio
+from verifier.timing import NOISE_LIMIT, Ratio
 
 
 class ScriptedModel:
@@ -55,6 +57,10 @@ class Canned:
     failed_gate: str = ""
     message: str = ""
     internal: bool = False      # the verifier's own failure (a lost node, a harness error), not the kernel's
+    noisy: bool = False         # timed in a window disturbed by other load (see NOISY_SPAN)
+
+
+NOISY_SPAN = 1.6  # a disturbed window's interval: [ratio / 1.6, ratio * 1.6], far wider than any noise limit
 
 
 @dataclass
@@ -70,6 +76,7 @@ class CannedVerifier:
     judge: Callable[[str, dict[str, str]], Canned]
     reference_ms: float = 10.0
     min_change: float = 0.03
+    noise_limit: float = NOISE_LIMIT
     backend: Any = field(default_factory=lambda: _Backend("cpu"))
     calls: list[tuple[str, bool]] = field(default_factory=list)   # (task, timed beside a best)
 
@@ -98,17 +105,20 @@ class CannedVerifier:
         latency = verdict.latency_ms if verdict.latency_ms is not None else self.reference_ms
         out.latency_ms, out.latency_spread_ms, out.reference_ms = latency, 0.0, self.reference_ms
         out.speedup = self.reference_ms / latency
-        out.speedup_ci, out.vs_reference = [out.speedup, out.speedup], self._verdict(out.speedup)
+        span = NOISY_SPAN if verdict.noisy else 1.0
+        out.speedup_ci, out.vs_reference = self._verdict(out.speedup, span)
         out.timing_rounds = 20
         if best is not None:
             best_ms = self.judge(out.task, best).latency_ms or self.reference_ms
             out.best_ms, out.gain = best_ms, best_ms / latency
-            out.gain_ci, out.vs_best = [out.gain, out.gain], self._verdict(out.gain)
+            out.gain_ci, out.vs_best = self._verdict(out.gain, span)
         out.pass_gate("performance", f"{latency:.3f} ms (canned)")
 
-    def _verdict(self, ratio: float) -> str:
-        """The gate's own rule (``verifier.timing.Ratio.verdict``) on an exact ratio: its interval is itself."""
-        return Ratio(ratio, ratio, ratio).verdict(self.min_change)
+    def _verdict(self, ratio: float, span: float) -> tuple[list[float], str]:
+        """The interval and the gate's own rule (``verifier.timing.Ratio.verdict``) on it: an exact ratio's
+        interval is itself; a noisy window's spans ``span`` either side."""
+        ci = Ratio(ratio, ratio / span, ratio * span)
+        return ci.to_list(), ci.verdict(self.min_change, self.noise_limit)
 
     def close(self) -> None:
         return None

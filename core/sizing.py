@@ -140,17 +140,23 @@ class Probe:
 
 def run_probe(job: dict[str, Any], timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     """Run ``core.probe`` on ``job`` in a subprocess of its own (a new process group, killed whole on
-    timeout): a task that hangs, exits or dies is a Probe with a one-line problem, never our crash."""
-    with tempfile.TemporaryDirectory(prefix="evokernel-probe-") as tmp:
+    timeout): a task that hangs, exits or dies is a Probe with a one-line problem, never our crash.
+
+    A probe sizes, it does not judge: it runs at lower CPU priority (``verifier.machine.priority``) and holds
+    the machine lock shared, so it waits while any timing window runs and never runs beside one."""
+    from verifier.machine import priority
+    from verifier.machine.lock import MachineLock, machine_lock_path
+
+    with tempfile.TemporaryDirectory(prefix="evokernel-probe-") as tmp, MachineLock(machine_lock_path()).shared():
         job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "progress.jsonl"
         job_path.write_text(json.dumps(job))
         env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}
         env["OMP_NUM_THREADS"] = str(job.get("threads", 1))
         root = str(Path(__file__).resolve().parent.parent)
         env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        proc = subprocess.Popen([sys.executable, "-m", "core.probe", str(job_path), str(out_path)], cwd=tmp, env=env,
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                start_new_session=True, preexec_fn=_limits(job))
+        proc = priority.popen([sys.executable, "-m", "core.probe", str(job_path), str(out_path)], background=True,
+                              cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limits(job))
         try:
             _, err = proc.communicate(timeout=timeout_s)
             timed_out = False

@@ -179,6 +179,7 @@ def run_show(args: argparse.Namespace) -> int:
             + (f" · failed at {escape(str(out['failed_gate']))}" if out.get("failed_gate") else "")
             + (f" · {out['latency_ms']:.3f} ms" if isinstance(out.get("latency_ms"), (int, float)) else "")
             + (f" · {out['speedup']:.2f}×" if isinstance(out.get("speedup"), (int, float)) else "")
+            + (" · timing too noisy to judge" if "noisy" in (out.get("vs_reference"), out.get("vs_best")) else "")
         )
         if out.get("message"):
             console.print(f"  {escape(str(out['message']))}")

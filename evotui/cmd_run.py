@@ -99,12 +99,15 @@ def attempt_words(event) -> str:
     """A feasible attempt in one line: its latency, then what its own timing window says: the speedup
     over PyTorch and, for a refinement, the gain over the best timed beside it ("✓ 24.148 ms, 1.08x vs
     PyTorch (same); 0.87x vs the best (slower)"). Latencies of two attempts come from two windows and
-    are not compared."""
+    are not compared. A window too disturbed for a verdict says "too noisy to judge", never "same"."""
+    def said(verdict: str) -> str:
+        return "too noisy to judge" if verdict == "noisy" else verdict
+
     words = f"✓ {event.latency_ms:.3f} ms"
     if event.speedup is not None:
-        words += f", {event.speedup:.2f}x vs PyTorch" + (f" ({event.vs_reference})" if event.vs_reference else "")
+        words += f", {event.speedup:.2f}x vs PyTorch" + (f" ({said(event.vs_reference)})" if event.vs_reference else "")
     if event.gain is not None and event.vs_best:
-        words += f"; {event.gain:.2f}x vs the best ({event.vs_best})"
+        words += f"; {event.gain:.2f}x vs the best ({said(event.vs_best)})"
     return words + (", new best" if event.new_best else "")
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import os
-import sys
 import threading
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -36,27 +34,6 @@ T = TypeVar("T")
 
 RESUMABLE = ("running", "stopped", "failed")
 """Statuses of a latest run that the workbench offers to resume (running: it was killed)."""
-
-ENGINE_NICENESS = 10
-"""How much lower the engine's CPU priority is than the interface's (Linux nice steps)."""
-
-
-def lower_priority() -> None:
-    """Lower the calling thread's CPU priority, on Linux where priority is per thread.
-
-    Threads and processes inherit it from the thread that starts them, so the engine's whole tree
-    (its worker threads, the sandbox, compilers, timed runs) yields the CPU to the interface
-    thread: keys stay quick while builds run on every core. Timing is unaffected in kind: the
-    reference and the candidate run at the same priority. Elsewhere this does nothing.
-    """
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        tid = threading.get_native_id()
-        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + ENGINE_NICENESS)
-    except (OSError, AttributeError):
-        pass
-
 
 class EngineHost:
     """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
@@ -82,7 +59,11 @@ class EngineHost:
         self._ready.wait()
 
     def _main(self) -> None:
-        lower_priority()
+        # This thread keeps the interface's priority. It once lowered its own, which every process it
+        # started inherited for good (nice cannot be raised back without privileges): the fork server
+        # and every timed run then yielded to any other process on the machine. What keeps keys quick
+        # now is that the work filling the cores (compilers, correctness trials, probes) runs at lower
+        # priority, and timed runs at normal priority, alone (verifier.machine.priority, verifier.machine.lock).
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)

@@ -47,6 +47,11 @@ class VerifyConfig(BaseModel):
     min_speed_change: float = Field(0.03, ge=0, lt=1)
     """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
 
+    noise_limit: float = Field(0.15, gt=0)
+    """A window whose speed interval holds 1 yet is wider than this fraction of the ratio either side
+    (±15 %) is "noisy": too disturbed to tell, no verdict, measure again (see verifier.timing.NOISE_LIMIT
+    for the measurements behind the default)."""
+
     check_samples: int = Field(1024, ge=16)
     """Positions of every output compared with the reference's on every timed call."""
 

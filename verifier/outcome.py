@@ -49,11 +49,12 @@ class Outcome:
     reference_ms: float | None = None        # the reference's median in the same window
     speedup: float | None = None             # reference / candidate: median of the per-round ratios, one window
     speedup_ci: list[float] | None = None    # [low, high]: its 95 % paired-bootstrap interval
-    vs_reference: str = ""                   # "faster", "slower" or "same" (within the noise)
+    vs_reference: str = ""                   # "faster", "slower", "same" (within the noise) or "noisy"
+    #                                          (a window too disturbed to judge: no verdict)
     best_ms: float | None = None             # the task's best, timed in the same window (when given)
     gain: float | None = None                # best / candidate, paired like speedup: above 1 is faster than the best
     gain_ci: list[float] | None = None       # [low, high]: its 95 % interval
-    vs_best: str = ""                        # "faster", "slower", "same"; "" when no best was timed
+    vs_best: str = ""                        # "faster", "slower", "same", "noisy"; "" when no best was timed
     best_hash: str = ""                      # the candidate hash of the best it was timed against
     timing_rounds: int = 0                   # rounds in the window (each side called once per round)
     flags: list[str] = field(default_factory=list)
@@ -103,7 +104,10 @@ class Outcome:
         if self.failed_gate is None and all(g.passed for g in self.gates):
             self.feasible = True
             parts = [f"feasible; {self.latency_ms:.3f} ms" if self.latency_ms is not None else "feasible"]
-            if self.speedup is not None:
+            if self.speedup is not None and self.vs_reference == "noisy":
+                parts.append(speed_words("noisy", self.speedup, self.speedup_ci, "the reference")
+                             + f" ({self.reference_ms:.3f} ms)")
+            elif self.speedup is not None:
                 parts.append(f"{self.speedup:.2f}x{_interval(self.speedup_ci)} vs reference {self.reference_ms:.3f} ms")
             if self.vs_best:
                 parts.append(speed_words(self.vs_best, self.gain, self.gain_ci, "the best"))
@@ -134,9 +138,13 @@ def _interval(ci: list[float] | None) -> str:
 
 def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
     """"1.31x faster than the best [1.2, 1.4]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the
-    best within ±4 %". ``ratio`` and ``ci`` are speedups (above 1: faster)."""
+    best within ±4 %", "too noisy to judge against the best (interval [0.97, 2.63]): the machine was busy; no
+    verdict, measure again". ``ratio`` and ``ci`` are speedups (above 1: faster)."""
     if ratio is None:
         return ""
+    if verdict == "noisy":  # never "same speed within ±255 %": a disturbed window says nothing either way
+        return (f"too noisy to judge against {other} (interval{_interval(ci) or ' unknown'}): the machine was busy; "
+                "no verdict, measure again")
     if verdict == "same":
         if ci and len(ci) == 2 and ci[1] != float("inf"):
             return f"same speed as {other} within ±{50.0 * (ci[1] - ci[0]) / max(ratio, 1e-12):.0f} %"

@@ -378,7 +378,8 @@ class MainScreen(Screen):
         human = e.source == "human"
         label = "edit" if human else f"#{e.iteration + 1}"
         verdict = marks.verdict(OutcomeSummary(feasible=e.feasible, failed_gate=e.failed_gate, message=e.message,
-                                               latency_ms=e.latency_ms, speedup=e.speedup))
+                                               latency_ms=e.latency_ms, speedup=e.speedup,
+                                               vs_reference=e.vs_reference, vs_best=e.vs_best))
         table.set_status(e.task, f"{label} {verdict}", "ok" if e.feasible else "fail")
         changes: dict = {}
         if not human:

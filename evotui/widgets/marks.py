@@ -31,12 +31,23 @@ def q(value: float | None) -> str:
     return "–" if value is None else f"{value:+.2f}"
 
 
+NOISY = "timing too noisy to judge"
+"""What a window too disturbed for a verdict ("noisy", verifier.timing) reads as, beside its numbers."""
+
+
+def noisy(r: OutcomeSummary) -> bool:
+    return "noisy" in (r.vs_reference, r.vs_best)
+
+
 def verdict(r: OutcomeSummary) -> str:
-    """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"."""
+    """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"; a window too
+    noisy to judge says so after its speedup ("✓ 0.190 ms, 1.74×, timing too noisy to judge")."""
     if r.feasible:
         parts = [f"✓ {ms(r.latency_ms)} ms"]
         if r.speedup is not None:
             parts.append(speedup(r.speedup))
+        if noisy(r):
+            parts.append(NOISY)
         roof = r.roofline or {}
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")

@@ -142,3 +142,16 @@ def test_api_knowledge_is_chosen_by_name():
 def test_pool_grows_with_iterations():
     assert policy.pool_size(4, 2.0, 0.1, 0) == 8
     assert policy.pool_size(4, 2.0, 0.1, 10) == 12
+
+
+def test_a_noisy_window_is_no_verdict_reward_zero_and_never_a_new_best():
+    def o(**fields):
+        return OutcomeSummary(feasible=True, **fields)
+
+    paired = o(gain=1.7, gain_ci=[0.97, 2.63], vs_best="noisy", speedup=3.0)
+    assert policy.gain_over_best(paired, o(speedup=2.0)) == (1.7, "noisy")
+    # without a paired window, a speedup from a noisy window (the attempt's or the best's) judges nothing
+    assert policy.gain_over_best(o(speedup=4.0, vs_reference="noisy"), o(speedup=2.0)) == (2.0, "noisy")
+    assert policy.gain_over_best(o(speedup=4.0), o(speedup=2.0, vs_reference="noisy")) == (2.0, "noisy")
+    assert policy.refine_reward_raw(True, 1.7, "noisy") == 0.0
+    assert not policy.is_new_best(True, True, "noisy")

@@ -93,3 +93,15 @@ def test_rules_keep_whole_sentences_and_true_counts():
     assert rule_title(["a", "b", "c"]) == "Adopted by 3 operators: a, b, c"
     assert rule_title(list("abcdefgh")) == "Adopted by 8 operators: a, b, c, d and 4 more"
     assert rule_title(["a", "a", "b"]) == "Adopted by 2 operators: a, b"
+
+
+def test_the_model_reads_a_noisy_window_as_an_unknown_speed():
+    from core.prompts import verdict
+    from store import OutcomeSummary
+
+    noisy = OutcomeSummary(verified=True, feasible=True, latency_ms=2.0, reference_ms=3.48, speedup=1.74,
+                           speedup_ci=[0.969, 2.626], vs_reference="noisy", gain=1.1, gain_ci=[0.6, 2.0],
+                           vs_best="noisy")
+    line = verdict(noisy)
+    assert "speed against PyTorch (3.480 ms in the same window) unknown: the timing window was too noisy" in line
+    assert "speed against the best then unknown" in line and "same speed" not in line and "±" not in line

@@ -26,3 +26,15 @@ def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency(
     assert reporter.rows["softmax"]["best"] == 63.159 and reporter.rows["softmax"]["speedup"] == 1.12
     reporter.on_event(_recorded(2, 30.0, 1.4, gain=1.3, vs_best="faster", new_best=True))
     assert reporter.rows["softmax"]["best"] == 30.0 and "1.30x vs the best (faster), new best" in reporter.lines[-1]
+
+
+def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
+    from core.attempts import OutcomeSummary
+    from evotui.cmd_run import Reporter
+    from evotui.widgets import marks
+
+    reporter = Reporter(quiet=False)
+    reporter.on_event(_recorded(1, 2.0, 1.74, gain=1.1, vs_best="noisy", vs_reference="noisy"))
+    assert "1.74x vs PyTorch (too noisy to judge); 1.10x vs the best (too noisy to judge)" in reporter.lines[-1]
+    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
+    assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"

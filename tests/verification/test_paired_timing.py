@@ -99,7 +99,7 @@ def test_a_kernel_that_cheats_in_the_middle_of_the_timing_is_caught(paired, suit
 def test_an_honest_candidate_with_its_own_best_is_the_same_speed(paired, suite):
     out = paired.verify(suite.get("relu").spec(), C.repeated_relu(4, "a"), best=C.repeated_relu(4, "b"), fresh=True)
     assert out.feasible, out.message
-    assert out.vs_best in ("same", "faster", "slower") and out.gain_ci[0] <= out.gain <= out.gain_ci[1]
+    assert out.vs_best in ("same", "faster", "slower", "noisy") and out.gain_ci[0] <= out.gain <= out.gain_ci[1]
     assert 0.4 < out.gain < 2.5          # identical code: only the machine's noise between them
 
 

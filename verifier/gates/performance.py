@@ -25,7 +25,7 @@ import torch
 
 from verifier.harness.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome, speed_words
-from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
+from verifier.timing import NOISE_LIMIT, Window, geomean_ratio, paired_ratio, summarize
 
 FAILED_AS = "performance"
 
@@ -38,7 +38,8 @@ def fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> Non
 
 
 def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[float, float]], out: Outcome, *,
-          min_speed_change: float, implausible_speedup: float, best_hash: str = "") -> None:
+          min_speed_change: float, implausible_speedup: float, best_hash: str = "",
+          noise_limit: float = NOISE_LIMIT) -> None:
     """Decide the performance gate from the perf job's ``result`` and ``outputs`` (see module doc)."""
     forbidden = [ops for ops in result.get("forbidden", []) if ops]
     if forbidden:
@@ -71,7 +72,7 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
     speed = paired_ratio(samples["reference"], samples["candidate"])
     out.latency_ms, out.latency_spread_ms = cand.median_ms, cand.spread_ms
     out.reference_ms, out.speedup, out.speedup_ci = reference.median_ms, speed.value, speed.to_list()
-    out.vs_reference = speed.verdict(min_speed_change)
+    out.vs_reference = speed.verdict(min_speed_change, noise_limit)
     out.timing_rounds = window.rounds
     preempted = sum(window.preempted or [])
     kept = f"{window.rounds} rounds" + (f", {preempted} preempted" if preempted else "")
@@ -83,7 +84,7 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
         best = summarize(samples["best"], clock, wall.get("best"))
         gain = paired_ratio(samples["best"], samples["candidate"])
         out.best_ms, out.gain, out.gain_ci = best.median_ms, gain.value, gain.to_list()
-        out.vs_best, out.best_hash = gain.verdict(min_speed_change), best_hash
+        out.vs_best, out.best_hash = gain.verdict(min_speed_change, noise_limit), best_hash
         message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
@@ -94,7 +95,8 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
 
 
 def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[str], tuple[float, float]],
-                out: Outcome, *, min_speed_change: float, implausible_speedup: float, best_hash: str = "") -> None:
+                out: Outcome, *, min_speed_change: float, implausible_speedup: float, best_hash: str = "",
+                noise_limit: float = NOISE_LIMIT) -> None:
     """A multi-case task (verifier.cases): ``cases`` holds, per case, (its index, the perf job's result
     and outputs, the reference restricted to that case's trials), each timed in its own window. Every
     case is judged like a single task (checks, re-checks, flags); a failure in any case is the
@@ -107,7 +109,7 @@ def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[s
     for case, result, outputs, ref in cases:
         part = Outcome.start(out.task, out.backend)
         judge(result, outputs, ref, tolerance, part, min_speed_change=min_speed_change,
-              implausible_speedup=implausible_speedup, best_hash=best_hash)
+              implausible_speedup=implausible_speedup, best_hash=best_hash, noise_limit=noise_limit)
         if part.failed_gate is not None:
             failed = part.gate(part.failed_gate)
             out.fail(failed.name, f"case {case + 1}: {failed.message}", **failed.details)
@@ -123,14 +125,15 @@ def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[s
     out.latency_ms = case_geomean(latency)
     out.latency_spread_ms = out.latency_ms * max(s / max(lat, 1e-12) for s, lat in zip(spread, latency))
     out.reference_ms = case_geomean([float(p.reference_ms or 0.0) for _, p, _ in parts])
-    out.speedup, out.speedup_ci, out.vs_reference = speed.value, speed.to_list(), speed.verdict(min_speed_change)
+    out.speedup, out.speedup_ci = speed.value, speed.to_list()
+    out.vs_reference = speed.verdict(min_speed_change, noise_limit)
     out.timing_rounds = min(w.rounds for _, _, w in parts)
     message = (f"{out.latency_ms:.3f} ms, reference {out.reference_ms:.3f} ms (geometric means over {len(parts)} "
                f"cases, each case in its own window); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
     if all("best" in w.samples for _, _, w in parts):
         gain = geomean_ratio([(w.samples["best"], w.samples["candidate"]) for _, _, w in parts])
         out.best_ms = case_geomean([float(p.best_ms or 0.0) for _, p, _ in parts])
-        out.gain, out.gain_ci, out.vs_best = gain.value, gain.to_list(), gain.verdict(min_speed_change)
+        out.gain, out.gain_ci, out.vs_best = gain.value, gain.to_list(), gain.verdict(min_speed_change, noise_limit)
         out.best_hash = best_hash
         message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
     per_case: list[dict[str, Any]] = [

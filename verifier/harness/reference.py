@@ -34,6 +34,7 @@ from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine import fingerprint
 from verifier.machine.lock import MachineLock
+from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.sandbox.client import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
@@ -189,8 +190,13 @@ class ReferenceCache:
                                want_bandwidth=want_bandwidth, timing=self.timing, machine_lock=str(self._lock.path),
                                noise_ratios=self._load_json("noise.json").get(noise_key, {}))
             write_job(job_dir, job)
+            # A job that times runs at normal priority throughout (it cannot raise its priority back
+            # after its outputs); one that only computes outputs runs lower (verifier.machine.priority).
+            timed = want_timing or want_bandwidth
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
-                               file_size_mb=4096)
+                               file_size_mb=4096, nice=0 if timed else BACKGROUND_NICENESS)
+            with self._lock.shared():  # starting the server imports torch: never beside a timing
+                self._server.start()   # (the job takes the lock itself, by path)
             exit_ = self._server.run(job_dir, limits, self.timeout)
             status, fields = read_result(job_dir)
             if status is None:

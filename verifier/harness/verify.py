@@ -42,6 +42,7 @@ from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, last_level_cache_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
+from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import RooflineMeter
 from verifier.outcome import GateResult, Outcome
 from verifier.sandbox import scrubbed_env
@@ -124,7 +125,11 @@ class Verifier:
     def warm_up(self) -> None:
         """Start the sandbox in the background (it takes a second or two to import torch)."""
         if self._warm is None:
-            self._warm = self._pool.submit(self.server.start)
+            self._warm = self._pool.submit(self._start_server)
+
+    def _start_server(self) -> None:
+        with self._lock.shared():  # it imports torch: never beside a timing
+            self.server.start()
 
     def close(self) -> None:
         self.server.close()
@@ -332,16 +337,18 @@ class Verifier:
         write_job(job_dir, job)
         return job_dir
 
-    def _limits(self) -> JobLimits:
+    def _limits(self, background: bool = False) -> JobLimits:
         cfg = self.config
         return JobLimits(
             cpu_seconds=int(cfg.run_timeout_s * max(1, cfg.threads) + 10),
             address_space_mb=cfg.memory_limit_mb if self.backend.memory_limit() else None,
             file_size_mb=cfg.max_output_mb,
+            nice=BACKGROUND_NICENESS if background else 0,
         )
 
-    def _run_job(self, job_dir: Path) -> tuple[JobExit, dict | None, dict | None]:
-        exit_ = self.server.run(job_dir, self._limits(), self.config.run_timeout_s)
+    def _run_job(self, job_dir: Path, background: bool = False) -> tuple[JobExit, dict | None, dict | None]:
+        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority)."""
+        exit_ = self.server.run(job_dir, self._limits(background), self.config.run_timeout_s)
         # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
         # (stderr.txt -> ~/.ssh/id_rsa) would have the harness read a host file into the verdict, a
         # FIFO would block it for ever. The folder itself must still be the one made for the job.
@@ -414,7 +421,7 @@ class Verifier:
         job_dir = self._new_job("candidate", files, build, job)
         try:
             with self._lock.shared():  # trials stop while something is being timed
-                exit_, result, outputs = self._run_job(job_dir)
+                exit_, result, outputs = self._run_job(job_dir, background=True)
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
                          transient=exit_.status in ("timeout", "lost"))
@@ -446,14 +453,16 @@ class Verifier:
                     return
                 judged.append((k, *got, sub))
             judge_cases(judged, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
-                        implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+                        implausible_speedup=self.config.implausible_speedup, best_hash=best_hash,
+                        noise_limit=self.config.noise_limit)
             return
         base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])  # two timed, a re-check
         got = self._perf_job(task, files, build, base, out, best_pair)
         if got is None:
             return
         judge_performance(*got, base, self.tolerance_for(task), out, min_speed_change=self.config.min_speed_change,
-                          implausible_speedup=self.config.implausible_speedup, best_hash=best_hash)
+                          implausible_speedup=self.config.implausible_speedup, best_hash=best_hash,
+                          noise_limit=self.config.noise_limit)
         perf = out.gate("performance")
         if perf.passed and out.latency_ms:
             out.roofline = self.roofline.point(task, out.latency_ms)   # #12: the roofline, never a failure

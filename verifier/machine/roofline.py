@@ -26,8 +26,11 @@ import subprocess
 import sys
 import tempfile
 import threading
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
+
+from verifier.machine import priority
 
 PROFILE_FORMAT = 1
 CEILINGS_FORMAT = 1
@@ -171,9 +174,10 @@ def profile_tasks(specs: list, timeout: float = 120.0) -> list:
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
         why = ""
-        try:
-            ran = subprocess.run([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], env=env,
-                                 cwd=tmp, capture_output=True, text=True, timeout=timeout, start_new_session=True)
+        try:  # counting is not a timing: at lower priority (verifier.machine.priority)
+            ran = priority.run([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)],
+                               background=True, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, timeout=timeout, start_new_session=True)
             tail = (ran.stderr or "").strip().splitlines()[-1:] or [f"exit {ran.returncode}"]
             why = f"counting the reference failed: {tail[0][:300]}"
         except subprocess.TimeoutExpired:
@@ -271,15 +275,16 @@ def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: i
         src, exe = Path(tmp) / "ceilings.cpp", Path(tmp) / "ceilings"
         src.write_text(CEILINGS_SOURCE)
         try:
-            built = subprocess.run([compiler, *flags, "-o", str(exe), str(src)], capture_output=True, text=True,
-                                   timeout=timeout)
+            built = priority.run([compiler, *flags, "-o", str(exe), str(src)], background=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise RuntimeError(f"building the ceilings probe failed: {exc}") from None
         if built.returncode != 0:
             raise RuntimeError(f"building the ceilings probe failed: {(built.stderr or '').strip()[:300]}")
         env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"}
         try:
-            ran = subprocess.run([str(exe), str(n)], capture_output=True, text=True, timeout=timeout, env=env)
+            ran = priority.run([str(exe), str(n)], background=False, stdout=subprocess.PIPE,  # a timing
+                               stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             raise RuntimeError(f"the ceilings probe ran over {timeout:.0f} s") from None
     try:
@@ -377,6 +382,11 @@ class RooflineMeter:
         self._ceilings: dict | None = None
         self.problems: list[str] = []
 
+    def _computing(self) -> AbstractContextManager[None]:
+        """The machine lock, shared: counting (a fresh interpreter importing torch) never runs beside a
+        timing (verifier.machine.lock)."""
+        return self._lock.shared() if self._lock is not None else nullcontext()
+
     # disk
     def _read(self, name: str) -> dict:
         try:
@@ -411,7 +421,8 @@ class RooflineMeter:
             if key in self._failed:
                 return None
             try:
-                found = profile_task(spec)
+                with self._computing():
+                    found = profile_task(spec)
             except RuntimeError as exc:
                 self._failed.add(key)
                 self.problems.append(f"{spec.id}: {exc}")
@@ -446,8 +457,6 @@ class RooflineMeter:
             before = self.cached_ceilings()
             if before and not remeasure:
                 return before
-            from contextlib import nullcontext
-
             from verifier.machine import last_level_cache_bytes
 
             compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
@@ -473,7 +482,9 @@ class RooflineMeter:
         try:
             with self._guard:
                 missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
-                for spec, found in zip(missing, profile_tasks(missing)):
+                with self._computing():
+                    counted = profile_tasks(missing)
+                for spec, found in zip(missing, counted):
                     if isinstance(found, str):
                         self._failed.add(self._profile_key(spec))
                         self.problems.append(f"{spec.id}: {found}")

@@ -358,15 +358,17 @@ class ProcResult:
 
 
 def run_process(argv: list[str], *, cwd: str | Path, env: dict[str, str], timeout: float,
-                output_limit: int = 64_000) -> ProcResult:
+                output_limit: int = 64_000, background: bool = True) -> ProcResult:
     """Run ``argv`` in its own process group; on timeout kill the whole group. Output is combined
-    stdout and stderr, the last ``output_limit`` characters."""
+    stdout and stderr, the last ``output_limit`` characters. ``background``: at lower CPU priority
+    (builds: nothing here is timed; see verifier.machine.priority)."""
+    from verifier.machine import priority
     log_path = Path(cwd) / f".proc-{os.getpid()}-{threading.get_ident()}.log"
     started = time.perf_counter()
     with open(log_path, "w+b") as log:
         try:
-            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, start_new_session=True)
+            proc = priority.popen(argv, background=background, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
             return ProcResult(None, False, 0.0, f"could not start {argv[0]}: {exc}")
         timed_out = False

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from verifier.errors import SandboxError
+from verifier.machine import priority
 from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
 
 # ----------------------------------------------------------------------------- fork server client
@@ -28,6 +29,8 @@ class JobLimits:
     address_space_mb: int | None
     file_size_mb: int
     open_files: int = 256
+    nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
+    #                         not timed (correctness trials, reference outputs) yields to what is
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -212,8 +215,11 @@ class ForkServer:
                     pass
             stderr = open(self._stderr_path, "ab")
             try:
-                self._proc = subprocess.Popen(argv, env=self._env, cwd=self.jobs_root, stdin=subprocess.PIPE,
-                                              stdout=subprocess.PIPE, stderr=stderr, start_new_session=True)
+                # At normal priority whatever thread starts it: every timed run is forked from it
+                # (verifier.machine.priority).
+                self._proc = priority.popen(argv, background=False, env=self._env, cwd=self.jobs_root,
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                                            start_new_session=True)
             except OSError as exc:
                 raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
             finally:

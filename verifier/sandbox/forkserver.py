@@ -275,6 +275,8 @@ def _limit(which: int, value: int) -> None:
 def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None,
            confine: dict | None = None, *, entry: str) -> int:
     os.setsid()
+    if int(limits.get("nice", 0)) > 0:
+        os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
     harden_process()
     for fd in fds:
         os.close(fd)

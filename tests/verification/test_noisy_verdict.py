@@ -1,0 +1,41 @@
+"""A window disturbed by other load is "noisy": no verdict, never "same speed within ±255 %"."""
+
+from __future__ import annotations
+
+import math
+
+from verifier import VerifyConfig
+from verifier.outcome import Outcome, speed_words
+from verifier.timing import NOISE_LIMIT, Ratio
+
+
+def test_the_verdict_says_noisy_when_the_interval_holds_1_and_is_too_wide_to_tell():
+    assert VerifyConfig().noise_limit == NOISE_LIMIT == 0.15
+    assert Ratio(1.74, 0.969, 2.626).verdict(0.03) == "noisy"      # from a disturbed window here
+    assert Ratio(1.0, 0.986, 1.014).verdict(0.03) == "same"        # an undisturbed one: ±1.4 %
+    assert Ratio(1.05, 0.95, 1.20).verdict(0.03) == "same"         # ±12 %: still inside the limit
+    assert Ratio(1.05, 0.95, 1.20).verdict(0.03, noise_limit=0.10) == "noisy"
+    assert Ratio(2.0, 1.2, 3.5).verdict(0.03) == "faster"          # wide, yet the whole interval is above 1
+    assert Ratio(0.5, 0.3, 0.9).verdict(0.03) == "slower"
+    assert Ratio(1.0, 0.0, math.inf).verdict(0.03) == "same"       # too few rounds: not the machine's noise
+    assert Ratio(1.3, 1.2, 1.4).verdict(0.03, preempted=0.6) == "noisy"
+    assert Ratio(1.3, 1.2, 1.4).verdict(0.03, preempted=0.5) == "faster"
+
+
+def test_noisy_words_say_the_machine_was_busy_and_never_same_speed():
+    words = speed_words("noisy", 1.74, [0.969, 2.626], "the best")
+    assert words == ("too noisy to judge against the best (interval [0.97, 2.63]): the machine was busy; "
+                     "no verdict, measure again")
+    assert "same" not in words and "±" not in words
+
+
+def test_a_feasible_outcome_with_a_noisy_window_says_so():
+    out = Outcome.start("relu", "cpu")
+    for gate in ("format", "anti_hack", "build", "correctness", "performance"):
+        out.pass_gate(gate)
+    out.latency_ms, out.reference_ms, out.speedup, out.speedup_ci = 2.0, 3.48, 1.74, [0.969, 2.626]
+    out.vs_reference = "noisy"
+    out.gain, out.gain_ci, out.vs_best = 1.1, [0.6, 2.0], "noisy"
+    message = out.finish().message
+    assert "too noisy to judge against the reference (interval [0.97, 2.63])" in message
+    assert "too noisy to judge against the best" in message and "same speed" not in message
