@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from store import Experience, OutcomeSummary
+from verifier.outcome import UNJUDGED as UNJUDGED  # the workbench reads it from here (evotui -> core)
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")
@@ -104,8 +105,9 @@ def gain_over_best(outcome: OutcomeSummary, best_outcome: OutcomeSummary | None)
     mine, theirs = outcome.speedup, best_outcome.speedup if best_outcome is not None else None
     if not mine or not theirs:
         return None, ""
-    if "noisy" in (outcome.vs_reference, best_outcome.vs_reference if best_outcome is not None else ""):
-        return mine / theirs, "noisy"
+    for unjudged in UNJUDGED:
+        if unjudged in (outcome.vs_reference, best_outcome.vs_reference if best_outcome is not None else ""):
+            return mine / theirs, unjudged
     gain = mine / theirs
     verdict = "faster" if gain > 1 + UNPAIRED_BAND else "slower" if gain < 1 / (1 + UNPAIRED_BAND) else "same"
     return gain, verdict

@@ -221,6 +221,9 @@ def _ms(outcome: OutcomeSummary) -> str:
 def _speed(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
     """``speed_words``, except for a "noisy" window: the model reads that its speed is unknown (it
     cannot measure again; the verifier does)."""
+    if verdict == "implausible":
+        return (f"speed against {other} not trusted: it came out above this machine's measured compute ceiling "
+                "even when measured again, which only skipped work can do")
     if verdict == "noisy":
         interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""
         return (f"speed against {other} unknown: the timing window was too noisy to judge (interval{interval}; "

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from store import Experience, RunRecord, Store, TaskProgress
+from verifier.outcome import UNJUDGED
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -112,7 +113,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 over_first.append(gain)
             if best.speedup:
                 row["speedup"] = best.speedup
-                if best.vs_reference == "noisy":   # a speedup no window could judge: not fast_1
+                if best.vs_reference in UNJUDGED:   # a speedup no window could judge: not fast_1
                     noisy.add(task_id)
                 over_ref.append(best.speedup)
         per_task[task_id] = row

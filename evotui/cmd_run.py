@@ -101,7 +101,8 @@ def attempt_words(event) -> str:
     PyTorch (same); 0.87x vs the best (slower)"). Latencies of two attempts come from two windows and
     are not compared. A window too disturbed for a verdict says "too noisy to judge", never "same"."""
     def said(verdict: str) -> str:
-        return "too noisy to judge" if verdict == "noisy" else verdict
+        return {"noisy": "too noisy to judge", "implausible": "above this machine's ceiling: not trusted"}.get(
+            verdict, verdict)
 
     words = f"✓ {event.latency_ms:.3f} ms"
     if event.speedup is not None:

@@ -136,6 +136,11 @@ def _interval(ci: list[float] | None) -> str:
     return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 and ci[1] != float("inf") else ""
 
 
+UNJUDGED = ("noisy", "implausible")
+"""Speed verdicts that judge nothing: a window too disturbed to tell ("noisy"), or a kernel faster than this
+machine can compute even when measured again ("implausible"). No reward, never a new best, not fast_1."""
+
+
 def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
     """"1.31x faster than the best [1.2, 1.4]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the
     best within ±4 %", "too noisy to judge against the best (interval [0.97, 2.63]): the machine was busy; no
@@ -145,6 +150,9 @@ def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other
     if verdict == "noisy":  # never "same speed within ±255 %": a disturbed window says nothing either way
         return (f"too noisy to judge against {other} (interval{_interval(ci) or ' unknown'}): the machine was busy; "
                 "no verdict, measure again")
+    if verdict == "implausible":   # faster than the machine can compute: not trusted either way
+        return (f"{ratio:.2f}x against {other}, above this machine's ceiling even when measured again: not "
+                "trusted, no verdict")
     if verdict == "same":
         if ci and len(ci) == 2 and ci[1] != float("inf"):
             return f"same speed as {other} within ±{50.0 * (ci[1] - ci[0]) / max(ratio, 1e-12):.0f} %"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.attempts import OutcomeSummary
+from core.policy import UNJUDGED
 
 GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctness": "corr", "performance": "perf"}
 MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
@@ -36,7 +37,7 @@ NOISY = "timing too noisy to judge"
 
 
 def noisy(r: OutcomeSummary) -> bool:
-    return "noisy" in (r.vs_reference, r.vs_best)
+    return bool({r.vs_reference, r.vs_best} & set(UNJUDGED))
 
 
 def verdict(r: OutcomeSummary) -> str:

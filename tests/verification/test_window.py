@@ -143,3 +143,23 @@ def test_pytorch_compute_on_any_timed_call_is_caught(unguarded, suite):
                            fresh=True)
     assert out.failed_gate == "anti_hack", out.message
     assert "calls in the timing window" in out.message and "aten.relu" in out.message
+
+
+def test_a_kernel_above_the_compute_ceiling_is_measured_again_and_not_trusted(plain, suite, monkeypatch):
+    """Above the machine's FMA ceiling (318 % for a matmul that replayed scaled results) only skipped work
+    can be: the ceilings and the window are measured again, and a kernel still above is flagged with no
+    verdict ("implausible": no reward, never a new best). A ceiling far too low stands in for the skip."""
+    asked: list[bool] = []
+
+    def ceilings(remeasure: bool = False) -> dict:
+        asked.append(remeasure)
+        return {"triad_gbps": 1e6, "fma_gflops": 1e-6}
+
+    monkeypatch.setattr(plain.roofline, "ceilings", ceilings)
+    out = plain.verify(suite.get("relu").spec(), C.elementwise(C.RELU), fresh=True)
+    assert out.feasible, out.message
+    assert True in asked                                               # the ceilings measured again
+    perf = out.gate("performance")
+    assert "measured twice" in perf.message and "FMA ceiling" in perf.message
+    assert out.vs_reference == "implausible"
+    assert any("impossible without skipping work" in f for f in out.flags), out.flags
