@@ -57,9 +57,10 @@ MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a v
 # Passing verifications of a task checked against one reference (one set of seeds) before it is
 # drawn again; a failing verdict retires it at once (see Verifier._live_reference).
 REFERENCE_USES = 8
-OUTCOME_FORMAT = 5  # bump when the gates change what they decide (3: the link check, the allow-list view;
+OUTCOME_FORMAT = 6  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
-#                     5: paired timing, speed verdicts within the noise, every timed call checked)
+#                     5: paired timing, speed verdicts within the noise, every timed call checked;
+#                     6: every side in its own process, the clock in the harness, fresh draws every round)
 
 
 class Verifier:
