@@ -18,14 +18,16 @@ best interleaved in one window, each in its own process, on the same fresh input
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from verifier.harness.compare import Agreement, compare_outputs
+from verifier.harness.compare import Agreement, Tolerance, compare_outputs
 from verifier.outcome import Outcome, speed_words
 from verifier.timing import NOISE_LIMIT, Window, geomean_ratio, paired_ratio, summarize
+
+if TYPE_CHECKING:
+    from verifier.harness.reference import Reference
 
 FAILED_AS = "performance"
 
@@ -37,7 +39,7 @@ def fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> Non
     out.gate("anti_hack").details["dynamic"] = ops
 
 
-def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[float, float]], out: Outcome, *,
+def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, tolerance: Tolerance, out: Outcome, *,
           min_speed_change: float, implausible_speedup: float, best_hash: str = "",
           noise_limit: float = NOISE_LIMIT) -> None:
     """Decide the performance gate from the perf job's ``result`` and ``outputs`` (see module doc)."""
@@ -94,7 +96,7 @@ def judge(result: dict, outputs: dict, ref, tolerance: Callable[[str], tuple[flo
     out.pass_gate("performance", message, **details)
 
 
-def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[str], tuple[float, float]],
+def judge_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference]], tolerance: Tolerance,
                 out: Outcome, *, min_speed_change: float, implausible_speedup: float, best_hash: str = "",
                 noise_limit: float = NOISE_LIMIT) -> None:
     """A multi-case task (verifier.cases): ``cases`` holds, per case, (its index, the perf job's result
@@ -144,7 +146,7 @@ def judge_cases(cases: list[tuple[int, dict, dict, Any]], tolerance: Callable[[s
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
 
 
-def _check(meta: dict, pair: dict, ref, tolerance) -> str | None:
+def _check(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
     """None when the candidate's output of one call agrees with the reference's on the same inputs."""
     expected, got = pair["expected"], pair["got"]
     what = meta.get("what", "a timed call")
@@ -174,7 +176,7 @@ def _numel(shape: list[int]) -> int:
     return n
 
 
-def flag(ref, out: Outcome, timing: dict | None = None, *, input_bytes: int = 0,
+def flag(ref: Reference, out: Outcome, timing: dict[str, Any] | None = None, *, input_bytes: int = 0,
          implausible_speedup: float = 50.0) -> None:
     """Flags for review (the verdict stands; a person or the LLM inspection looks again)."""
     if timing and timing.get("clock") == "events" and timing.get("wall_median_ms") is not None:

@@ -21,10 +21,14 @@ widened trial, where the reference is NaN or infinite (the operator is undefined
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+
+Tolerance = Callable[[str], tuple[float, float]]
+"""(atol, rtol) for an output's dtype name."""
 
 NOISE_FACTOR = 8.0          # always allowed: this many times the reference's own rounding noise
 REORDER_FACTOR = 256.0      # allowed while under REORDER_CAP of the output's RMS: see noise_allowed
@@ -71,7 +75,7 @@ def _structure_text(s: Any) -> str:
     t = s.get("t")
     if t in ("tuple", "list"):
         return f"{t} of {len(s['items'])}"
-    return t
+    return str(t)
 
 
 def _compare_structure(exp: Any, got: Any, path: str) -> str | None:
@@ -116,7 +120,7 @@ def _norm(x: torch.Tensor) -> float:
 
 
 def compare_outputs(
-    expected: dict, got: dict, noise: list[float], tolerance, *, what: str,
+    expected: dict[str, Any], got: dict[str, Any], noise: list[float], tolerance: Tolerance, *, what: str,
     ignore: list[torch.Tensor | None] | None = None, undefined_ok: bool = False,
 ) -> Mismatch | Agreement:
     """Compare one trial's outputs. ``tolerance(dtype_name) -> (atol, rtol)``; ``what`` names the trial.

@@ -267,9 +267,9 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
     return {"window": window.to_dict(), "checks": checks, "input_bytes": input_bytes}
 
 
-def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict | None]]:
-    """Tell every side to write what it kept and wait for it to end."""
-    ended: dict[str, tuple[JobExit, dict | None]] = {}
+def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | None]]:
+    """Tell every side to write what it kept and wait for it to end: (how it ended, its result.json)."""
+    ended: dict[str, tuple[JobExit, dict[str, Any] | None]] = {}
     for name, s in sides.items():
         try:
             s.pause(False)

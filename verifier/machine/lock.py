@@ -22,6 +22,7 @@ import stat
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import IO
 
 LOCK_DIR_ENV = "EVOKERNEL_LOCK_DIR"
 
@@ -69,7 +70,7 @@ class MachineLock:
         self.path = Path(path)
         self.turnstile = self.path.with_name(self.path.name + ".turnstile")
 
-    def _open(self, path: Path):
+    def _open(self, path: Path) -> IO[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
         return open(path, "a")
 
@@ -93,22 +94,23 @@ class MachineLock:
         gate = self._open(self.turnstile)
         fcntl.flock(gate, fcntl.LOCK_EX)            # new shared holders now wait at the turnstile
         fh = self._open(self.path)
+        gate_open = True
         try:
             fcntl.flock(fh, fcntl.LOCK_EX)          # the current ones drain
             fcntl.flock(gate, fcntl.LOCK_UN)
             gate.close()
-            gate = None
+            gate_open = False
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
             fh.close()
-            if gate is not None:
+            if gate_open:
                 fcntl.flock(gate, fcntl.LOCK_UN)
                 gate.close()
 
 
 @contextlib.contextmanager
-def held(path: str | os.PathLike | None, mode: str) -> Iterator[None]:
+def held(path: str | os.PathLike[str] | None, mode: str) -> Iterator[None]:
     """``MachineLock(path).shared()`` or ``.exclusive()``; nothing when ``path`` is None."""
     if not path:
         yield
