@@ -91,7 +91,7 @@ print(json.dumps(statistics.median(times)))
 def own_run(cache_dir: str, task_id: str, stop: threading.Event) -> None:
     """This tool's own other work: a second Verifier in this process building and checking candidates."""
     from core.tasks import load_suite
-    from verifier.verify import Verifier
+    from verifier.harness.verify import Verifier
 
     spec = load_suite("builtin").get(task_id).spec()
     with Verifier("cpu", cache_dir=cache_dir) as v:
