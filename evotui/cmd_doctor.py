@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
             cpu = (f"cpu: {machine['cpu']}, -march=native = {machine.get('arch') or '?'}: "
                    f"{' '.join(machine['isa'])}; {machine.get('caches_text', '')}")
             console.print(f"[dim]{escape(cpu)}[/]")
+        if machine.get("flush_text"):
+            console.print(f"[dim]{escape('cache flush before each timed call: ' + machine['flush_text'])}[/]")
     for entry in data["sandbox"].values():
         mark = "[green]✓[/]" if entry["available"] else "[yellow]![/]"
         console.print(f"{mark} {escape(entry['detail'])}")

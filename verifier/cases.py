@@ -21,7 +21,12 @@ import math
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifier.inputs import Trial
+    from verifier.task import TaskSpec
 
 # Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
 # rounds once differs from a reference that rounds at every step by a few units in the last place.
@@ -34,7 +39,7 @@ class CaseError(ValueError):
     """A case file that cannot be used, in one line."""
 
 
-def parse_case_file(text: str, name: str = "cases") -> tuple[dict, ...]:
+def parse_case_file(text: str, name: str = "cases") -> tuple[dict[str, Any], ...]:
     """The cases of a JSON-lines case file, each checked: an object with an ``inputs`` list whose
     entries have a ``name`` and either a ``value`` or a ``dtype`` (a known one) and a ``shape``."""
     cases = []
@@ -75,7 +80,7 @@ def case_file_name(source: str, task_stem: str) -> str:
     return m.group(1) if m else f"{task_stem}.json"
 
 
-def describe_case(case: dict) -> str:
+def describe_case(case: dict[str, Any]) -> str:
     """``x float16[4, 1024], dim=1``: a case in a few words."""
     parts = []
     for k, entry in enumerate(case.get("inputs", [])):
@@ -89,7 +94,7 @@ def describe_case(case: dict) -> str:
     return ", ".join(parts)
 
 
-def case_dtypes(case: dict) -> list[str]:
+def case_dtypes(case: dict[str, Any]) -> list[str]:
     """The floating dtypes of a case's tensor inputs, in order, each once."""
     seen: list[str] = []
     for entry in case.get("inputs", []):
@@ -107,7 +112,7 @@ def dtype_tolerance(dtype: str, atol: float, rtol: float) -> tuple[float, float]
     return max(atol, floor[0]), max(rtol, floor[1])
 
 
-def describe_groups(groups: list) -> tuple[dict, ...]:
+def describe_groups(groups: list[Any]) -> tuple[dict[str, Any], ...]:
     """Cases in the case-file format for what a task's ``get_input_groups()`` returned (run on the meta
     device): for a task that lists its cases in code instead of a file."""
     import torch
@@ -130,13 +135,13 @@ class CaseInputs:
     function that makes case k. The task's ``open()`` of its case file is answered with only the case
     asked for (so a case's inputs cost one case); a task that lists cases in code gets its k-th group."""
 
-    def __init__(self, module, cases: tuple[dict, ...], case_file: str):
+    def __init__(self, module: ModuleType, cases: tuple[dict[str, Any], ...], case_file: str):
         self.module = module
         self.cases = cases
         self.case_file = case_file
-        self._served: tuple[dict, ...] = cases
+        self._served: tuple[dict[str, Any], ...] = cases
 
-    def _open(self, file, mode="r", *args, **kwargs):
+    def _open(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> IO[Any]:
         if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == self.case_file \
                 and "w" not in mode and "a" not in mode:
             text = "".join(json.dumps(c) + "\n" for c in self._served)
@@ -164,7 +169,7 @@ class CaseInputs:
         return self.for_case(0)()
 
 
-def install_cases(module, spec) -> None:
+def install_cases(module: ModuleType, spec: TaskSpec) -> None:
     """Give a loaded multi-case task a ``get_inputs`` (case 0, ``for_case(k)`` for the others)."""
     if not callable(getattr(module, "get_input_groups", None)):
         return
@@ -173,9 +178,9 @@ def install_cases(module, spec) -> None:
     if spec.case_file:
         inputs.install()
     if not callable(getattr(module, "get_inputs", None)):
-        module.get_inputs = inputs
+        module.__dict__["get_inputs"] = inputs
     else:  # a task with both: its get_inputs stays case 0's ... unless asked for a case
-        module.get_inputs_for_case = inputs.for_case
+        module.__dict__["get_inputs_for_case"] = inputs.for_case
 
 
 def inputs_for(get_inputs: Callable[[], list[Any]], case: int | None) -> Callable[[], list[Any]]:
@@ -188,7 +193,7 @@ def inputs_for(get_inputs: Callable[[], list[Any]], case: int | None) -> Callabl
     return for_case(case) if for_case is not None else get_inputs
 
 
-def case_trials(base: list, n_cases: int) -> list:
+def case_trials(base: list[Trial], n_cases: int) -> list[Trial]:
     """The trial plan of a task with ``n_cases`` cases: every case gets the base plan's trials (its own
     seeds), case 0 first so trials 0..2 keep their roles in the performance gate."""
     from dataclasses import replace
@@ -214,7 +219,7 @@ def case_geomean(case_ms: list[float]) -> float:
     return math.exp(sum(math.log(t) for t in case_ms) / len(case_ms))
 
 
-def case_performance(reference_ms: list[float], candidate_ms: list[float]) -> dict:
+def case_performance(reference_ms: list[float], candidate_ms: list[float]) -> dict[str, Any]:
     """The performance record of a multi-case task from per-case medians measured in one window:
     ``{"reference_ms", "latency_ms", "speedup", "cases": [{"case", "reference_ms", "latency_ms", "speedup"}]}``
     with the two times being geometric means over the cases."""

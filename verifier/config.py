@@ -56,7 +56,8 @@ class VerifyConfig(BaseModel):
     """Positions of every output compared with the reference's on every timed call."""
 
     flush_cache: bool = True
-    """Overwrite a buffer larger than the last-level cache before every timed call."""
+    """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
+    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
 
     implausible_speedup: float = Field(50.0, gt=1)
     """Speedups above this are flagged for review (and also any below the memory-bandwidth bound)."""

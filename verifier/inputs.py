@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -181,7 +182,7 @@ def _reshape(x: torch.Tensor, distribution: str, gen: torch.Generator) -> torch.
     return y.to(original.dtype).reshape(original.shape)
 
 
-def make_inputs(get_inputs, trial: Trial) -> list[Any]:
+def make_inputs(get_inputs: Callable[[], list[Any]], trial: Trial) -> list[Any]:
     """Inputs for one trial: ``get_inputs()`` (the trial's case of a multi-case task) under the trial's
     seed, reshaped to its distribution."""
     from verifier.cases import inputs_for

@@ -39,7 +39,7 @@ class _Neutralise(ast.NodeTransformer):
         if text not in self.notes:
             self.notes.append(text)
 
-    def visit_Import(self, node: ast.Import):
+    def visit_Import(self, node: ast.Import) -> ast.stmt:
         kept = []
         for alias in node.names:
             if alias.name == "torch_npu" or alias.name.startswith("torch_npu."):
@@ -52,7 +52,7 @@ class _Neutralise(ast.NodeTransformer):
         node.names = kept
         return node
 
-    def visit_ImportFrom(self, node: ast.ImportFrom):
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.stmt:
         if node.module and (node.module == "torch_npu" or node.module.startswith("torch_npu.")):
             if any(a.name == "*" for a in node.names):
                 self.refusals.append(f"from {node.module} import * (line {node.lineno})")
@@ -62,7 +62,7 @@ class _Neutralise(ast.NodeTransformer):
             return ast.Pass()
         return node
 
-    def visit_Call(self, node: ast.Call):
+    def visit_Call(self, node: ast.Call) -> ast.expr:
         f = node.func
         if isinstance(f, ast.Attribute) and f.attr == "is_available" and ast.unparse(f.value) in \
                 ("torch.npu", "torch_npu.npu", *(f"{a}.npu" for a in self.aliases)):
@@ -84,7 +84,7 @@ class _Neutralise(ast.NodeTransformer):
             self._note('torch.device("npu")')
         return node
 
-    def visit_Attribute(self, node: ast.Attribute):
+    def visit_Attribute(self, node: ast.Attribute) -> ast.Attribute:
         self.generic_visit(node)
         root: ast.expr = node
         while isinstance(root, ast.Attribute):

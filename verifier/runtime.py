@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import DeviceRuntime
-from verifier.toolchain.cdecl import POINTER_DTYPES, SCALARS, Signature
+from verifier.toolchain.cdecl import POINTER_DTYPES, SCALARS, Param, Signature
 
 
 class KernelCallError(TypeError):
@@ -49,7 +49,7 @@ _active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None}
 _calls: dict[str, int] = {}
 
 
-def configure(library: str, signatures: list[dict], device_runtime: DeviceRuntime | None = None) -> None:
+def configure(library: str, signatures: list[dict[str, Any]], device_runtime: DeviceRuntime | None = None) -> None:
     """Called by the verifier's worker before it imports ``model.py``, with the backend's device runtime."""
     _active.update(library=library, signatures=signatures, runtime=device_runtime)
 
@@ -91,7 +91,7 @@ class KernelLibrary:
     backend's (``verifier.backends.base.DeviceRuntime``): the device tensors must be on, the stream it
     fills in, its launch entries and checks; the host's when None."""
 
-    def __init__(self, path: str, signatures: list[dict], device_runtime: DeviceRuntime | None = None):
+    def __init__(self, path: str, signatures: list[dict[str, Any]], device_runtime: DeviceRuntime | None = None):
         self._path = path
         # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined
         # symbols still resolve against everything global, the interpreter included, in any mode: what
@@ -115,7 +115,7 @@ class KernelLibrary:
                                                     self._runtime.launch_check(self._dll))
         return fn
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return sorted(self._sigs)
 
 
@@ -159,7 +159,9 @@ class KernelFunction:
         return result
 
 
-def _converter(param, sig: Signature, index: int, device_runtime: DeviceRuntime):
+def _converter(
+    param: Param, sig: Signature, index: int, device_runtime: DeviceRuntime
+) -> tuple[Any, Callable[[Any], Any]]:
     where = f"{sig.name}() argument {index + 1} ({param.describe()})"
     special = device_runtime.argument(sig, index, where)   # Ascend's workspace
     if special is not None:

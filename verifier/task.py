@@ -14,6 +14,7 @@ import ast
 import hashlib
 import json
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +37,7 @@ class TaskSpec:
     rtol: float | None = None
     # A multi-case task (``get_input_groups()``): its cases as JSON-lines records, ``{"inputs": [...]}``
     # (shapes already scaled), each a correctness trial set; empty for a plain KernelBench task.
-    cases: tuple[dict, ...] = ()
+    cases: tuple[dict[str, Any], ...] = ()
     case_file: str = ""         # the file name the task opens to read them (served from ``cases``)
 
     @property
@@ -68,7 +69,7 @@ class TaskSpec:
         return cls(**d)
 
 
-def _module_assignments(tree: ast.Module):
+def _module_assignments(tree: ast.Module) -> Iterator[tuple[str, ast.Assign | ast.AnnAssign]]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             yield node.targets[0].id, node
@@ -87,8 +88,9 @@ def module_constants(source: str) -> dict[str, Any]:
     return out
 
 
-_INT_OPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-            ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b}
+_INT_OPS: dict[type[ast.operator], Callable[[int, int], int]] = {
+    ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
+    ast.FloorDiv: lambda a, b: a // b, ast.Pow: lambda a, b: a ** b, ast.LShift: lambda a, b: a << b}
 
 
 def _const_int(node: ast.AST) -> int | None:
@@ -107,7 +109,7 @@ def _const_int(node: ast.AST) -> int | None:
     return None
 
 
-def _size_slots(tree: ast.Module):
+def _size_slots(tree: ast.Module) -> Iterator[tuple[str, int]]:
     """Every module-level integer a size can live in: ``(key, value)`` with key ``name`` or ``name[i]``.
     Covers literals, literal expressions (``N = 2048 * 2``), chained assignments (``h = w = 256``),
     tuples (``shape = (128, 256)``) and unpacking (``m, n = 64, 32``)."""

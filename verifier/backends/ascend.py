@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
 from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
@@ -42,6 +42,9 @@ from verifier.toolchain.discovery import (
     npu_arch,
 )
 from verifier.toolchain.linkage import LinkPolicy
+
+if TYPE_CHECKING:
+    import torch
 
 RECIPE = 2          # 2: the generated project links the ACL runtime libraries; ASC entries return the launch error
 TARGET = "kernels"
@@ -121,7 +124,15 @@ def l2_bytes(soc: str | None, reported: int = 0) -> int:
     return DEFAULT_L2_BYTES
 
 
-def npu_l2_bytes(npu=None) -> int:
+class NpuModule(Protocol):
+    """What :func:`npu_l2_bytes` reads of torch_npu's device module (``torch.npu``)."""
+
+    def current_device(self) -> int: ...
+    def get_device_properties(self, device: int) -> Any: ...
+    def get_device_name(self, device: int) -> str: ...
+
+
+def npu_l2_bytes(npu: NpuModule | None = None) -> int:
     """The current NPU's L2 size, read in the worker (where torch_npu is imported): the device
     properties' ``L2_cache_size`` when this torch_npu has it, else by SoC name."""
     if npu is None:
@@ -152,7 +163,7 @@ class WorkspaceArgument:
         self._where = where
         self._device = device
         self._soc = soc
-        self.buffer: Any = None   # the workspace tensor (torch is imported lazily)
+        self.buffer: torch.Tensor | None = None   # the workspace tensor (torch is imported lazily)
 
     def system_bytes(self) -> int:
         soc = self._soc
@@ -163,7 +174,7 @@ class WorkspaceArgument:
             self._soc = soc
         return system_workspace_bytes(soc)
 
-    def __call__(self, value) -> int:
+    def __call__(self, value: object) -> int:
         import torch
 
         from verifier.runtime import KernelCallError

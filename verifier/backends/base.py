@@ -46,7 +46,7 @@ class Toolchain:
         if self.problems and not self.reason:
             self.reason = "; ".join(self.problems)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 

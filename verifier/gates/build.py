@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from verifier.backends.base import Backend
 from verifier.toolchain.build import BuildResult, build_candidate
 
 
@@ -16,7 +17,7 @@ class BuildVerdict:
     build: BuildResult
 
 
-def check_build(backend, files: dict[str, str], cache_dir: Path, *, timeout: float, sandbox: bool,
+def check_build(backend: Backend, files: dict[str, str], cache_dir: Path, *, timeout: float, sandbox: bool,
                 hidden: list[str]) -> BuildVerdict:
     """Build ``files`` (cached by content) and say what happened."""
     build = build_candidate(backend, files, cache_dir, timeout=timeout, sandbox=sandbox, hidden=hidden)

@@ -73,7 +73,7 @@ def notes(ref: Reference) -> list[str]:
     return lines
 
 
-def judge(ref: Reference, result: CandidateResult, outputs: dict,
+def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
           tolerance: Callable[[str], tuple[float, float]]) -> Verdict:
     """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``."""
     max_abs = max_rel = 0.0

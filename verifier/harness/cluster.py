@@ -33,8 +33,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
+from verifier.backends.base import Backend
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.harness.protocol import VerificationCancelled
@@ -59,7 +61,8 @@ def backend_resource(backend: str) -> str:
     return f"{RESOURCE_PREFIX}{backend}"
 
 
-def require_ray():
+def require_ray() -> ModuleType:
+    """The ``ray`` module (an optional dependency, reached through this module object everywhere here)."""
     try:
         import ray
     except ImportError:
@@ -96,10 +99,10 @@ def connect(address: str, backends: tuple[str, ...] = ("cpu",), *, num_cpus: int
     return True
 
 
-def node_facts(backend, threads: int) -> dict[str, Any]:
+def node_facts(backend: Backend, threads: int) -> dict[str, Any]:
     """What an Outcome records about the node that measured it: the node, and this machine's facts
     as prompts and ``doctor`` see them (less the long ISA and cache lists)."""
-    import ray
+    ray = require_ray()
 
     node_id = ray.get_runtime_context().get_node_id()
     resources: dict[str, float] = {}
@@ -115,7 +118,7 @@ def node_facts(backend, threads: int) -> dict[str, Any]:
 class NodeVerifier:
     """The verifier on one node (a Ray actor): a ``Verifier`` plus counters for ``evokernel cluster``."""
 
-    def __init__(self, backend: str, config: dict, cache_dir: str | None = None):
+    def __init__(self, backend: str, config: dict[str, Any], cache_dir: str | None = None):
         from verifier.harness.verify import Verifier
 
         cfg = VerifyConfig.model_validate(config)
@@ -126,7 +129,7 @@ class NodeVerifier:
         self.busy = 0
         self.done = 0
 
-    def verify(self, task: dict, files: dict[str, str], fresh: bool, extra: dict) -> dict:
+    def verify(self, task: dict[str, Any], files: dict[str, str], fresh: bool, extra: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self.busy += 1
         try:
@@ -154,7 +157,7 @@ class _Worker:
     alive: bool = True
     busy: int = 0
     done: int = 0
-    facts: dict | None = None
+    facts: dict[str, Any] | None = None
 
 
 class ClusterVerifier:
@@ -297,7 +300,7 @@ class ClusterVerifier:
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
                best: dict[str, str] | None = None) -> Outcome:
-        from verifier.harness.verify import candidate_hash, read_candidate
+        from verifier.harness.candidate_files import candidate_hash, read_candidate
 
         extra = {"best": best} if best is not None else {}
 
@@ -382,12 +385,13 @@ class ClusterVerifier:
                 time.sleep(0.05)
             self._refreshed_at = 0.0
 
-    def _wait(self, ref, generation: int) -> dict:
+    def _wait(self, ref: Any, generation: int) -> dict[str, Any]:
         ray = self._ray
         while True:
             ready, _ = ray.wait([ref], timeout=0.2)
             if ready:
-                return ray.get(ref)
+                result: dict[str, Any] = ray.get(ref)   # NodeVerifier.verify's Outcome dict
+                return result
             if self._closed or generation != self._generation:
                 try:
                     ray.cancel(ref)
@@ -459,7 +463,7 @@ def describe_cluster(address: str, backend: str = "cpu", timeout: float = 10.0) 
     ray = require_ray()
     started = connect(address, (backend,))
     try:
-        actors: dict[str, list[dict]] = {}
+        actors: dict[str, list[dict[str, Any]]] = {}
         refs = []
         for entry in ray.util.list_named_actors(all_namespaces=True):
             name, namespace = (entry.get("name"), entry.get("namespace")) if isinstance(entry, dict) else (entry, None)
@@ -493,10 +497,10 @@ def describe_cluster(address: str, backend: str = "cpu", timeout: float = 10.0) 
             ray.shutdown()
 
 
-_REMOTE = None
+_REMOTE: Any = None   # ray.remote(NodeVerifier), made on first use
 
 
-def _remote_class():
+def _remote_class() -> Any:
     global _REMOTE
     if _REMOTE is None:
         _REMOTE = require_ray().remote(NodeVerifier)

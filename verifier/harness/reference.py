@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from verifier.backends import runtime_target
+from verifier.backends import Backend, runtime_target
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
@@ -77,7 +77,7 @@ class Reference:
 class ReferenceCache:
     """Computes references on demand in a subprocess; caches their timings on disk."""
 
-    def __init__(self, cache_dir: Path, backend, lock: MachineLock, *, threads: int, timing: dict,
+    def __init__(self, cache_dir: Path, backend: Backend, lock: MachineLock, *, threads: int, timing: dict[str, Any],
                  timeout: float, server: ForkServer):
         self.root = Path(cache_dir) / "reference"
         self.root.mkdir(parents=True, exist_ok=True)
@@ -138,14 +138,14 @@ class ReferenceCache:
                            self._machine()])
         return hashlib.sha256(text.encode()).hexdigest()[:24]
 
-    def _load_json(self, name: str) -> dict:
+    def _load_json(self, name: str) -> dict[str, Any]:
         try:
             data = json.loads((self.root / name).read_text())
         except (OSError, ValueError):
             return {}
         return data if isinstance(data, dict) else {}
 
-    def _update_json(self, name: str, key: str, value: dict) -> None:
+    def _update_json(self, name: str, key: str, value: dict[str, Any]) -> None:
         """Merge ``value`` into ``name``'s entry ``key`` (under a file lock: other verifiers share it)."""
         path = self.root / name
         with open(self.root / f"{name}.lock", "w") as lock:

@@ -9,7 +9,8 @@ import copy
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -22,6 +23,9 @@ from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
 from verifier.timing import memory_bandwidth_gbps
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 UNDEFINED_LIMIT = 0.1
 
@@ -36,16 +40,18 @@ ORDERED_WRITES = frozenset({"scatter", "scatter_", "index_put", "index_put_", "_
                             "index_copy", "index_copy_"})
 
 
-class WriteOrder(TorchDispatchMode):
+# torch's TorchDispatchMode has no annotations (its __init_subclass__ and __init__ are untyped calls)
+class WriteOrder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Records the order-dependent writes the reference makes and, with ``reverse``, makes them in
     the reverse order: an equally valid run in which, where indices repeat, another write wins."""
 
     def __init__(self, reverse: bool = False):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.reverse = reverse
         self.seen: Counter[str] = Counter()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
         if name in ORDERED_WRITES:
@@ -58,7 +64,7 @@ class WriteOrder(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-def _reversed_writes(name: str, args: tuple, kwargs: dict) -> tuple:
+def _reversed_writes(name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
     if name.startswith("scatter"):
         if len(args) != 4 or not isinstance(args[3], torch.Tensor) or "reduce" in kwargs:
             return args
@@ -72,7 +78,7 @@ def _reversed_writes(name: str, args: tuple, kwargs: dict) -> tuple:
     accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
     if accumulate or any(i is None or i.dtype not in (torch.int64, torch.int32) for i in indices):
         return args
-    idx = torch.broadcast_tensors(*indices)
+    idx = torch.broadcast_tensors(*indices)  # type: ignore[no-untyped-call]   # unannotated in torch
     rest = target.shape[len(indices):]
     vals = values.expand(*idx[0].shape, *rest).reshape(-1, *rest).flip(0)
     return (target, [i.reshape(-1).flip(0) for i in idx], vals, *args[3:])
@@ -100,7 +106,7 @@ def _training_modules(model: torch.nn.Module) -> list[str]:
     return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})
 
 
-def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
+def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
     spec, device = job.task, device_runtime.device
     result = ReferenceResult()
     module = load_task_module(spec)
@@ -127,7 +133,8 @@ def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) 
     return result.to_dict()
 
 
-def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: ReferenceResult, device: str) -> dict:
+def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, result: ReferenceResult, device: str
+                       ) -> dict[str, Any]:
     """The reference's outputs at every trial it is defined on, then at the first smaller and the first
     larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
     returns the payload of ``outputs.pt``."""
@@ -138,7 +145,8 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
     notes: dict[int, str] = {}
     spreads: dict[int, float] = {}
 
-    def run(mod, trial: Trial, twice: bool):
+    def run(mod: ModuleType, trial: Trial, twice: bool
+            ) -> tuple[torch.nn.Module, list[Any], Any, list[torch.Tensor], list[torch.Tensor | None]]:
         torch.manual_seed(trial.model_seed)
         model = mod.Model(*mod.get_init_inputs()).to(device)
         if eval_mode:
@@ -170,7 +178,8 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module, result: Referen
                                  "unspecified" if ops else "random or order-dependent computation")
         return model, kept, structure, leaves, ignore
 
-    def keep(trial: Trial, kept: list, model, structure, leaves, ignore) -> None:
+    def keep(trial: Trial, kept: list[Any], model: torch.nn.Module, structure: Any, leaves: list[torch.Tensor],
+             ignore: list[torch.Tensor | None]) -> None:
         result.trials.append(trial)
         payload["trials"].append({"structure": structure, "leaves": leaves})
         slot = f"{trial.distribution}|{trial.shape}|{trial.case}"   # a multi-case task's cases differ
@@ -277,7 +286,7 @@ def _undefined_fraction(leaves: list[torch.Tensor]) -> float:
     return worst
 
 
-def _input_numel(module) -> int | None:
+def _input_numel(module: ModuleType) -> int | None:
     """Elements of ``get_inputs()``, worked out on PyTorch's meta device (None when that fails)."""
     try:
         with torch.device("meta"):

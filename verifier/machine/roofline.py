@@ -28,7 +28,15 @@ import tempfile
 import threading
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch._ops import OpOverload
+
+    from verifier.backends.base import Backend
+    from verifier.machine.lock import MachineLock
+    from verifier.task import TaskSpec
 
 from verifier.machine import priority
 
@@ -58,7 +66,7 @@ NO_FLOPS = {"copy_", "clone", "_to_copy", "contiguous", "fill_", "zero_", "empty
 # -- the task profile (runs in the subprocess) ----------------------------------------------------
 
 
-def _count(spec_dict: dict) -> dict:
+def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
     """The profile of one task; runs in a fresh interpreter (``python -m verifier.machine.roofline``)."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -72,12 +80,14 @@ def _count(spec_dict: dict) -> dict:
         counted = {}
     counted_names = {getattr(k, "__name__", str(k)).split(".")[-1] for k in counted}
 
-    class Elementwise(TorchDispatchMode):
+    # torch's TorchDispatchMode has no annotations (its __init_subclass__ and __init__ are untyped calls)
+    class Elementwise(TorchDispatchMode):  # type: ignore[no-untyped-call]
         def __init__(self) -> None:
-            super().__init__()
+            super().__init__()  # type: ignore[no-untyped-call]
             self.by_op: dict[str, int] = {}
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        def __torch_dispatch__(self, func: OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
             out = func(*args, **(kwargs or {}))
             name = func.overloadpacket.__name__
             if name in counted_names or name.rstrip("_") in NO_FLOPS or name in NO_FLOPS:
@@ -95,7 +105,7 @@ def _count(spec_dict: dict) -> dict:
                 self.by_op[name] = self.by_op.get(name, 0) + flops
             return out
 
-    def tensors(value: Any) -> list:
+    def tensors(value: Any) -> list[torch.Tensor]:
         if isinstance(value, torch.Tensor):
             return [value]
         if isinstance(value, (list, tuple)):
@@ -104,7 +114,7 @@ def _count(spec_dict: dict) -> dict:
             return [t for v in value.values() for t in tensors(v)]
         return []
 
-    def nbytes(ts: list) -> int:
+    def nbytes(ts: list[torch.Tensor]) -> int:
         return sum(t.numel() * t.element_size() for t in ts)
 
     spec = TaskSpec.from_dict(spec_dict)
@@ -153,7 +163,7 @@ def _main(argv: list[str]) -> int:
     return 0
 
 
-def profile_task(spec, timeout: float = 120.0) -> dict:
+def profile_task(spec: TaskSpec, timeout: float = 120.0) -> dict[str, Any]:
     """Count ``spec``'s bytes and FLOPs in a fresh interpreter; raises RuntimeError with a reason."""
     result = profile_tasks([spec], timeout)[0]
     if isinstance(result, str):
@@ -161,14 +171,14 @@ def profile_task(spec, timeout: float = 120.0) -> dict:
     return result
 
 
-def profile_tasks(specs: list, timeout: float = 120.0) -> list:
+def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[str, Any] | str]:
     """Profiles of ``specs`` counted in one fresh interpreter: each a dict, or a string saying why not."""
     from verifier.sandbox import scrubbed_env
 
     if not specs:
         return []
     timeout = timeout + 5.0 * len(specs)
-    results: list = []
+    results: list[Any] = []
     with tempfile.TemporaryDirectory(prefix="evokernel-roofline-") as tmp:
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
@@ -186,7 +196,7 @@ def profile_tasks(specs: list, timeout: float = 120.0) -> list:
             results = json.loads((Path(tmp) / "result.json").read_text())
         except (OSError, ValueError):
             results = []
-    out = []
+    out: list[dict[str, Any] | str] = []
     for i in range(len(specs)):
         r = results[i] if i < len(results) and isinstance(results[i], dict) else None
         if r is None:
@@ -267,7 +277,8 @@ int main(int argc, char** argv) {
 """
 
 
-def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: int, timeout: float = 180.0) -> dict:
+def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: int, timeout: float = 180.0
+                     ) -> dict[str, Any]:
     """Build and run the triad + FMA program; ``{"triad_gbps", "fma_gflops", ...}`` or RuntimeError."""
     flags = [f for f in flags if f not in ("-shared", "-fPIC") and not f.startswith("-fdiagnostics")]
     n = max(4 * llc_bytes, 64 << 20) // 8
@@ -314,7 +325,8 @@ def _fmt_flops(n: float) -> str:
     return f"{int(n)} FLOP"
 
 
-def assess(profile: dict | None, latency_ms: float | None, ceilings: dict | None = None) -> dict | None:
+def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: dict[str, Any] | None = None
+           ) -> dict[str, Any] | None:
     """Where a kernel taking ``latency_ms`` sits on the roofline (pure; None without a profile or time).
 
     Returns ``bytes``, ``flops``, ``intensity`` (FLOP/byte), ``achieved_gbps``, ``achieved_gflops``
@@ -351,7 +363,7 @@ def assess(profile: dict | None, latency_ms: float | None, ceilings: dict | None
     return out
 
 
-def describe_profile(profile: dict, ceilings: dict | None) -> str:
+def describe_profile(profile: dict[str, Any], ceilings: dict[str, Any] | None) -> str:
     """One line for prompts: what the task must move and compute, and its floor on this machine."""
     nbytes, flops = profile.get("bytes", 0), profile.get("flops", 0)
     text = (f"at least {_fmt_bytes(nbytes)} moved (inputs {_fmt_bytes(profile.get('input_bytes', 0))}, "
@@ -371,15 +383,15 @@ class RooflineMeter:
     """Task profiles and this machine's ceilings for one verifier, cached on disk. Never raises from
     ``point``: a roofline that cannot be computed is left out of the Outcome and ``problems`` says why."""
 
-    def __init__(self, cache_dir: str | Path, backend, threads: int, lock=None):
+    def __init__(self, cache_dir: str | Path, backend: Backend, threads: int, lock: MachineLock | None = None):
         self.root = Path(cache_dir) / "roofline"
         self.backend = backend
         self.threads = int(threads)
         self._lock = lock
         self._guard = threading.Lock()
-        self._profiles: dict[str, dict] = {}
+        self._profiles: dict[str, dict[str, Any]] = {}
         self._failed: set[str] = set()       # tasks whose count failed: not tried again by this meter
-        self._ceilings: dict | None = None
+        self._ceilings: dict[str, Any] | None = None
         self.problems: list[str] = []
 
     def _computing(self) -> AbstractContextManager[None]:
@@ -388,14 +400,14 @@ class RooflineMeter:
         return self._lock.shared() if self._lock is not None else nullcontext()
 
     # disk
-    def _read(self, name: str) -> dict:
+    def _read(self, name: str) -> dict[str, Any]:
         try:
             data = json.loads((self.root / name).read_text())
             return data if isinstance(data, dict) else {}
         except (OSError, ValueError):
             return {}
 
-    def _write(self, name: str, key: str, value: dict) -> None:
+    def _write(self, name: str, key: str, value: dict[str, Any]) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         data = self._read(name)
         data[key] = value
@@ -403,15 +415,15 @@ class RooflineMeter:
         tmp.write_text(json.dumps(data, indent=0))
         os.replace(tmp, self.root / name)
 
-    def _profile_key(self, spec) -> str:
+    def _profile_key(self, spec: TaskSpec) -> str:
         return f"{PROFILE_FORMAT}:{spec.key}"
 
-    def cached_profile(self, spec) -> dict | None:
+    def cached_profile(self, spec: TaskSpec) -> dict[str, Any] | None:
         """The profile if it was counted before (never starts a count)."""
         key = self._profile_key(spec)
         return self._profiles.get(key) or self._read("tasks.json").get(key)
 
-    def profile(self, spec) -> dict | None:
+    def profile(self, spec: TaskSpec) -> dict[str, Any] | None:
         key = self._profile_key(spec)
         with self._guard:
             found = self.cached_profile(spec)
@@ -441,12 +453,12 @@ class RooflineMeter:
         text = f"{cpu_model()}|{os.cpu_count()}|{self.threads}|{platform.machine()}|{self.backend.build_key()}"
         return f"{CEILINGS_FORMAT}:" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
-    def cached_ceilings(self) -> dict | None:
+    def cached_ceilings(self) -> dict[str, Any] | None:
         if self._ceilings is None and self.backend.device == "cpu":
             self._ceilings = self._read("ceilings.json").get(self._ceilings_key())
         return self._ceilings
 
-    def ceilings(self, remeasure: bool = False) -> dict | None:
+    def ceilings(self, remeasure: bool = False) -> dict[str, Any] | None:
         """This machine's ceilings (measured the first time, under the timing lock); None on devices.
 
         ``remeasure`` measures again and keeps, per ceiling, the best of all measurements: anything
@@ -476,7 +488,7 @@ class RooflineMeter:
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
 
-    def prepare(self, specs: list) -> None:
+    def prepare(self, specs: list[TaskSpec]) -> None:
         """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
         first prompts of a run already carry them. Never raises."""
         try:
@@ -495,7 +507,7 @@ class RooflineMeter:
         except Exception as exc:
             self.problems.append(f"{type(exc).__name__}: {exc}")
 
-    def point(self, spec, latency_ms: float | None) -> dict | None:
+    def point(self, spec: TaskSpec, latency_ms: float | None) -> dict[str, Any] | None:
         """``assess`` for a kernel of ``spec`` taking ``latency_ms`` here; None when it cannot be had."""
         try:
             return assess(self.profile(spec), latency_ms, self.ceilings())

@@ -19,8 +19,9 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from verifier.backends.base import BuildPlanError
+from verifier.backends.base import Backend, BuildPlanError
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 from verifier.sandbox.forkserver import landlock_abi
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
@@ -48,7 +49,7 @@ def default_cache_dir() -> Path:
     return Path(base) / "evokernel"
 
 
-def build_key(backend, files: dict[str, str]) -> str:
+def build_key(backend: Backend, files: dict[str, str]) -> str:
     h = hashlib.sha256(f"{BUILD_FORMAT}|{backend.build_key()}".encode())
     for name in sorted(files):
         if name == "model.py":
@@ -89,7 +90,7 @@ def trim_diagnostics(text: str, workdir: str) -> str:
     return out[:MAX_LOG_CHARS]
 
 
-def build_candidate(backend, files: dict[str, str], cache_dir: Path | None, *, timeout: float = 120.0,
+def build_candidate(backend: Backend, files: dict[str, str], cache_dir: Path | None, *, timeout: float = 120.0,
                     sandbox: bool = True, hidden: list[str] | None = None) -> BuildResult:
     """Build the candidate's sources with ``backend``; reuse a cached result for identical sources.
     In the sandbox the compiler sees no home folder but the build folder and its toolchain, and none of
@@ -135,7 +136,7 @@ def _digest(path: Path) -> str | None:
         return None
 
 
-def _launchers(backend, sources: dict[str, str]) -> list[Signature]:
+def _launchers(backend: Backend, sources: dict[str, str]) -> list[Signature]:
     """The functions the runtime may call: the backend's reading of its sources (device backends drop
     device kernels or turn them into launch entries), else every ``extern "C"`` function."""
     find = getattr(backend, "launchers", None)
@@ -144,14 +145,14 @@ def _launchers(backend, sources: dict[str, str]) -> list[Signature]:
     return [s for text in sources.values() for s in parse_extern_c(text)]
 
 
-def _build(backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
+def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
            hidden: list[str]) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
         for name, text in files.items():
             (workdir / name).write_text(text)
         sources = sorted(n for n in files if n.endswith(backend.source_suffixes))
-        meta: dict = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
+        meta: dict[str, Any] = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
         try:
             sigs = _launchers(backend, {name: files[name] for name in sources})
         except DeclarationError as exc:
@@ -215,7 +216,7 @@ def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: boo
     return argv
 
 
-def _link_problem(backend, workdir: Path, library: str, env: dict[str, str], sandbox: bool, hidden: list[str],
+def _link_problem(backend: Backend, workdir: Path, library: str, env: dict[str, str], sandbox: bool, hidden: list[str],
                   cache_dir: Path, timeout: float) -> str | None:
     """Why the built library may not be loaded (see ``verifier.toolchain.linkage``), or None. The library is
     read with binutils inside the build's sandbox (its bytes are the candidate's)."""
@@ -240,7 +241,7 @@ def _toolchain_paths(program: str, env: dict[str, str]) -> list[str]:
     return list(dict.fromkeys([os.path.dirname(exe), os.path.dirname(os.path.realpath(exe))]))
 
 
-def _store(meta: dict, workdir: Path, final: Path) -> BuildResult:
+def _store(meta: dict[str, Any], workdir: Path, final: Path) -> BuildResult:
     """Move the finished build into place atomically (rename), then load it back."""
     if meta.get("library") and (workdir / meta["library"]).exists():
         meta["library_sha256"] = _digest(workdir / meta["library"])

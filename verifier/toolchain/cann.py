@@ -13,6 +13,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verifier.toolchain.probe import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
 from verifier.toolchain.torch_npu_pairing import (
@@ -372,7 +373,7 @@ class AscendFindings:
     tried: list[str] = field(default_factory=list)
     cmake: str | None = None
     env: dict[str, str] = field(default_factory=dict)
-    torch: dict = field(default_factory=dict)
+    torch: dict[str, Any] = field(default_factory=dict)
     smi_names: list[str] = field(default_factory=list)
     smi_note: str = ""
     soc: str | None = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from verifier.toolchain.csource import scan, splice, split_top_level
 
@@ -110,11 +111,11 @@ class Signature:
     def describe(self) -> str:
         return f"{self.restype} {self.name}({', '.join(p.describe() for p in self.params)})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> Signature:
+    def from_dict(cls, d: dict[str, Any]) -> Signature:
         return cls(d["name"], d["restype"], tuple(Param(**p) for p in d["params"]))
 
 

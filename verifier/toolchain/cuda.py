@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verifier.toolchain.probe import PROBE_MARK, _executable, _first_line, probe_env, probe_python, run
 
@@ -124,7 +125,7 @@ class CudaFindings:
     version: str = ""
     version_line: str = ""
     supported: list[int] = field(default_factory=list)
-    torch: dict = field(default_factory=dict)
+    torch: dict[str, Any] = field(default_factory=dict)
     smi_caps: list[int] = field(default_factory=list)
     smi_note: str = ""
     arch: str | None = None

@@ -31,6 +31,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from verifier.backends.base import Backend
 
 # The system runtimes every backend may link against (by soname).
 SYSTEM_LIBRARIES = re.compile(
@@ -66,7 +70,7 @@ def link_check_status() -> tuple[bool, str]:
     return True, f"link check: candidate libraries bind only to {SYSTEM_NAMES} (and the backend's runtime)"
 
 
-def policy_for(backend) -> LinkPolicy:
+def policy_for(backend: Backend) -> LinkPolicy:
     find = getattr(backend, "link_policy", None)
     return find() if find is not None else LinkPolicy()
 

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 # ----------------------------------------------------------------------------- running commands
 
@@ -46,14 +47,15 @@ PROBE_MARK = "EVOKERNEL-PROBE "
 
 
 def probe_python(code: str, *, python: str | None = None, env: Mapping[str, str] | None = None,
-                 timeout: float = 120.0) -> dict:
+                 timeout: float = 120.0) -> dict[str, Any]:
     """Run ``code`` in a fresh Python (never in this process: importing a device runtime can break or
     poison it) and return the JSON it printed after ``PROBE_MARK``; ``{"error": ...}`` on failure."""
     ran = run([python or sys.executable, "-c", code], env=env, timeout=timeout)
     for line in reversed(ran.out.splitlines()):
         if line.startswith(PROBE_MARK):
             try:
-                return json.loads(line[len(PROBE_MARK):])
+                found: dict[str, Any] = json.loads(line[len(PROBE_MARK):])
+                return found
             except ValueError:
                 break
     tail = [line for line in ran.out.strip().splitlines() if line.strip()]
