@@ -519,7 +519,6 @@ class Verifier:
     def _window(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
                 best: tuple[dict[str, str], Any] | None, case: int | None) -> tuple[dict, dict] | None:
         from verifier.harness.window import Side, WindowSettings, finish, run_window
-        from verifier.timing import CacheFlusher
 
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
@@ -539,8 +538,7 @@ class Verifier:
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls, budget_s=cfg.timing_budget_s,
                                   samples=cfg.check_samples, case=case, clock=clock)
         on_host = backend_device(self.backend.name) in ("cpu", "")
-        flush_bytes = int(self._timing["flush_bytes"])
-        flush = CacheFlusher(flush_bytes) if flush_bytes and on_host else None
+        flush = (lambda: sides["reference"].call("flush")) if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
         result: dict | None = None
         try:

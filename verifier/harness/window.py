@@ -9,8 +9,8 @@ the rounds, draws every round's seed, holds the clock and compares the outputs:
   the harness copies them into each side's read-only input file and every side copies them into its
   own buffers before its call. No two calls of a window, or of two verifications, see related values.
 * **the clock is here**: a call is the time from writing ``go NONCE`` to the side's ``done NONCE``
-  (on devices, the side's event pair, with this wall clock kept beside it); caches are flushed from
-  this process right before (on devices, by the side while staging).
+  (on devices, the side's event pair, with this wall clock kept beside it); caches are flushed right
+  before, by the reference's process (on devices, by each side while staging).
 * **untrusted sides are stopped** (SIGSTOP through the fork server, every thread seen stopped) while
   any other side is timed: a candidate's signal handlers, timers, threads or spinning cannot take
   a core from the reference or the best, and its memory writes reach only its own process.
