@@ -538,7 +538,7 @@ class Verifier:
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls, budget_s=cfg.timing_budget_s,
                                   samples=cfg.check_samples, case=case, clock=clock)
         on_host = backend_device(self.backend.name) in ("cpu", "")
-        flush = (lambda: sides["reference"].call("flush")) if self._timing["flush_bytes"] and on_host else None
+        flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
         result: dict | None = None
         try:

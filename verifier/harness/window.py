@@ -108,6 +108,10 @@ class Side:
             raise SideFailed(self.name, f"answered {' '.join(words)[:200]!r} to {line.split(' ')[0]!r}")
         return words
 
+    def flush(self) -> None:
+        """Have this side (the reference's, on the host) evict the caches before another side's call."""
+        self.call("flush")
+
     def pause(self, stop: bool) -> None:
         """Stop or continue an untrusted side (the reference, trusted, is never stopped)."""
         if self.trusted or self.stopped == stop:
