@@ -523,7 +523,9 @@ class Verifier:
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
-                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self._timing["flush_bytes"]}
+                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self._timing["flush_bytes"],
+                # a reference whose runs differ (duplicate-index scatter) keeps its trials' integer inputs
+                "fixed_integers": any(m is not None for masks in ref.ignore[:2] for m in masks)}
         sides: dict[str, Side] = {}
         ref_dir = Path(tempfile.mkdtemp(prefix="side-", dir=self.reference_server.jobs_root))
         write_job(ref_dir, {**base, "kind": "side", "role": "reference", "threads": cfg.threads,

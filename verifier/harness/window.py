@@ -166,9 +166,9 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
     layout: list[dict[str, Any]] = []
     source: mmap.mmap | None = None
 
-    def fresh_inputs() -> None:
+    def fresh_inputs(instance: int) -> None:
         nonlocal layout, source
-        words = ref.call(f"gen {secrets.randbits(62)} {case}")
+        words = ref.call(f"gen {secrets.randbits(62)} {case} {instance}")
         if source is None:
             layout = json.loads(" ".join(words[1:]))
             size = layout_bytes(layout)
@@ -194,7 +194,7 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
     def stage(instance: int) -> None:
         for s in sides.values():
             s.pause(False)
-        fresh_inputs()
+        fresh_inputs(instance)
         for s in sides.values():
             s.call(f"stage {instance}")
         for s in untrusted:

@@ -8,8 +8,11 @@ the inputs, compares the outputs and stops (SIGSTOP) every untrusted side while 
 The side answers the harness over two FIFOs in its job folder, one line per command (``ctl.in``) and
 one per answer (``ctl.out``)::
 
-    gen SEED CASE      (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED,
-                       written to ``inputs.bin``; answers ``ok LAYOUT_JSON``
+    gen SEED CASE K    (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED,
+                       written to ``inputs.bin``; answers ``ok LAYOUT_JSON``. For a reference that
+                       differs between runs (a duplicate-index scatter: ``fixed_integers``) the integer
+                       inputs are trial K's, so the places its two runs differ are known
+
     flush              (the reference only, on the host) overwrite a buffer that evicts the timed cores'
                        caches, right before another side's timed call; answers ``ok``
     layout JSON        map ``inputs.bin`` (read-only) and make this side's private input buffers
@@ -165,6 +168,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     current = 0
     snapshot: tuple[Any, list[torch.Tensor]] | None = None
     kept: list[torch.Tensor] = []   # the last call's outputs, copied into buffers made once and reused
+    trial_inputs: dict[int, list[Any]] = {}   # a trial's own inputs, for ``fixed_integers``
     picks: list[dict[str, Any]] = []
     calls: list[dict[str, int]] = []
     forbidden: list[dict[str, int]] = []
@@ -201,6 +205,13 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         if command == "gen" and trusted:
             seed, case = int(words[1]), (None if words[2] == "-" else int(words[2]))
             fresh = make_inputs(module.get_inputs, Trial(seed, "normal", case=case))
+            if job.get("fixed_integers"):
+                which = int(words[3]) % len(trials)
+                if which not in trial_inputs:
+                    trial_inputs[which] = make_inputs(module.get_inputs, trials[which])
+                own = trial_inputs[which]
+                fresh = [mine if isinstance(mine, torch.Tensor) and not (mine.is_floating_point() or mine.is_complex())
+                         else x for x, mine in zip(fresh, own)]
             layout = input_layout(fresh)
             if shared is None:
                 map_inputs(layout, writable=True)
@@ -246,10 +257,10 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             # after a call outlives it, so the next call's outputs reuse the same memory instead of
             # faulting in fresh pages inside the timed region (a 4 MiB output: 1,024 faults, ~1 ms).
             structure, leaves = flatten(out, copy=False, cpu=False)
-            if [(k.shape, k.dtype) for k in kept] != [(v.shape, v.dtype) for v in leaves]:
+            if [(b.shape, b.dtype) for b in kept] != [(v.shape, v.dtype) for v in leaves]:
                 kept = [torch.empty(v.shape, dtype=v.dtype) for v in leaves]
-            for k, v in zip(kept, leaves):
-                k.copy_(v)
+            for buf, v in zip(kept, leaves):
+                buf.copy_(v)
             snapshot = (structure, kept)
             _poison(out)
             del out, leaves
