@@ -1,0 +1,79 @@
+"""Issue #24: a speed verdict forged by a candidate whose author read our source. Each exploit below
+was replayed against the verifier before its fix and passed a layer it should not have:
+
+* kernel rules: a banned function named in a spelling the call-only words did not see (``(signal)(...)``,
+  ``(open)(...)``, ``auto f = (setitimer);``, ``= open;``, a macro), and the timer/signal family
+  (``setitimer``, ``alarm``, ``timer_create``, ...) that was not banned at all;
+* seccomp: with the static rules off, a kernel arming an interval timer;
+* model.py: ``out @= b`` (augmented assignment) where ``out = out @ b`` is refused;
+* signal dispositions: a kernel that installs a handler (the rules and seccomp aside);
+* the shared /tmp: one candidate's outputs replayed by the next from a file;
+* seeds reused across verifications of a task.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from verifier.gates.antihack import check_kernel_source
+
+import candidates as C
+
+RELU = C.RELU
+
+# ----------------------------------------------------------------------------- kernel rules
+
+# Spellings of a banned function that are not `name(`: each names the function all the same.
+NOT_A_PLAIN_CALL = [
+    ("(signal)(SIGALRM, h)", 'typedef void (*H)(int);\nextern "C" H (signal)(int, H);\n'
+                             "void arm(H h) { (signal)(14, h); }\n", "signal"),
+    ("(open)(path, 0)", 'extern "C" int (open)(const char*, int, ...);\nint g() { return (open)("x", 0); }\n', "open"),
+    ("auto f = (setitimer);", "auto f = (setitimer);\n", "setitimer"),
+    ("&open", "static auto p = &open;\n", "open"),
+    ("open decays to a pointer", "static int (*p)(const char*, int, ...) = open;\n", "open"),
+    ("open passed as an argument", "void use(int (*)(const char*, int, ...));\nvoid g() { use(open); }\n", "open"),
+    ("open through a macro", '#define OPEN_IT open\nint g() { return OPEN_IT("x", 0); }\n', "open"),
+    ("clock through a macro", "#define NOW clock\nlong g() { return NOW(); }\n", "clock"),
+    ("time as a pointer", "static auto now = time;\n", "time"),
+    ("kill as a pointer", "static auto k = kill;\n", "kill"),
+    ("num_threads through a macro", "#define NT num_threads\n" + RELU.replace(
+        "#pragma omp parallel for simd", "#pragma omp parallel for NT(64) simd"), "num_threads"),
+]
+
+# Timers and signals: a handler and a timer interrupt the harness's own code in the job's process.
+TIMER_SIGNAL_FAMILY = ["setitimer", "getitimer", "alarm", "ualarm", "timer_create", "timer_settime",
+                       "timer_delete", "timer_gettime", "timerfd_create", "timerfd_settime", "sigaction",
+                       "__sigaction", "__libc_sigaction", "signal", "ssignal", "gsignal", "sigset", "bsd_signal",
+                       "sysv_signal", "__sysv_signal", "sigvec", "sigqueue", "pthread_sigqueue", "raise",
+                       "pthread_sigmask", "sigprocmask", "sigblock", "sigsetmask", "sigaltstack", "signalfd",
+                       "tgkill", "tkill", "pthread_kill"]
+
+
+@pytest.mark.parametrize("name, prefix, word", NOT_A_PLAIN_CALL, ids=[r[0] for r in NOT_A_PLAIN_CALL])
+def test_a_banned_function_is_refused_in_any_spelling(name, prefix, word):
+    problem = check_kernel_source("kernel.cpp", prefix + RELU, {"kernel.cpp"})
+    assert problem is not None and f"{word} is not allowed" in problem, (name, problem)
+
+
+@pytest.mark.parametrize("word", TIMER_SIGNAL_FAMILY)
+def test_timer_and_signal_functions_are_refused_at_any_mention(word):
+    for spelling in (f"static auto p = &{word};\n", f"static auto p = ({word});\n", f'extern "C" int {word}();\n'):
+        problem = check_kernel_source("kernel.cpp", spelling + RELU, {"kernel.cpp"})
+        assert problem is not None and f"{word} is not allowed" in problem, (spelling, problem)
+
+
+def test_a_variable_named_like_a_banned_function_is_refused_with_a_hint_to_rename():
+    """Decision: a common word (time, clock, signal, open...) is refused at every mention, a variable of
+    that name too: `auto f = open;`, `use(open)` and a macro body look exactly like a variable's use,
+    so telling them apart needs C++ name lookup. The message says to rename it."""
+    kernel = RELU.replace("for (int64_t i", "float time = 0.f; (void)time;\n    for (int64_t i")
+    problem = check_kernel_source("kernel.cpp", kernel, {"kernel.cpp"})
+    assert problem is not None and "time is not allowed" in problem and "rename" in problem, problem
+
+
+def test_honest_openmp_thread_queries_still_pass():
+    """num_threads means something only as an OpenMP clause: a variable of that name passes."""
+    ok = ('#include <cstdint>\n#include <omp.h>\nextern "C" void f(float* x, int64_t n) {\n'
+          "  int num_threads = omp_get_max_threads(); float sigma = 1.f; int nthreads = num_threads;\n"
+          "  (void)nthreads;\n  #pragma omp parallel for\n  for (int64_t i = 0; i < n; ++i) x[i] = sigma;\n}\n")
+    assert check_kernel_source("k.cpp", ok, set()) is None
