@@ -77,3 +77,31 @@ def test_honest_openmp_thread_queries_still_pass():
           "  int num_threads = omp_get_max_threads(); float sigma = 1.f; int nthreads = num_threads;\n"
           "  (void)nthreads;\n  #pragma omp parallel for\n  for (int64_t i = 0; i < n; ++i) x[i] = sigma;\n}\n")
     assert check_kernel_source("k.cpp", ok, set()) is None
+
+
+# ----------------------------------------------------------------------------- model.py rules
+
+MODEL_HEAD = "import torch\nimport torch.nn as nn\nfrom verifier.runtime import load\n\nlib = load()\n\n\n"
+
+
+def _model(forward: str) -> str:
+    return MODEL_HEAD + "class ModelNew(nn.Module):\n    def forward(self, a, b):\n        " + forward + "\n"
+
+
+@pytest.mark.parametrize("forward", [
+    "out = a.clone()\n        out @= b\n        lib.f(a, out)\n        return out",
+    "out = a.clone()\n        lib.f(a, out)\n        out = out @ b\n        return out",
+], ids=["out @= b", "out = out @ b"])
+def test_augmented_matmul_is_refused_like_the_operator(forward):
+    from verifier.gates.antihack import check_model
+
+    problem = check_model(_model(forward))
+    assert problem is not None and "@" in problem, problem
+
+
+def test_integer_bookkeeping_with_augmented_assignment_still_passes():
+    from verifier.gates.antihack import check_model
+
+    forward = ("n = 0\n        for d in a.shape:\n            n += d\n        n *= 2\n        n //= 2\n"
+               "        out = torch.empty_like(a)\n        lib.f(a, b, out, n)\n        return out")
+    assert check_model(_model(forward)) is None
