@@ -43,7 +43,11 @@ _DENY = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "p
          "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
          "io_uring_enter", "io_uring_register", "userfaultfd", "setsid", "setpgid", "reboot", "kexec_load",
          "init_module", "finit_module", "delete_module", "swapon", "swapoff", "acct", "settimeofday",
-         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at")
+         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at",
+         # timers that deliver a signal: a handler could interrupt the harness's code in the job (issue
+         # #24). Nothing the job runs needs one once it started (Python, PyTorch and libgomp arm none; a
+         # timerfd delivers no signal and reads a clock any kernel can read anyway, so it stays).
+         "setitimer", "alarm", "timer_create", "timer_settime")
 # Refused to candidate jobs too: the sandbox's user owns the jobs root (unlistable: without Landlock that
 # is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
 _DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")

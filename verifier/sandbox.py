@@ -19,8 +19,9 @@ Layers, outermost first:
   file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
   read only on the same allow-list, and written only in the job's own folder and a few device nodes;
   no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
-  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills
-  it. Job folders have unpredictable names in a jobs root the sandbox can enter but not list.
+  no fork, exec, sockets other than Unix ones, ptrace, signals to other processes or signalling
+  timers. A wall-clock timeout kills it. Job folders have unpredictable names in a jobs root the
+  sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
 """
@@ -296,7 +297,7 @@ def seccomp_status() -> tuple[bool, str]:
         status = ""
     if status and "Seccomp:" not in status:
         return False, "the kernel has no seccomp support: candidates may fork, exec and open sockets"
-    return True, "seccomp: no fork, exec, non-Unix sockets, ptrace or signals to other processes"
+    return True, "seccomp: no fork, exec, non-Unix sockets, ptrace, signals to other processes or timers"
 
 
 def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str, *,

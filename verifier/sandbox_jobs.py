@@ -110,7 +110,7 @@ class ForkServer:
         if self._spawn:
             layers.append("a fresh process per job")
         if self._info.get("seccomp"):
-            layers.append("seccomp (no fork/exec/network sockets)")
+            layers.append("seccomp (no fork/exec/network sockets/timers)")
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
         if self._confine:

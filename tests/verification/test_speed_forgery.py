@@ -105,3 +105,56 @@ def test_integer_bookkeeping_with_augmented_assignment_still_passes():
     forward = ("n = 0\n        for d in a.shape:\n            n += d\n        n *= 2\n        n //= 2\n"
                "        out = torch.empty_like(a)\n        lib.f(a, b, out, n)\n        return out")
     assert check_model(_model(forward)) is None
+
+
+# ----------------------------------------------------------------------------- the sandbox, rules off
+
+
+@pytest.fixture(scope="module")
+def rules_off(tmp_path_factory, fast_config):
+    """A verifier with the static rules off: only the sandbox and the worker's own checks stand."""
+    from verifier.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
+                 cache_dir=tmp_path_factory.mktemp("forgery-cache"))
+    yield v
+    v.close()
+
+
+# Arms a timer that would fire long after the job (so no handler is needed): where the timer is armed
+# the kernel computes ReLU and passes; where the system call is refused every output is its errno.
+ARM_TIMER = '''
+#include <cerrno>
+#include <csignal>
+#include <cstdint>
+#include <ctime>
+#include <sys/time.h>
+#include <unistd.h>
+static int arm() {
+    ARM
+}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    int rc = arm();
+    float e = (float)errno;
+    for (int64_t i = 0; i < n; ++i) out[i] = rc == 0 ? (x[i] > 0.f ? x[i] : 0.f) : e;
+}
+'''
+ARMS = {
+    "setitimer": "struct itimerval t = {{0, 0}, {1000, 0}}; return setitimer(ITIMER_REAL, &t, nullptr);",
+    "alarm": "errno = 0; alarm(1000); return errno == 0 && alarm(1000) != 0 ? 0 : -1;",
+    "timer_create": "struct sigevent ev = {}; ev.sigev_notify = SIGEV_SIGNAL; ev.sigev_signo = SIGALRM;\n"
+                    "    timer_t id; if (timer_create(CLOCK_MONOTONIC, &ev, &id) != 0) return -1;\n"
+                    "    struct itimerspec t = {{0, 0}, {1000, 0}}; return timer_settime(id, 0, &t, nullptr);",
+}
+
+
+@pytest.mark.parametrize("how", list(ARMS))
+def test_a_kernel_cannot_arm_a_timer_even_with_the_rules_off(rules_off, suite, make_candidate, how):
+    kernel = ARM_TIMER.replace("ARM", ARMS[how])
+    assert check_kernel_source("kernel.cpp", kernel, {"kernel.cpp"}) is not None  # the rules refuse it
+    out = rules_off.verify(suite.get("relu").spec(), make_candidate(C.elementwise(kernel)), fresh=True)
+    assert out.failed_gate == "correctness", (how, out.failed_gate, out.message)
+    assert "got 1, expected" in out.message, out.message   # errno EPERM from seccomp, a recorded verdict
+    out = rules_off.verify(suite.get("relu").spec(), make_candidate(C.elementwise(RELU)), fresh=True)
+    assert out.feasible, out.message                      # and the verifier goes on
+
