@@ -158,3 +158,56 @@ def test_a_kernel_cannot_arm_a_timer_even_with_the_rules_off(rules_off, suite, m
     out = rules_off.verify(suite.get("relu").spec(), make_candidate(C.elementwise(RELU)), fresh=True)
     assert out.feasible, out.message                      # and the verifier goes on
 
+
+# ----------------------------------------------------------------------------- signal dispositions
+
+# Installs a handler (SIGALRM, or replaces SIGINT's: Python's own) and computes ReLU correctly: with the
+# rules off only the worker's comparison of the dispositions around each call catches it.
+INSTALLS_HANDLER = '''
+#include <csignal>
+#include <cstdint>
+static void on_signal(int) {}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    struct sigaction sa = {};
+    sa.sa_handler = on_signal;
+    sigaction(SIGNUM, &sa, nullptr);
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.mark.parametrize("signum, words", [("SIGALRM", "SIGALRM now caught"), ("SIGINT", "SIGINT's handler replaced")])
+def test_a_kernel_that_installs_a_signal_handler_fails_anti_hack(rules_off, suite, make_candidate, signum, words):
+    kernel = INSTALLS_HANDLER.replace("SIGNUM", signum)
+    out = rules_off.verify(suite.get("relu").spec(), make_candidate(C.elementwise(kernel)), fresh=True)
+    assert out.failed_gate == "anti_hack", (out.failed_gate, out.message)
+    assert "the kernel changed signal handling" in out.message and words in out.message, out.message
+    assert "may not install handlers or timers" in out.message
+
+
+def test_signal_dispositions_see_handlers_masks_and_timers():
+    import signal
+
+    from verifier.worker_common import signal_changes, signal_dispositions
+
+    before = signal_dispositions()
+    assert signal_dispositions() == before and signal_changes(before, before) == []
+    old = signal.signal(signal.SIGUSR1, lambda *_: None)
+    try:
+        assert signal_changes(before, signal_dispositions()) == ["SIGUSR1 now caught"]
+    finally:
+        signal.signal(signal.SIGUSR1, old)
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2])
+    try:
+        assert signal_changes(before, signal_dispositions()) == ["SIGUSR2 now blocked"]
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGUSR2])
+    # (pytest-timeout holds SIGALRM and ITIMER_REAL here: the virtual timer instead)
+    old_handler = signal.signal(signal.SIGVTALRM, signal.SIG_IGN)
+    signal.setitimer(signal.ITIMER_VIRTUAL, 1000)
+    try:
+        assert signal_changes(before, signal_dispositions()) == ["SIGVTALRM now ignored", "ITIMER_VIRTUAL now armed"]
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old_handler)
+    assert signal_dispositions() == before
