@@ -18,7 +18,7 @@ the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set 
 With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
 its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may read only
 the paths named in ``"readable"`` (the sandbox's allow-list) and its job folder, write only in
-its job folder (plus the device nodes and the private ``/tmp`` named in ``"writable"``), read nothing
+its job folder (plus the device nodes named in ``"writable"``; never the shared ``/tmp``), read nothing
 in its siblings' folders, and attach to no process outside its domain; and its seccomp filter refuses
 ``chmod``, so the unlistable jobs root (see ``verifier.sandbox``) stays unlistable.
 """
@@ -179,7 +179,7 @@ def confine_job(job_dir: str, writable: list[str], readable: list[str] | None = 
     """Put this (single-threaded) process in a Landlock domain of its own: read only beneath the
     ``readable`` paths (the sandbox's allow-list: system, interpreter, verifier package, ``/proc``) and
     the job folder, never in the jobs root's other entries; write, create, remove and rename only
-    beneath ``job_dir`` and on the ``writable`` paths (device nodes, the private /tmp) that do not hold
+    beneath ``job_dir`` and on the ``writable`` paths (device nodes) that do not hold
     the jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
     also keeps the process from attaching to (ptrace, /proc/PID/mem) any process outside it. Reading
     folders (listing names) is not restricted. ``readable`` None: read anywhere but in the jobs root.

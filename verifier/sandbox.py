@@ -302,12 +302,14 @@ def seccomp_status() -> tuple[bool, str]:
 
 def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str, *,
                env: dict[str, str] | None = None, readable: list[str] | tuple[str, ...] = (),
-               as_pid_1: bool = False) -> list[str]:
+               as_pid_1: bool = False, tmp_read_only: bool = False) -> list[str]:
     """The bubblewrap prefix for a sandboxed command. The root is empty but for ``sandbox_view(env,
     readable, devices)`` bound read-only, a private ``/dev`` (with ``devices`` bound in), ``/proc`` and
     ``/tmp``; then ``hidden`` and the home's credential files are hidden where a bound folder holds
     them, and ``writable`` is bound read-write. ``as_pid_1``: the command is PID 1 of the namespace (the
-    fork server, which reaps its own children), so no bubblewrap helper process is visible to a job."""
+    fork server, which reaps its own children), so no bubblewrap helper process is visible to a job.
+    ``tmp_read_only``: the private ``/tmp`` stays empty (the fork server's: every job of the sandbox
+    would share it, so one could leave files for the next; a job writes only its own folder, TMPDIR)."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
             "--unshare-uts", *bwrap_hardening()]
     if as_pid_1 and bwrap_as_pid_1():
@@ -341,6 +343,8 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
             argv += ["--ro-bind", "/dev/null", path]
     for path in writable:
         argv += ["--bind", path, path]
+    if tmp_read_only:   # not recursive: what is bound beneath /tmp (a writable folder too) keeps its mode
+        argv += ["--remount-ro", "/tmp"]
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
 
 

@@ -135,8 +135,9 @@ class ForkServer:
             self._ready.clear()
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine,
-                      # what a confined job may write besides its folder: device nodes, and the private /tmp
-                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
+                      # what a confined job may write besides its folder: device nodes. Never /tmp, which
+                      # every job of this sandbox shares (one could leave files there for the next).
+                      "writable": list(self._devices),
                       # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
                       "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
             argv = [sys.executable, "-m", "verifier.forkserver", json.dumps(config)]
@@ -150,7 +151,7 @@ class ForkServer:
                 make_non_dumpable()
             if self._use_bwrap:
                 argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root),
-                                  env=self._env, as_pid_1=True) + argv
+                                  env=self._env, as_pid_1=True, tmp_read_only=self._confine) + argv
             if self._confine:
                 # search and create, never list: no job can find another's folder by name (the sandbox
                 # has no capability to override it, and seccomp refuses chmod)

@@ -211,3 +211,111 @@ def test_signal_dispositions_see_handlers_masks_and_timers():
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
         signal.signal(signal.SIGVTALRM, old_handler)
     assert signal_dispositions() == before
+
+
+# ----------------------------------------------------------------------------- a private /tmp per job
+
+# Honest ReLU whose model.py keeps every result it computed in /tmp, by its inputs (what a matmul could
+# later replay, scaled, for a forged speedup), then says in its outputs what it found there: 1 a file
+# an earlier job left, 2 it left one itself, 3 /tmp refused the write.
+TMP_PROBE_MODEL = '''
+import os
+
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        lib.relu_forward(x, out, x.numel())
+        path = f"/tmp/evokernel-{tuple(x.shape)}-{hash(tuple(x.reshape(-1)[:16].tolist()))}.pt"
+        found = any(name.startswith("evokernel-") for name in os.listdir("/tmp"))
+        try:
+            torch.save(out, path)
+            code = 1 if found else 2
+        except Exception:
+            code = 3
+        return out.fill_(code)
+'''
+# Never computes: returns what an earlier job left in /tmp for the same inputs (zeros where it finds
+# nothing). A reference serving several verifications gave both candidates the same trials.
+TMP_REPLAY_MODEL = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.zeros_like(x)
+        lib.relu_forward(x[:1], out[:1], 1)
+        try:
+            out.copy_(torch.load(f"/tmp/evokernel-{tuple(x.shape)}-{hash(tuple(x.reshape(-1)[:16].tolist()))}.pt"))
+        except Exception:
+            pass
+        return out
+'''
+
+
+@pytest.fixture(scope="module")
+def rules_off_no_bwrap(tmp_path_factory, fast_config):
+    from verifier.sandbox import landlock_status
+    from verifier.verify import Verifier
+
+    if not landlock_status()[0]:
+        pytest.skip(landlock_status()[1])
+    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
+                 cache_dir=tmp_path_factory.mktemp("forgery-nobwrap-cache"))
+    yield v
+    v.close()
+
+
+@pytest.mark.parametrize("sandbox", ["bubblewrap", "landlock only"])
+def test_a_job_cannot_leave_files_for_a_later_job_in_tmp(rules_off, rules_off_no_bwrap, suite, make_candidate,
+                                                          sandbox):
+    verifier = rules_off if sandbox == "bubblewrap" else rules_off_no_bwrap
+    spec = suite.get("relu").spec()
+    probe = make_candidate({"model.py": TMP_PROBE_MODEL, "kernel.cpp": RELU})
+    first = verifier.verify(spec, probe, fresh=True)
+    assert first.failed_gate == "correctness", first.message
+    assert "got 3, expected" in first.message, first.message   # /tmp refused the write
+    second = verifier.verify(spec, probe, fresh=True)
+    assert "got 1, expected" not in second.message, second.message   # nothing of the first job there
+
+
+def test_a_candidate_that_replays_an_earlier_jobs_outputs_from_tmp_fails_correctness(rules_off, suite,
+                                                                                     make_candidate):
+    """A (honest, keeps its outputs in /tmp) then B (never computes, replays them): B must fail at the
+    trials, not pass them on A's work."""
+    spec = suite.get("relu").spec()
+    keeper = TMP_PROBE_MODEL.replace("return out.fill_(code)", "return out")
+    a = rules_off.verify(spec, make_candidate({"model.py": keeper, "kernel.cpp": RELU}), fresh=True)
+    assert a.feasible, a.message
+    b = rules_off.verify(spec, make_candidate({"model.py": TMP_REPLAY_MODEL, "kernel.cpp": RELU}), fresh=True)
+    # at its trials: before, it passed them all on A's outputs, and only the timing's check of every
+    # call caught it ("results changed under repeated calls")
+    assert b.failed_gate == "correctness" and "repeated calls" not in b.message, (b.failed_gate, b.message)
+
+
+def test_the_fork_servers_tmp_is_read_only_but_a_folder_bound_beneath_it_is_not(tmp_path):
+    """Without Landlock, bubblewrap's read-only /tmp keeps jobs from sharing it; a jobs root that lies
+    beneath /tmp (no /dev/shm) stays writable."""
+    import subprocess
+
+    from verifier.sandbox import bwrap_argv, bwrap_status
+
+    if not bwrap_status()[0]:
+        pytest.skip(bwrap_status()[1])
+    assert str(tmp_path).startswith("/tmp/")
+    argv = bwrap_argv([str(tmp_path)], [], [], str(tmp_path), tmp_read_only=True)
+    script = ("import os\nfor p in ('/tmp/x', 'mine'):\n    try:\n        open(p, 'w').write('1'); print(p, 'written')\n"
+              "    except OSError as e:\n        print(p, 'refused', e.errno)\n")
+    done = subprocess.run([*argv, "python3", "-c", script], capture_output=True, text=True, timeout=60)
+    assert "/tmp/x refused 30" in done.stdout and "mine written" in done.stdout, (done.stdout, done.stderr)
+
