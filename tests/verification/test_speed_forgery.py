@@ -319,3 +319,25 @@ def test_the_fork_servers_tmp_is_read_only_but_a_folder_bound_beneath_it_is_not(
     done = subprocess.run([*argv, "python3", "-c", script], capture_output=True, text=True, timeout=60)
     assert "/tmp/x refused 30" in done.stdout and "mine written" in done.stdout, (done.stdout, done.stderr)
 
+
+# ----------------------------------------------------------------------------- seeds never reused
+
+
+def test_every_verification_draws_seeds_of_its_own(verifier, suite, make_candidate, monkeypatch):
+    """A passing verification's seeds are never checked again (the next candidate could replay what an
+    earlier one learnt or left behind); neither are a failing one's (its message shows them)."""
+    task = suite.get("relu").spec()
+    drawn: list[list[int]] = []
+    get = verifier.references.get
+
+    def spy(task, trials, *args, **kwargs):
+        drawn.append([t.seed for t in trials])
+        return get(task, trials, *args, **kwargs)
+
+    monkeypatch.setattr(verifier.references, "get", spy)
+    ok = verifier.verify(task, make_candidate(C.elementwise(C.RELU.replace("static)", "static) // seeds"))))
+    assert ok.feasible and "seed" not in ok.message, ok.message
+    bad = verifier.verify(task, make_candidate(C.elementwise(C.CONSTANT.replace("0.5f", "0.375f"))))
+    assert not bad.feasible
+    assert len(drawn) == 2 and not set(drawn[0]) & set(drawn[1]), drawn
+    assert not any(str(seed) in bad.message for seed in drawn[0])
