@@ -214,11 +214,11 @@ def check_kernel_source(name: str, source: str, local_files: set[str], backend: 
                 "parallelise with OpenMP (#pragma omp parallel for)")
     for what, words in _BANNED_WORDS.items():
         for word in words:
-            m = _mention(code, word)
-            if m is not None:
+            at = _mention(code, word)
+            if at is not None:
                 why = _THREAD_COUNT_WHY if what == "thread count" else _WORD_WHY
                 rename = "; a variable of yours by this name: rename it" if word in _COMMON_WORDS else ""
-                return f"{name} line {line_of[m]}: {word} is not allowed in kernels ({what}{rename}): {why}"
+                return f"{name} line {line_of[at]}: {word} is not allowed in kernels ({what}{rename}): {why}"
     if rules is not None:
         return device_problem(name, code, rules, line_of)
     return None
