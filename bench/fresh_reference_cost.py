@@ -3,7 +3,7 @@ candidate (a new build cache entry each time, sandbox warm) with a fresh referen
 the verifier does now) and with the previous verification's reference reused (what it did for up to
 8 passing verifications of a task), alternating in one run, and the reference job alone.
 
-    .venv/bin/python bench/fresh_reference_cost.py [--task relu] [--repeats 3]
+    .venv/bin/python bench/fresh_reference_cost.py [--repeats 3]      (the builtin relu task)
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from relu_candidate import KERNEL, MODEL  # noqa: E402  (bench/ is the script's 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--task", default="relu")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
     from core.tasks import load_suite
     from verifier.verify import Verifier
 
-    task = load_suite("builtin").get(args.task).spec()
+    task = load_suite("builtin").get("relu").spec()
     times: dict[str, list[float]] = {"fresh": [], "reused": [], "reference job": []}
     with tempfile.TemporaryDirectory() as cache, Verifier("cpu", cache_dir=cache) as verifier:
         fresh_reference = verifier._live_reference
@@ -52,7 +51,7 @@ def main() -> None:
             started = time.perf_counter()
             fresh_reference(task)
             times["reference job"].append(time.perf_counter() - started)
-    print(f"task {args.task}, {args.repeats} each, alternating (seconds):")
+    print(f"relu, {args.repeats} each, alternating (seconds):")
     for name, values in times.items():
         print(f"  {name:14s} median {statistics.median(values):.2f}  [{', '.join(f'{v:.2f}' for v in values)}]")
 
