@@ -308,8 +308,9 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
     ``/tmp``; then ``hidden`` and the home's credential files are hidden where a bound folder holds
     them, and ``writable`` is bound read-write. ``as_pid_1``: the command is PID 1 of the namespace (the
     fork server, which reaps its own children), so no bubblewrap helper process is visible to a job.
-    ``tmp_read_only``: the private ``/tmp`` stays empty (the fork server's: every job of the sandbox
-    would share it, so one could leave files for the next; a job writes only its own folder, TMPDIR)."""
+    ``tmp_read_only``: the private ``/tmp`` stays empty and ``/dev``'s own folders (``/dev/shm``) read-only
+    (the fork server's: every job of the sandbox would share them, so one could leave files for the next;
+    a job writes only its own folder, TMPDIR; device nodes stay writable on a read-only mount)."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
             "--unshare-uts", *bwrap_hardening()]
     if as_pid_1 and bwrap_as_pid_1():
@@ -343,8 +344,8 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
             argv += ["--ro-bind", "/dev/null", path]
     for path in writable:
         argv += ["--bind", path, path]
-    if tmp_read_only:   # not recursive: what is bound beneath /tmp (a writable folder too) keeps its mode
-        argv += ["--remount-ro", "/tmp"]
+    if tmp_read_only:   # not recursive: what is bound beneath (a writable folder, a device) keeps its mode
+        argv += ["--remount-ro", "/tmp", "--remount-ro", "/dev"]
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
 
 

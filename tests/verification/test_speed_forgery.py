@@ -304,8 +304,8 @@ def test_a_candidate_that_replays_an_earlier_jobs_outputs_from_tmp_fails_correct
 
 
 def test_the_fork_servers_tmp_is_read_only_but_a_folder_bound_beneath_it_is_not(tmp_path):
-    """Without Landlock, bubblewrap's read-only /tmp keeps jobs from sharing it; a jobs root that lies
-    beneath /tmp (no /dev/shm) stays writable."""
+    """Without Landlock, bubblewrap's read-only /tmp and /dev/shm keep jobs from sharing them; a jobs
+    root that lies beneath /tmp (no /dev/shm) stays writable, and so do the device nodes."""
     import subprocess
 
     from verifier.sandbox import bwrap_argv, bwrap_status
@@ -314,10 +314,11 @@ def test_the_fork_servers_tmp_is_read_only_but_a_folder_bound_beneath_it_is_not(
         pytest.skip(bwrap_status()[1])
     assert str(tmp_path).startswith("/tmp/")
     argv = bwrap_argv([str(tmp_path)], [], [], str(tmp_path), tmp_read_only=True)
-    script = ("import os\nfor p in ('/tmp/x', 'mine'):\n    try:\n        open(p, 'w').write('1'); print(p, 'written')\n"
+    script = ("import os\nfor p in ('/tmp/x', '/dev/shm/x', 'mine', '/dev/null'):\n    try:\n        open(p, 'w').write('1'); print(p, 'written')\n"
               "    except OSError as e:\n        print(p, 'refused', e.errno)\n")
     done = subprocess.run([*argv, "python3", "-c", script], capture_output=True, text=True, timeout=60)
-    assert "/tmp/x refused 30" in done.stdout and "mine written" in done.stdout, (done.stdout, done.stderr)
+    assert "/tmp/x refused 30" in done.stdout and "/dev/shm/x refused 30" in done.stdout, (done.stdout, done.stderr)
+    assert "mine written" in done.stdout and "/dev/null written" in done.stdout, (done.stdout, done.stderr)
 
 
 # ----------------------------------------------------------------------------- seeds never reused
