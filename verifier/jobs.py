@@ -124,6 +124,7 @@ class TrialReport:
     forbidden_ops: dict[str, int] = field(default_factory=dict)  # aten ops beyond allocation and views
     inputs_changed: list[int] = field(default_factory=list)
     escaped_stream: list[int] = field(default_factory=list)      # outputs that changed after the stream finished
+    signals_changed: list[str] = field(default_factory=list)     # worker_common.signal_changes around the calls
 
 
 @dataclass

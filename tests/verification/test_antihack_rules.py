@@ -288,7 +288,7 @@ VALID_KERNELS = {
     "__has_include": "#if __has_include(<immintrin.h>)\n#include <immintrin.h>\n#endif\n" + RELU,
     "number literals": "float a = 1.5e-3f; double b = 0x1.8p1; int c = 0xFF, d = 1u;\n" + RELU,
     "apostrophes in comments": "// it's fine, don't worry\n/* isn't it */\n" + RELU,
-    "ordinary identifiers": "int section = 3;\nint thread = 1;\nfloat signal = 0.f;\n" + RELU,
+    "ordinary identifiers": "int section = 3;\nint thread = 1;\nfloat sigma = 0.f;\nint num_threads = 2;\n" + RELU,
     "math functions": "#include <cmath>\nfloat f(float x) { return std::exp(x) + expf(x) + std::tanh(x); }\n" + RELU,
 }
 

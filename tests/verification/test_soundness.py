@@ -120,17 +120,3 @@ def test_trial_seeds_are_fresh_every_verification(verifier, suite, make_candidat
     assert seeds_a and seeds_b and seeds_a != seeds_b
     assert not {int(s) for s in seeds_a + seeds_b} & set(range(900, 3000))   # nothing a source could predict
 
-
-def test_a_failing_verdict_retires_its_seeds_and_a_passing_one_keeps_them(verifier, suite, make_candidate):
-    """Seeds a verdict has shown (a failure's message, a crashing kernel's stderr) are never checked again;
-    a passing verdict shows none, so the next verification may reuse the same reference."""
-    task = suite.get("relu").spec()
-    ok = verifier.verify(task, make_candidate(C.elementwise(C.RELU.replace("static)", "static) // reuse"))))
-    assert ok.feasible, ok.message
-    assert "seed" not in ok.message and "seed" not in ok.gate("correctness").message
-    live = verifier._live[task.key][0]
-    bad = verifier.verify(task, make_candidate(C.elementwise(C.CONSTANT.replace("0.5f", "0.25f"))))
-    assert not bad.feasible and task.key not in verifier._live
-    assert str(live.trials[0].seed) in bad.message
-    again = verifier.verify(task, make_candidate(C.elementwise(C.CONSTANT.replace("0.5f", "0.75f"))))
-    assert str(live.trials[0].seed) not in again.message

@@ -7,9 +7,10 @@ ones (sign-symmetric, at the task's magnitude and at 8x it) unless the task sets
 ``WIDEN_INPUTS = False``, then a smaller and a larger second shape when the reference accepts them; a multi-case task
 (verifier.cases) runs that plan on each of its cases instead of second shapes.
 
-The verdict, trial by trial: the run-time anti-hack checks first (PyTorch compute in forward, a
-library never called, work escaping the stream: these fail ``anti_hack``), then inputs unchanged,
-then the outputs (verifier.harness.compare). Every failure names its trial (distribution, seed, shape).
+The verdict, trial by trial: the run-time anti-hack checks first (signal handling changed, PyTorch
+compute in forward, a library never called, work escaping the stream: these fail ``anti_hack``), then
+inputs unchanged, then the outputs (verifier.harness.compare). Every failure names its trial
+(distribution, seed, shape).
 What the reference itself could not decide is said in the verdict: widened trials dropped (the
 task's precondition), places where two runs of the reference differ (not compared), eval mode.
 """
@@ -81,6 +82,9 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
     suffix = ("; " + "; ".join(said)) if said else ""
     for i, (trial, report) in enumerate(zip(ref.trials, result.trials)):
         what = f"trial {i + 1} ({trial.describe()})"
+        if report.signals_changed:
+            return Verdict(False, f"the kernel changed signal handling ({', '.join(report.signals_changed[:4])}): "
+                                  "kernels may not install handlers or timers", "anti_hack", i)
         if report.forbidden_ops:
             listed = ", ".join(f"aten.{k} x{v}" for k, v in sorted(report.forbidden_ops.items()))
             return Verdict(False, f"forward ran PyTorch compute ({listed}): the kernel must do the work", "anti_hack",

@@ -5,9 +5,9 @@ Reference jobs run in a fork server of their own (PyTorch imported once; each jo
 child with the same rlimits and seccomp filter as candidates), separate from the candidates'
 sandbox so no candidate can ever see a reference's outputs.
 
-Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs);
-the verifier reuses one for a few passing verifications of a task at most (Verifier._live_reference),
-so no candidate can know the inputs it is checked on. The rounding-noise measurement (float64) is
+Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs),
+one set per verification (Verifier._live_reference), so no candidate can know the inputs it is
+checked on. The rounding-noise measurement (float64) is
 kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the
 machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures. The
 cached latency is only ever shown (``evokernel tasks --time``): the performance gate times the

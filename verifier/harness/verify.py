@@ -2,7 +2,7 @@
 
     format -> anti_hack -> build -> correctness -> performance
 
-The build runs while the reference (cached after the first time) and the sandbox start; the
+The build runs while the reference (at seeds of its own) and the sandbox start; the
 candidate's correctness and timing jobs run in the sandbox's fork server; timing holds a
 machine-wide lock so measurements never overlap. ``Verifier`` is thread-safe: an engine may verify
 several candidates at once from worker threads.
@@ -54,9 +54,6 @@ from verifier.toolchain.build import default_cache_dir
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
 JOB_ENTRY = "verifier.job.worker:run_job"
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
-# Passing verifications of a task checked against one reference (one set of seeds) before it is
-# drawn again; a failing verdict retires it at once (see Verifier._live_reference).
-REFERENCE_USES = 8
 OUTCOME_FORMAT = 6  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
 #                     5: paired timing, speed verdicts within the noise, every timed call checked;
@@ -116,8 +113,6 @@ class Verifier:
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
-        self._live: dict[str, tuple[Reference, int]] = {}   # per task: the reference in use, verifications on it
-        self._live_guard = threading.Lock()
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
@@ -168,25 +163,11 @@ class Verifier:
         return self.references.get(task, trials, shapes, want_timing=want_timing)
 
     def _live_reference(self, task: TaskSpec) -> Reference:
-        """The reference this verification checks against. Its seeds come from the operating system; it
-        serves at most ``REFERENCE_USES`` verifications of the task in this verifier, and only while
-        every verdict on it passed (a failure's message shows seeds and values, and a failing candidate's
-        stderr may show its inputs): nothing a candidate or its author has seen is ever checked again."""
-        with self._live_guard:
-            live = self._live.get(task.key)
-            if live is not None and live[1] < REFERENCE_USES:
-                self._live[task.key] = (live[0], live[1] + 1)
-                return live[0]
-        ref = self.reference(task, want_timing=False)  # its timing is taken beside the candidate
-        with self._live_guard:
-            self._live[task.key] = (ref, 1)
-        return ref
-
-    def _retire_reference(self, task: TaskSpec, ref: Reference) -> None:
-        with self._live_guard:
-            live = self._live.get(task.key)
-            if live is not None and live[0] is ref:
-                del self._live[task.key]
+        """The reference this verification checks against, made for it alone: its seeds come from the
+        operating system and no other verification sees them, so nothing one candidate did in a job
+        (a file left behind, outputs learnt) or its author read in a verdict can be replayed by the
+        next (issue #24). Its timing is taken beside the candidate, not here."""
+        return self.reference(task, want_timing=False)
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
@@ -299,18 +280,13 @@ class Verifier:
         ref = reference.result()
         if self._warm is not None:
             self._warm.result()
-        passed = False
-        try:
+        t = time.perf_counter()
+        passed = self._correctness(task, files, build, ref, out)
+        if passed:
+            out.gate("correctness").seconds = time.perf_counter() - t
             t = time.perf_counter()
-            passed = self._correctness(task, files, build, ref, out)
-            if passed:
-                out.gate("correctness").seconds = time.perf_counter() - t
-                t = time.perf_counter()
-                self._performance(task, files, build, ref, out, best if best_build else None, best_build)
-                out.gate("performance").seconds = time.perf_counter() - t
-        finally:
-            if out.failed_gate is not None or not passed:   # its message may show seeds and values
-                self._retire_reference(task, ref)
+            self._performance(task, files, build, ref, out, best if best_build else None, best_build)
+            out.gate("performance").seconds = time.perf_counter() - t
         if not passed:
             out.gate("correctness").seconds = out.gate("correctness").seconds or time.perf_counter() - t
 

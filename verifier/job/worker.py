@@ -43,6 +43,8 @@ from verifier.job.common import (
     _to_device,
     flatten,
     job_runtime,
+    signal_changes,
+    signal_dispositions,
 )
 from verifier.job.side import _side
 from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
@@ -69,6 +71,7 @@ def _setup(job: Any) -> DeviceRuntime:
 # output's places: the operator is not defined on much of the widened range (log, sqrt: about half).
 def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
     spec, device = job.task, device_runtime.device
+    signals = signal_dispositions()  # before any candidate code: model.py, ModelNew() and forward may not change it
     ModelNew = _load_candidate(job, job_dir, device_runtime)
     sync, stream_sync = device_runtime.synchronize, device_runtime.stream_synchronize
     reports: list[TrialReport] = []
@@ -120,7 +123,8 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
             escaped = [k for k, (a, b) in enumerate(zip(leaves, settled)) if not _identical(a, b)]
         saved.append({"structure": structure, "leaves": leaves})
         reports.append(TrialReport(calls=runtime.call_counts(), forbidden_ops=trace.forbidden(),
-                                   inputs_changed=_changed(before, inputs), escaped_stream=escaped))
+                                   inputs_changed=_changed(before, inputs), escaped_stream=escaped,
+                                   signals_changed=signal_changes(signals, signal_dispositions())))
     _save(job_dir, {"trials": saved})
     return CandidateResult(reports).to_dict()
 

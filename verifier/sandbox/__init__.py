@@ -19,8 +19,9 @@ Layers, outermost first:
   file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
   read only on the same allow-list, and written only in the job's own folder and a few device nodes;
   no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
-  no fork, exec, sockets other than Unix ones, ptrace or signals to other processes. A wall-clock timeout kills
-  it. Job folders have unpredictable names in a jobs root the sandbox can enter but not list.
+  no fork, exec, sockets other than Unix ones, ptrace, signals to other processes or signalling
+  timers. A wall-clock timeout kills it. Job folders have unpredictable names in a jobs root the
+  sandbox can enter but not list.
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
 """
@@ -296,17 +297,20 @@ def seccomp_status() -> tuple[bool, str]:
         status = ""
     if status and "Seccomp:" not in status:
         return False, "the kernel has no seccomp support: candidates may fork, exec and open sockets"
-    return True, "seccomp: no fork, exec, non-Unix sockets, ptrace or signals to other processes"
+    return True, "seccomp: no fork, exec, non-Unix sockets, ptrace, signals to other processes or timers"
 
 
 def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: str, *,
                env: dict[str, str] | None = None, readable: list[str] | tuple[str, ...] = (),
-               as_pid_1: bool = False) -> list[str]:
+               as_pid_1: bool = False, tmp_read_only: bool = False) -> list[str]:
     """The bubblewrap prefix for a sandboxed command. The root is empty but for ``sandbox_view(env,
     readable, devices)`` bound read-only, a private ``/dev`` (with ``devices`` bound in), ``/proc`` and
     ``/tmp``; then ``hidden`` and the home's credential files are hidden where a bound folder holds
     them, and ``writable`` is bound read-write. ``as_pid_1``: the command is PID 1 of the namespace (the
-    fork server, which reaps its own children), so no bubblewrap helper process is visible to a job."""
+    fork server, which reaps its own children), so no bubblewrap helper process is visible to a job.
+    ``tmp_read_only``: the private ``/tmp`` stays empty and ``/dev``'s own folders (``/dev/shm``) read-only
+    (the fork server's: every job of the sandbox would share them, so one could leave files for the next;
+    a job writes only its own folder, TMPDIR; device nodes stay writable on a read-only mount)."""
     argv = ["bwrap", "--die-with-parent", "--new-session", "--unshare-net", "--unshare-ipc", "--unshare-pid",
             "--unshare-uts", *bwrap_hardening()]
     if as_pid_1 and bwrap_as_pid_1():
@@ -340,6 +344,8 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
             argv += ["--ro-bind", "/dev/null", path]
     for path in writable:
         argv += ["--bind", path, path]
+    if tmp_read_only:   # not recursive: what is bound beneath (a writable folder, a device) keeps its mode
+        argv += ["--remount-ro", "/tmp", "--remount-ro", "/dev"]
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
 
 

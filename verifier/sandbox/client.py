@@ -165,7 +165,7 @@ class ForkServer:
         if self._spawn:
             layers.append("a fresh process per job")
         if self._info.get("seccomp"):
-            layers.append("seccomp (no fork/exec/network sockets)")
+            layers.append("seccomp (no fork/exec/network sockets/timers)")
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
         if self._confine:
@@ -190,8 +190,9 @@ class ForkServer:
             self._ready.clear()
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine, "entry": self._entry,
-                      # what a confined job may write besides its folder: device nodes, and the private /tmp
-                      "writable": [*self._devices, *(["/tmp"] if self._use_bwrap else [])],
+                      # what a confined job may write besides its folder: device nodes. Never /tmp, which
+                      # every job of this sandbox shares (one could leave files there for the next).
+                      "writable": list(self._devices),
                       # and read: the same allow-list bubblewrap binds (with or without bubblewrap)
                       "readable": [*sandbox_view(self._env, devices=self._devices), "/proc"]}
             argv = [sys.executable, "-m", "verifier.sandbox.forkserver", json.dumps(config)]
@@ -205,7 +206,7 @@ class ForkServer:
                 make_non_dumpable()
             if self._use_bwrap:
                 argv = bwrap_argv([str(self.jobs_root)], self._hidden, self._devices, str(self.jobs_root),
-                                  env=self._env, as_pid_1=True) + argv
+                                  env=self._env, as_pid_1=True, tmp_read_only=self._confine) + argv
             if self._confine:
                 # search and create, never list: no job can find another's folder by name (the sandbox
                 # has no capability to override it, and seccomp refuses chmod)

@@ -24,7 +24,7 @@ the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set 
 With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
 its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may read only
 the paths named in ``"readable"`` (the sandbox's allow-list) and its job folder, write only in
-its job folder (plus the device nodes and the private ``/tmp`` named in ``"writable"``), read nothing
+its job folder (plus the device nodes named in ``"writable"``; never the shared ``/tmp``), read nothing
 in its siblings' folders, and attach to no process outside its domain; and its seccomp filter refuses
 ``chmod``, so the unlistable jobs root (see ``verifier.sandbox``) stays unlistable.
 """
@@ -50,7 +50,11 @@ _DENY = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "p
          "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
          "io_uring_enter", "io_uring_register", "userfaultfd", "setsid", "setpgid", "reboot", "kexec_load",
          "init_module", "finit_module", "delete_module", "swapon", "swapoff", "acct", "settimeofday",
-         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at")
+         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at",
+         # timers that deliver a signal: a handler could interrupt the harness's code in the job (issue
+         # #24). Nothing the job runs needs one once it started (Python, PyTorch and libgomp arm none; a
+         # timerfd delivers no signal and reads a clock any kernel can read anyway, so it stays).
+         "setitimer", "alarm", "timer_create", "timer_settime")
 # Refused to candidate jobs too: the sandbox's user owns the jobs root (unlistable: without Landlock that
 # is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
 _DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
@@ -182,7 +186,7 @@ def confine_job(job_dir: str, writable: list[str], readable: list[str] | None = 
     """Put this (single-threaded) process in a Landlock domain of its own: read only beneath the
     ``readable`` paths (the sandbox's allow-list: system, interpreter, verifier package, ``/proc``) and
     the job folder, never in the jobs root's other entries; write, create, remove and rename only
-    beneath ``job_dir`` and on the ``writable`` paths (device nodes, the private /tmp) that do not hold
+    beneath ``job_dir`` and on the ``writable`` paths (device nodes) that do not hold
     the jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
     also keeps the process from attaching to (ptrace, /proc/PID/mem) any process outside it. Reading
     folders (listing names) is not restricted. ``readable`` None: read anywhere but in the jobs root.

@@ -23,8 +23,9 @@ doing the work in their own kernel, or which reach outside their box.
 
 Kernel sources (text, comments and strings blanked, line continuations joined): no torch/BLAS/Python
 headers, ``#include`` only of a literal ``<header>`` or ``"own_file.h"``, no process, thread, file,
-network, environment, timer or signal functions (named anywhere, not only called: a declaration or a
-typedef'd pointer to them is refused too), no inline assembly or symbol aliasing, no code run at load
+network, environment, timer or signal functions (named anywhere, not only called: a declaration,
+``(signal)(...)``, ``&open``, ``f = time;`` or a macro's body is refused too, and so a variable by such a
+name; ``num_threads`` only in a directive or before ``(``), no inline assembly or symbol aliasing, no code run at load
 time (constructor/destructor attributes, ``init_priority``, ``.init_array`` sections), no ``_Pragma``,
 no system paths (``/proc``) in strings, and none of the spellings that make the text scanner and the
 compiler disagree (raw strings, digit separators, trigraphs, ``%:`` digraphs, unterminated literals).

@@ -35,8 +35,15 @@ _BANNED_WORDS = {
     "network": ["socket", "connect", "sendto", "recvfrom"],
     "file": ["open", "open64", "fopen", "fopen64", "freopen", "freopen64", "fdopen", "openat", "openat64", "opendir",
              "tmpfile", "mkstemp", "ifstream", "ofstream", "fstream", "creat", "creat64", "unlink", "remove"],
-    "system call": ["syscall", "ptrace", "mmap", "munmap", "mremap", "mprotect", "pkey_mprotect", "signal",
-                    "sigaction", "kill", "prctl", "ioctl", "setrlimit", "prlimit", "setpriority"],
+    "system call": ["syscall", "ptrace", "mmap", "munmap", "mremap", "mprotect", "pkey_mprotect", "kill", "prctl",
+                    "ioctl", "setrlimit", "prlimit", "setpriority"],
+    # A handler or a timer would interrupt the harness's own code in the job's process (issue #24).
+    "signal or timer": ["signal", "sigaction", "__sigaction", "__libc_sigaction", "ssignal", "gsignal", "sigset",
+                        "bsd_signal", "sysv_signal", "__sysv_signal", "sigvec", "sigqueue", "pthread_sigqueue",
+                        "raise", "pthread_sigmask", "sigprocmask", "sigblock", "sigsetmask", "sigaltstack",
+                        "signalfd", "tgkill", "tkill", "setitimer", "getitimer", "alarm", "ualarm", "timer_create",
+                        "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete", "timerfd_create",
+                        "timerfd_settime", "timerfd_gettime"],
     "timer": ["sleep", "usleep", "nanosleep", "sleep_for", "sleep_until", "clock", "clock_gettime", "clock_getres",
               "gettimeofday", "timespec_get", "getrusage", "times", "ftime", "time", "__rdtsc", "_rdtsc", "rdtsc",
               "__rdtscp", "rdtscp", "__builtin_ia32_rdtsc", "__builtin_ia32_rdtscp", "__builtin_ia32_rdpmc",
@@ -46,10 +53,13 @@ _BANNED_WORDS = {
     "thread count": ["omp_set_num_threads", "omp_set_dynamic", "omp_set_max_active_levels", "omp_set_nested",
                      "num_threads", "omp_set_schedule", "kmp_set_defaults", "mkl_set_num_threads"],
 }
-# Common words that are banned only where called; every other banned word is banned wherever it appears
-# (a declaration, a typedef'd pointer or `auto f = &fork;` names it as well as a call does).
-_CALL_ONLY_WORDS = {"socket", "connect", "open", "remove", "signal", "kill", "sleep", "clock", "time", "times",
-                    "clone", "num_threads"}
+# Every banned word is banned wherever it appears: a declaration, `(open)(...)`, `&open`, `f = open;`,
+# `use(open)` or a macro's body names the function as well as a call does, and a variable of that name
+# cannot be told from those without C++ name lookup (its message says to rename it). The one exception
+# is an OpenMP clause, which means something only in a directive: banned there and where called.
+_COMMON_WORDS = {"socket", "connect", "open", "remove", "signal", "kill", "sleep", "clock", "time", "times",
+                 "clone", "raise", "alarm"}
+_CLAUSE_WORDS = {"num_threads"}
 _WORD_WHY = "kernels only compute: take inputs and outputs as pointers and sizes from model.py"
 _THREAD_COUNT_WHY = ("the verifier gives the kernel the same number of threads as the reference (OMP_NUM_THREADS); "
                      "use #pragma omp parallel for without num_threads and leave the thread count alone")
@@ -138,6 +148,18 @@ def _directive_problem(name: str, lineno: int, line: str, local_files: set[str],
 
 
 
+def _mention(code: str, word: str) -> int | None:
+    """Where ``word`` is named in ``code`` (not as a member, ``x.word``), or None. A clause word counts
+    only on a directive line or before ``(``."""
+    for m in re.finditer(rf"(?<![\w.]){re.escape(word)}(?!\w)", code):
+        if word not in _CLAUSE_WORDS:
+            return m.start()
+        line = code[code.rfind("\n", 0, m.start()) + 1:m.start()]
+        if line.lstrip().startswith("#") or re.match(r"\s*\(", code[m.end():]):
+            return m.start()
+    return None
+
+
 def check_kernel_source(name: str, source: str, local_files: set[str], backend: str | Backend = "cpu") -> str | None:
     """None when a kernel source follows the rules (the common ones plus ``backend``'s), else the first
     violation."""
@@ -192,12 +214,11 @@ def check_kernel_source(name: str, source: str, local_files: set[str], backend: 
                 "parallelise with OpenMP (#pragma omp parallel for)")
     for what, words in _BANNED_WORDS.items():
         for word in words:
-            # Most are banned wherever the word appears; a few common words only where called.
-            tail = r"\s*\(" if word in _CALL_ONLY_WORDS else r"(?!\w)"
-            m = re.search(rf"(?<![\w.]){re.escape(word)}{tail}", code)
-            if m:
+            at = _mention(code, word)
+            if at is not None:
                 why = _THREAD_COUNT_WHY if what == "thread count" else _WORD_WHY
-                return f"{name} line {line_of[m.start()]}: {word} is not allowed in kernels ({what}): {why}"
+                rename = "; a variable of yours by this name: rename it" if word in _COMMON_WORDS else ""
+                return f"{name} line {line_of[at]}: {word} is not allowed in kernels ({what}{rename}): {why}"
     if rules is not None:
         return device_problem(name, code, rules, line_of)
     return None

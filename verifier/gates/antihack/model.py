@@ -379,6 +379,7 @@ class _ModelRules(ast.NodeVisitor):
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
         self._check_target(node.target)
+        self._check_operator(node, node.op, "@=")  # ``out @= b`` is ``out = out @ b``
         self.generic_visit(node)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
@@ -392,9 +393,14 @@ class _ModelRules(ast.NodeVisitor):
 
     # calls and operators -------------------------------------------------
     def visit_BinOp(self, node: ast.BinOp) -> None:
-        if isinstance(node.op, ast.MatMult) and not self._in_init():
-            self.fail(node, "the @ operator makes PyTorch do the matmul; call your kernel")
+        self._check_operator(node, node.op, "@")
         self.generic_visit(node)
+
+    def _check_operator(self, node: ast.AST, op: ast.operator, spelling: str) -> None:
+        """The operators refused outside ``__init__`` (an augmented assignment like its binary form; the
+        others, on tensors, are left to the run-time op trace)."""
+        if isinstance(op, ast.MatMult) and not self._in_init():
+            self.fail(node, f"the {spelling} operator makes PyTorch do the matmul; call your kernel")
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
