@@ -190,20 +190,41 @@ def input_layout(inputs: list[Any]) -> list[dict[str, Any]]:
     side reads them (verifier.harness.window, verifier.job.side)."""
     import torch
 
-    layout: list[dict[str, Any]] = []
     offset = 0
-    for x in inputs:
+
+    def place(x: Any) -> dict[str, Any]:
+        nonlocal offset
         if isinstance(x, torch.Tensor):
             nbytes = x.numel() * x.element_size()
-            layout.append({"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "offset": offset,
-                           "nbytes": nbytes})
+            entry = {"dtype": str(x.dtype).removeprefix("torch."), "shape": list(x.shape), "offset": offset,
+                     "nbytes": nbytes}
             offset += (nbytes + _ALIGN - 1) // _ALIGN * _ALIGN
-        else:
-            layout.append({"value": x})
-    return layout
+            return entry
+        if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in x):  # torch.cat's inputs
+            return {"seq": type(x).__name__, "items": [place(v) for v in x]}
+        try:
+            json.dumps(x)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"an input of type {type(x).__name__} cannot be passed to the timing window's "
+                            "processes (tensors, lists of tensors and JSON values can)") from exc
+        return {"value": x}
+
+    return [place(x) for x in inputs]
+
+
+def _placed(layout: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tensors' entries of ``layout``, lists of tensors opened."""
+    out: list[dict[str, Any]] = []
+    for e in layout:
+        out += _placed(e["items"]) if "seq" in e else [e] if "offset" in e else []
+    return out
 
 
 def layout_bytes(layout: list[dict[str, Any]]) -> int:
     """The size of ``inputs.bin`` for ``layout`` (at least one byte: a mapping cannot be empty)."""
-    ends = [e["offset"] + e["nbytes"] for e in layout if "offset" in e]
-    return max(max(ends, default=0), 1)
+    return max(max((e["offset"] + e["nbytes"] for e in _placed(layout)), default=0), 1)
+
+
+def tensor_bytes(layout: list[dict[str, Any]]) -> int:
+    """The bytes of one set of the inputs' tensors."""
+    return sum(int(e["nbytes"]) for e in _placed(layout))

@@ -542,6 +542,10 @@ class Verifier:
                         message = f"the candidate's timing process {failure}"
                     out.fail("performance", message, exit_.seconds, transient=exit_.status == "lost")
                     return None
+                if failure.side == "reference":   # the task's own code: not this candidate's verdict
+                    exit_, got = ended["reference"]
+                    why = str((got or {}).get("error") or "") or exit_.describe()
+                    raise VerifierError(f"the reference failed in the timing window: {why[:MAX_JOB_TEXT]}")
                 raise failure
             assert result is not None
             outputs: dict[str, list] = {}

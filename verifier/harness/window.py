@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.jobs import layout_bytes
+from verifier.jobs import layout_bytes, tensor_bytes
 from verifier.sandbox.client import JobExit, JobHandle
 from verifier.timing import Window
 
@@ -265,7 +265,7 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
         pick({"round": i, "trial": k, "what": what}, None)
         i += 1
     window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
-    input_bytes = sum(int(e.get("nbytes", 0)) for e in layout)
+    input_bytes = tensor_bytes(layout)
     if source is not None:
         source.close()
     return {"window": window.to_dict(), "checks": checks, "input_bytes": input_bytes}

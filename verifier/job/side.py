@@ -51,14 +51,16 @@ from verifier.timing import CacheFlusher
 
 
 def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
-    """Tensors over ``buf`` (a writable or read-only buffer) as ``layout`` places them; values as they are."""
+    """Tensors over ``buf`` (a writable or read-only buffer) as ``layout`` places them (lists of tensors
+    as lists); values as they are."""
     import warnings
 
-    out: list[Any] = []
-    for e in layout:
+    def view(e: dict[str, Any]) -> Any:
+        if "seq" in e:
+            items = [view(v) for v in e["items"]]
+            return tuple(items) if e["seq"] == "tuple" else items
         if "offset" not in e:
-            out.append(e["value"])
-            continue
+            return e["value"]
         dtype = getattr(torch, e["dtype"])
         count = 1
         for d in e["shape"]:
@@ -67,8 +69,28 @@ def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
             warnings.simplefilter("ignore")
             flat = (torch.frombuffer(buf, dtype=dtype, count=count, offset=e["offset"]) if count
                     else torch.empty(0, dtype=dtype))
-        out.append(flat.view(e["shape"]))
-    return out
+        return flat.view(e["shape"])
+
+    return [view(e) for e in layout]
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors of an input (itself, or those of a list of them), in layout order."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _private(value: Any, device: str) -> Any:
+    """This side's own copy of an input read from the mapping (on the device)."""
+    if isinstance(value, torch.Tensor):
+        return value.clone().to(device)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        items = [_private(v, device) for v in value]
+        return tuple(items) if isinstance(value, tuple) else items
+    return value
 
 
 class _Channel:
@@ -194,7 +216,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             shared = mmap.mmap(fd, size, prot=mmap.PROT_READ)
         os.close(fd)
         source = _views(shared, layout)
-        buffers = [x.clone().to(device) if isinstance(x, torch.Tensor) else x for x in source]
+        buffers = [_private(x, device) for x in source]
 
     while True:
         try:
@@ -216,8 +238,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             if shared is None:
                 map_inputs(layout, writable=True)
             for view, x in zip(source, fresh):
-                if isinstance(x, torch.Tensor):
-                    view.copy_(x)
+                for dst, src in zip(_tensors(view), _tensors(x)):
+                    dst.copy_(src)
             channel.reply("ok " + json.dumps(layout, separators=(",", ":")))
         elif command == "flush" and host_flush is not None:
             host_flush()
@@ -228,8 +250,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         elif command == "stage":
             current = int(words[1]) % len(instances)
             for buf, view in zip(buffers, source):
-                if isinstance(buf, torch.Tensor):
-                    buf.copy_(view)
+                for dst, src in zip(_tensors(buf), _tensors(view)):
+                    dst.copy_(src)
             if flush is not None:
                 flush()
             sync()
