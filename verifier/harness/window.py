@@ -101,6 +101,20 @@ class Side:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode(errors="replace").split(" ")
 
+    def go(self) -> tuple[float, list[str]]:
+        """One timed call: milliseconds from writing ``go NONCE`` to reading the answer line, and the
+        answer, which must be ``done NONCE ...`` with this call's nonce."""
+        nonce = secrets.token_hex(8)
+        line = f"go {nonce}\n".encode()
+        t0 = time.perf_counter_ns()
+        os.write(self._to, line)
+        words = self.read()
+        t1 = time.perf_counter_ns()
+        if len(words) != 4 or words[0] != "done" or words[1] != nonce:
+            raise SideFailed(self.name, f"answered {' '.join(words)[:200]!r} to a timed call: only the harness's "
+                                        "own answer line may be written to the side's channel")
+        return (t1 - t0) / 1e6, words
+
     def call(self, line: str, expect: str = "ok", timeout: float = COMMAND_TIMEOUT_S) -> list[str]:
         self.send(line)
         words = self.read(timeout)
@@ -155,120 +169,129 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
     """Run one window over ``sides`` (``reference`` and ``candidate``, maybe ``best``), all started and
     answering. Returns the result part of what ``verifier.gates.performance.judge`` reads (the sides'
     picks follow from ``finish``); raises ``SideFailed``."""
-    ref, cand = sides["reference"], sides["candidate"]
-    untrusted = [s for s in sides.values() if not s.trusted]
-    rng = random.Random(secrets.randbits(64))
-    names = list(sides)
-    for s in sides.values():
-        s.read()   # "ready": the model is loaded
-    case = "-" if settings.case is None else str(settings.case)
+    run = _Run(sides, settings, flush, observe)
+    try:
+        return run.all_rounds()
+    finally:
+        run.close()
 
-    layout: list[dict[str, Any]] = []
-    source: mmap.mmap | None = None
 
-    def fresh_inputs(instance: int) -> None:
-        nonlocal layout, source
-        words = ref.call(f"gen {secrets.randbits(62)} {case} {instance}")
-        if source is None:
-            layout = json.loads(" ".join(words[1:]))
-            size = layout_bytes(layout)
-            fd = os.open(ref.job_dir / "inputs.bin", os.O_RDONLY)
+class _Run:
+    """One window's state: the sides, the inputs' layout and the reference's mapping, the checks."""
+
+    def __init__(self, sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None,
+                 observe: Observer | None):
+        self.sides, self.settings, self.flush, self.observe = sides, settings, flush, observe
+        self.ref, self.cand = sides["reference"], sides["candidate"]
+        self.untrusted = [s for s in sides.values() if not s.trusted]
+        self.names = list(sides)
+        self.rng = random.Random(secrets.randbits(64))
+        self.case = "-" if settings.case is None else str(settings.case)
+        self.layout: list[dict[str, Any]] = []
+        self.source: mmap.mmap | None = None
+        self.checks: list[dict[str, Any]] = []
+
+    def close(self) -> None:
+        if self.source is not None:
+            self.source.close()
+
+    def fresh_inputs(self, instance: int) -> None:
+        """A new draw in the reference's process, copied into every untrusted side's own input file."""
+        words = self.ref.call(f"gen {secrets.randbits(62)} {self.case} {instance}")
+        if self.source is None:
+            self.layout = json.loads(" ".join(words[1:]))
+            size = layout_bytes(self.layout)
+            fd = os.open(self.ref.job_dir / "inputs.bin", os.O_RDONLY)
             try:
-                source = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+                self.source = mmap.mmap(fd, size, prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
-            for s in untrusted:
+            for s in self.untrusted:
                 fd = os.open(s.job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
                 try:
                     os.ftruncate(fd, size)
                     s.inputs = mmap.mmap(fd, size)
                 finally:
                     os.close(fd)
-                s.call("layout " + json.dumps(layout, separators=(",", ":")))
-        for s in untrusted:
+                s.call("layout " + json.dumps(self.layout, separators=(",", ":")))
+        for s in self.untrusted:
             assert s.inputs is not None
-            s.inputs[:] = source     # one copy per side: no side can change what another reads
-        if observe is not None:
-            observe("inputs", bytes(source))
+            s.inputs[:] = self.source     # one copy per side: no side can change what another reads
+        if self.observe is not None:
+            self.observe("inputs", bytes(self.source))
 
-    def stage(instance: int) -> None:
-        for s in sides.values():
+    def stage(self, instance: int) -> None:
+        """Fresh inputs into every side's buffers; then every untrusted side stopped."""
+        for s in self.sides.values():
             s.pause(False)
-        fresh_inputs(instance)
-        for s in sides.values():
+        self.fresh_inputs(instance)
+        for s in self.sides.values():
             s.call(f"stage {instance}")
-        for s in untrusted:
+        for s in self.untrusted:
             s.pause(True)
 
-    def timed(name: str) -> tuple[float, float | None, bool]:
-        s = sides[name]
+    def timed(self, name: str) -> tuple[float, float | None, bool]:
+        """One side's call, the others stopped: (harness ms, the side's event ms or None, preempted)."""
+        s = self.sides[name]
         s.pause(False)
-        if flush is not None:
-            flush()
-        if observe is not None:
-            observe("timed", (name, sides))
-        nonce = secrets.token_hex(8)
-        line = f"go {nonce}\n".encode()
-        t0 = time.perf_counter_ns()
-        os.write(s._to, line)
-        words = s.read()
-        t1 = time.perf_counter_ns()
+        if self.flush is not None:
+            self.flush()
+        if self.observe is not None:
+            self.observe("timed", (name, self.sides))
+        ms, words = s.go()
         s.pause(True)
-        if len(words) != 4 or words[0] != "done" or words[1] != nonce:
-            raise SideFailed(name, f"answered {' '.join(words)[:200]!r} to a timed call: only the harness's own "
-                                   "answer line may be written to the side's channel")
-        event = None if words[2] == "-" else float(words[2])
-        return (t1 - t0) / 1e6, event, words[3] == "1"
+        return ms, None if words[2] == "-" else float(words[2]), words[3] == "1"
 
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    wall: dict[str, list[float]] = {n: [] for n in names}
-    order: list[list[str]] = []
-    preempted: list[bool] = []
-    checks: list[dict[str, Any]] = []
-
-    def pick(meta: dict[str, Any], limit: int | None) -> None:
-        for s in sides.values():
+    def pick(self, meta: dict[str, Any], limit: int | None) -> None:
+        """The reference and the candidate keep the same positions of their last results (drawn now)."""
+        for s in self.sides.values():
             s.pause(False)
         seed = secrets.randbits(62)
         what = "all" if limit is None else str(limit)
-        ref.call(f"pick {seed} {what}")
-        cand.call(f"pick {seed} {what}")
-        checks.append(meta)
+        self.ref.call(f"pick {seed} {what}")
+        self.cand.call(f"pick {seed} {what}")
+        self.checks.append(meta)
 
-    for i in range(settings.warmup):   # untimed: loads libraries, touches pages, warms the allocators
-        if i < 2:
-            stage(i % 2)
-        for name in rng.sample(names, len(names)):
-            timed(name)
-    started = time.perf_counter()
-    budget = settings.budget_s * len(names)
-    i = 0
-    while i < settings.max_rounds and (i < settings.min_rounds or time.perf_counter() - started < budget):
-        k = i % 2
-        stage(k)
-        this_round = rng.sample(names, len(names))
-        switched = False
-        for name in this_round:
-            ms, event, was_preempted = timed(name)
-            wall[name].append(ms)
-            samples[name].append(event if settings.clock == "events" and event is not None else ms)
-            switched |= was_preempted
-        order.append(this_round)
-        preempted.append(switched)
-        pick({"round": i, "trial": k, "what": f"timed call {i + 1}"}, settings.samples)
-        i += 1
-    # After the window: each instance once more on fresh inputs, compared at every position.
-    for k, what in ((1, "a call after timing"), (0, "a call after timing on new inputs")):
-        stage(k)
-        for name in ("reference", "candidate"):
-            timed(name)
-        pick({"round": i, "trial": k, "what": what}, None)
-        i += 1
-    window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
-    input_bytes = tensor_bytes(layout)
-    if source is not None:
-        source.close()
-    return {"window": window.to_dict(), "checks": checks, "input_bytes": input_bytes}
+    def all_rounds(self) -> dict[str, Any]:
+        """The warm-up, the timed rounds and the two calls after them."""
+        settings, names = self.settings, self.names
+        for s in self.sides.values():
+            s.read()   # "ready": the model is loaded
+        samples: dict[str, list[float]] = {n: [] for n in names}
+        wall: dict[str, list[float]] = {n: [] for n in names}
+        order: list[list[str]] = []
+        preempted: list[bool] = []
+        for i in range(settings.warmup):   # untimed: loads libraries, touches pages, warms the allocators
+            if i < 2:
+                self.stage(i % 2)
+            for name in self.rng.sample(names, len(names)):
+                self.timed(name)
+        started = time.perf_counter()
+        budget = settings.budget_s * len(names)
+        i = 0
+        while i < settings.max_rounds and (i < settings.min_rounds or time.perf_counter() - started < budget):
+            k = i % 2
+            self.stage(k)
+            this_round = self.rng.sample(names, len(names))
+            switched = False
+            for name in this_round:
+                ms, event, was_preempted = self.timed(name)
+                wall[name].append(ms)
+                samples[name].append(event if settings.clock == "events" and event is not None else ms)
+                switched |= was_preempted
+            order.append(this_round)
+            preempted.append(switched)
+            self.pick({"round": i, "trial": k, "what": f"timed call {i + 1}"}, settings.samples)
+            i += 1
+        # After the window: each instance once more on fresh inputs, compared at every position.
+        for k, what in ((1, "a call after timing"), (0, "a call after timing on new inputs")):
+            self.stage(k)
+            for name in ("reference", "candidate"):
+                self.timed(name)
+            self.pick({"round": i, "trial": k, "what": what}, None)
+            i += 1
+        window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
+        return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout)}
 
 
 def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | None]]:
