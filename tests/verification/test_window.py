@@ -163,3 +163,49 @@ def test_a_kernel_above_the_compute_ceiling_is_measured_again_and_not_trusted(pl
     assert "measured twice" in perf.message and "FMA ceiling" in perf.message
     assert out.vs_reference == "implausible"
     assert any("impossible without skipping work" in f for f in out.flags), out.flags
+
+
+# Installs a SIGALRM handler from an instance's second call on: the correctness trials call each fresh
+# instance once, the timing window calls two instances many times (static rules off to reach it). The side
+# compares its signal dispositions after every call of the window too.
+HANDLER_IN_TIMING = '''
+#include <csignal>
+#include <cstdint>
+static void on_signal(int) {}
+extern "C" void relu_forward(const float* x, float* out, int64_t n, int64_t call) {
+    if (call > 1) {
+        struct sigaction sa = {};
+        sa.sa_handler = on_signal;
+        sigaction(SIGALRM, &sa, nullptr);
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+COUNTING_MODEL = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def forward(self, x):
+        self.n += 1
+        out = torch.empty_like(x)
+        lib.relu_forward(x, out, x.numel(), self.n)
+        return out
+'''
+
+
+def test_a_signal_handler_installed_in_the_timing_window_fails_anti_hack(unguarded, suite):
+    files = {"model.py": COUNTING_MODEL, "kernel.cpp": HANDLER_IN_TIMING}
+    out = unguarded.verify(suite.get("relu").spec(), files, fresh=True)
+    assert out.gate("correctness").status == "passed", out.message
+    assert out.failed_gate == "anti_hack", out.message
+    assert "in the timing window" in out.message and "SIGALRM now caught" in out.message

@@ -43,6 +43,11 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
           min_speed_change: float, implausible_speedup: float, best_hash: str = "",
           noise_limit: float = NOISE_LIMIT) -> None:
     """Decide the performance gate from the perf job's ``result`` and ``outputs`` (see module doc)."""
+    if result.get("signals_changed"):
+        out.fail("anti_hack", f"the kernel changed signal handling ({', '.join(result['signals_changed'][:4])}) "
+                              "in the timing window: kernels may not install handlers or timers")
+        out.gate("performance").status = "failed"
+        return
     forbidden = [ops for ops in result.get("forbidden", []) if ops]
     if forbidden:
         ops: dict[str, int] = {}

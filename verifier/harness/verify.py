@@ -565,7 +565,8 @@ class Verifier:
 
                 outputs[name] = torch.load(path, weights_only=True)["picks"]   # never unpickles code
             cand = ended["candidate"][1] or {}
-            result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []))
+            result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []),
+                          signals_changed=cand.get("signals_changed", []))
             return result, {"checks": [{"expected": e, "got": g} for e, g in zip(outputs["reference"],
                                                                                    outputs["candidate"])]}
         finally:

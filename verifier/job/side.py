@@ -44,7 +44,16 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.common import CandidateFailure, OpTrace, _describe, _load_candidate, _save, flatten
+from verifier.job.common import (
+    CandidateFailure,
+    OpTrace,
+    _describe,
+    _load_candidate,
+    _save,
+    flatten,
+    signal_changes,
+    signal_dispositions,
+)
 from verifier.jobs import input_layout, layout_bytes
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher
@@ -161,6 +170,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     role = str(job["role"])
     trusted = role == "reference"
     trials = [Trial.from_dict(t) for t in job["trials"]]
+    signals = signal_dispositions()   # before any candidate code runs: no call may change it
     module = load_task_module(spec)
     if trusted:
         make = module.Model
@@ -194,6 +204,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     picks: list[dict[str, Any]] = []
     calls: list[dict[str, int]] = []
     forbidden: list[dict[str, int]] = []
+    changed: list[str] = []   # how the candidate's code changed signal handling, if it did
     events = device_runtime.events() if job.get("timer") == "events" else None
     sync = device_runtime.synchronize
     # On a device every side flushes the device's cache after staging (the harness cannot reach it); on
@@ -287,6 +298,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             _poison(out)
             del out, leaves
             if not trusted:
+                if not changed:
+                    changed = signal_changes(signals, signal_dispositions())
                 calls.append(runtime.call_counts())
                 forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
         elif command == "pick":
@@ -300,4 +313,4 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             break
         else:
             channel.reply("error unknown command")
-    return {"calls": calls, "forbidden": forbidden}
+    return {"calls": calls, "forbidden": forbidden, "signals_changed": changed}
