@@ -254,3 +254,23 @@ def _save(job_dir: Path, payload: dict) -> None:
     tmp = job_dir / "outputs.pt.tmp"
     torch.save(payload, tmp)
     os.replace(tmp, job_dir / "outputs.pt")
+
+
+# mallopt's parameters (malloc.h)
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+
+
+def warm_allocator() -> bool:
+    """Make glibc's allocator reuse what a call freed: never hand out a large block by mmap and never give
+    freed memory back to the system. Otherwise every output of 32 MiB or more (the most glibc lets its
+    mmap threshold rise to) is fresh memory on every call, and a timed call pays its page faults on
+    top of the kernel: torch.relu on 8M floats took 14.9-23.0 ms with 8,193 faults per call, 4.6-5.4 ms
+    with none (a plain process, 30 calls each way, alternately). Set in the job's own process (mallopt),
+    for the reference, the candidate and the best alike; a job is short-lived and its address space is
+    capped. False where the C library has no mallopt (not glibc)."""
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))

@@ -302,6 +302,13 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                     changed = signal_changes(signals, signal_dispositions())
                 calls.append(runtime.call_counts())
                 forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
+            # Touch the top of the heap where the next call's outputs will be carved (twice their size):
+            # whatever this loop allocated since leaves that memory mapped (the allocator never gives it
+            # back: verifier.job.common.warm_allocator), so no timed call faults in fresh pages. The same
+            # for every side; not timed.
+            warm = torch.empty(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20), dtype=torch.uint8)
+            warm.fill_(0)
+            del warm
         elif command == "pick":
             if snapshot is None:
                 raise CandidateFailure("performance", "internal: pick before any call")

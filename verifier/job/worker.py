@@ -45,6 +45,7 @@ from verifier.job.common import (
     job_runtime,
     signal_changes,
     signal_dispositions,
+    warm_allocator,
 )
 from verifier.job.side import _side
 from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
@@ -57,6 +58,7 @@ __all__ = ["CandidateFailure", "TaskProblem", "WriteOrder", "flatten", "main", "
 def _setup(job: Any) -> DeviceRuntime:
     """Threads, then the job's device runtime, prepared (the device selected)."""
     threads = int(_field(job, "threads", 1))
+    warm_allocator()
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     device_runtime = job_runtime(job)
