@@ -3,7 +3,7 @@
 #   make test   installs what is missing, then runs the test suite
 # For the edit loop:
 #   make check  the fast tier of the tests (everything not marked slow; well under a minute)
-#   make lint   ruff and mypy (strict on store/ and core/), configured in pyproject.toml
+#   make lint   ruff and mypy (strict on store/, core/ and verifier/), configured in pyproject.toml
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python

@@ -8,8 +8,8 @@ this module only decides *which* cases it sees: the cases ride in the :class:`Ta
 scaled) and the task's ``open()`` of its case file is answered from them, one case at a time, so the
 worker never reads the task's folder and a scaled case is what the task builds.
 
-Every case is a correctness trial set (in place of the second-shape trials); performance is the
-geometric mean over the cases (:func:`case_geomean`).
+Every case is a correctness trial set (``verifier.inputs.case_trials``, in place of the second-shape
+trials); performance is the geometric mean over the cases (:func:`case_geomean`).
 """
 
 from __future__ import annotations
@@ -22,11 +22,7 @@ import os
 import re
 from collections.abc import Callable
 from types import ModuleType
-from typing import IO, TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from verifier.inputs import Trial
-    from verifier.task import TaskSpec
+from typing import IO, Any
 
 # Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
 # rounds once differs from a reference that rounds at every step by a few units in the last place.
@@ -169,13 +165,13 @@ class CaseInputs:
         return self.for_case(0)()
 
 
-def install_cases(module: ModuleType, spec: TaskSpec) -> None:
-    """Give a loaded multi-case task a ``get_inputs`` (case 0, ``for_case(k)`` for the others)."""
+def install_cases(module: ModuleType, cases: tuple[dict[str, Any], ...], case_file: str) -> None:
+    """Give a loaded multi-case task a ``get_inputs`` (case 0, ``for_case(k)`` for the others); ``cases``
+    and ``case_file`` are its ``TaskSpec``'s."""
     if not callable(getattr(module, "get_input_groups", None)):
         return
-    cases = tuple(spec.cases) or ({"inputs": []},)
-    inputs = CaseInputs(module, cases, spec.case_file)
-    if spec.case_file:
+    inputs = CaseInputs(module, tuple(cases) or ({"inputs": []},), case_file)
+    if case_file:
         inputs.install()
     if not callable(getattr(module, "get_inputs", None)):
         module.__dict__["get_inputs"] = inputs
@@ -191,22 +187,6 @@ def inputs_for(get_inputs: Callable[[], list[Any]], case: int | None) -> Callabl
     if for_case is None:
         for_case = getattr(get_inputs, "__globals__", {}).get("get_inputs_for_case")
     return for_case(case) if for_case is not None else get_inputs
-
-
-def case_trials(base: list[Trial], n_cases: int) -> list[Trial]:
-    """The trial plan of a task with ``n_cases`` cases: every case gets the base plan's trials (its own
-    seeds), case 0 first so trials 0..2 keep their roles in the performance gate."""
-    from dataclasses import replace
-
-    out = []
-    for k in range(max(1, n_cases)):
-        for t in base:
-            if k == 0:
-                out.append(replace(t, case=0))
-            else:
-                out.append(replace(t, seed=t.seed + 100 * k, case=k,
-                                   init_seed=None if t.init_seed is None else t.init_seed + 100 * k))
-    return out
 
 
 def case_geomean(case_ms: list[float]) -> float:

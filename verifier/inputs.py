@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -125,6 +125,20 @@ def shape_trial(kind: str, overrides: dict[str, int]) -> Trial:
     """A second-shape trial (``kind`` "smaller" or "larger") with fresh seeds, on the task's own draw."""
     return Trial(seed=new_seed(), distribution="normal", overrides=tuple(sorted(overrides.items())),
                  init_seed=new_seed(), shape=kind)
+
+
+def case_trials(base: list[Trial], n_cases: int) -> list[Trial]:
+    """The trial plan of a task with ``n_cases`` cases (``verifier.cases``): every case gets the base plan's
+    trials (its own seeds), case 0 first so trials 0..2 keep their roles in the performance gate."""
+    out = []
+    for k in range(max(1, n_cases)):
+        for t in base:
+            if k == 0:
+                out.append(replace(t, case=0))
+            else:
+                out.append(replace(t, seed=t.seed + 100 * k, case=k,
+                                   init_seed=None if t.init_seed is None else t.init_seed + 100 * k))
+    return out
 
 
 def _heavy_tailed(shape: torch.Size, gen: torch.Generator) -> torch.Tensor:

@@ -258,7 +258,7 @@ def load_task_module(spec: TaskSpec, overrides: dict[str, int] | None = None) ->
     module.__file__ = spec.path or f"<task {spec.id}>"
     code = compile(source, module.__file__, "exec")
     exec(code, module.__dict__)  # noqa: S102 - task files are the user's own trusted references
-    install_cases(module, spec)
+    install_cases(module, spec.cases, spec.case_file)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, name):
             raise AttributeError(f"task {spec.id} defines no {name}")

@@ -18,8 +18,8 @@ import torch
 from core.sizing import scale_values
 from core.suite_check import check_tasks
 from core.tasks import apply_probe, category_from_ops, load_suite, probe_task, scale_task
-from verifier.cases import CaseError, case_geomean, case_performance, case_trials, dtype_tolerance, parse_case_file
-from verifier.inputs import Trial, make_inputs, trial_plan
+from verifier.cases import CaseError, case_geomean, case_performance, dtype_tolerance, parse_case_file
+from verifier.inputs import Trial, case_trials, make_inputs, trial_plan
 from verifier.npu_source import neutralise_npu
 from verifier.task import apply_overrides, load_task_module, size_constants
 

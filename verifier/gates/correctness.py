@@ -21,10 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.cases import case_trials
 from verifier.harness.compare import Agreement, compare_outputs
 from verifier.harness.reference import Reference
-from verifier.inputs import Trial, shape_trial, trial_plan
+from verifier.inputs import Trial, case_trials, shape_trial, trial_plan
 from verifier.jobs import CandidateResult, ShapeSearch
 from verifier.task import TaskSpec, alt_shape_candidates, larger_shape_candidates, widen_inputs
 

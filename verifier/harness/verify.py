@@ -37,6 +37,7 @@ from verifier.gates.format import check_format
 from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
 from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
+from verifier.harness.compare import Tolerance
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
@@ -48,7 +49,7 @@ from verifier.outcome import GateResult, Outcome
 from verifier.sandbox import scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
-from verifier.toolchain.build import default_cache_dir
+from verifier.toolchain.build import BuildResult, default_cache_dir
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
@@ -116,7 +117,7 @@ class Verifier:
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
-        self._warm: Future | None = None
+        self._warm: Future[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -149,7 +150,7 @@ class Verifier:
 
     # -- verification ---------------------------------------------------------------------------
 
-    def tolerance_for(self, task: TaskSpec):
+    def tolerance_for(self, task: TaskSpec) -> Tolerance:
         def tolerance(dtype: str) -> tuple[float, float]:
             atol, rtol = dtype_tolerance(dtype, *self.backend.tolerance(dtype))  # fp16/bf16 floors
             atol = task.atol if task.atol is not None else self.config.atol if self.config.atol is not None else atol
@@ -300,8 +301,9 @@ class Verifier:
         # pre-create, find or tamper with a later job's folder.
         return Path(tempfile.mkdtemp(prefix=f"{counter:05d}-{kind}-", dir=self.jobs_root))
 
-    def _new_job(self, kind: str, files: dict[str, str], build, job: dict | CandidateJob,
+    def _new_job(self, kind: str, files: dict[str, str], build: BuildResult, job: dict[str, Any] | CandidateJob,
                  job_dir: Path | None = None) -> Path:
+        assert build.library is not None  # only a build that passed makes jobs
         job_dir = job_dir or self._job_dir(kind)
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
@@ -325,7 +327,8 @@ class Verifier:
             nice=BACKGROUND_NICENESS if background else 0,
         )
 
-    def _run_job(self, job_dir: Path, background: bool = False) -> tuple[JobExit, dict | None, dict | None]:
+    def _run_job(self, job_dir: Path, background: bool = False
+                 ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
         """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority)."""
         exit_ = self.server.run(job_dir, self._limits(background), self.config.run_timeout_s)
         # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
@@ -373,7 +376,7 @@ class Verifier:
                     result = {"ok": False, "error": f"unreadable outputs: {type(exc).__name__}"}
         return exit_, result, outputs
 
-    def _job_failure(self, job_dir: Path, exit_: JobExit, result: dict | None) -> str:
+    def _job_failure(self, job_dir: Path, exit_: JobExit, result: dict[str, Any] | None) -> str:
         """Why a job produced no usable result, in one paragraph (with the device error's meaning)."""
         if result is not None and not result.get("ok"):
             # result.json is the job's own file: its text is capped like the stderr tail
@@ -395,7 +398,8 @@ class Verifier:
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
         return f"{message}\n{meaning}" if meaning and meaning not in message else message
 
-    def _correctness(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome) -> bool:
+    def _correctness(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference,
+                     out: Outcome) -> bool:
         job = CandidateJob(task=task, trials=list(ref.trials), eval_mode=bool(ref.eval_mode))
         job_dir = self._new_job("candidate", files, build, job)
         try:
@@ -415,8 +419,8 @@ class Verifier:
         out.pass_gate("correctness", verdict.message, **verdict.details)
         return True
 
-    def _performance(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
-                     best: dict[str, str] | None = None, best_build=None) -> None:
+    def _performance(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
+                     best: dict[str, str] | None = None, best_build: BuildResult | None = None) -> None:
         """Time the reference, the candidate and the best in one window (see verifier.gates.performance);
         a multi-case task in one window per case, combined by geometric mean (``judge_cases``).
 
@@ -477,8 +481,9 @@ class Verifier:
                 if out.vs_best:
                     out.vs_best = "implausible"
 
-    def _perf_job(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
-                  best: tuple[dict[str, str], Any] | None, case: int | None = None) -> tuple[dict, dict] | None:
+    def _perf_job(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
+                  best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
+                  ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Run one timing window (``verifier.harness.window``): the reference, the candidate and the best each in
         a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
         None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
@@ -492,8 +497,9 @@ class Verifier:
                 got[0]["best_error"] = f"the best {exc}"
             return got
 
-    def _window(self, task: TaskSpec, files: dict, build, ref: Reference, out: Outcome,
-                best: tuple[dict[str, str], Any] | None, case: int | None) -> tuple[dict, dict] | None:
+    def _window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
+                best: tuple[dict[str, str], BuildResult] | None, case: int | None,
+                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         from verifier.harness.window import Side, WindowSettings, finish, run_window
 
         cfg = self.config
@@ -518,7 +524,7 @@ class Verifier:
         on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
-        result: dict | None = None
+        result: dict[str, Any] | None = None
         try:
             with self._lock.exclusive():
                 for side in sides.values():
@@ -548,7 +554,7 @@ class Verifier:
                     raise VerifierError(f"the reference failed in the timing window: {why[:MAX_JOB_TEXT]}")
                 raise failure
             assert result is not None
-            outputs: dict[str, list] = {}
+            outputs: dict[str, list[Any]] = {}
             for name in ("reference", "candidate"):
                 exit_, got = ended[name]
                 path = sides[name].job_dir / "outputs.pt"

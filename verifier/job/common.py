@@ -13,14 +13,18 @@ import signal
 import sys
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier import runtime
 from verifier.backends import DeviceRuntime, load_runtime
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 # aten ops a candidate's forward may run: allocation, views, copies and fills. Anything else is
 # PyTorch doing the computation the kernel should do.
@@ -43,14 +47,16 @@ class CandidateFailure(Exception):
         self.trial = trial
 
 
-class OpTrace(TorchDispatchMode):
+# torch's TorchDispatchMode has no annotations (its __init_subclass__ and __init__ are untyped calls)
+class OpTrace(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Counts the aten ops run while active."""
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
         self.ops: Counter[str] = Counter()
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: OpOverload, types: tuple[type, ...], args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         self.ops[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
 
@@ -120,7 +126,7 @@ def signal_changes(before: tuple[tuple[str, str], ...], after: tuple[tuple[str, 
     """What changed between two ``signal_dispositions()``, in words: ``SIGALRM now caught``, ``SIGINT's
     handler replaced``, ``SIGTERM now ignored``, ``SIGUSR2 now blocked``, ``ITIMER_REAL now armed`` (and
     ``... no longer ...``); empty when nothing did."""
-    def split(state):
+    def split(state: tuple[tuple[str, str], ...]) -> tuple[dict[str, str], list[str], list[str]]:
         handlers = {k: v for k, v in state if v not in ("blocked", "armed")}
         return handlers, [k for k, v in state if v == "blocked"], [k for k, v in state if v == "armed"]
 
@@ -224,7 +230,9 @@ def job_runtime(job: Any) -> DeviceRuntime:
     return load_runtime(_field(job, "runtime", ""))
 
 
-def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, module_name: str = "candidate_model"):
+def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, module_name: str = "candidate_model",
+                    ) -> Callable[..., torch.nn.Module]:
+    """The ``ModelNew`` class the job's ``model.py`` defines, with the runtime set up for its library."""
     runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device_runtime)
     path = job_dir / (_field(job, "model") or "model.py")
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -238,7 +246,8 @@ def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, modu
         raise CandidateFailure("correctness", f"importing model.py failed: {_describe(exc)}") from exc
     if not hasattr(module, "ModelNew"):
         raise CandidateFailure("correctness", "model.py defines no ModelNew")
-    return module.ModelNew
+    model_new: Callable[..., torch.nn.Module] = module.ModelNew
+    return model_new
 
 
 def _describe(exc: BaseException) -> str:
@@ -250,7 +259,7 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}{where}"[:600]
 
 
-def _save(job_dir: Path, payload: dict) -> None:
+def _save(job_dir: Path, payload: dict[str, Any]) -> None:
     tmp = job_dir / "outputs.pt.tmp"
     torch.save(payload, tmp)
     os.replace(tmp, job_dir / "outputs.pt")

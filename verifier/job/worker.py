@@ -71,7 +71,7 @@ def _setup(job: Any) -> DeviceRuntime:
 
 # A widened trial is dropped when the reference is NaN or infinite at more than this share of an
 # output's places: the operator is not defined on much of the widened range (log, sqrt: about half).
-def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict:
+def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
     spec, device = job.task, device_runtime.device
     signals = signal_dispositions()  # before any candidate code: model.py, ModelNew() and forward may not change it
     ModelNew = _load_candidate(job, job_dir, device_runtime)
@@ -79,7 +79,7 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
     reports: list[TrialReport] = []
     saved = []
     buffers: list[Any] | None = None
-    modules: dict[tuple, Any] = {}
+    modules: dict[tuple[tuple[str, int], ...], Any] = {}
     for i, trial in enumerate(job.trials):
         _progress(job_dir, f"trial {i}: {trial.describe()}")
         key = trial.overrides

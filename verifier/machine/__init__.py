@@ -8,6 +8,10 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from verifier.backends.base import Backend
 
 
 @functools.lru_cache(maxsize=1)
@@ -60,7 +64,7 @@ _ISA_OF_INTEREST = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512vnni",
 
 
 @functools.lru_cache(maxsize=8)
-def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict:
+def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict[str, Any]:
     """What ``flags`` make ``compiler`` target here: ``{"arch": "znver3", "isa": ["avx512f", ...]}``.
 
     Read from ``g++ <flags> -Q --help=target`` (x86: ``-mavx2 [enabled]``); on targets that do not
@@ -106,9 +110,9 @@ def vector_bits(isa: list[str]) -> int:
 
 
 @functools.lru_cache(maxsize=1)
-def cache_sizes() -> list[dict]:
+def cache_sizes() -> list[dict[str, Any]]:
     """CPU caches as the kernel sees them: ``[{"level": 1, "type": "Data", "bytes": 32768, "shared_by": 2}, ...]``."""
-    out = []
+    out: list[dict[str, Any]] = []
     root = Path("/sys/devices/system/cpu/cpu0/cache")
     for index in sorted(root.glob("index*")):
         try:
@@ -146,7 +150,7 @@ FLUSH_CAP = 64 << 20            # never more than this in all
 FLUSH_FLOOR = 8 << 20           # nor less (a machine that reports no caches)
 
 
-def flush_plan(threads: int, caches: list[dict] | None = None) -> tuple[int, str]:
+def flush_plan(threads: int, caches: list[dict[str, Any]] | None = None) -> tuple[int, str]:
     """(bytes, why): the size of the buffer overwritten before each timed call, and its reason in words.
 
     Twice what the kernel's cores can hold: the private caches (L1d, L2: ``shared_by`` 1) of each of
@@ -195,7 +199,7 @@ def human_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def describe_caches(caches: list[dict] | None = None) -> str:
+def describe_caches(caches: list[dict[str, Any]] | None = None) -> str:
     """``L1d 32 KiB per core, L2 512 KiB per core, L3 32 MiB shared by 2 cores``."""
     parts = []
     for c in cache_sizes() if caches is None else caches:
@@ -209,14 +213,14 @@ def describe_caches(caches: list[dict] | None = None) -> str:
 _DEVICE_LIMITS = ("arch", "soc")
 
 
-def machine_facts(backend, threads: int) -> dict:
+def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
     """Everything a prompt or ``doctor`` says about where kernels run, from one place.
 
     ``backend`` is a verifier backend object. For CPU: the CPU model, thread count, what
     ``-march=native`` enables and the caches. For a device backend: the device's name and the limits
     its toolchain reports (untested without such a device here); the host facts follow."""
-    facts: dict = {"backend": backend.name, "threads": int(threads), "cpu": cpu_model(), "cpus": os.cpu_count() or 1,
-                   "caches": cache_sizes(), "caches_text": describe_caches()}
+    facts: dict[str, Any] = {"backend": backend.name, "threads": int(threads), "cpu": cpu_model(),
+                             "cpus": os.cpu_count() or 1, "caches": cache_sizes(), "caches_text": describe_caches()}
     if backend.device == "cpu":
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
     compiler = getattr(backend, "compiler", None)

@@ -13,6 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verifier.errors import SandboxError
 from verifier.machine import priority
@@ -32,7 +33,7 @@ class JobLimits:
     nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
     #                         not timed (correctness trials, reference outputs) yields to what is
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
 
 
@@ -148,13 +149,13 @@ class ForkServer:
         self._use_bwrap = use_bwrap and bwrap_status()[0]
         self._hidden = hidden
         self._devices = devices
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
         self._next_id = 0
         self._ready = threading.Event()
-        self._info: dict = {}
+        self._info: dict[str, Any] = {}  # the server's ready message
         self._stderr_path = self.jobs_root / "forkserver.stderr"
 
     @property
@@ -238,7 +239,7 @@ class ForkServer:
             return ""
         return text[-1] if text else ""
 
-    def _read(self, proc: subprocess.Popen) -> None:
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             try:
@@ -271,7 +272,7 @@ class ForkServer:
                 pending.exit = JobExit("lost", detail="the fork server exited")
                 pending.event.set()
 
-    def _send(self, msg: dict) -> bool:
+    def _send(self, msg: dict[str, Any]) -> bool:
         proc = self._proc
         if proc is None or proc.stdin is None:
             return False

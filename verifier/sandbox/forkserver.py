@@ -43,6 +43,12 @@ import struct
 import sys
 import time
 import traceback
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the server imports little before it forks; these are for annotations only
+    from collections.abc import Callable
+    from pathlib import Path
+    from typing import Any
 
 # syscalls a candidate never needs; each fails with EPERM.
 _DENY = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kill", "tkill",
@@ -115,10 +121,10 @@ _LL_SCOPES = 1 | 2                # abstract Unix sockets, signals (ABI 6)
 # Device nodes every process may write (their reads come with /dev).
 _STD_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
-_libc_handle = None
+_libc_handle: ctypes.CDLL | None = None
 
 
-def _libc():
+def _libc() -> ctypes.CDLL:
     global _libc_handle
     if _libc_handle is None:
         _libc_handle = ctypes.CDLL(None, use_errno=True)
@@ -128,7 +134,7 @@ def _libc():
 
 def _prctl(option: int, arg: int = 0) -> int:
     z = ctypes.c_ulong(0)
-    return _libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), z, z, z)
+    return int(_libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), z, z, z))
 
 
 def harden_process() -> None:
@@ -218,8 +224,8 @@ def confine_job(job_dir: str, writable: list[str], readable: list[str] | None = 
             if not os.path.isdir(path):
                 rights &= file_rights
             rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-            return libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
-                                ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0)) == 0
+            return int(libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
+                                    ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))) == 0
         finally:
             os.close(fd)
 
@@ -276,8 +282,8 @@ def _limit(which: int, value: int) -> None:
             resource.setrlimit(which, (min(value, hard), hard))
 
 
-def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None,
-           confine: dict | None = None, *, entry: str) -> int:
+def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str, Any] | None = None,
+           confine: dict[str, Any] | None = None, *, entry: str) -> int:
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
         os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
@@ -320,20 +326,22 @@ def _child(job_dir: str, limits: dict, fds: list[int], spawn: dict | None = None
     return _entry(entry)(Path(job_dir))
 
 
-def _entry(name: str):
-    """The job entry point the config names (``module:function``), imported now."""
+def _entry(name: str) -> Callable[[Path], int]:
+    """The job entry point the config names (``module:function``, called with the job folder and
+    returning the job's exit code), imported now."""
     module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
+    run: Callable[[Path], int] = getattr(importlib.import_module(module), function)
+    return run
 
 
-def _send(msg: dict) -> None:
+def _send(msg: dict[str, Any]) -> None:
     data = (json.dumps(msg) + "\n").encode()
     while data:
         n = os.write(1, data)
         data = data[n:]
 
 
-def _spawned(job_dir: str, config: dict) -> int:
+def _spawned(job_dir: str, config: dict[str, Any]) -> int:
     """A spawned job's process: trusted imports, the seccomp filter on every thread, then the job."""
     harden_process()  # the exec made this process dumpable again
     if job_dir == ".":
@@ -349,7 +357,7 @@ def _spawned(job_dir: str, config: dict) -> int:
     return run_job(Path(job_dir))
 
 
-def confined_exec(config: dict, argv: list[str]) -> int:
+def confined_exec(config: dict[str, Any], argv: list[str]) -> int:
     """Without bubblewrap, a build command runs through here: its own Landlock domain (reads only on the
     allow-list and in its folder, writes only in its folder), then exec. Exits 126 with the reason when
     the domain cannot be set up, so no build runs unconfined by surprise."""

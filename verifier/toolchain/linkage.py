@@ -29,12 +29,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from verifier.backends.base import Backend
 
 # The system runtimes every backend may link against (by soname).
 SYSTEM_LIBRARIES = re.compile(
@@ -70,8 +67,11 @@ def link_check_status() -> tuple[bool, str]:
     return True, f"link check: candidate libraries bind only to {SYSTEM_NAMES} (and the backend's runtime)"
 
 
-def policy_for(backend: Backend) -> LinkPolicy:
-    find = getattr(backend, "link_policy", None)
+def policy_for(backend: object) -> LinkPolicy:
+    """The link policy of ``backend`` (a ``verifier.backends.base.Backend``, whose ``link_policy()`` is
+    optional): without one, the system runtimes only. Typed ``object`` so this module, which the backends
+    import for ``LinkPolicy``, needs nothing from theirs."""
+    find: Callable[[], LinkPolicy] | None = getattr(backend, "link_policy", None)
     return find() if find is not None else LinkPolicy()
 
 

@@ -230,7 +230,7 @@ class _ModelRules(ast.NodeVisitor):
     def visit_Try(self, node: ast.AST) -> None:
         self.fail(node, "try/except is not allowed: a fallback path hides kernel failures; let errors propagate")
 
-    visit_TryStar = visit_Try  # type: ignore[assignment]
+    visit_TryStar = visit_Try
 
     def visit_Global(self, node: ast.Global) -> None:
         self.fail(node, "global statements are not allowed (state across calls invites result caching)")
