@@ -49,12 +49,17 @@ def neighbour(cache_dir: str, task_id: str) -> None:
             n += 1
 
 
-def plain_time(task_id: str, threads: int, rounds: int) -> float:
+def plain_time(task_id: str, threads: int, rounds: int, warm: bool = True) -> float:
     """The candidate's kernel timed in a plain process the way the verifier times a call (inputs copied,
-    the verifier's cache flush, then ``torch.empty_like`` + the kernel, single calls): the median ms."""
+    the verifier's cache flush, then ``torch.empty_like`` + the kernel, single calls): the median ms.
+    ``warm``: with the allocator settings every job has (``verifier.job.common.warm_allocator``); else
+    glibc's defaults, under which an output of 32 MiB or more faults in fresh pages on every call."""
     code = f"""
 import ctypes, json, os, statistics, subprocess, sys, tempfile, time
 import torch
+if {warm!r}:
+    from verifier.job.common import warm_allocator
+    warm_allocator()
 from core.tasks import load_suite
 from verifier.backends.cpu import FLAGS
 from verifier.machine import flush_bytes
@@ -141,14 +146,15 @@ def main() -> int:
                 one = v.verify(spec, candidate(f"one-{i}"), fresh=True)
                 two = v.verify(spec, candidate_twice(f"two-{i}"), fresh=True)
                 plain = plain_time(args.task, v.config.threads, 20)
+                cold = plain_time(args.task, v.config.threads, 20, warm=False)
                 if not (one.feasible and two.feasible):
                     print(f"  {i + 1}: not feasible: {one.message if not one.feasible else two.message}")
                     continue
                 ratios.append(two.speedup / one.speedup)
                 overheads.append(one.latency_ms / plain)
                 print(f"  {i + 1}: plain {one.latency_ms:7.3f} ms ({one.speedup:.2f}x)  twice {two.latency_ms:7.3f} ms "
-                      f"({two.speedup:.2f}x)  speedup ratio {ratios[-1]:.2f}  plain process {plain:7.3f} ms  "
-                      f"verifier/plain {overheads[-1]:.2f}x")
+                      f"({two.speedup:.2f}x)  speedup ratio {ratios[-1]:.2f}  plain process {plain:7.3f} ms "
+                      f"({cold:.3f} ms with glibc's default allocator)  verifier/plain {overheads[-1]:.2f}x")
             if ratios:
                 print(f"twice-the-work speedup ratio: median {statistics.median(ratios):.2f} "
                       f"[{min(ratios):.2f} .. {max(ratios):.2f}]  (target 0.45-0.6)")

@@ -1,0 +1,55 @@
+"""What a timed call is measured in (issue #24's fidelity findings), without timing anything: the cache
+flush's size, and an allocator that gives a call's outputs memory that is already mapped."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from verifier.machine import flush_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What this VM reports: 32 KiB L1d and 512 KiB L2 per core, and its host's 480 MiB L3 shared by 2 cpus.
+VM_CACHES = [{"level": 1, "type": "Data", "bytes": 32 << 10, "shared_by": 1},
+             {"level": 2, "type": "Unified", "bytes": 512 << 10, "shared_by": 1},
+             {"level": 3, "type": "Unified", "bytes": 480 << 20, "shared_by": 2}]
+
+
+def test_the_flush_evicts_the_timed_cores_and_never_a_vms_whole_host_cache():
+    size, why = flush_plan(2, VM_CACHES)
+    assert size <= 64 << 20                     # was twice the reported L3: 960 MiB per timed call
+    assert size >= 2 * 2 * (544 << 10)          # at least twice both cores' private caches
+    assert "a VM reports its host's whole L3" in why and "capped" in why
+    small, _ = flush_plan(1, VM_CACHES[:2])
+    assert small >= 8 << 20                     # never a token flush
+
+
+FAULTS = """
+import resource, sys, torch
+if sys.argv[1] == "warm":
+    from verifier.job.common import warm_allocator
+    assert warm_allocator()
+def touch():
+    t = torch.empty(10 << 20)        # 40 MiB: above the most glibc lets its mmap threshold rise to
+    t.fill_(1.0)
+    del t
+touch()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+touch()
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def _faults(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", FAULTS, mode], cwd=ROOT, capture_output=True, text=True,
+                         check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return int(out.stdout.split()[-1])
+
+
+def test_a_jobs_allocator_reuses_a_large_output_without_page_faults():
+    """glibc's defaults fault in every page of a 40 MiB output on every call (10,240 faults); a job's
+    allocator (verifier.job.common.warm_allocator) hands the second call the memory the first freed."""
+    assert _faults("default") > 5000
+    assert _faults("warm") < 100
