@@ -54,6 +54,7 @@ from verifier.job.common import (
     signal_changes,
     signal_dispositions,
 )
+from verifier.job.timing import instances
 from verifier.jobs import input_layout, layout_bytes
 from verifier.task import TaskSpec, load_task_module
 from verifier.timing import CacheFlusher
@@ -158,16 +159,11 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             raise
         except Exception as exc:
             raise CandidateFailure("performance", f"loading model.py failed: {_describe(exc)}") from exc
-    instances = []
-    for trial in trials[:2]:
-        torch.manual_seed(trial.model_seed)
-        try:
-            instances.append(make(*module.get_init_inputs()).to(device))
-        except Exception as exc:
-            raise CandidateFailure("performance", f"{'Model' if trusted else 'ModelNew'}(*get_init_inputs()) "
-                                                  f"failed: {_describe(exc)}") from exc
-        if job.get("eval_mode"):
-            instances[-1].eval()
+    try:   # one per instance seed, like the reference's and the correctness trials'
+        models = instances(make, module, trials, device, bool(job.get("eval_mode")))
+    except Exception as exc:
+        raise CandidateFailure("performance", f"{'Model' if trusted else 'ModelNew'}(*get_init_inputs()) "
+                                              f"failed: {_describe(exc)}") from exc
     channel = _Channel(job_dir)
     channel.reply("ready")
     shared: Any = None
@@ -235,7 +231,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             map_inputs(json.loads(" ".join(words[1:])), writable=False)
             channel.reply("ok")
         elif command == "stage":
-            current = int(words[1]) % len(instances)
+            current = int(words[1]) % len(models)
             for buf, view in zip(buffers, source):
                 for dst, src in zip(_tensors(buf), _tensors(view)):
                     dst.copy_(src)
@@ -253,7 +249,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 if pair is not None:
                     pair[0].record()
                 with torch.no_grad(), trace:
-                    out = instances[current](*buffers)
+                    out = models[current](*buffers)
                 if pair is not None:
                     pair[1].record()
                 sync()
