@@ -1,15 +1,14 @@
-"""Timing, the same way for every side (reference, candidate, the task's best): warm-up, then rounds
-in which each side is called once, in a fresh random order, on the same freshly copied inputs with
-the caches flushed before each call. A speedup is the median of the per-round ratios from that one
-window, with a bootstrap interval; a difference inside the interval is "same speed".
+"""Timing statistics and the in-process timing loop.
 
-On the CPU a call is timed by the wall clock around the call and a synchronisation. On devices each
-call is timed by a pair of device events (CUDA or NPU) on the current stream, followed by a
-device-wide synchronisation; the wall-clock time of the same calls is kept too, so work that
-escaped the current stream (a side stream the events do not see) shows as a gap between the two.
+The statistics (``Timing``, ``Window``, ``Ratio``, ``paired_ratio``, ``geomean_ratio``) judge every
+window: a speedup is the median of the per-round ratios from one window, with a bootstrap interval; a
+difference inside the interval is "same speed", one too wide to tell is "noisy".
 
-Where the clock lives: in the worker process that also runs the candidate (see the README's
-"Timing" section for the residual risk this leaves and why it is accepted for now).
+The loop (``time_interleaved``, ``time_calls``) times calls inside one process: it serves only the
+trusted reference's own figure (``evokernel tasks --time``, verifier.job.timing). Every speed verdict
+comes from verifier.harness.window, where each side runs in a process of its own and the clock is the
+harness's. On devices a call is timed by a pair of device events on the current stream, with the wall
+clock of the same call kept beside it (work that escaped the stream shows as a gap between the two).
 """
 
 from __future__ import annotations
