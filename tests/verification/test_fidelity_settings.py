@@ -28,28 +28,36 @@ def test_the_flush_evicts_the_timed_cores_and_never_a_vms_whole_host_cache():
 
 FAULTS = """
 import resource, sys, torch
+from verifier.job.common import warm_allocator, warm_heap_top
 if sys.argv[1] == "warm":
-    from verifier.job.common import warm_allocator
     assert warm_allocator()
 def touch():
     t = torch.empty(10 << 20)        # 40 MiB: above the most glibc lets its mmap threshold rise to
     t.fill_(1.0)
     del t
-touch()
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-touch()
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+faults = []
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    touch()
+    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    if sys.argv[1] == "warm":
+        warm_heap_top(2 * (40 << 20) + (1 << 20))     # what a timing side does after every call
+print(*faults)
 """
 
 
-def _faults(mode: str) -> int:
+def _faults(mode: str) -> list[int]:
     out = subprocess.run([sys.executable, "-c", FAULTS, mode], cwd=ROOT, capture_output=True, text=True,
                          check=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
-    return int(out.stdout.split()[-1])
+    return [int(n) for n in out.stdout.split()]
 
 
 def test_a_jobs_allocator_reuses_a_large_output_without_page_faults():
     """glibc's defaults fault in every page of a 40 MiB output on every call (10,240 faults); a job's
-    allocator (verifier.job.common.warm_allocator) hands the second call the memory the first freed."""
-    assert _faults("default") > 5000
-    assert _faults("warm") < 100
+    allocator (verifier.job.common.warm_allocator) keeps what a call freed, and a timing side touches the
+    heap's top after every call (warm_heap_top), so no call after the first faults its output in. The
+    allocator alone let 1 run in 15 fault every page again (an aligned block that no longer fits once
+    something small sits after it; CI caught it), so each of three processes is judged on three calls."""
+    assert min(_faults("default")[1:]) > 5000
+    for _ in range(3):
+        assert max(_faults("warm")[1:]) < 100

