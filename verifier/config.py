@@ -44,6 +44,13 @@ class VerifyConfig(BaseModel):
     timing_budget_s: float = Field(1.0, gt=0)
     """Wall-clock budget for the timed calls of one side; a window with three sides gets three times it."""
 
+    timing_precision: float = Field(0.04, ge=0, lt=1)
+    """The window stops before ``timing_calls`` once every ratio it reports (the reference's time over
+    the candidate's, and the best's over the candidate's) has an interval within ±this share of the
+    ratio, after 8 rounds at least (``verifier.harness.window.WindowSettings.settle_rounds``): more
+    rounds would not change what the verdict says. 0 times every round. The interval's width decides,
+    never its side of 1, so stopping early favours no verdict."""
+
     min_speed_change: float = Field(0.03, ge=0, lt=1)
     """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
 

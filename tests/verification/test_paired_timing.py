@@ -25,6 +25,25 @@ def test_paired_ratio_and_its_interval():
     assert tiny.verdict(0.0) == "same"
 
 
+def test_a_window_settles_on_its_intervals_width_never_on_its_side_of_one():
+    """The window stops early (verifier.harness.window.settled) once every ratio it reports is within
+    the precision: a steady 2x faster or 2x slower candidate settles alike; a scattered one, or one
+    whose best is scattered against it, does not; two rounds never do (no interval)."""
+    from verifier.harness.window import settled
+
+    rng = random.Random(3)
+    ref = [1.0 * rng.uniform(0.99, 1.01) for _ in range(10)]
+    fast = [0.5 * rng.uniform(0.99, 1.01) for _ in range(10)]
+    slow = [2.0 * rng.uniform(0.99, 1.01) for _ in range(10)]
+    wild = [1.0 * rng.uniform(0.5, 2.0) for _ in range(10)]
+    assert settled({"reference": ref, "candidate": fast}, 0.04)
+    assert settled({"reference": ref, "candidate": slow}, 0.04)
+    assert not settled({"reference": ref, "candidate": wild}, 0.04)
+    assert not settled({"reference": ref, "candidate": fast, "best": wild}, 0.04)
+    assert settled({"reference": ref, "candidate": fast, "best": ref}, 0.04)
+    assert not settled({"reference": ref[:2], "candidate": fast[:2]}, 0.5)
+
+
 def test_geomean_ratio_over_cases():
     """A multi-case task's speed: the geometric mean of each case's paired ratio, with an interval that
     resamples every case's rounds; one case is the plain paired ratio."""

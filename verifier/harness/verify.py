@@ -520,7 +520,7 @@ class Verifier:
             sides["best"] = Side("best", self._new_job("side", best_files, best_build, {**base, "role": "best"}),
                                  trusted=False)
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls, budget_s=cfg.timing_budget_s,
-                                  samples=cfg.check_samples, case=case, clock=clock)
+                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock)
         on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None

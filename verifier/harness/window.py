@@ -37,7 +37,7 @@ from typing import Any
 
 from verifier.jobs import layout_bytes, tensor_bytes
 from verifier.sandbox.client import JobExit, JobHandle
-from verifier.timing import Window
+from verifier.timing import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
@@ -154,6 +154,8 @@ class WindowSettings:
     max_rounds: int
     budget_s: float
     min_rounds: int = 5
+    precision: float = 0.0         # stop once every reported ratio is within ±this share (0: never early)
+    settle_rounds: int = 8         # rounds before the precision may stop the window
     samples: int = 1024            # positions compared per output on every timed call
     case: int | None = None        # a multi-case task's case
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
@@ -283,6 +285,8 @@ class _Run:
             preempted.append(switched)
             self.pick({"round": i, "trial": k, "what": f"timed call {i + 1}"}, settings.samples)
             i += 1
+            if settings.precision and i >= settings.settle_rounds and settled(samples, settings.precision):
+                break
         # After the window: each instance once more on fresh inputs, compared at every position.
         for k, what in ((1, "a call after timing"), (0, "a call after timing on new inputs")):
             self.stage(k)
@@ -292,6 +296,21 @@ class _Run:
             i += 1
         window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
         return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout)}
+
+
+def settled(samples: dict[str, list[float]], precision: float) -> bool:
+    """Whether every ratio a window reports (the reference over the candidate; the best over the candidate
+    when there is a best) has an interval within ±``precision`` of the ratio: the rounds still to come
+    would narrow an interval no verdict depends on. The width decides, never the side of 1 the ratio is
+    on, so stopping here favours no verdict; a window stopped here is never "noisy" for its width
+    (``Ratio.verdict``: the noise limit is far above the precision)."""
+    cand = samples["candidate"]
+    for other in ("reference", "best"):
+        if other in samples:
+            ratio = paired_ratio(samples[other], cand)
+            if not ratio.half_width_pct <= 100.0 * precision:    # an infinite interval never settles
+                return False
+    return True
 
 
 def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | None]]:
