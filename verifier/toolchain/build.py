@@ -149,7 +149,8 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
            hidden: list[str]) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
-        for name, text in files.items():
+        for name, text in files.items():   # a custom-op project's sources sit in op_host/ and op_kernel/
+            (workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (workdir / name).write_text(text)
         sources = sorted(n for n in files if n.endswith(backend.source_suffixes))
         meta: dict[str, Any] = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
@@ -194,6 +195,7 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             meta["log"] = problem
             meta["seconds"] = seconds
             return _store(meta, workdir, root / key)
+        meta["keep"] = [k for k in plan.keep if (workdir / k).is_dir()]
         meta.update(ok=True, library=plan.library, signatures=[s.to_dict() for s in sigs], seconds=seconds,
                     log=trim_diagnostics("\n".join(log), str(workdir)) if any("warning" in x for x in log) else "")
         return _store(meta, workdir, root / key)
@@ -252,6 +254,8 @@ def _store(meta: dict[str, Any], workdir: Path, final: Path) -> BuildResult:
     for name in ("build.json", meta.get("library") or ""):
         if name and (workdir / name).exists():
             shutil.copy2(workdir / name, staged / name)
+    for folder in meta.get("keep") or []:   # beside the library, where its RUNPATH ($ORIGIN/...) finds them
+        shutil.copytree(workdir / folder, staged / folder, symlinks=True)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staged, final)
     result = _load(final)
