@@ -46,9 +46,10 @@ def write_script(path: Path, body: str) -> Path:
 
 def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", version: str = "8.0.RC3",
               socs: tuple[str, ...] = ("Ascend910B2", "Ascend910B3"), version_file: str = "version.cfg",
-              set_env: str | None = None) -> Path:
+              set_env: str | None = None, msopgen: bool = True) -> Path:
     """A fake CANN toolkit root. ``layout``: one of CMAKE_LAYOUTS, or "asc" (CANN 9, ASC package only),
-    or "runtime" (no kernel build support at all)."""
+    or "runtime" (no kernel build support at all). ``msopgen``: with the custom-op project generator
+    (a placeholder that fails: ``make_custom_op_cann`` has one that runs)."""
     root.mkdir(parents=True, exist_ok=True)
     if layout in CMAKE_LAYOUTS:
         module = root / CMAKE_LAYOUTS[layout].replace("x86_64-linux", f"{arch}-linux")
@@ -60,6 +61,8 @@ def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", ver
         (package / "ASCConfig.cmake").write_text("# fake ASC package\n")
     if layout != "runtime":
         write_script(root / f"{arch}-linux/ccec_compiler/bin/bisheng", "echo bisheng\n")
+        if msopgen:
+            write_script(root / "python/site-packages/bin/msopgen", "echo fake msopgen >&2; exit 1\n")
     (root / f"{arch}-linux/lib64").mkdir(parents=True, exist_ok=True)
     if version_file == "version.cfg":
         (root / "version.cfg").write_text(f"# version\ntoolkit_running_version=[8.0.0.1.200:{version}]\n")
@@ -220,3 +223,115 @@ def preload_acl_stubs(root: Path) -> None:
 
     for name in ("ascendcl", "runtime", "profapi"):
         ctypes.CDLL(str(root / "lib64" / f"lib{name}.so"), mode=ctypes.RTLD_GLOBAL)
+
+
+# Stand-ins for the custom-op flow: msopgen makes a project skeleton (build.sh, op_kernel/CMakeLists.txt with
+# add_kernels_compile()) and records its arguments; the project's build.sh records what it was given and
+# packages a custom_opp_*.run; the package installs, under --install-path, a vendor whose op API
+# (libcust_opapi.so, built here with g++) runs AddCustom (z = x + y, float) on the host. Nothing of CANN's
+# own op_host/op_kernel compilation is imitated: the candidate's sources are only copied and listed.
+FAKE_MSOPGEN = r"""#!/bin/bash
+set -e
+out=""; json=""; soc=""
+while [ $# -gt 0 ]; do
+  case "$1" in -out) out="$2"; shift ;; -i) json="$2"; shift ;; -c) soc="$2"; shift ;; esac
+  shift
+done
+mkdir -p "$out/op_host" "$out/op_kernel" "$out/cmake"
+echo "json=$json soc=$soc" > "$out/msopgen_args.txt"
+cp "$json" "$out/op.json"
+printf 'set(ASCEND_COMPUTE_UNIT ascend910b)\nadd_kernels_compile()\n' > "$out/op_kernel/CMakeLists.txt"
+cat > "$out/build.sh" <<'EOS'
+#!/bin/bash
+set -e
+mkdir -p build_out
+echo "ASCEND_CUSTOM_OPP_PATH=${ASCEND_CUSTOM_OPP_PATH-unset}" > build_out/env.txt
+(cd op_host && ls) > build_out/op_host.txt
+(cd op_kernel && find . -type f | sort) > build_out/op_kernel.txt
+cp op_kernel/CMakeLists.txt build_out/kernel_cmake.txt
+cat > build_out/custom_opp_ubuntu_x86_64.run <<EOR
+#!/bin/bash
+set -e
+for a in "\$@"; do case "\$a" in --install-path=*) dest="\${a#--install-path=}" ;; esac; done
+mkdir -p "\$dest/vendors/customize/op_api/lib" "\$dest/vendors/customize/op_api/include" "\$dest/vendors/customize/op_impl"
+cp "OPAPI_DIR/libcust_opapi.so" "\$dest/vendors/customize/op_api/lib/"
+cp "OPAPI_DIR/aclnn_add_custom.h" "\$dest/vendors/customize/op_api/include/"
+echo "\$@" > "\$dest/installer_args.txt"
+EOR
+EOS
+sed -i "s|OPAPI_DIR|$(dirname "$0")/../opapi|g" "$out/build.sh"
+"""
+
+FAKE_ACL_H = r"""
+#pragma once
+#include <cstdint>
+typedef void* aclrtStream;
+typedef int aclnnStatus;
+typedef enum { ACL_FLOAT = 0, ACL_FLOAT16 = 1 } aclDataType;
+typedef enum { ACL_FORMAT_ND = 2 } aclFormat;
+struct aclTensor;
+struct aclOpExecutor;
+extern "C" aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
+    const int64_t* stride, int64_t offset, aclFormat format, const int64_t* storageDims, uint64_t storageDimsNum,
+    void* tensorData);
+extern "C" int aclDestroyTensor(const aclTensor* tensor);
+"""
+
+FAKE_NNOPBASE = r"""
+#include <cstdint>
+struct aclTensor { void* data; int64_t n; };
+extern "C" aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t, int, const int64_t*, int64_t, int,
+                                      const int64_t*, uint64_t, void* tensorData) {
+    return new aclTensor{tensorData, viewDims[0]};
+}
+extern "C" int aclDestroyTensor(const aclTensor* t) { delete t; return 0; }
+"""
+
+FAKE_ACLNN_ADD_CUSTOM_H = r"""
+#pragma once
+#include "acl/acl.h"
+extern "C" aclnnStatus aclnnAddCustomGetWorkspaceSize(const aclTensor* x, const aclTensor* y, float alpha,
+                                                      aclTensor* z, uint64_t* workspaceSize, aclOpExecutor** executor);
+extern "C" aclnnStatus aclnnAddCustom(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                      aclrtStream stream);
+"""
+
+FAKE_CUST_OPAPI = r"""
+#include <cstdint>
+struct aclTensor { void* data; int64_t n; };
+struct aclOpExecutor { const aclTensor *x, *y, *z; float alpha; };
+extern "C" int aclnnAddCustomGetWorkspaceSize(const aclTensor* x, const aclTensor* y, float alpha, aclTensor* z,
+                                              uint64_t* size, aclOpExecutor** executor) {
+    *size = 0; *executor = new aclOpExecutor{x, y, z, alpha}; return 0;
+}
+extern "C" int aclnnAddCustom(void*, uint64_t, aclOpExecutor* e, void*) {
+    for (int64_t i = 0; i < e->z->n; ++i)
+        ((float*)e->z->data)[i] = ((float*)e->x->data)[i] + e->alpha * ((float*)e->y->data)[i];
+    delete e;
+    return 0;
+}
+"""
+
+
+def make_custom_op_cann(root: Path) -> Path:
+    """A fake CANN for the custom-op form: ``make_host_cann`` plus msopgen (FAKE_MSOPGEN), the ACL and
+    aclnn base headers, a stand-in libnnopbase.so, and the op API a package of AddCustom installs."""
+    import subprocess
+
+    make_host_cann(root)
+    (root / "python/site-packages/bin/msopgen").write_text(FAKE_MSOPGEN)
+    (root / "include/acl").mkdir(parents=True, exist_ok=True)
+    (root / "include/acl/acl.h").write_text(FAKE_ACL_H)
+    (root / "include/aclnn").mkdir(exist_ok=True)
+    src = root / "lib64/nnopbase.cpp"
+    src.write_text(FAKE_NNOPBASE)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libnnopbase.so", str(src), "-o",
+                    str(root / "lib64/libnnopbase.so")], check=True, capture_output=True)
+    src.unlink()
+    opapi = root / "python/site-packages/opapi"
+    opapi.mkdir(parents=True)
+    (opapi / "aclnn_add_custom.h").write_text(FAKE_ACLNN_ADD_CUSTOM_H)
+    (opapi / "cust_opapi.cpp").write_text(FAKE_CUST_OPAPI)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libcust_opapi.so", str(opapi / "cust_opapi.cpp"),
+                    "-o", str(opapi / "libcust_opapi.so")], check=True, capture_output=True)
+    return root

@@ -5,6 +5,7 @@ binding's link line) exact, against fake CANN trees."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from verifier.backends.base import BuildPlanError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 
-from fake_toolchains import make_cann
+from fake_toolchains import make_cann, make_custom_op_cann, preload_acl_stubs
 
 TILING = """#include "register/tilingdata_base.h"
 namespace optiling {
@@ -224,7 +225,8 @@ here="$(pwd)"
 # a set ASCEND_CUSTOM_OPP_PATH changes what build.sh packages
 unset ASCEND_CUSTOM_OPP_PATH
 rm -rf _evokernel_project vendor
-msopgen gen -i _evokernel_op.json -c ai_core-Ascend910B2 -lan cpp -out _evokernel_project
+{root}/python/site-packages/bin/msopgen gen -i _evokernel_op.json -c ai_core-Ascend910B2 -lan cpp \
+-out _evokernel_project
 mkdir -p _evokernel_project/op_host && cp op_host/add_custom.cpp _evokernel_project/op_host/add_custom.cpp
 mkdir -p _evokernel_project/op_host && cp op_host/add_custom_tiling.h _evokernel_project/op_host/add_custom_tiling.h
 mkdir -p _evokernel_project/op_kernel && cp op_kernel/add_custom.cpp _evokernel_project/op_kernel/add_custom.cpp
@@ -280,3 +282,80 @@ def test_pieces_are_found_by_what_they_hold_not_by_name():
     assert project.snake == "add_custom"
     # extern"C" without a space is the same to the compiler
     assert read_project({**files, "op_kernel/k.cpp": KERNEL.replace('extern "C"', 'extern"C"')}).kernels
+
+
+def test_the_prompt_asks_for_the_project_only_when_the_workspace_says_so():
+    from core.config import Config
+    from verifier.backends.ascend_project import form_prompt
+
+    assert Config().form == "kernel-launch"
+    assert form_prompt("ascend", "kernel-launch") == "" and form_prompt("cuda", "custom-op") == ""
+    text = form_prompt("ascend", Config(form="custom-op").form)
+    for piece in ("file=op_host/<op>_tiling.h", "file=op_host/<op>.cpp", "file=op_kernel/<op>.cpp", "file=binding.cpp"):
+        assert piece in text
+
+
+def test_without_msopgen_the_custom_op_form_says_so(tmp_path):
+    root = make_cann(tmp_path / "cann", "compiler", msopgen=False)
+    work = tmp_path / "work"
+    write(work, PROJECT)
+    with pytest.raises(BuildPlanError, match="no msopgen .*kernel-launch form"):
+        backend_for(root, tmp_path).build_plan(["op_host/add_custom.cpp"], work)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("g++") or not shutil.which("readelf"), reason="needs g++ and binutils")
+def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_vendor(tmp_path, on_host):
+    """The generated script through the real build gate with stand-ins for msopgen, build.sh and the package:
+    the pieces land in the project, the candidate's kernel options reach its CMakeLists.txt, build.sh runs
+    without ASCEND_CUSTOM_OPP_PATH, the package installs into the build's own vendor/, the binding links
+    against that vendor's op API (link policy passing), the cache keeps vendor/ beside the library, and the
+    library, loaded from the cache, finds libcust_opapi.so through its $ORIGIN RUNPATH and runs."""
+    import ctypes
+
+    import torch
+
+    from verifier.backends.ascend import AscendRuntime
+    from verifier.runtime import KernelLibrary
+    from verifier.toolchain.build import build_candidate
+
+    root = make_custom_op_cann(tmp_path / "cann")
+    backend = backend_for(root, tmp_path)
+    cmake = "add_ops_compile_options(\n    OP_NAME AddCustom\n    OPTIONS --cce-auto-sync=on\n)\n"
+    files = {**PROJECT, "CMakeLists.txt": cmake, "op_kernel/erf/tail.h": "// a kernel header in a sub-folder\n"}
+    result = build_candidate(backend, files, tmp_path / "cache", sandbox=False)
+    assert result.ok, result.log
+    assert [s.name for s in result.signatures] == ["add"]
+    vendor = result.library.parent / "vendor"
+    assert (vendor / "vendors/customize/op_api/lib/libcust_opapi.so").is_file()
+    quiet, install_path = (vendor / "installer_args.txt").read_text().split()   # the build's own folder, since moved
+    assert quiet == "--quiet" and install_path.startswith("--install-path=/") and install_path.endswith("/vendor")
+    assert backend.call_env(result.library)["ASCEND_CUSTOM_OPP_PATH"] == f"{vendor}/vendors/customize"
+
+    # what the stand-in build.sh recorded, kept by building once more without the cache
+    work = tmp_path / "again"
+    write(work, files)
+    plan = backend.build_plan(sorted(n for n in files if n.endswith(".cpp")), work)
+    for name, text in plan.files.items():
+        (work / name).write_text(text)
+    import subprocess
+
+    env = {"PATH": "/usr/bin:/bin", "ASCEND_CUSTOM_OPP_PATH": "/elsewhere"}
+    ran = subprocess.run(plan.commands[0], cwd=work, env=env, capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr
+    out = work / "_evokernel_project/build_out"
+    assert (out / "env.txt").read_text().strip() == "ASCEND_CUSTOM_OPP_PATH=unset"
+    assert (out / "op_host.txt").read_text().split() == ["add_custom.cpp", "add_custom_tiling.h"]
+    assert (out / "op_kernel.txt").read_text().split() == ["./CMakeLists.txt", "./add_custom.cpp", "./erf/tail.h"]
+    assert (out / "kernel_cmake.txt").read_text().splitlines()[-2:] == [
+        "add_ops_compile_options(ALL OPTIONS --cce-auto-sync=on)", "add_kernels_compile()"]
+    assert (work / "_evokernel_project/msopgen_args.txt").read_text().split() == [
+        "json=_evokernel_op.json", "soc=ai_core-Ascend910B2"]
+
+    preload_acl_stubs(root)
+    ctypes.CDLL(str(root / "lib64/libnnopbase.so"), mode=ctypes.RTLD_GLOBAL)   # as set_env.sh's path would find it
+    lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], on_host(AscendRuntime))
+    x, y = torch.randn(1001), torch.randn(1001)
+    z = torch.empty_like(x)
+    lib.add(x, y, z, x.numel())                      # the stream filled in, the status checked
+    assert torch.equal(z, x + y)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.backends import ascend_project as project_form
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.toolchain.cann import MSOPGEN_PATHS
 from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.toolchain.discovery import (
     PROJECT_TORCH,
@@ -509,6 +510,10 @@ class AscendBackend:
     def project_plan(self, workdir: Path) -> BuildPlan:
         """The custom-op flow for the project in ``workdir`` (see ``verifier.backends.ascend_project``)."""
         install, soc = self._ready()
+        if install.msopgen is None:
+            raise BuildPlanError(f"CANN at {install.root} has no msopgen (looked in "
+                                 f"{', '.join(r.format(arch=install.arch) for r in MSOPGEN_PATHS)}): the custom-op "
+                                 "form needs it; install the CANN toolkit package, or answer in the kernel-launch form")
         root = Path(workdir)
         files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
         try:
@@ -551,9 +556,11 @@ class AscendBackend:
     def link_policy(self) -> LinkPolicy:
         # The CANN build links its runtime (ascendcl, the launch support) from the toolkit: any library
         # inside the toolkit is allowed; the launch support may load the kernel binary itself.
+        # A custom op's binding links the op API its own package installed (found through its $ORIGIN RUNPATH).
         install = self.findings.install
-        return LinkPolicy(runtime_dirs=(str(install.root),) if install else (), loader_lookups=True,
-                          runtime_names="the CANN toolkit's libraries")
+        return LinkPolicy(runtime_sonames=(r"libcust_opapi\.so",),
+                          runtime_dirs=(str(install.root),) if install else (), loader_lookups=True,
+                          runtime_names="the CANN toolkit's libraries and the custom op's own op API")
 
     def sandbox_devices(self) -> list[str]:
         return sorted(set(glob.glob("/dev/davinci[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})

@@ -280,9 +280,10 @@ def kernel_options(cmake: str) -> list[str]:
     return out
 
 
-def msopgen_command(soc: str) -> list[str]:
+def msopgen_command(install: CannInstall, soc: str) -> list[str]:
     """Generates the project from the op JSON for ``soc`` (msopgen's ``-c ai_core-<SoC>``)."""
-    return ["msopgen", "gen", "-i", OP_JSON, "-c", f"ai_core-{soc}", "-lan", "cpp", "-out", PROJECT]
+    return [str(install.msopgen or "msopgen"), "gen", "-i", OP_JSON, "-c", f"ai_core-{soc}", "-lan", "cpp",
+            "-out", PROJECT]
 
 
 def binding_command(install: CannInstall, binding: str) -> list[str]:
@@ -306,7 +307,7 @@ def build_script(install: CannInstall, soc: str, project: OpProject, files: list
         "# a set ASCEND_CUSTOM_OPP_PATH changes what build.sh packages",
         "unset ASCEND_CUSTOM_OPP_PATH",
         f"rm -rf {PROJECT} {VENDOR}",
-        " ".join(q(a) for a in msopgen_command(soc)),
+        " ".join(q(a) for a in msopgen_command(install, soc)),
     ]
     for name in sorted(files):
         if name.split("/", 1)[0] in PROJECT_DIRS:
@@ -339,3 +340,28 @@ def call_env(library_dir: str, env: dict[str, str] | None = None) -> dict[str, s
     lib = f"{library_dir}/{OP_API_LIB}"
     inherited = [env["LD_LIBRARY_PATH"]] if env.get("LD_LIBRARY_PATH") else []
     return {"ASCEND_CUSTOM_OPP_PATH": opp, "LD_LIBRARY_PATH": ":".join([lib, *inherited])}
+
+
+def form_prompt(backend: str, form: str) -> str:
+    """What a prompt adds to ask for ``form`` on ``backend``: the custom-op project's files and what each
+    holds; "" for the kernel-launch form (the system message's own) or a backend that takes one form."""
+    if form != FORM_CUSTOM_OP or backend != "ascend":
+        return ""
+    return f"""
+Answer as a CANN custom-operator project instead of kernel.cpp: these files, each in its own fenced block.
+```cpp file={HOST_DIR}/<op>_tiling.h
+BEGIN_TILING_DATA_DEF(<Op>TilingData) ... END_TILING_DATA_DEF; REGISTER_TILING_DATA_CLASS(<Op>, <Op>TilingData)
+```
+```cpp file={HOST_DIR}/<op>.cpp
+TilingFunc (shapes, core count and UB size from platform_ascendc::PlatformAscendC, SetBlockDim, tiling data saved),
+shape inference, and class <Op> : public OpDef {{ Input/Output/Attr ... }}; OP_ADD(<Op>);
+```
+```cpp file={KERNEL_DIR}/<op>.cpp
+extern "C" __global__ __aicore__ void <op>(GM_ADDR x, ..., GM_ADDR workspace, GM_ADDR tiling) with GET_TILING_DATA
+```
+```cpp file=binding.cpp
+extern "C" uint32_t <name>(aclrtStream stream, <data pointers and sizes>): wrap the pointers in aclTensors
+(aclCreateTensor), call aclnn<Op>GetWorkspaceSize and aclnn<Op> on that stream, destroy the tensors, return the status
+```
+model.py calls the binding's entries through `lib = load()`, as for kernels. The op JSON is derived from the OpDef
+(or give it as <op>.json)."""

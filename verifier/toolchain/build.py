@@ -25,7 +25,7 @@ from verifier.backends.base import Backend, BuildPlanError
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 from verifier.sandbox.forkserver import landlock_abi
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.toolchain.linkage import check_links, parse_needed, parse_undefined, policy_for
+from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined, policy_for
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
@@ -231,6 +231,8 @@ def _link_problem(backend: Backend, workdir: Path, library: str, env: dict[str, 
                     f"{proc.output.strip()[-300:] or 'no output'}")
         outputs.append(proc.output)
     search = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    # folders beside the library it names itself ($ORIGIN RUNPATH: a custom op's private vendor), first
+    search = [*parse_origin_runpath(outputs[0], str((workdir / library).parent)), *search]
     return check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), policy_for(backend), search, cache_dir)
 
 
