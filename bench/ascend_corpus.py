@@ -14,7 +14,10 @@ as the suite ships them, plus two files of ours, because the suites' own are of 
 through a PyTorch extension) and a ``model.py`` that calls it. Then, per answer: the format gate, the anti-hack
 gate, declaration parsing (the device kernels as ``extern "C" __global__ __aicore__`` entries, the binding's
 launchers) and the project generation against a fake CANN tree (the build script, op JSON, command lines).
-The link policy needs a built library and is not run here (no CANN). Prints counts and every refusal.
+The link policy needs a built library and is not run here (no CANN). Last, the host stand-in: each answer's
+tiling data definitions compiled with g++ against a stand-in ``register/tilingdata_base.h`` (the only CANN
+header stood in, ``tests/backends/fake_toolchains.py``); an answer whose tiling header needs another CANN header
+is skipped and says which. Prints counts and every refusal.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import ast
 import inspect
 import json
 import os
+import re
 import sys
 import tempfile
 from collections import Counter
@@ -129,7 +133,10 @@ def as_candidate(files: dict[str, str]) -> dict[str, str]:
     return files
 
 
-def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend) -> list[dict[str, str]]:
+def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend, include: Path | None = None,
+           scratch: Path | None = None) -> list[dict[str, str]]:
+    from fake_toolchains import compile_tiling_on_host
+
     takes_forms = "forms" in inspect.signature(check_format).parameters
     rows = []
     for task, files in candidates.items():
@@ -157,6 +164,11 @@ def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend) -> lis
                     row["project"] = "ok" if plan.files else "no files"
                 except Exception as exc:
                     row["project"] = f"{type(exc).__name__}: {exc}"
+        if include is not None and scratch is not None:
+            work = scratch / f"tiling{len(rows)}"
+            work.mkdir()
+            status, detail = compile_tiling_on_host(files, include, work)
+            row["host_tiling"] = status + (f": {detail}" if detail else "")
         rows.append(row)
     return rows
 
@@ -177,15 +189,22 @@ def main() -> int:
     if not candidates:
         print("no corpus found: extract NPUKernelBench to /tmp/npukb (see the docstring)")
         return 2
-    from fake_toolchains import make_cann
+    from fake_toolchains import STOOD_IN_HEADERS, make_cann, make_tiling_standins
 
     with tempfile.TemporaryDirectory() as tmp:
         root = make_cann(Path(tmp) / "cann", "compiler")
         env = {"ASCEND_HOME_PATH": str(root), "ASCEND_OPP_PATH": str(root / "opp"), "PATH": "/usr/bin:/bin"}
         backend = AscendBackend(env, home=tmp, system_root=tmp, machine="x86_64", soc="Ascend910B2",
                                 probe_torch=False)
-        rows = survey(candidates, backend)
+        include = make_tiling_standins(Path(tmp) / "standins")
+        rows = survey(candidates, backend, include, Path(tmp))
     gates = ("format", "anti_hack", "declarations", "project")
+    tiling = Counter(r["host_tiling"].split(":")[0] for r in rows)
+    print(f"host stand-in (g++ against {', '.join(STOOD_IN_HEADERS)} stood in): tiling data of "
+          f"{tiling['ok']} compiled, {tiling['skipped']} skipped (other CANN headers), {tiling['failed']} failed")
+    for r in rows:
+        if not r["host_tiling"].startswith("ok"):
+            print(f"  - {r['task']}: {r['host_tiling'][:160]}")
     print(f"\n{len(rows)} answers; passing each gate:")
     for gate in gates:
         print(f"  {gate:13s} {sum(r[gate] == 'ok' for r in rows):4d} / {len(rows)}")
@@ -195,7 +214,7 @@ def main() -> int:
         if not refused:
             continue
         print(f"\n{gate}: {len(refused)} refused; reasons (first words):")
-        kinds = Counter(r[gate].split(":")[-1].strip()[:70] for r in refused)
+        kinds = Counter(re.sub(r"^(?:\w+Error: )?[^:]*?(?: line \d+)?: ", "", r[gate])[:70] for r in refused)
         for why, n in kinds.most_common(12):
             print(f"  {n:4d}  {why}")
         for r in refused[:args.show]:

@@ -335,3 +335,92 @@ def make_custom_op_cann(root: Path) -> Path:
     subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libcust_opapi.so", str(opapi / "cust_opapi.cpp"),
                     "-o", str(opapi / "libcust_opapi.so")], check=True, capture_output=True)
     return root
+
+
+# A stand-in for CANN's register/tilingdata_base.h, written from the documented behaviour of its macros
+# (not from CANN's source): a tiling data class is a flat record of fields with set_<field>/get_<field>
+# accessors (arrays copied in whole, nested tiling structs as members), saved into the raw tiling buffer
+# by SaveToBuffer and sized by GetDataSize; REGISTER_TILING_DATA_CLASS ties it to an op type. What it checks:
+# that an answer's tiling data definition is well-formed C++ with these macros, nothing of CANN's layout.
+FAKE_TILINGDATA_BASE_H = r"""
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+namespace optiling {
+class TilingDef {
+public:
+    virtual ~TilingDef() = default;
+    void SaveToBuffer(void* dst, size_t capacity) const {
+        std::memcpy(dst, Data(), Size() < capacity ? Size() : capacity);
+    }
+    size_t GetDataSize() const { return Size(); }
+protected:
+    virtual const void* Data() const = 0;
+    virtual size_t Size() const = 0;
+};
+}
+#define BEGIN_TILING_DATA_DEF(name) class name : public optiling::TilingDef { \
+  protected: const void* Data() const override { return this; } size_t Size() const override { return sizeof(*this); } \
+  public:
+#define TILING_DATA_FIELD_DEF(type, field) \
+  type field##_ = 0; void set_##field(type v) { field##_ = v; } type get_##field() const { return field##_; }
+#define TILING_DATA_FIELD_DEF_ARR(type, count, field) \
+  type field##_[count] = {}; void set_##field(const type* v) { std::memcpy(field##_, v, sizeof(field##_)); } \
+  type* get_##field() { return field##_; }
+#define TILING_DATA_FIELD_DEF_STRUCT(type, field) type field;
+#define END_TILING_DATA_DEF }
+#define REGISTER_TILING_DATA_CLASS(op_type, class_name) \
+  struct op_type##class_name##Registration { const char* op = #op_type; }; \
+  static op_type##class_name##Registration g_##op_type##class_name##_registration;
+"""
+# The CANN headers the host stand-in provides; an answer's tiling header that includes any other CANN header
+# is not compiled (its types, TCubeTiling and the like, would need stand-ins that say nothing true).
+STOOD_IN_HEADERS = ("register/tilingdata_base.h",)
+
+
+def make_tiling_standins(include: Path) -> Path:
+    """A folder of the stand-in CANN host headers (``STOOD_IN_HEADERS``)."""
+    (include / "register").mkdir(parents=True, exist_ok=True)
+    (include / "register/tilingdata_base.h").write_text(FAKE_TILINGDATA_BASE_H)
+    return include
+
+
+def compile_tiling_on_host(files: dict[str, str], include: Path, work: Path) -> tuple[str, str]:
+    """Compiles a custom-op candidate's tiling data definitions (each op_host file with
+    BEGIN_TILING_DATA_DEF, every class it defines instantiated, saved and sized) with g++ against the
+    stand-in headers in ``include``. ("ok", ""), ("skipped", the CANN headers not stood in) or
+    ("failed", the compiler's first error)."""
+    import re
+    import subprocess
+
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    headers = [n for n, t in files.items() if n.startswith("op_host/") and "BEGIN_TILING_DATA_DEF" in t]
+    missing: set[str] = set()
+    for name in headers:
+        here = Path(name).parent
+        for quoted, target in re.findall(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', files[name], re.M):
+            local = str(here / target) in files or target in files
+            if "/" in target and not local and target not in STOOD_IN_HEADERS:
+                missing.add(target)
+    if missing:
+        return "skipped", ", ".join(sorted(missing))
+    classes = [c for n in headers for c in re.findall(r"BEGIN_TILING_DATA_DEF\s*\(\s*(\w+)", files[n])]
+    lines = [f'#include "{n}"' for n in headers] + ["using namespace optiling;", "int main() {",
+             "    char buffer[65536];", "    size_t total = 0;"]
+    for i, cls in enumerate(classes):
+        lines += [f"    {cls} t{i};", f"    t{i}.SaveToBuffer(buffer, sizeof buffer);",
+                  f"    total += t{i}.GetDataSize();"]
+    lines += ["    return total > 0 ? 0 : 1;", "}"]
+    (work / "_tiling_check.cpp").write_text("\n".join(lines) + "\n")
+    ran = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", f"-I{work}", f"-I{work}/op_host",
+                          str(work / "_tiling_check.cpp")], capture_output=True, text=True)
+    if ran.returncode != 0:
+        first = next((line for line in ran.stderr.splitlines() if "error" in line), ran.stderr.strip()[:200])
+        if re.search(r"error: .gert. (has not been declared|does not name a type)", first):
+            # CANN's own tilingdata_base.h brings the gert:: context types in; the stand-in does not
+            return "skipped", "gert:: types (included by CANN's own register/tilingdata_base.h)"
+        return "failed", first.replace(str(work) + "/", "")
+    return "ok", ""
