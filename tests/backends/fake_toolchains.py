@@ -401,7 +401,7 @@ def compile_tiling_on_host(files: dict[str, str], include: Path, work: Path) -> 
     missing: set[str] = set()
     for name in headers:
         here = Path(name).parent
-        for quoted, target in re.findall(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', files[name], re.M):
+        for target in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', files[name], re.M):
             local = str(here / target) in files or target in files
             if "/" in target and not local and target not in STOOD_IN_HEADERS:
                 missing.add(target)
