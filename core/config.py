@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -120,6 +120,13 @@ class Config(BaseModel):
 
     backend: str = "cpu"
     """Where kernels run: cpu, cuda or ascend. Env: EVOKERNEL_BACKEND."""
+
+    form: Literal["kernel-launch", "custom-op"] = "kernel-launch"
+    """The candidate form prompts ask for where the backend takes several (ascend): "kernel-launch", flat
+    kernel sources called through aclrtlaunch_* entries (the default: one build step of seconds, and the form
+    that has run furthest here), or "custom-op", a CANN custom-operator project (op_host/, op_kernel/, a
+    binding calling aclnn<Op>; what NPUKernelBench and MultiKernelBench ask for; built by msopgen and
+    build.sh, minutes per candidate). The verifier takes either form whatever this says."""
 
     suite: str = "builtin"
     """Task suite: "builtin" or a folder of KernelBench-format files."""

@@ -46,9 +46,10 @@ def write_script(path: Path, body: str) -> Path:
 
 def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", version: str = "8.0.RC3",
               socs: tuple[str, ...] = ("Ascend910B2", "Ascend910B3"), version_file: str = "version.cfg",
-              set_env: str | None = None) -> Path:
+              set_env: str | None = None, msopgen: bool = True) -> Path:
     """A fake CANN toolkit root. ``layout``: one of CMAKE_LAYOUTS, or "asc" (CANN 9, ASC package only),
-    or "runtime" (no kernel build support at all)."""
+    or "runtime" (no kernel build support at all). ``msopgen``: with the custom-op project generator
+    (a placeholder that fails: ``make_custom_op_cann`` has one that runs)."""
     root.mkdir(parents=True, exist_ok=True)
     if layout in CMAKE_LAYOUTS:
         module = root / CMAKE_LAYOUTS[layout].replace("x86_64-linux", f"{arch}-linux")
@@ -60,6 +61,8 @@ def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", ver
         (package / "ASCConfig.cmake").write_text("# fake ASC package\n")
     if layout != "runtime":
         write_script(root / f"{arch}-linux/ccec_compiler/bin/bisheng", "echo bisheng\n")
+        if msopgen:
+            write_script(root / "python/site-packages/bin/msopgen", "echo fake msopgen >&2; exit 1\n")
     (root / f"{arch}-linux/lib64").mkdir(parents=True, exist_ok=True)
     if version_file == "version.cfg":
         (root / "version.cfg").write_text(f"# version\ntoolkit_running_version=[8.0.0.1.200:{version}]\n")
@@ -220,3 +223,204 @@ def preload_acl_stubs(root: Path) -> None:
 
     for name in ("ascendcl", "runtime", "profapi"):
         ctypes.CDLL(str(root / "lib64" / f"lib{name}.so"), mode=ctypes.RTLD_GLOBAL)
+
+
+# Stand-ins for the custom-op flow: msopgen makes a project skeleton (build.sh, op_kernel/CMakeLists.txt with
+# add_kernels_compile()) and records its arguments; the project's build.sh records what it was given and
+# packages a custom_opp_*.run; the package installs, under --install-path, a vendor whose op API
+# (libcust_opapi.so, built here with g++) runs AddCustom (z = x + y, float) on the host. Nothing of CANN's
+# own op_host/op_kernel compilation is imitated: the candidate's sources are only copied and listed.
+FAKE_MSOPGEN = r"""#!/bin/bash
+set -e
+out=""; json=""; soc=""
+while [ $# -gt 0 ]; do
+  case "$1" in -out) out="$2"; shift ;; -i) json="$2"; shift ;; -c) soc="$2"; shift ;; esac
+  shift
+done
+mkdir -p "$out/op_host" "$out/op_kernel" "$out/cmake"
+echo "json=$json soc=$soc" > "$out/msopgen_args.txt"
+cp "$json" "$out/op.json"
+printf 'set(ASCEND_COMPUTE_UNIT ascend910b)\nadd_kernels_compile()\n' > "$out/op_kernel/CMakeLists.txt"
+cat > "$out/build.sh" <<'EOS'
+#!/bin/bash
+set -e
+mkdir -p build_out
+echo "ASCEND_CUSTOM_OPP_PATH=${ASCEND_CUSTOM_OPP_PATH-unset}" > build_out/env.txt
+(cd op_host && ls) > build_out/op_host.txt
+(cd op_kernel && find . -type f | sort) > build_out/op_kernel.txt
+cp op_kernel/CMakeLists.txt build_out/kernel_cmake.txt
+cat > build_out/custom_opp_ubuntu_x86_64.run <<EOR
+#!/bin/bash
+set -e
+for a in "\$@"; do case "\$a" in --install-path=*) dest="\${a#--install-path=}" ;; esac; done
+mkdir -p "\$dest/vendors/customize/op_api/lib" "\$dest/vendors/customize/op_api/include" "\$dest/vendors/customize/op_impl"
+cp "OPAPI_DIR/libcust_opapi.so" "\$dest/vendors/customize/op_api/lib/"
+cp "OPAPI_DIR/aclnn_add_custom.h" "\$dest/vendors/customize/op_api/include/"
+echo "\$@" > "\$dest/installer_args.txt"
+EOR
+EOS
+sed -i "s|OPAPI_DIR|$(dirname "$0")/../opapi|g" "$out/build.sh"
+"""
+
+FAKE_ACL_H = r"""
+#pragma once
+#include <cstdint>
+typedef void* aclrtStream;
+typedef int aclnnStatus;
+typedef enum { ACL_FLOAT = 0, ACL_FLOAT16 = 1 } aclDataType;
+typedef enum { ACL_FORMAT_ND = 2 } aclFormat;
+struct aclTensor;
+struct aclOpExecutor;
+extern "C" aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t viewDimsNum, aclDataType dataType,
+    const int64_t* stride, int64_t offset, aclFormat format, const int64_t* storageDims, uint64_t storageDimsNum,
+    void* tensorData);
+extern "C" int aclDestroyTensor(const aclTensor* tensor);
+"""
+
+FAKE_NNOPBASE = r"""
+#include <cstdint>
+struct aclTensor { void* data; int64_t n; };
+extern "C" aclTensor* aclCreateTensor(const int64_t* viewDims, uint64_t, int, const int64_t*, int64_t, int,
+                                      const int64_t*, uint64_t, void* tensorData) {
+    return new aclTensor{tensorData, viewDims[0]};
+}
+extern "C" int aclDestroyTensor(const aclTensor* t) { delete t; return 0; }
+"""
+
+FAKE_ACLNN_ADD_CUSTOM_H = r"""
+#pragma once
+#include "acl/acl.h"
+extern "C" aclnnStatus aclnnAddCustomGetWorkspaceSize(const aclTensor* x, const aclTensor* y, float alpha,
+                                                      aclTensor* z, uint64_t* workspaceSize, aclOpExecutor** executor);
+extern "C" aclnnStatus aclnnAddCustom(void* workspace, uint64_t workspaceSize, aclOpExecutor* executor,
+                                      aclrtStream stream);
+"""
+
+FAKE_CUST_OPAPI = r"""
+#include <cstdint>
+struct aclTensor { void* data; int64_t n; };
+struct aclOpExecutor { const aclTensor *x, *y, *z; float alpha; };
+extern "C" int aclnnAddCustomGetWorkspaceSize(const aclTensor* x, const aclTensor* y, float alpha, aclTensor* z,
+                                              uint64_t* size, aclOpExecutor** executor) {
+    *size = 0; *executor = new aclOpExecutor{x, y, z, alpha}; return 0;
+}
+extern "C" int aclnnAddCustom(void*, uint64_t, aclOpExecutor* e, void*) {
+    for (int64_t i = 0; i < e->z->n; ++i)
+        ((float*)e->z->data)[i] = ((float*)e->x->data)[i] + e->alpha * ((float*)e->y->data)[i];
+    delete e;
+    return 0;
+}
+"""
+
+
+def make_custom_op_cann(root: Path) -> Path:
+    """A fake CANN for the custom-op form: ``make_host_cann`` plus msopgen (FAKE_MSOPGEN), the ACL and
+    aclnn base headers, a stand-in libnnopbase.so, and the op API a package of AddCustom installs."""
+    import subprocess
+
+    make_host_cann(root)
+    (root / "python/site-packages/bin/msopgen").write_text(FAKE_MSOPGEN)
+    (root / "include/acl").mkdir(parents=True, exist_ok=True)
+    (root / "include/acl/acl.h").write_text(FAKE_ACL_H)
+    (root / "include/aclnn").mkdir(exist_ok=True)
+    src = root / "lib64/nnopbase.cpp"
+    src.write_text(FAKE_NNOPBASE)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libnnopbase.so", str(src), "-o",
+                    str(root / "lib64/libnnopbase.so")], check=True, capture_output=True)
+    src.unlink()
+    opapi = root / "python/site-packages/opapi"
+    opapi.mkdir(parents=True)
+    (opapi / "aclnn_add_custom.h").write_text(FAKE_ACLNN_ADD_CUSTOM_H)
+    (opapi / "cust_opapi.cpp").write_text(FAKE_CUST_OPAPI)
+    subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libcust_opapi.so", str(opapi / "cust_opapi.cpp"),
+                    "-o", str(opapi / "libcust_opapi.so")], check=True, capture_output=True)
+    return root
+
+
+# A stand-in for CANN's register/tilingdata_base.h, written from the documented behaviour of its macros
+# (not from CANN's source): a tiling data class is a flat record of fields with set_<field>/get_<field>
+# accessors (arrays copied in whole, nested tiling structs as members), saved into the raw tiling buffer
+# by SaveToBuffer and sized by GetDataSize; REGISTER_TILING_DATA_CLASS ties it to an op type. What it checks:
+# that an answer's tiling data definition is well-formed C++ with these macros, nothing of CANN's layout.
+FAKE_TILINGDATA_BASE_H = r"""
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+namespace optiling {
+class TilingDef {
+public:
+    virtual ~TilingDef() = default;
+    void SaveToBuffer(void* dst, size_t capacity) const {
+        std::memcpy(dst, Data(), Size() < capacity ? Size() : capacity);
+    }
+    size_t GetDataSize() const { return Size(); }
+protected:
+    virtual const void* Data() const = 0;
+    virtual size_t Size() const = 0;
+};
+}
+#define BEGIN_TILING_DATA_DEF(name) class name : public optiling::TilingDef { \
+  protected: const void* Data() const override { return this; } size_t Size() const override { return sizeof(*this); } \
+  public:
+#define TILING_DATA_FIELD_DEF(type, field) \
+  type field##_ = 0; void set_##field(type v) { field##_ = v; } type get_##field() const { return field##_; }
+#define TILING_DATA_FIELD_DEF_ARR(type, count, field) \
+  type field##_[count] = {}; void set_##field(const type* v) { std::memcpy(field##_, v, sizeof(field##_)); } \
+  type* get_##field() { return field##_; }
+#define TILING_DATA_FIELD_DEF_STRUCT(type, field) type field;
+#define END_TILING_DATA_DEF }
+#define REGISTER_TILING_DATA_CLASS(op_type, class_name) \
+  struct op_type##class_name##Registration { const char* op = #op_type; }; \
+  static op_type##class_name##Registration g_##op_type##class_name##_registration;
+"""
+# The CANN headers the host stand-in provides; an answer's tiling header that includes any other CANN header
+# is not compiled (its types, TCubeTiling and the like, would need stand-ins that say nothing true).
+STOOD_IN_HEADERS = ("register/tilingdata_base.h",)
+
+
+def make_tiling_standins(include: Path) -> Path:
+    """A folder of the stand-in CANN host headers (``STOOD_IN_HEADERS``)."""
+    (include / "register").mkdir(parents=True, exist_ok=True)
+    (include / "register/tilingdata_base.h").write_text(FAKE_TILINGDATA_BASE_H)
+    return include
+
+
+def compile_tiling_on_host(files: dict[str, str], include: Path, work: Path) -> tuple[str, str]:
+    """Compiles a custom-op candidate's tiling data definitions (each op_host file with
+    BEGIN_TILING_DATA_DEF, every class it defines instantiated, saved and sized) with g++ against the
+    stand-in headers in ``include``. ("ok", ""), ("skipped", the CANN headers not stood in) or
+    ("failed", the compiler's first error)."""
+    import re
+    import subprocess
+
+    for name, text in files.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text)
+    headers = [n for n, t in files.items() if n.startswith("op_host/") and "BEGIN_TILING_DATA_DEF" in t]
+    missing: set[str] = set()
+    for name in headers:
+        here = Path(name).parent
+        for target in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', files[name], re.M):
+            local = str(here / target) in files or target in files
+            if "/" in target and not local and target not in STOOD_IN_HEADERS:
+                missing.add(target)
+    if missing:
+        return "skipped", ", ".join(sorted(missing))
+    classes = [c for n in headers for c in re.findall(r"BEGIN_TILING_DATA_DEF\s*\(\s*(\w+)", files[n])]
+    lines = [f'#include "{n}"' for n in headers] + ["using namespace optiling;", "int main() {",
+             "    char buffer[65536];", "    size_t total = 0;"]
+    for i, cls in enumerate(classes):
+        lines += [f"    {cls} t{i};", f"    t{i}.SaveToBuffer(buffer, sizeof buffer);",
+                  f"    total += t{i}.GetDataSize();"]
+    lines += ["    return total > 0 ? 0 : 1;", "}"]
+    (work / "_tiling_check.cpp").write_text("\n".join(lines) + "\n")
+    ran = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", f"-I{work}", f"-I{work}/op_host",
+                          str(work / "_tiling_check.cpp")], capture_output=True, text=True)
+    if ran.returncode != 0:
+        first = next((line for line in ran.stderr.splitlines() if "error" in line), ran.stderr.strip()[:200])
+        if re.search(r"error: .gert. (has not been declared|does not name a type)", first):
+            # CANN's own tilingdata_base.h brings the gert:: context types in; the stand-in does not
+            return "skipped", "gert:: types (included by CANN's own register/tilingdata_base.h)"
+        return "failed", first.replace(str(work) + "/", "")
+    return "ok", ""

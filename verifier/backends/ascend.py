@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from verifier.backends import ascend_project as project_form
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.toolchain.cann import MSOPGEN_PATHS
 from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.toolchain.discovery import (
     PROJECT_TORCH,
@@ -400,6 +402,28 @@ KERNEL_RULES = KernelRules(
 )
 
 
+# The custom-op project form (verifier.backends.ascend_project) checks each place by what runs there. Kernel
+# sources (op_kernel/) follow KERNEL_RULES. The host sources (op_host/: TilingFunc, the op definition, shape
+# inference) run inside the CANN op framework in the calling process: the common rules, and the CANN host
+# headers may be included with quotes. The binding calls the generated aclnn<Op> and creates its aclTensors,
+# so ACL and aclnn headers and calls are what it is for; streams and devices stay the runtime's.
+CANN_HOST_HEADERS = (r"^(register|tiling|graph|exe_graph|platform|opdev|aclnn|aclnnop|aclnn_kernels|level2|op_common|"
+                     r"log|error|experiment)/")
+CANN_KERNEL_HEADERS = r"^(kernel_operator\.h|kernel_tiling/|lib/|impl/|kernel_log\.h|kernel_utils\.h)"
+PROJECT_KERNEL_RULES = KernelRules(words=KERNEL_RULES.words, includes=KERNEL_RULES.includes,
+                                   sdk_headers=KERNEL_RULES.sdk_headers, prefixes=KERNEL_RULES.prefixes,
+                                   sdk_patterns=(CANN_KERNEL_HEADERS,))
+# Timer headers stay refused in host code too: TilingFunc runs inside every timed call.
+HOST_RULES = KernelRules(words={}, sdk_patterns=(CANN_HOST_HEADERS,))
+BINDING_RULES = KernelRules(
+    words={},
+    sdk_patterns=(r"^(acl/|aclnn/|aclnn_|aclnnop/)",),
+    prefixes=((r"aclrt(?:SetDevice|ResetDevice|CreateStream|DestroyStream|SetCurrentContext|CreateContext|Malloc"
+               r"|Free|Synchronize\w*)\s*\(", "the binding calls aclnn<Op> on the stream the runtime passes; "
+               "devices, streams and memory are the runtime's (allocate outputs in model.py)"),),
+)
+
+
 class AscendBackend:
     name = "ascend"
     display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
@@ -411,7 +435,12 @@ class AscendBackend:
     process_model = "spawn"
     timer = "events"
     kernel_rules = KERNEL_RULES
+    # per place of a custom-op project (its first folder; "" for the top level: the binding)
+    project_rules = {project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
+                     "": BINDING_RULES}
     device_runtime = AscendRuntime
+    # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
+    forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:
@@ -469,9 +498,45 @@ class AscendBackend:
         return f"ascend|{RECIPE}|{where}|{f.soc}"
 
     def launchers(self, sources: dict[str, str]) -> list[Signature]:
+        if project_form.is_project(sources):
+            binding = [n for n in sources if "/" not in n]
+            found = [sig for n in binding for sig in parse_extern_c(sources[n])]
+            if not found:
+                raise DeclarationError('the custom-op binding has no extern "C" launcher: declare each as '
+                                       'extern "C" uint32_t <name>(aclrtStream stream, ...) calling aclnn<Op>')
+            return found
         return [launch_signature(k) for k in find_kernels(sources)]
 
+    def project_plan(self, workdir: Path) -> BuildPlan:
+        """The custom-op flow for the project in ``workdir`` (see ``verifier.backends.ascend_project``)."""
+        install, soc = self._ready()
+        if install.msopgen is None:
+            raise BuildPlanError(f"CANN at {install.root} has no msopgen (looked in "
+                                 f"{', '.join(r.format(arch=install.arch) for r in MSOPGEN_PATHS)}): the custom-op "
+                                 "form needs it; install the CANN toolkit package, or answer in the kernel-launch form")
+        root = Path(workdir)
+        files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
+        try:
+            project = project_form.read_project(files)
+        except project_form.ProjectError as exc:
+            raise BuildPlanError(str(exc)) from None
+        generated = {project_form.BUILD_SCRIPT: project_form.build_script(
+            install, soc, project, list(files), files.get("CMakeLists.txt"))}
+        generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
+        return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
+                         files=generated, keep=[project_form.VENDOR])
+
+    def call_env(self, library: Path) -> dict[str, str]:
+        """What the calling process needs for a custom-op candidate's library (its private vendor); nothing
+        for a kernel-launch library."""
+        folder = Path(library).parent
+        if not (folder / project_form.OPP_PATH).is_dir():
+            return {}
+        return project_form.call_env(str(folder), self.worker_env())
+
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
+        if project_form.is_project(sources):
+            return self.project_plan(workdir)
         install, soc = self._ready()
         texts = {name: (Path(workdir) / name).read_text() for name in sources}
         try:
@@ -491,9 +556,11 @@ class AscendBackend:
     def link_policy(self) -> LinkPolicy:
         # The CANN build links its runtime (ascendcl, the launch support) from the toolkit: any library
         # inside the toolkit is allowed; the launch support may load the kernel binary itself.
+        # A custom op's binding links the op API its own package installed (found through its $ORIGIN RUNPATH).
         install = self.findings.install
-        return LinkPolicy(runtime_dirs=(str(install.root),) if install else (), loader_lookups=True,
-                          runtime_names="the CANN toolkit's libraries")
+        return LinkPolicy(runtime_sonames=(r"libcust_opapi\.so",),
+                          runtime_dirs=(str(install.root),) if install else (), loader_lookups=True,
+                          runtime_names="the CANN toolkit's libraries and the custom op's own op API")
 
     def sandbox_devices(self) -> list[str]:
         return sorted(set(glob.glob("/dev/davinci[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})

@@ -57,6 +57,7 @@ class BuildPlan:
     commands: list[list[str]]
     library: str                      # path of the resulting library, relative to workdir
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
+    keep: list[str] = field(default_factory=list)  # folders kept beside the library (a custom op's private vendor)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class KernelRules:
     words: dict[str, tuple[tuple[str, ...], str]]   # what -> (names banned wherever they appear, why/what to do)
     includes: tuple[tuple[str, str], ...] = ()      # (regex on the included header, why)
     sdk_headers: frozenset[str] = frozenset()       # SDK headers that may be included with quotes
+    sdk_patterns: tuple[str, ...] = ()              # regexes of SDK headers that may be included with quotes
     prefixes: tuple[tuple[str, str], ...] = ()      # (regex of banned names, why)
     launch_needs_stream: bool = False               # every <<<...>>> launch must name the launcher's stream
 

@@ -1,5 +1,10 @@
 """Gate 1, format: the candidate has the files its backend needs, of sane names and sizes, and a
-``model.py`` that parses and defines ``ModelNew``."""
+``model.py`` that parses and defines ``ModelNew``.
+
+A backend takes one or more forms (its ``forms``; "kernel-launch" when it declares none), each recognised by
+its files: "kernel-launch", flat kernel sources with ``extern "C"`` launchers; "custom-op" (Ascend), a CANN
+custom-operator project with its sources under ``op_host/`` and ``op_kernel/``
+(``verifier.backends.ascend_project``)."""
 
 from __future__ import annotations
 
@@ -12,25 +17,47 @@ MAX_FILES = 16
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
+def candidate_form(files: dict[str, str] | list[str]) -> str:
+    """The form a candidate's files are written in: "custom-op" when it has sources under op_host/ or
+    op_kernel/, else "kernel-launch"."""
+    from verifier.backends.ascend_project import FORM_CUSTOM_OP, FORM_KERNEL_LAUNCH, is_project
+
+    return FORM_CUSTOM_OP if is_project(files) else FORM_KERNEL_LAUNCH
+
+
 def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
-                 header_suffixes: tuple[str, ...]) -> str | None:
-    """None when the candidate is well-formed, else what is wrong (one actionable sentence)."""
+                 header_suffixes: tuple[str, ...], forms: tuple[str, ...] = ("kernel-launch",)) -> str | None:
+    """None when the candidate is well-formed in one of ``forms`` (the backend's), else what is wrong (one
+    actionable sentence)."""
     if "model.py" not in files:
         return "model.py is missing: it must define ModelNew and call the kernels through verifier.runtime.load()"
+    form = candidate_form(files)
+    if form not in forms:
+        return (f"the files are in the {form} form ({', '.join(n for n in files if '/' in n)[:120]}), which this "
+                f"backend does not take; it takes: {', '.join(forms)}")
+    if form == "custom-op":
+        from verifier.backends.ascend_project import check_project_layout
+
+        return _sizes(files) or check_project_layout(files) or _model(files)
     sources = [n for n in files if n.endswith(source_suffixes)]
     if not sources:
         return f"no kernel source: add at least one {' or '.join(source_suffixes)} file with extern \"C\" launchers"
     if len(files) > MAX_FILES:
         return f"{len(files)} files; at most {MAX_FILES} are allowed"
-    total = 0
     allowed = (".py", *source_suffixes, *header_suffixes)
-    for name, text in files.items():
+    for name in files:
         if not _NAME.match(name):
             return f"file name {name!r} is not allowed (letters, digits, '_', '.', '-'; no folders)"
         if not name.endswith(allowed):
             return f"{name}: unexpected file type; allowed: {', '.join(allowed)}"
         if name.endswith(".py") and name != "model.py":
             return f"{name}: only model.py may be Python"
+    return _sizes(files) or _model(files)
+
+
+def _sizes(files: dict[str, str]) -> str | None:
+    total = 0
+    for name, text in files.items():
         size = len(text.encode())
         total += size
         if size > MAX_FILE_BYTES:
@@ -39,6 +66,10 @@ def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
             return f"{name} contains NUL bytes"
     if total > MAX_TOTAL_BYTES:
         return f"the candidate is {total // 1024} KiB in all; at most {MAX_TOTAL_BYTES // 1024} KiB"
+    return None
+
+
+def _model(files: dict[str, str]) -> str | None:
     try:
         tree = ast.parse(files["model.py"], "model.py")
     except SyntaxError as exc:

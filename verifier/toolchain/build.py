@@ -25,7 +25,7 @@ from verifier.backends.base import Backend, BuildPlanError
 from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
 from verifier.sandbox.forkserver import landlock_abi
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.toolchain.linkage import check_links, parse_needed, parse_undefined, policy_for
+from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined, policy_for
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
@@ -149,7 +149,8 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
            hidden: list[str]) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
-        for name, text in files.items():
+        for name, text in files.items():   # a custom-op project's sources sit in op_host/ and op_kernel/
+            (workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (workdir / name).write_text(text)
         sources = sorted(n for n in files if n.endswith(backend.source_suffixes))
         meta: dict[str, Any] = {"key": key, "ok": False, "library": None, "signatures": [], "log": "", "seconds": 0.0}
@@ -194,6 +195,7 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             meta["log"] = problem
             meta["seconds"] = seconds
             return _store(meta, workdir, root / key)
+        meta["keep"] = [k for k in plan.keep if (workdir / k).is_dir()]
         meta.update(ok=True, library=plan.library, signatures=[s.to_dict() for s in sigs], seconds=seconds,
                     log=trim_diagnostics("\n".join(log), str(workdir)) if any("warning" in x for x in log) else "")
         return _store(meta, workdir, root / key)
@@ -229,6 +231,8 @@ def _link_problem(backend: Backend, workdir: Path, library: str, env: dict[str, 
                     f"{proc.output.strip()[-300:] or 'no output'}")
         outputs.append(proc.output)
     search = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+    # folders beside the library it names itself ($ORIGIN RUNPATH: a custom op's private vendor), first
+    search = [*parse_origin_runpath(outputs[0], str((workdir / library).parent)), *search]
     return check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), policy_for(backend), search, cache_dir)
 
 
@@ -252,6 +256,8 @@ def _store(meta: dict[str, Any], workdir: Path, final: Path) -> BuildResult:
     for name in ("build.json", meta.get("library") or ""):
         if name and (workdir / name).exists():
             shutil.copy2(workdir / name, staged / name)
+    for folder in meta.get("keep") or []:   # beside the library, where its RUNPATH ($ORIGIN/...) finds them
+        shutil.copytree(workdir / folder, staged / folder, symlinks=True)
     shutil.rmtree(final, ignore_errors=True)
     os.replace(staged, final)
     result = _load(final)

@@ -41,6 +41,9 @@ ASC_CONFIG_NAMES = ("ASCConfig.cmake", "asc-config.cmake")
 BISHENG_PATHS = ("{arch}-linux/ccec_compiler/bin/bisheng", "compiler/ccec_compiler/bin/bisheng",
                  "tools/ccec_compiler/bin/bisheng", "{arch}-linux/bin/bisheng", "bin/bisheng")
 SET_ENV_PATHS = ("set_env.sh", "../set_env.sh", "bin/setenv.bash")
+# msopgen, the custom-op project generator (the custom-op form); set_env.sh puts the first on PATH.
+MSOPGEN_PATHS = ("python/site-packages/bin/msopgen", "tools/msopgen/bin/msopgen", "bin/msopgen",
+                 "{arch}-linux/bin/msopgen")
 # SoC version prefix -> bisheng --npu-arch (ASC flow).
 NPU_ARCH = (("Ascend310P", "dav-2002"), ("Ascend910B", "dav-2201"), ("Ascend910_93", "dav-2201"),
             ("Ascend950", "dav-3510"))
@@ -60,6 +63,7 @@ class CannInstall:
     cmake_dir: Path | None = None      # ascendc_kernel_cmake folder, or the ASC package folder
     bisheng: Path | None = None
     set_env: Path | None = None
+    msopgen: Path | None = None        # the custom-op form's project generator
 
     @property
     def problem(self) -> str:
@@ -173,6 +177,11 @@ def inspect_cann(root: Path, found_by: str, machine: str | None = None) -> CannI
         path = root / rel
         if path.is_file():
             install.set_env = path.resolve()
+            break
+    for rel in MSOPGEN_PATHS:
+        path = root / rel.format(arch=arch)
+        if path.is_file():
+            install.msopgen = path
             break
     return install
 

@@ -215,7 +215,7 @@ def parse_extern_c(source: str) -> list[Signature]:
     text = strip_comments_and_strings(source, keep_strings=True)
     sigs: list[Signature] = []
     seen: set[str] = set()
-    for m in re.finditer(r'extern\s+"C"\s*', text):
+    for m in re.finditer(r'extern\s*"C"\s*', text):   # extern"C" is the same to the compiler
         pos = m.end()
         if pos < len(text) and text[pos] == "{":
             end = _matching(text, pos)

@@ -100,6 +100,14 @@ def parse_needed(readelf_output: str) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", readelf_output)
 
 
+def parse_origin_runpath(readelf_output: str, origin: str) -> list[str]:
+    """The RUNPATH/RPATH folders of ``readelf -d`` that are relative to the library (``$ORIGIN/...``), with
+    ``origin`` (the library's folder) in its place: where the loader will look for what it NEEDS."""
+    found = re.findall(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[([^\]]+)\]", readelf_output)
+    return [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
+            for entry in found for p in entry.split(":") if p.startswith(("$ORIGIN", "${ORIGIN}"))]
+
+
 @functools.lru_cache(maxsize=1)
 def _ld_cache() -> dict[str, str]:
     """soname -> path, from the loader's cache (``ldconfig -p``), this architecture's entries first."""

@@ -57,9 +57,10 @@ def check_candidate(files: dict[str, str], source_suffixes: tuple[str, ...], hea
     if problem:
         return problem
     local = set(files)
+    project = any("/" in n for n in files)   # a custom-op project (the format gate admits folders only there)
     for name, text in files.items():
-        if name.endswith((*source_suffixes, *header_suffixes)):
-            problem = check_kernel_source(name, text, local, backend)
+        if name.endswith((*source_suffixes, *header_suffixes)) or (project and name.endswith((".cc", ".h", ".hpp"))):
+            problem = check_kernel_source(name, text, local, backend, project=project)
             if problem:
                 return problem
     return None

@@ -12,9 +12,11 @@ from verifier.errors import UnknownBackend
 from verifier.toolchain.csource import split_top_level
 
 
-def kernel_rules(backend: str | Backend) -> KernelRules | None:
+def kernel_rules(backend: str | Backend, place: str | None = None) -> KernelRules | None:
     """The kernel rules ``backend`` (a backend or its name in the table) adds to the common ones; None
-    for a backend that adds none, or a name the table does not know (a test's stand-in backend)."""
+    for a backend that adds none, or a name the table does not know (a test's stand-in backend). A
+    ``place`` in a custom-op project (its first folder, "op_host"; "" for its top level) gets the rules the
+    backend declares for it (``project_rules``) when it declares any."""
     if isinstance(backend, str):
         try:
             cls: object = backend_class(backend)
@@ -23,6 +25,9 @@ def kernel_rules(backend: str | Backend) -> KernelRules | None:
     else:
         cls = backend
     rules = getattr(cls, "kernel_rules", None)
+    places = getattr(cls, "project_rules", None)
+    if isinstance(places, dict) and place is not None:
+        rules = places.get(place, rules)
     return rules if isinstance(rules, KernelRules) else None
 
 

@@ -4,6 +4,7 @@ the package's docstring, ``verifier.gates.antihack``. A device backend adds its 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
 
@@ -127,7 +128,11 @@ def _directive_problem(name: str, lineno: int, line: str, local_files: set[str],
             for pattern, why in rules.includes:
                 if re.search(pattern, target):
                     return f"{name} line {lineno}: #include <{target}>: {why}"
-            if target in rules.sdk_headers:
+            if target in rules.sdk_headers or any(re.search(p, target) for p in rules.sdk_patterns):
+                return None
+        if "/" in name and quoted:   # a project file: its own folder first, then the project's top
+            own = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+            if own in local_files or target in local_files:
                 return None
         if quoted and target not in local_files:
             return (f"{name} line {lineno}: #include \"{target}\": only the candidate's own files may be included "
@@ -160,10 +165,11 @@ def _mention(code: str, word: str) -> int | None:
     return None
 
 
-def check_kernel_source(name: str, source: str, local_files: set[str], backend: str | Backend = "cpu") -> str | None:
+def check_kernel_source(name: str, source: str, local_files: set[str], backend: str | Backend = "cpu", *,
+                        project: bool = False) -> str | None:
     """None when a kernel source follows the rules (the common ones plus ``backend``'s), else the first
-    violation."""
-    rules = kernel_rules(backend)
+    violation. In a custom-op ``project`` each place has the backend's rules for it (``project_rules``)."""
+    rules = kernel_rules(backend, (name.split("/", 1)[0] if "/" in name else "") if project else None)
     problem = _lexical_problem(name, source)
     if problem:
         return problem
@@ -192,7 +198,8 @@ def check_kernel_source(name: str, source: str, local_files: set[str], backend: 
     for m in re.finditer(r"__has_include(?:_next)?", no_comments):
         if not _HAS_INCLUDE.match(no_comments, m.start()):
             return f"{name} line {line_of[m.start()]}: __has_include must name a header literally, as <header>"
-    if "##" in code:
+    # GNU's comma elision (`, ##__VA_ARGS__`, variadic logging macros) pastes no identifier together
+    if "##" in re.sub(r",\s*##\s*__VA_ARGS__", ",", code):
         return f"{name}: token pasting (##) is not allowed"
     m = re.search(r"%:", code)
     if m:
