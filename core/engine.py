@@ -336,7 +336,9 @@ class Engine:
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
                                          attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
                                          out.speedup, reward, new_best, duplicate=not created,
-                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best))
+                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
+                                         speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
+                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

@@ -96,20 +96,25 @@ async def _with_close(session, coro):
 
 
 def attempt_words(event) -> str:
-    """A feasible attempt in one line: its latency, then what its own timing window says: the speedup
-    over PyTorch and, for a refinement, the gain over the best timed beside it ("✓ 24.148 ms, 1.08x vs
-    PyTorch (same); 0.87x vs the best (slower)"). Latencies of two attempts come from two windows and
-    are not compared. A window too disturbed for a verdict says "too noisy to judge", never "same"."""
-    def said(verdict: str) -> str:
-        return {"noisy": "too noisy to judge", "implausible": "above this machine's ceiling: not trusted"}.get(
-            verdict, verdict)
+    """A feasible attempt in one line: its latency, then what its own timing window says, in the words
+    every surface uses (``verifier.outcome.speed_words``): against PyTorch and, for a refinement, against
+    the best timed beside it ("✓ 24.148 ms, same speed as PyTorch within ±4 %; 1.15x slower than the best
+    [1.10, 1.20]"). A new best whose time is above the best it replaced says why: the two times come
+    from different windows."""
+    from verifier.outcome import speed_words
 
     words = f"✓ {event.latency_ms:.3f} ms"
     if event.speedup is not None:
-        words += f", {event.speedup:.2f}x vs PyTorch" + (f" ({said(event.vs_reference)})" if event.vs_reference else "")
+        words += ", " + speed_words(event.vs_reference, event.speedup, event.speedup_ci, "PyTorch")
     if event.gain is not None and event.vs_best:
-        words += f"; {event.gain:.2f}x vs the best ({said(event.vs_best)})"
-    return words + (", new best" if event.new_best else "")
+        words += "; " + speed_words(event.vs_best, event.gain, event.gain_ci, "the best")
+    if not event.new_best:
+        return words
+    if event.replaced_ms and event.latency_ms > event.replaced_ms:
+        here = f" took {event.best_ms:.3f} ms" if event.best_ms else " was slower"
+        return words + (f", new best (the best it replaced took {event.replaced_ms:.3f} ms in another window; "
+                        f"timed beside this one it{here})")
+    return words + ", new best"
 
 
 class Reporter:

@@ -165,7 +165,7 @@ def test_refine_prompt_gives_the_best_kernel_whole_when_it_is_not_the_start_poin
                                                                   "latency_spread_ms": 0.01},
                       extra={"change": "the best one"})
     best.id = "b" * 20
-    text = prompts.refine_prompt(task, "cpu", [], [], [], start, [], 0.1, best=best)[1][1]
+    text = prompts.refine_prompt(task, "cpu", [], [], [], start, [], best=best)[1][1]
     start_part = text.split("## Start point", 1)[1].split("## Best kernel so far")[0]
     best_part = text.split("## Best kernel so far", 1)[1].split("## Your answer")[0]
     assert BEST_MARKER not in start_part and C.RELU.strip() in start_part

@@ -1,0 +1,193 @@
+"""What the model and the user read says only what is true (issue #25): a scripted model and a canned
+verifier whose windows differ in load (paired ratios stay, absolute latencies move), read back from
+the prompts the model received, the run's lines and the report."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+
+import pytest
+
+import candidates as C
+from openai_server import answer_with
+
+SUITE = Path(__file__).parents[1] / "fixtures" / "suite"
+
+
+def kernel(latency_ms: float | str | None, tag: int, fail: str = "") -> dict[str, str]:
+    """The relu kernel with a distinct constant (different code) and its canned verdict in the source."""
+    files = C.elementwise(C.RELU)
+    verdict = f"static const char* kCanned = \"{fail or latency_ms}\";"
+    return {**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const int kTag{tag} = {tag};\n{verdict}\n"}
+
+
+def judge(task_id: str, files: dict[str, str]):
+    """A failing gate's name, "<ms>", or "span:<factor>:<ms>" (timed with an interval of that factor
+    either side of each ratio)."""
+    from core.scripted import Canned
+
+    said = re.search(r'kCanned = "([^"]+)"', files.get("kernel.cpp", "")).group(1)
+    if said.startswith("span:"):
+        _, span, ms = said.split(":")
+        return Canned(latency_ms=float(ms), span=float(span))
+    try:
+        return Canned(latency_ms=float(said))
+    except ValueError:
+        return Canned(failed_gate=said, message=f"canned {said} failure")
+
+
+@pytest.fixture
+def scripted(tmp_path):
+    """run(ids, answers, method, iterations, load, changes, reference_load) -> (record, store, prompts, events);
+    prompts: task -> [(system, user)] in order; changes: task -> the answers' Change lines, in order;
+    load / reference_load: the canned verifier's factors on the kernels' / the reference's times per window."""
+    from core import events as ev
+    from core.config import Config
+    from core.engine import Engine
+    from core.scripted import CannedVerifier, ScriptedModel
+    from core.tasks import load_suite
+    from store import Store
+
+    suite = load_suite(SUITE)
+    store = Store.open(tmp_path / "memory.lmdb")
+
+    def run(ids, answers, method="evokernel", iterations=4, load=(), changes=None, reference_load=()):
+        verifier = CannedVerifier(judge, load=list(load), reference_load=list(reference_load))
+        queues = {t: list(a) for t, a in answers.items()}
+        notes = {t: list(c) for t, c in (changes or {}).items()}
+        prompts: dict[str, list[tuple[str, str]]] = {}
+        seen: list = []
+
+        def script(request, n):
+            task = request.sample.split(":")[-2]        # "<run>:<task>:<iteration>"
+            prompts.setdefault(task, []).append((request.messages[0][1], request.messages[-1][1]))
+            note = notes[task].pop(0) if notes.get(task) else f"Change: canned {n}"
+            return answer_with(queues[task].pop(0), note=note)
+
+        config = Config()
+        config.engine.epsilon = 0.0
+        bus = ev.EventBus()
+        bus.subscribe(seen.append)
+        engine = Engine(config, store, verifier, ScriptedModel(script), bus)
+        record = asyncio.run(engine.run([suite.get(t) for t in ids], method=method, iterations=iterations))
+        return record, store, prompts, seen
+
+    yield run
+    store.close()
+
+
+def _recorded(events):
+    return [e for e in events if type(e).__name__ == "AttemptRecorded"]
+
+
+# -- item 1: each prompt says only what is true for it -------------------------------------------------
+
+
+def test_a_first_draft_is_never_told_to_fix_an_attempt_and_no_memory_line_is_asked_without_memory(scripted):
+    answers = {"relu": [kernel(None, 1, fail="build"), kernel(10.0, 2), kernel(8.0, 3)]}
+    _record, _store, prompts, _ = scripted(["relu"], answers, method="refinement", iterations=3)
+    (sys0, first), (_sys1, second), (_sys2, third) = prompts["relu"]
+    assert "last attempt" not in first.lower()                   # there is none
+    assert "Fix the last attempt" in second                      # it failed: fix it
+    assert "faster variant of your best kernel" in third
+    for system, user in prompts["relu"]:                          # the refinement baseline shows no memory
+        assert "[mem:" not in user and "MEMORY USED" not in system
+
+
+def test_memory_used_is_asked_exactly_when_items_are_shown():
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(SUITE).get("relu")
+    item = Experience(task_id="*", kind="best_practice", backend="cpu", stage="", title="Vectorise", text="Use simd.")
+    item.id = "m" * 20
+    bare = prompts.draft_prompt(task, "cpu", [], [], [])
+    shown = prompts.draft_prompt(task, "cpu", [], [], [item])
+    assert "MEMORY USED" not in bare[0][1] and "[mem:" not in bare[1][1]
+    assert "MEMORY USED" in shown[0][1] and f"[mem:{item.id}]" in shown[1][1]
+
+
+# -- item 3: one figure per kernel in a prompt ---------------------------------------------------------
+
+
+def test_a_prompt_gives_each_kernel_one_latency_never_one_from_another_window(scripted):
+    """The draft took 10 ms in a quiet window; timed again beside a variant in a window twice as loaded
+    it took 20 ms. The next prompt shows the draft (start point and best) with one figure: 10 ms."""
+    answers = {"relu": [kernel(10.0, 1), kernel(12.0, 2), kernel(9.0, 3)]}
+    _record, _store, prompts, _ = scripted(["relu"], answers, iterations=3, load=[1.0, 2.0, 1.0])
+    third = prompts["relu"][2][1]
+    assert "10.000 ms" in third
+    assert "20.000 ms" not in third                 # the draft's time in the variant's window: never beside it
+
+
+# -- item 4: verdict words from the interval, never a ratio beside a contradicting word -----------------
+
+
+def _contradictions(text: str) -> list[str]:
+    """A ratio beside a verdict word that the ratio contradicts, or "same speed ... ±" wider than noise."""
+    found = re.findall(r"\d+\.\d+x[^;\n]{0,40}\((?:same|faster|slower|noisy)\)", text)
+    found += [m for m in re.findall(r"same speed[^;\n]*?±(\d+) %", text) if int(m) > 15]
+    return found
+
+
+def test_verdict_words_follow_the_interval_in_prompts_and_run_lines(scripted):
+    from evotui.cmd_run import attempt_words
+
+    # a 1.02x gain in a clean window is "same speed"; 1.3x in a window whose interval holds 1 is unknown
+    answers = {"relu": [kernel(10.0, 1), kernel("span:1.02:9.8", 2), kernel("span:1.6:7.7", 3), kernel(8.0, 4)]}
+    _record, _store, prompts, events = scripted(["relu"], answers, iterations=4)
+    lines = [attempt_words(e) for e in _recorded(events) if e.feasible]
+    for line in lines:
+        assert not _contradictions(line), line
+    assert "same speed as the best within ±" in lines[1] and "x vs the best" not in lines[1]
+    assert "could not tell against the best: too noisy" in lines[2]
+    last = prompts["relu"][3][1]
+    assert not _contradictions(last)
+    assert "same speed as" in last and "could not tell" in last
+
+
+def test_a_new_best_slower_in_absolute_time_says_why(scripted):
+    """The draft took 10 ms in a quiet window; a variant twice as fast in a window three times as loaded
+    took 15 ms: it is the new best (2x faster beside the draft), and the line says why its time is higher."""
+    from evotui.cmd_run import attempt_words
+
+    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2)]}
+    _record, _store, _prompts, events = scripted(["relu"], answers, iterations=2, load=[1.0, 3.0])
+    draft, variant = _recorded(events)
+    assert variant.new_best and variant.latency_ms == pytest.approx(15.0)
+    line = attempt_words(variant)
+    assert "new best" in line and "2.00x faster than the best" in line
+    assert "10.000 ms" in line and "another window" in line
+
+
+# -- item 8: the report from verdicts ------------------------------------------------------------------
+
+
+def test_fast_1_counts_only_kernels_whose_interval_says_faster(scripted):
+    from core.report import run_metrics
+
+    # 1.02x over PyTorch (10 ms / 9.8 ms) with an exact interval is "same speed" (below the 3 % change)
+    record, store, _prompts, _ = scripted(["relu"], {"relu": [kernel(9.8, 1)]}, iterations=1)
+    metrics = run_metrics(store, record)
+    assert metrics.per_task["relu"]["speedup"] == pytest.approx(10 / 9.8)
+    assert metrics.fast_1 == 0.0
+
+
+def test_best_over_first_is_the_paired_gain_and_reference_from_the_best_window(scripted):
+    """The draft: 10 ms beside PyTorch's 10 ms (1.0x). The variant is 2x faster than the draft in one
+    window loaded twice as much for the kernels: 10 ms beside PyTorch's 10 ms (1.0x again). Dividing the
+    two speedups says 1.0; the paired window says 2.0. A third, slower variant is timed in a window
+    where PyTorch took 40 ms: the report's reference is the best's window's 10 ms."""
+    from core.report import run_metrics
+
+    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2), kernel(8.0, 3)]}
+    record, store, _prompts, _ = scripted(["relu"], answers, iterations=3, load=[1.0, 2.0, 4.0],
+                                          reference_load=[1.0, 1.0, 4.0])
+    metrics = run_metrics(store, record)
+    row = metrics.per_task["relu"]
+    assert record.progress["relu"].best_id == record.progress["relu"].attempts[1]
+    assert row["speedup_over_first"] == pytest.approx(2.0)
+    assert row["reference_ms"] == pytest.approx(10.0)
