@@ -41,7 +41,8 @@ def judge(task_id: str, files: dict[str, str]):
 @pytest.fixture
 def scripted(tmp_path):
     """run(ids, answers, method, iterations, load, changes, reference_load) -> (record, store, prompts, events);
-    prompts: task -> [(system, user)] in order; changes: task -> the answers' Change lines, in order;
+    prompts: task -> [(system, user)] in order; changes: task -> the answers' Change lines, in order, or a
+    function of the prompt that gives the Change line;
     load / reference_load: the canned verifier's factors on the kernels' / the reference's times per window."""
     from core import events as ev
     from core.config import Config
@@ -56,14 +57,15 @@ def scripted(tmp_path):
     def run(ids, answers, method="evokernel", iterations=4, load=(), changes=None, reference_load=()):
         verifier = CannedVerifier(judge, load=list(load), reference_load=list(reference_load))
         queues = {t: list(a) for t, a in answers.items()}
-        notes = {t: list(c) for t, c in (changes or {}).items()}
+        notes = {t: c if callable(c) else list(c) for t, c in (changes or {}).items()}
         prompts: dict[str, list[tuple[str, str]]] = {}
         seen: list = []
 
         def script(request, n):
             task = request.sample.split(":")[-2]        # "<run>:<task>:<iteration>"
             prompts.setdefault(task, []).append((request.messages[0][1], request.messages[-1][1]))
-            note = notes[task].pop(0) if notes.get(task) else f"Change: canned {n}"
+            said = notes.get(task)
+            note = said(request.messages[-1][1]) if callable(said) else said.pop(0) if said else f"Change: canned {n}"
             return answer_with(queues[task].pop(0), note=note)
 
         config = Config()
@@ -74,6 +76,7 @@ def scripted(tmp_path):
         record = asyncio.run(engine.run([suite.get(t) for t in ids], method=method, iterations=iterations))
         return record, store, prompts, seen
 
+    run.store = store
     yield run
     store.close()
 
@@ -191,3 +194,63 @@ def test_best_over_first_is_the_paired_gain_and_reference_from_the_best_window(s
     assert record.progress["relu"].best_id == record.progress["relu"].attempts[1]
     assert row["speedup_over_first"] == pytest.approx(2.0)
     assert row["reference_ms"] == pytest.approx(10.0)
+
+
+# -- item 2: this task's own history, whatever start point it hung under --------------------------------
+
+
+def test_an_idea_tried_under_another_start_point_is_shown_and_not_proposed_again(scripted):
+    """The model proposes the first idea its prompt does not mention. A 12x32 tile tried from the draft
+    was slower; an unrolled variant became the best. Refining the best, the prompt lists the draft's
+    idea and the tile (they hung under another start point), so no idea is proposed twice."""
+    ideas = ["first version", "12x32 tile", "unroll by 4", "streaming stores", "prefetch next row"]
+
+    def change(prompt: str) -> str:
+        return "Change: " + next(i for i in ideas if i not in prompt)
+
+    from store import Experience
+
+    for n in range(8):   # a memory full of other tasks' well-valued successes that mention relu
+        other = Experience(task_id=f"other{n}", kind="refine_trace", backend="cpu", stage="refine",
+                           title=f"other{n} refine: relu kernel omp simd loop", text=f"relu simd loop {n}",
+                           files=C.elementwise(C.RELU + f"\nstatic const int kOther{n} = {n};\n"),
+                           outcome={"verified": True, "feasible": True, "latency_ms": 1.0}, q1=0.9, q2=0.9)
+        scripted.store.add_experience(other)
+    answers = {"relu": [kernel(10.0, 1), kernel(12.0, 2), kernel(5.0, 3), kernel(4.0, 4)]}
+    record, store, prompts, _ = scripted(["relu"], answers, iterations=4, changes={"relu": change})
+    said = [store.get(i).extra["change"] for i in record.progress["relu"].attempts]
+    assert len(set(said)) == len(said) == 4, said
+    last = prompts["relu"][3][1]
+    tried = last.split("### Ideas already tried on this task", 1)[1].split("## ", 1)[0]
+    assert "Change: 12x32 tile (from [mem:" in tried and "1.20x slower than the best then" in tried
+    assert "Change: first version (a first version)" in tried
+
+
+def test_an_idea_tried_twice_is_listed_once_with_both_verdicts():
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(SUITE).get("relu")
+
+    def attempt(i, change, outcome, parent=None):
+        exp = Experience(task_id="relu", kind="refine_trace", backend="cpu", stage="refine", title=f"relu #{i}",
+                         files=C.elementwise(C.RELU), outcome=outcome, extra={"change": change}, parent_id=parent,
+                         created_at=float(i))
+        exp.id = str(i) * 20
+        return exp
+
+    ok = {"verified": True, "feasible": True, "latency_ms": 3.0, "latency_spread_ms": 0.1, "speedup": 0.5,
+          "speedup_ci": [0.45, 0.55], "vs_reference": "slower"}
+    start = attempt(1, "first", ok)
+    start.stage, start.kind = "draft", "draft_trace"
+    history = [attempt(2, "Streaming stores for the output.", ok, start.id),
+               attempt(3, "a cheaper softplus formula", {"verified": True, "feasible": False,
+                                                         "failed_gate": "correctness", "message": "max error 0.3"},
+                       start.id),
+               attempt(4, "streaming stores for the output", ok, "x" * 20)]
+    text = prompts.refine_prompt(task, "cpu", [], [], [], start, history, best=start)[1][1]
+    tried = text.split("### Ideas already tried on this task", 1)[1]
+    assert tried.count("streaming stores for the output") == 1 and "tried 2 times:" in tried
+    assert tried.count("2.00x slower than PyTorch") == 2
+    assert "Change: a cheaper softplus formula (from the start point)\n  -> failed at correctness" in tried
