@@ -296,6 +296,14 @@ def _task_section(task: Task) -> str:
             f"```python\n{task.source.strip()}\n```")
 
 
+def _rules_enforced() -> str:
+    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule, never cut."""
+    from verifier.gates.antihack.rules import contract_text
+
+    return ("## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate)\n"
+            + contract_text())
+
+
 def _api_section(api: Sequence[Experience]) -> str:
     return "## API knowledge\n" + "\n\n".join(f"### {e.title}\n{e.text}" for e in api) if api else ""
 
@@ -431,7 +439,8 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
            f"Correctness first: match the reference's outputs within atol={_num(atol)}, rtol={_num(rtol)}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
-    head = [_task_section(task), facts.section(task), f"## This task so far\n{WINDOWS}\n{tried}" if tried else ""]
+    head = [_task_section(task), facts.section(task), _rules_enforced(),
+            f"## This task so far\n{WINDOWS}\n{tried}" if tried else ""]
     return _messages(backend, _fit(head, api, rules, memory, [ask]))
 
 
@@ -476,7 +485,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint} Keep it correct; change one or "
            "two things at a time (parallelism, vectorisation, blocking, fusion, memory traffic), try an idea not "
            "listed as tried, and start with the one-line `Change:` saying what you changed.")
-    head = [_task_section(task), facts.section(task), start_text, best_text]
+    head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
     return _messages(backend, _fit(head, api, rules, memory, [ask]))
 
 
@@ -486,7 +495,7 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     """The refinement baseline: feedback from its own attempts on this task (the last one and the best
     in full, the others as their ideas and verdicts), no shared memory."""
     facts = _facts(facts, backend)
-    head = [_task_section(task), facts.section(task)]
+    head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
         roof = roofline_line(best.result)
         head.append(f"## Your best kernel so far: {verdict(best.result)}\n{WINDOWS}" + (f"\n{roof}" if roof else "")

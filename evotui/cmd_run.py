@@ -117,6 +117,23 @@ def attempt_words(event) -> str:
     return words + ", new best"
 
 
+REFUSAL_CHARS = 200
+
+
+def refusal_words(event) -> str:
+    """A failed attempt in one line: the gate and the start of its reason ("✗ anti_hack: private
+    attribute _version is not allowed: ..."), never the gate's name alone."""
+    from rich.markup import escape
+
+    message = " ".join(str(event.message or "").split())
+    prefix = f"{event.failed_gate}: "
+    if message.startswith(prefix):
+        message = message[len(prefix):]
+    if len(message) > REFUSAL_CHARS:
+        message = message[:REFUSAL_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"✗ {event.failed_gate}" + (f": {escape(message)}" if message else "")
+
+
 class Reporter:
     """Renders engine events: a live table on a terminal, plain lines otherwise."""
 
@@ -175,7 +192,7 @@ class Reporter:
             if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
             line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
-                    + (attempt_words(event) if event.feasible else f"✗ {event.failed_gate}") +
+                    + (attempt_words(event) if event.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}")
             self._line(line)
         elif isinstance(event, ev.EngineProblem):

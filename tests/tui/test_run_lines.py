@@ -44,3 +44,17 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
             "the best: too noisy (interval [0.60, 2.00]), no verdict") in reporter.lines[-1]
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
+
+
+def test_a_refusal_says_its_reason_in_its_one_line():
+    from core import events as ev
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=False)
+    message = ("anti_hack: private attribute _version is not allowed: model.py may use only public names (its own\n"
+               "self._name attributes aside)")
+    reporter.on_event(ev.AttemptRecorded("gemm", 4, "e4", None, "refine", "llm", False, "anti_hack", message, None,
+                                         None, -1.0))
+    line = reporter.lines[-1]
+    assert "#5 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line
+    assert line.endswith("reward -1.00")
