@@ -74,6 +74,8 @@ class Method(Protocol):
 
 
 def _words(task: Task) -> set[str]:
+    """What API knowledge is chosen by: the task's name, category and ops (never the words of a
+    kernel's code, which named unrelated sections: softmax text in gemm prompts)."""
     return policy.words_of(" ".join([task.id, task.category, *task.ops]))
 
 
@@ -99,9 +101,7 @@ class Refinement:
         last = store.get(progress.attempts[-1]) if progress.attempts else None
         best = store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
-        base = best or last
-        code_words = policy.words_of(" ".join(base.files.values())) if base else set()
-        api = policy.select_api(api_items(store, engine.backend), _words(task) | code_words)
+        api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
         own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
         attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts,
                                                    history=own)
@@ -132,7 +132,6 @@ class EvoKernel:
             exclude.append(attempt.start.id)
             kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
             query += " " + kernels[:2000]
-            words |= policy.words_of(" ".join(attempt.start.files.values()))
         k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
         pool = store.retrieve(query, k=k, backend=backend, stage=stage, q_floor=cfg.q_floor,
                               kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)

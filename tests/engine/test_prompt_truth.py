@@ -254,3 +254,18 @@ def test_an_idea_tried_twice_is_listed_once_with_both_verdicts():
     assert tried.count("streaming stores for the output") == 1 and "tried 2 times:" in tried
     assert tried.count("2.00x slower than PyTorch") == 2
     assert "Change: a cheaper softplus formula (from the start point)\n  -> failed at correctness" in tried
+
+
+# -- item 6: knowledge sections chosen by the task's own ops ---------------------------------------------
+
+
+def test_knowledge_sections_follow_the_task_not_the_words_in_its_kernel(scripted):
+    """A relu kernel whose code mentions softmax, gemm and cumsum does not pull the reductions, blocking
+    or scan sections into relu's prompts; the elementwise section stays."""
+    noisy = kernel(10.0, 1)
+    noisy["kernel.cpp"] += 'static const char* kNote = "softmax gemm cumsum expf";\n'
+    _record, _store, prompts, _ = scripted(["relu"], {"relu": [noisy, kernel(9.0, 2)]}, iterations=2)
+    refine = prompts["relu"][1][1]
+    assert "## Start point" in refine and "### Vectorising inner loops" in refine
+    for title in ("### Row reductions", "### Cache blocking", "### Prefix sums", "### Elementary functions"):
+        assert title not in refine, title
