@@ -1,14 +1,18 @@
 """Prompts for drafting and refining, and the compact text an attempt leaves in memory.
 
-A prompt is a system message (the role and the answer format) and a user message in sections:
-the task's PyTorch reference (never trimmed), where the kernel runs (backend, threads, the ISA
-``-march=native`` enables, caches, the measured roofline ceilings, the tolerance), API knowledge,
-resident rules, memory items (each tagged ``[mem:<id>]`` so the answer can cite what it used, framed
-by title, outcome and the lines of code that matter) and, when refining, the start point's full
-code with its roofline, the best kernel so far when it differs, and the variants already tried with
-their one-line ``Change:`` summaries, latency ± noise and verdict. A prompt over ``MAX_PROMPT_CHARS``
-loses memory code first, then memory items, then API items; the reference, the machine and the
-start point are never cut.
+A prompt is a system message (the role and the answer format; the ``MEMORY USED`` line only when the
+prompt shows items to cite) and a user message in sections: the task's PyTorch reference (never
+trimmed), where the kernel runs (backend, threads, the ISA ``-march=native`` enables, caches, the
+measured roofline ceilings, the tolerance), the rules the anti-hack gate enforces (its own table,
+``verifier.gates.antihack.rules``), this task's own earlier attempts (one entry per idea, with every
+verdict, whatever start point they came from), when refining the start point's full code with its
+roofline and the best kernel's when it differs, then API knowledge, resident rules and memory items
+from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used).
+
+What a prompt says is true for it: each kernel appears with one time, its own median from the window
+it was verified in, and kernels are compared only in the words of a paired window
+(``verifier.outcome.speed_words``). A prompt over ``MAX_PROMPT_CHARS`` loses memory code first, then
+memory items, then API items; the reference, the machine, the rules and the start point are never cut.
 """
 
 from __future__ import annotations
