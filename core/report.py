@@ -7,10 +7,12 @@ Every figure is read from the verdicts of the timing windows, never from two win
 - fast_1: share of tasks whose best kernel's own window says "faster" than the reference (its whole
   interval above 1 by at least the gate's minimum change); "same speed", "too noisy" or a kernel the
   machine's ceiling makes implausible do not count, whatever the ratio.
-- speedup of the best kernel over the first feasible one: the paired gain of the window in which the
-  best was timed beside the first (1 when the first is the best); a best never timed beside the first
-  is "not measured together" and left out (dividing two speedups from two windows is not a measurement).
-- speedup over the reference, and the reference's time: from the best's own window, with its interval.
+- speedup of the best kernel over the first feasible one, and over the reference: from the run's final
+  window (the engine times each task's best beside its first feasible kernel and the reference at the
+  end of a run), else the paired gain of the window in which the best was timed beside the first (1
+  when the first is the best); a best never timed beside the first is "not measured together" and
+  left out (dividing two speedups from two windows is not a measurement).
+- speedup over the reference, and the reference's time: from the final window, else the best's own.
   Median and IQR over tasks.
 - per-iteration correctness: share of tasks with a feasible kernel by each iteration.
 - roofline: where each task's best kernel sits against this machine's measured ceilings (the share
@@ -108,7 +110,16 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                                "feasible_at": feasible_at.get(task_id), "roofline": roofline}
         if roofline and roofline.get("fraction") is not None:
             roof_fraction.append(roofline["fraction"])
-        if best is not None and first is not None:
+        final = progress.extra.get("final") or {}
+        if final.get("feasible") and final.get("best") == progress.best_id:
+            # the best, the first and the reference timed together at the end of the run
+            row.update(reference_ms=final["reference_ms"], speedup=final["speedup"], speedup_ci=final["speedup_ci"],
+                       vs_reference=final["vs_reference"], speedup_over_first=final["gain"],
+                       speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
+            over_first.append(final["gain"])
+            over_ref.append(final["speedup"])
+            fast += final["vs_reference"] == "faster"
+        elif best is not None and first is not None:
             gain = over_first_paired(best, first)
             if gain is None:
                 row["speedup_over_first"] = None

@@ -43,7 +43,8 @@ def scripted(tmp_path):
     """run(ids, answers, method, iterations, load, changes, reference_load) -> (record, store, prompts, events);
     prompts: task -> [(system, user)] in order; changes: task -> the answers' Change lines, in order, or a
     function of the prompt that gives the Change line;
-    load / reference_load: the canned verifier's factors on the kernels' / the reference's times per window."""
+    load / reference_load: the canned verifier's factors on the kernels' / the reference's times per window;
+    final_window: the engine's last window per task (off unless a test is about it)."""
     from core import events as ev
     from core.config import Config
     from core.engine import Engine
@@ -54,7 +55,8 @@ def scripted(tmp_path):
     suite = load_suite(SUITE)
     store = Store.open(tmp_path / "memory.lmdb")
 
-    def run(ids, answers, method="evokernel", iterations=4, load=(), changes=None, reference_load=()):
+    def run(ids, answers, method="evokernel", iterations=4, load=(), changes=None, reference_load=(),
+            final_window=False):
         verifier = CannedVerifier(judge, load=list(load), reference_load=list(reference_load))
         queues = {t: list(a) for t, a in answers.items()}
         notes = {t: c if callable(c) else list(c) for t, c in (changes or {}).items()}
@@ -70,6 +72,7 @@ def scripted(tmp_path):
 
         config = Config()
         config.engine.epsilon = 0.0
+        config.engine.final_window = final_window
         bus = ev.EventBus()
         bus.subscribe(seen.append)
         engine = Engine(config, store, verifier, ScriptedModel(script), bus)
@@ -269,3 +272,34 @@ def test_knowledge_sections_follow_the_task_not_the_words_in_its_kernel(scripted
     assert "## Start point" in refine and "### Vectorising inner loops" in refine
     for title in ("### Row reductions", "### Cache blocking", "### Prefix sums", "### Elementary functions"):
         assert title not in refine, title
+
+
+def test_a_best_never_timed_beside_the_first_is_not_measured_together(scripted):
+    """draft 10 ms -> 8 ms (best, beside the draft) -> 5 ms (best, beside the 8 ms one): the 5 ms kernel
+    was never timed beside the draft, so without a final window best/first is not measured."""
+    from core.report import run_metrics
+
+    answers = {"relu": [kernel(10.0, 1), kernel(8.0, 2), kernel(5.0, 3)]}
+    record, store, _prompts, _ = scripted(["relu"], answers, iterations=3, load=[1.0, 2.0, 3.0])
+    row = run_metrics(store, record).per_task["relu"]
+    assert row["speedup_over_first"] is None and row["over_first"] == "not measured together"
+    assert run_metrics(store, record).not_measured_together == 1
+
+
+def test_the_final_window_times_best_first_and_reference_together(scripted):
+    """The same run with the final window: the best (5 ms), the first (10 ms) and PyTorch timed in one
+    window at the end, in a window loaded 4x for the kernels and 2x for PyTorch; the report takes all
+    three figures from it (2x over the first, 1.0x over PyTorch, reference 20 ms), never 10/5 divided
+    from other windows."""
+    from core.report import run_metrics
+
+    answers = {"relu": [kernel(10.0, 1), kernel(8.0, 2), kernel(5.0, 3)]}
+    record, store, _prompts, _ = scripted(["relu"], answers, iterations=3, load=[1.0, 2.0, 3.0, 4.0],
+                                          reference_load=[1.0, 1.0, 1.0, 2.0], final_window=True)
+    final = record.progress["relu"].extra["final"]
+    assert final["best"] == record.progress["relu"].best_id and final["first"] == record.progress["relu"].attempts[0]
+    metrics = run_metrics(store, record)
+    row = metrics.per_task["relu"]
+    assert row["window"] == "final" and row["speedup_over_first"] == pytest.approx(2.0)
+    assert row["reference_ms"] == pytest.approx(20.0) and row["speedup"] == pytest.approx(1.0)
+    assert metrics.fast_1 == 0.0 and metrics.not_measured_together == 0
