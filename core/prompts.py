@@ -149,7 +149,9 @@ class PromptFacts:
             lines.append(f"- Backend: {name}; device: {device}" + (f" ({limits})" if limits else "") + ".")
             lines.append("- Device ceilings are not measured by EvoKernel on this backend (untested without such a "
                          "device); host CPU: " + str(m.get("cpu", "unknown")) + ".")
-        if m.get("caches_text") and backend_device(self.backend) == "cpu":
+        if m.get("caches") and backend_device(self.backend) == "cpu":
+            lines.append(f"- Caches your kernel can count on: {usable_caches(m['caches'])}.")
+        elif m.get("caches_text") and backend_device(self.backend) == "cpu":
             lines.append(f"- Caches: {m['caches_text']}.")
         if self.ceilings is None and self.meter is not None:   # measured by the first timed candidate
             self.ceilings = self.meter.cached_ceilings()
@@ -157,7 +159,7 @@ class PromptFacts:
         if c:
             lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: "
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
-                         f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop).")
+                         f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
         profile = self.profile(task)
         if profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
@@ -166,6 +168,37 @@ class PromptFacts:
                      f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
                      "with NaN/Inf where the reference has them.")
         return "## Where your kernel runs\n" + "\n".join(lines)
+
+
+def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
+    """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
+    slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
+    reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
+    from verifier.machine import FLUSH_SHARED_SHARE, human_bytes
+
+    private, shared = [], []
+    for c in caches:
+        name = f"L{c['level']}" + ("d" if c.get("type") == "Data" else "")
+        if c.get("shared_by", 1) <= 1:
+            private.append(f"{name} {human_bytes(c['bytes'])}")
+        elif c["bytes"] > FLUSH_SHARED_SHARE:
+            shared.append(f"at most {human_bytes(FLUSH_SHARED_SHARE)} of the shared {name} (the system reports "
+                          f"{human_bytes(c['bytes'])} shared by {c['shared_by']} cpus, a virtual machine's view of "
+                          "its host: block for the private caches)")
+        else:
+            shared.append(f"{name} {human_bytes(c['bytes'])} shared by {c['shared_by']} cpus")
+    parts = ([" and ".join(private) + " per core"] if private else []) + shared
+    return "; ".join(parts) or "not reported"
+
+
+def _measured(c: dict[str, Any]) -> str:
+    """How the ceilings were had: best of how many measurements, when and under what load."""
+    said = []
+    if c.get("measurements"):
+        said.append(f"best of {c['measurements']} measurement{'s' if c['measurements'] != 1 else ''}")
+    if c.get("load") is not None:
+        said.append(f"load {c['load']:.1f} when last measured")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 # -- rendering attempts and memory -------------------------------------------------------------------

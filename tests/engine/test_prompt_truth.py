@@ -303,3 +303,25 @@ def test_the_final_window_times_best_first_and_reference_together(scripted):
     assert row["window"] == "final" and row["speedup_over_first"] == pytest.approx(2.0)
     assert row["reference_ms"] == pytest.approx(20.0) and row["speedup"] == pytest.approx(1.0)
     assert metrics.fast_1 == 0.0 and metrics.not_measured_together == 0
+
+
+# -- item 5: the machine as a kernel can use it ---------------------------------------------------------
+
+
+def test_caches_are_said_as_a_kernel_can_use_them_and_ceilings_with_how_they_were_had():
+    from core.prompts import PromptFacts
+    from core.tasks import load_suite
+
+    task = load_suite(SUITE).get("relu")
+    vm = [{"level": 1, "type": "Data", "bytes": 48 << 10, "shared_by": 1},
+          {"level": 2, "type": "Unified", "bytes": 2 << 20, "shared_by": 1},
+          {"level": 3, "type": "Unified", "bytes": 480 << 20, "shared_by": 2}]
+    facts = PromptFacts("cpu", machine={"threads": 2, "caches": vm},
+                        ceilings={"threads": 2, "triad_gbps": 31.7, "fma_gflops": 203.0, "measurements": 3,
+                                  "load": 0.4})
+    text = facts.section(task)
+    assert "Caches your kernel can count on: L1d 48 KiB and L2 2 MiB per core; at most 32 MiB of the shared L3" in text
+    assert "L3 480 MiB shared by 2 cpus" not in text
+    assert "203 GFLOP/s fp32 (FMA loop) (best of 3 measurements; load 0.4 when last measured)" in text
+    real = [*vm[:2], {"level": 3, "type": "Unified", "bytes": 16 << 20, "shared_by": 8}]
+    assert "L3 16 MiB shared by 8 cpus" in PromptFacts("cpu", machine={"caches": real}).section(task)
