@@ -101,7 +101,7 @@ def attempt_words(event) -> str:
     the best timed beside it ("✓ 24.148 ms, same speed as PyTorch within ±4 %; 1.15x slower than the best
     [1.10, 1.20]"). A new best whose time is above the best it replaced says why: the two times come
     from different windows."""
-    from verifier.outcome import speed_words
+    from core.policy import speed_words
 
     words = f"✓ {event.latency_ms:.3f} ms"
     if event.speedup is not None:

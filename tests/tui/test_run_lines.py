@@ -44,6 +44,12 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
             "the best: too noisy (interval [0.60, 2.00]), no verdict") in reporter.lines[-1]
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
+    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, speedup_ci=[0.969, 2.626],
+                                        vs_reference="noisy"))
+    assert line == "✓ 2.000 ms, too noisy"                       # never the ratio beside it
+    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.02, speedup_ci=[0.98, 1.06],
+                                        vs_reference="same"))
+    assert line == "✓ 2.000 ms, same speed"
 
 
 def test_a_refusal_says_its_reason_in_its_one_line():
