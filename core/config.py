@@ -98,6 +98,11 @@ class EngineConfig(BaseModel):
     parallel_builds: int = Field(2, ge=1)
     """Verifications running at once (timing is always one at a time)."""
 
+    final_window: bool = True
+    """At the end of a run, time each task's best beside its first feasible kernel and the reference in
+    one window (one verification per task, outside the budget), so the report's best/first and best/ref
+    come from one window."""
+
 
 class ClusterConfig(BaseModel):
     """Verification on a Ray cluster of workstations (``pip install 'evokernel[cluster]'``)."""

@@ -100,6 +100,8 @@ class Engine:
         status = "finished"
         try:
             await self._loop(run, tasks)
+            if self.config.engine.final_window:
+                await self._final_windows(run, tasks)
         except RunStopped:
             status = "stopped"
         except BudgetExceeded as exc:
@@ -245,13 +247,16 @@ class Engine:
             self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str],
-                      best: Experience | None = None) -> Outcome:
-        """Verify ``files``; with ``best``, the best's files are timed in the same window."""
+                      best: Experience | None = None, *, gates: bool = True) -> Outcome:
+        """Verify ``files``; with ``best``, the best's files are timed in the same window. ``gates``: emit
+        each gate's result (the final window, which is no attempt, emits none)."""
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
 
         def on_gate(g: GateResult) -> None:
-            loop.call_soon_threadsafe(self.bus.emit, ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
+            if gates:
+                loop.call_soon_threadsafe(self.bus.emit,
+                                          ev.GateChecked(task.id, iteration, g.name, g.status, g.message))
 
         async with self._verify_slots:
             t0 = time.perf_counter()
@@ -336,7 +341,9 @@ class Engine:
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
                                          attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
                                          out.speedup, reward, new_best, duplicate=not created,
-                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best))
+                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
+                                         speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
+                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -409,6 +416,35 @@ class Engine:
 
     def _account(self, run: RunRecord) -> None:
         run.updated_at = time.time()
+
+    # -- the final window ------------------------------------------------------------------------------
+
+    async def _final_windows(self, run: RunRecord, tasks: list[Task]) -> None:
+        """Each task's best timed beside its first feasible kernel and the reference in one window, kept
+        in the run's progress (``extra["final"]``) for the report: best/first and best/ref from one window,
+        never two speedups from two windows divided. Tasks whose best is their first need none; a task
+        already measured (a resumed run) is not measured again."""
+        by_id = {t.id: t for t in tasks}
+        for task_id in run.tasks:
+            progress, task = run.progress.get(task_id), by_id.get(task_id)
+            if self._stop.is_set():
+                raise RunStopped("stopped")
+            if task is None or progress is None or not progress.best_id or "final" in progress.extra:
+                continue
+            first = next((e for e in self.store.get_many(progress.attempts) if e is not None and e.result.timed), None)
+            best = self.store.get(progress.best_id)
+            if first is None or best is None or first.id == best.id or not best.files or not first.files:
+                continue
+            out = await self._verify(task, progress.iterations_used, best.files, first, gates=False)
+            final: dict[str, Any] = {"best": best.id, "first": first.id, "feasible": out.feasible}
+            if out.feasible:
+                final.update(latency_ms=out.latency_ms, reference_ms=out.reference_ms, speedup=out.speedup,
+                             speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
+                             gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
+            else:
+                final["message"] = out.message
+            progress.extra["final"] = final
+            self.store.put_run(run)
 
     # -- beyond the paper: resident rules ----------------------------------------------------------
 

@@ -98,6 +98,10 @@ class AttemptRecorded(Event):
     vs_reference: str = ""    # "faster", "slower", "same", "noisy": the speedup's verdict in its own window
     gain: float | None = None  # over the task's best, timed beside it in the same window (refinements)
     vs_best: str = ""         # its verdict ("noisy": no verdict); "" when no best was timed beside it
+    speedup_ci: list[float] | None = None   # the intervals the verdicts were read from (verifier.outcome.speed_words)
+    gain_ci: list[float] | None = None
+    best_ms: float | None = None        # the task's best as timed in this attempt's window
+    replaced_ms: float | None = None    # the best's own time, from the window it was verified in
 
 
 @dataclass(frozen=True)

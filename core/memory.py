@@ -1,5 +1,6 @@
-"""Memory browsing for the CLI and the TUI (stats, list, show, export and import as plain data), and
-the consolidation of items adopted across operators into resident rules.
+"""Memory browsing for the CLI and the TUI (stats, list, show, export and import as plain data), a
+task's own history for its prompts, and the consolidation of items adopted across operators into
+resident rules.
 
 Each function takes the path of a memory (``<workspace>/.evokernel/memory.lmdb``), opens it for as
 long as the call lasts (read-only unless it writes) and returns dicts and lists that print as JSON.
@@ -19,7 +20,8 @@ from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
 __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "import_memory",
-           "list_experiences", "memory_stats", "resident_rules", "show_experience", "summary", "whole_sentences"]
+           "list_experiences", "memory_stats", "resident_rules", "show_experience", "summary", "task_history",
+           "whole_sentences"]
 
 
 def summary(exp: Experience) -> dict[str, Any]:
@@ -80,6 +82,21 @@ def import_memory(path: Path, source: Path) -> dict[str, int]:
         added, skipped = store.import_jsonl(source)
         total = store.count()
     return {"added": added, "skipped": skipped, "total": total}
+
+
+# -- a task's own history ----------------------------------------------------------------------------
+
+HISTORY_ATTEMPTS = 24        # a task's most recent attempts its prompts list (as ideas, see core.prompts)
+HISTORY_KINDS = ("draft_trace", "refine_trace", "human_edit")
+
+
+def task_history(store: Memory, task_id: str, backend: str, limit: int = HISTORY_ATTEMPTS) -> list[Experience]:
+    """This task's most recent attempts on ``backend``, the model's and a person's, feasible or not,
+    whatever start point they came from, oldest first: what its next prompt lists as already tried,
+    before any item retrieved from other tasks (which leaves these out)."""
+    found = [e for e in store.query(task=task_id, backend=backend, sort="recency", descending=True,
+                                    limit=4 * limit) if e.kind in HISTORY_KINDS]
+    return sorted(found[:limit], key=lambda e: e.created_at)
 
 
 # -- resident rules ----------------------------------------------------------------------------------

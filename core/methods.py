@@ -74,6 +74,8 @@ class Method(Protocol):
 
 
 def _words(task: Task) -> set[str]:
+    """What API knowledge is chosen by: the task's name, category and ops (never the words of a
+    kernel's code, which named unrelated sections: softmax text in gemm prompts)."""
     return policy.words_of(" ".join([task.id, task.category, *task.ops]))
 
 
@@ -99,10 +101,10 @@ class Refinement:
         last = store.get(progress.attempts[-1]) if progress.attempts else None
         best = store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
-        base = best or last
-        code_words = policy.words_of(" ".join(base.files.values())) if base else set()
-        api = policy.select_api(api_items(store, engine.backend), _words(task) | code_words)
-        attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts)
+        api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
+        own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
+        attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts,
+                                                   history=own)
         return attempt
 
 
@@ -122,26 +124,30 @@ class EvoKernel:
             attempt.best = best       # always in P(x), and timed beside every attempt
         query = task.signature()["text"]
         rules, replaced = memory.resident_rules(store, backend, MAX_RULES)
-        exclude: list[str] = sorted(replaced)      # items a rule replaced are shown as the rule only
+        # this task's own recent attempts come first, as ideas already tried (never again as memory items)
+        history = memory.task_history(store, task.id, backend)
+        exclude: list[str] = sorted(replaced | {e.id for e in history})   # a rule's items show as the rule only
         if stage == "refine":
             attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
             exclude.append(attempt.start.id)
             kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
             query += " " + kernels[:2000]
-            words |= policy.words_of(" ".join(attempt.start.files.values()))
         k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
         pool = store.retrieve(query, k=k, backend=backend, stage=stage, q_floor=cfg.q_floor,
                               kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
         attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
         api = policy.select_api([e for e in api_items(store, backend) if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts)
+            attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts,
+                                                    history=history)
         else:
             start = attempt.start
             assert start is not None   # chosen above for the refine stage
-            children = sorted(store.children(start.id), key=lambda e: e.created_at)[-5:]
-            attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start, children,
-                                                     state.best_latency_ms, best=best, facts=engine.facts)
+            known = {e.id for e in history}
+            children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)[-5:]
+                        if c.id not in known]   # the start point's own variants, also when older than the rest
+            attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start,
+                                                     [*children, *history], best=best, facts=engine.facts)
         return attempt
 
 

@@ -28,7 +28,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from store import Experience, OutcomeSummary
-from verifier.outcome import UNJUDGED as UNJUDGED  # the workbench reads it from here (evotui -> core)
+from verifier.outcome import UNJUDGED as UNJUDGED  # the workbench reads these from here (evotui -> core)
+from verifier.outcome import speed_words as speed_words
+from verifier.outcome import verdict_word as verdict_word
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")

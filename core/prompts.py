@@ -1,18 +1,23 @@
 """Prompts for drafting and refining, and the compact text an attempt leaves in memory.
 
-A prompt is a system message (the role and the answer format) and a user message in sections:
-the task's PyTorch reference (never trimmed), where the kernel runs (backend, threads, the ISA
-``-march=native`` enables, caches, the measured roofline ceilings, the tolerance), API knowledge,
-resident rules, memory items (each tagged ``[mem:<id>]`` so the answer can cite what it used, framed
-by title, outcome and the lines of code that matter) and, when refining, the start point's full
-code with its roofline, the best kernel so far when it differs, and the variants already tried with
-their one-line ``Change:`` summaries, latency ± noise and verdict. A prompt over ``MAX_PROMPT_CHARS``
-loses memory code first, then memory items, then API items; the reference, the machine and the
-start point are never cut.
+A prompt is a system message (the role and the answer format; the ``MEMORY USED`` line only when the
+prompt shows items to cite) and a user message in sections: the task's PyTorch reference (never
+trimmed), where the kernel runs (backend, threads, the ISA ``-march=native`` enables, caches, the
+measured roofline ceilings, the tolerance), the rules the anti-hack gate enforces (its own table,
+``verifier.gates.antihack.rules``), this task's own earlier attempts (one entry per idea, with every
+verdict, whatever start point they came from), when refining the start point's full code with its
+roofline and the best kernel's when it differs, then API knowledge, resident rules and memory items
+from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used).
+
+What a prompt says is true for it: each kernel appears with one time, its own median from the window
+it was verified in, and kernels are compared only in the words of a paired window
+(``verifier.outcome.speed_words``). A prompt over ``MAX_PROMPT_CHARS`` loses memory code first, then
+memory items, then API items; the reference, the machine, the rules and the start point are never cut.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,13 +50,17 @@ Then give complete files in fenced code blocks that name their file, for example
 ```
 model.py must define `class ModelNew(nn.Module)` with the same constructor arguments as the reference \
 `Model`, load the kernels with `from verifier.runtime import load; lib = load()`, and do all computation \
-in the kernels (forward may only allocate outputs, reshape and call the library).
-After the code, write one line `MEMORY USED: mem:<id>, ...` naming the memory items you actually relied on \
+in the kernels (forward may only allocate outputs, reshape and call the library)."""
+
+CITE = """After the code, write one line `MEMORY USED: mem:<id>, ...` naming the memory items you actually relied on \
 (or `MEMORY USED: none`)."""
 
 
-def system_message(backend: str) -> str:
-    return SYSTEM.format(backend=display_name(backend), suffix=source_suffix(backend))
+def system_message(backend: str, *, cite: bool = False) -> str:
+    """The role and the answer format; ``cite`` (the prompt shows memory items to cite) adds the
+    ``MEMORY USED`` line, which a prompt without items never asks for."""
+    text = SYSTEM.format(backend=display_name(backend), suffix=source_suffix(backend))
+    return text + "\n" + CITE if cite else text
 
 
 # -- where the kernel runs ---------------------------------------------------------------------------
@@ -140,7 +149,9 @@ class PromptFacts:
             lines.append(f"- Backend: {name}; device: {device}" + (f" ({limits})" if limits else "") + ".")
             lines.append("- Device ceilings are not measured by EvoKernel on this backend (untested without such a "
                          "device); host CPU: " + str(m.get("cpu", "unknown")) + ".")
-        if m.get("caches_text") and backend_device(self.backend) == "cpu":
+        if m.get("caches") and backend_device(self.backend) == "cpu":
+            lines.append(f"- Caches your kernel can count on: {usable_caches(m['caches'])}.")
+        elif m.get("caches_text") and backend_device(self.backend) == "cpu":
             lines.append(f"- Caches: {m['caches_text']}.")
         if self.ceilings is None and self.meter is not None:   # measured by the first timed candidate
             self.ceilings = self.meter.cached_ceilings()
@@ -148,7 +159,7 @@ class PromptFacts:
         if c:
             lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: "
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
-                         f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop).")
+                         f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
         profile = self.profile(task)
         if profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
@@ -157,6 +168,37 @@ class PromptFacts:
                      f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
                      "with NaN/Inf where the reference has them.")
         return "## Where your kernel runs\n" + "\n".join(lines)
+
+
+def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
+    """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
+    slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
+    reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
+    from verifier.machine import FLUSH_SHARED_SHARE, human_bytes
+
+    private, shared = [], []
+    for c in caches:
+        name = f"L{c['level']}" + ("d" if c.get("type") == "Data" else "")
+        if c.get("shared_by", 1) <= 1:
+            private.append(f"{name} {human_bytes(c['bytes'])}")
+        elif c["bytes"] > FLUSH_SHARED_SHARE:
+            shared.append(f"at most {human_bytes(FLUSH_SHARED_SHARE)} of the shared {name} (the system reports "
+                          f"{human_bytes(c['bytes'])} shared by {c['shared_by']} cpus, a virtual machine's view of "
+                          "its host: block for the private caches)")
+        else:
+            shared.append(f"{name} {human_bytes(c['bytes'])} shared by {c['shared_by']} cpus")
+    parts = ([" and ".join(private) + " per core"] if private else []) + shared
+    return "; ".join(parts) or "not reported"
+
+
+def _measured(c: dict[str, Any]) -> str:
+    """How the ceilings were had: best of how many measurements, when and under what load."""
+    said = []
+    if c.get("measurements"):
+        said.append(f"best of {c['measurements']} measurement{'s' if c['measurements'] != 1 else ''}")
+    if c.get("load") is not None:
+        said.append(f"load {c['load']:.1f} when last measured")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 # -- rendering attempts and memory -------------------------------------------------------------------
@@ -218,37 +260,19 @@ def _ms(outcome: OutcomeSummary) -> str:
     return text
 
 
-def _speed(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
-    """``speed_words``, except for a "noisy" window: the model reads that its speed is unknown (it
-    cannot measure again; the verifier does)."""
-    if verdict == "implausible":
-        return (f"speed against {other} not trusted: it came out above this machine's measured compute ceiling "
-                "even when measured again, which only skipped work can do")
-    if verdict == "noisy":
-        interval = f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""
-        return (f"speed against {other} unknown: the timing window was too noisy to judge (interval{interval}; "
-                "the machine was busy), so it says nothing either way")
-    return speed_words(verdict, ratio, ci, other)
-
-
-def verdict(outcome: OutcomeSummary) -> str:
-    """One line: feasible with latency ± noise and the speed measured in its own window (paired, with
-    its interval: "same speed" when the noise cannot tell, "unknown" when the window was too noisy to
-    judge), or the failing gate and why."""
+def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
+    """One line: feasible with its own latency ± noise, and what its window's paired ratios say
+    (``speed_words``: against PyTorch, and against ``best_name`` when a best was timed beside it), or the
+    failing gate and why. The only time shown is the kernel's own: PyTorch's and the best's times in that
+    window are other kernels' figures, said as ratios."""
     if not outcome.verified:
         return "not verified"
     if outcome.feasible:
         text = f"feasible, {_ms(outcome)}"
         if outcome.speedup:
-            reference = f"{outcome.reference_ms or 0:.3f} ms"
-            if outcome.vs_reference:
-                words = _speed(outcome.vs_reference, outcome.speedup, outcome.speedup_ci,
-                               f"PyTorch ({reference} in the same window)")
-                text += f" ({words})"
-            else:
-                text += f" ({outcome.speedup:.2f}x vs PyTorch {reference})"
+            text += f" ({speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, 'PyTorch')})"
         if outcome.gain is not None and outcome.vs_best:
-            text += f"; {_speed(outcome.vs_best, outcome.gain, outcome.gain_ci, 'the best then')}"
+            text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name)}"
         return text
     message = " ".join(str(outcome.message).split())
     return f"failed at {outcome.failed_gate}: {message[:400]}"
@@ -309,6 +333,14 @@ def _task_section(task: Task) -> str:
             f"```python\n{task.source.strip()}\n```")
 
 
+def _rules_enforced() -> str:
+    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule, never cut."""
+    from verifier.gates.antihack.rules import contract_text
+
+    return ("## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate)\n"
+            + contract_text())
+
+
 def _api_section(api: Sequence[Experience]) -> str:
     return "## API knowledge\n" + "\n\n".join(f"### {e.title}\n{e.text}" for e in api) if api else ""
 
@@ -330,32 +362,88 @@ def _join(parts: Sequence[str]) -> str:
 
 
 def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
-         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS) -> str:
-    """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``.
+         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS) -> tuple[str, bool]:
+    """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
+    whether any item to cite (a rule or a memory item) is left in it.
 
     Only knowledge is cut, memory first: its code shrinks to key lines, then to none, then the
     lowest-ranked items go; then API items from the last. ``head`` and ``tail`` are never cut, so a
     long reference stays whole even when that leaves the prompt over budget."""
     memory, api = list(memory), list(api)
 
-    def text(lines: int) -> str:
-        return _join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines), *tail])
+    def text(lines: int) -> tuple[str, bool]:
+        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines), *tail]),
+                bool(rules or memory))
 
     for lines in MEMORY_CODE_LINES:
         out = text(lines)
-        if len(out) <= budget:
+        if len(out[0]) <= budget:
             return out
     while memory:
         memory.pop()
         out = text(0)
-        if len(out) <= budget:
+        if len(out[0]) <= budget:
             return out
     while api:
         api.pop()
         out = text(0)
-        if len(out) <= budget:
+        if len(out[0]) <= budget:
             return out
     return text(0)
+
+
+def _messages(backend: str, fitted: tuple[str, bool]) -> list[Message]:
+    """The system message (asking for ``MEMORY USED`` only when the user message shows items to cite)
+    and the user message."""
+    user, cite = fitted
+    return [("system", system_message(backend, cite=cite)), ("user", user)]
+
+
+# -- this task's own history ---------------------------------------------------------------------------
+
+HISTORY_IDEAS = 10   # ideas (distinct Change lines) of this task's recent attempts a prompt lists
+
+
+def idea_of(exp: Experience) -> str:
+    """The idea an attempt tried, for telling repeats apart: its Change line, lower-cased, words only
+    (an attempt without one is its own idea)."""
+    words = re.findall(r"[a-z0-9]+", change_of(exp).lower())
+    return " ".join(words) or f"#{exp.id}"
+
+
+def _history(history: Sequence[Experience], start: Experience | None, *, tagged: bool = True) -> str:
+    """``### Ideas already tried on this task``: this task's recent attempts, one entry per idea (its
+    Change line, where it started from, and the verdict of every time it was tried), oldest first;
+    ``tagged``: with their ``[mem:<id>]`` (a prompt without memory to cite names none)."""
+    groups: dict[str, list[Experience]] = {}
+    for exp in sorted(history, key=lambda e: e.created_at):
+        groups.setdefault(idea_of(exp), []).append(exp)
+    ideas = sorted(groups.values(), key=lambda g: g[-1].created_at)[-HISTORY_IDEAS:]
+    if not ideas:
+        return ""
+    start_hash = start.result.candidate_hash if start is not None else ""
+    rows = []
+    for tries in ideas:
+        last = tries[-1]
+        if last.parent_id is None:
+            where = "a first version" if last.stage == "draft" else "from an earlier kernel"
+        elif start is not None and last.parent_id == start.id:
+            where = "from the start point"
+        else:
+            where = f"from [mem:{last.parent_id}]" if tagged else "from an earlier kernel"
+        tag = f"[mem:{last.id}] " if tagged else ""
+        head = f"- {tag}Change: {change_of(last) or '(no summary given)'} ({where})"
+        said = []
+        for t in tries:
+            named = "the start point" if start_hash and t.result.best_hash == start_hash else "the best then"
+            reward = f"; reward {t.reward:+.2f}" if t.reward is not None else ""
+            said.append(f"{verdict(t.result, named)}{reward}")
+        if len(tries) == 1:
+            rows.append(f"{head}\n  -> {said[0]}")
+        else:
+            rows.append(f"{head}\n  tried {len(tries)} times:" + "".join(f"\n  -> {w}" for w in said))
+    return ("### Ideas already tried on this task (newest last; do not repeat one: each time it gave the "
+            "verdict shown)\n" + "\n".join(rows))
 
 
 # -- the prompts ---------------------------------------------------------------------------------------
@@ -374,74 +462,57 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
     return facts if facts is not None else PromptFacts(backend)
 
 
+WINDOWS = ("Each time below is the kernel's own median in the window it was verified in; windows differ in "
+           "the machine's load, so compare kernels only by the paired words (timed together in one window).")
+
+
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
-                 memory: Sequence[Experience], *, facts: PromptFacts | None = None) -> list[Message]:
-    """Messages asking for a first correct kernel."""
+                 memory: Sequence[Experience], *, facts: PromptFacts | None = None,
+                 history: Sequence[Experience] = ()) -> list[Message]:
+    """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
     ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
            f"Correctness first: match the reference's outputs within atol={_num(atol)}, rtol={_num(rtol)}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
-    return [("system", system_message(backend)),
-            ("user", _fit([_task_section(task), facts.section(task)], api, rules, memory, [ask]))]
-
-
-def _compare(child: OutcomeSummary, start: OutcomeSummary) -> str:
-    """How a variant compares with the start point. Only a ratio measured in one window is a speed
-    signal: when the variant was timed beside the start point (it was the best then), its paired gain;
-    otherwise nothing beyond the verdict (two medians from different windows are not compared)."""
-    if not child.feasible or child.gain is None or not child.vs_best:
-        return ""
-    if not start.candidate_hash or child.best_hash != start.candidate_hash:
-        return ""
-    return _speed(child.vs_best, child.gain, child.gain_ci, "the start point")
-
-
-def _tried(children: Sequence[Experience], start: Experience) -> str:
-    rows = []
-    for c in children:
-        change = change_of(c) or "(no summary given)"
-        compared = _compare(c.result, start.result)
-        reward = f"reward {c.reward:+.2f}" if c.reward is not None else "no reward"
-        rows.append(f"- [mem:{c.id}] Change: {change}\n  -> {verdict(c.result)}"
-                    + (f"; {compared}" if compared else "") + f"; {reward}")
-    return "### Variants already tried from this start point (do not repeat them)\n" + "\n".join(rows)
-
-
-def _beside(what: str, best_ms: float | None) -> str:
-    """The refinement's goal: faster than the best in one timing window (the best's own latency came
-    from another window, busier or quieter, so it is no target by itself)."""
-    if not best_ms:
-        return "make it faster"
-    return (f"it is timed beside {what} in one window and counts only if faster there; {what} took "
-            f"{best_ms:.3f} ms when it was measured, in another window")
+    tried = _history(history, None)
+    head = [_task_section(task), facts.section(task), _rules_enforced(),
+            f"## This task so far\n{WINDOWS}\n{tried}" if tried else ""]
+    return _messages(backend, _fit(head, api, rules, memory, [ask]))
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
-                  memory: Sequence[Experience], start: Experience, children: Sequence[Experience],
-                  best_ms: float | None, *, best: Experience | None = None,
-                  facts: PromptFacts | None = None) -> list[Message]:
-    """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it differs)."""
+                  memory: Sequence[Experience], start: Experience, history: Sequence[Experience], *,
+                  best: Experience | None = None, facts: PromptFacts | None = None) -> list[Message]:
+    """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it
+    differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
+    they came from). Every kernel is shown with one time, its own; the goal is a paired verdict."""
     facts = _facts(facts, backend)
-    start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}"
+    start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}\n{WINDOWS}"
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(start.result):
         start_text += f"\n{roofline_line(start.result)}"
     start_text += "\n" + _code(start.files)
-    if children:
-        start_text += "\n" + _tried(children, start)
+    tried = _history([h for h in history if h.id != start.id and (best is None or h.id != best.id)], start)
+    if tried:
+        start_text += "\n" + tried
     if best is not None and best.id != start.id and best.files:
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}"
+        note = ""
+        slow, fast = best.result.latency_ms, start.result.latency_ms
+        if slow and fast and slow > fast:
+            note = ("\nIts time is above the start point's because the two were verified in different windows "
+                    "(different load); it became the best by being faster than the best before it in one window.")
+        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}{note}"
                      + (f"\n{roofline_line(best.result)}" if roofline_line(best.result) else "")
                      + "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
-        goal = _beside("the best so far", best_ms)
+        goal = "it is timed beside the best so far in one window and counts only if faster there"
     elif best is not None and best.id == start.id:
         best_text = "## Best kernel so far\nThe start point above is the best kernel so far."
-        goal = _beside("the start point", best_ms)
+        goal = "it is timed beside the start point in one window and counts only if faster there"
     else:
-        best_text = (f"## Best kernel so far\n{best_ms:.3f} ms (its code is not available here)." if best_ms else "")
-        goal = f"the best so far is {best_ms:.3f} ms" if best_ms else "make it faster"
+        best_text = ""
+        goal = "make it faster"
     point = start.result.roofline or {}
     hint = ""
     if point.get("bound") == "memory":
@@ -449,23 +520,34 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     elif point.get("bound") == "compute":
         hint = " It is compute-bound: use the vector width and threads above, block for the caches, keep FMAs busy."
     ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint} Keep it correct; change one or "
-           "two things at a time (parallelism, vectorisation, blocking, fusion, memory traffic) and start with the "
-           "one-line `Change:` saying what you changed.")
-    head = [_task_section(task), facts.section(task), start_text, best_text]
-    return [("system", system_message(backend)), ("user", _fit(head, api, rules, memory, [ask]))]
+           "two things at a time (parallelism, vectorisation, blocking, fusion, memory traffic), try an idea not "
+           "listed as tried, and start with the one-line `Change:` saying what you changed.")
+    head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
+    return _messages(backend, _fit(head, api, rules, memory, [ask]))
 
 
 def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
-                    best: Experience | None, *, facts: PromptFacts | None = None) -> list[Message]:
-    """The refinement baseline: feedback from the last attempt only, no shared memory."""
+                    best: Experience | None, *, facts: PromptFacts | None = None,
+                    history: Sequence[Experience] = ()) -> list[Message]:
+    """The refinement baseline: feedback from its own attempts on this task (the last one and the best
+    in full, the others as their ideas and verdicts), no shared memory."""
     facts = _facts(facts, backend)
-    head = [_task_section(task), facts.section(task)]
+    head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
         roof = roofline_line(best.result)
-        head.append(f"## Your best kernel so far: {verdict(best.result)}" + (f"\n{roof}" if roof else "")
+        head.append(f"## Your best kernel so far: {verdict(best.result)}\n{WINDOWS}" + (f"\n{roof}" if roof else "")
                     + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {verdict(last.result)}\n" + _code(last.files))
-    ask = ("Fix the last attempt." if best is None else "Write a faster variant of your best kernel.")
-    return [("system", system_message(backend)),
-            ("user", _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask]))]
+        head.append(f"## Your last attempt: {verdict(last.result, 'your best')}\n" + _code(last.files))
+    shown = {e.id for e in (last, best) if e is not None}
+    tried = _history([h for h in history if h.id not in shown], None, tagged=False)
+    if tried:
+        head.append(tried)
+    if last is None:
+        ask = "Write a first correct kernel."
+    elif best is None:
+        ask = "Fix the last attempt: it " + (f"failed at {last.result.failed_gate}." if last.result.failed_gate
+                                             else "was not feasible.")
+    else:
+        ask = "Write a faster variant of your best kernel."
+    return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask]))

@@ -3,9 +3,17 @@
 - CR: share of answers that gave a kernel that builds (an answer without code, or whose code fails
   the format or anti-hack gate, counts as not compiled).
 - Acc: share of tasks with a feasible kernel within the budget.
-- fast_1: share of tasks with a feasible kernel faster than the reference (its best's speedup above 1;
-  a best whose window was too noisy to judge against the reference does not count).
-- speedup of the best kernel over the first feasible one, and over the reference: median and IQR.
+Every figure is read from the verdicts of the timing windows, never from two windows divided:
+- fast_1: share of tasks whose best kernel's own window says "faster" than the reference (its whole
+  interval above 1 by at least the gate's minimum change); "same speed", "too noisy" or a kernel the
+  machine's ceiling makes implausible do not count, whatever the ratio.
+- speedup of the best kernel over the first feasible one, and over the reference: from the run's final
+  window (the engine times each task's best beside its first feasible kernel and the reference at the
+  end of a run), else the paired gain of the window in which the best was timed beside the first (1
+  when the first is the best); a best never timed beside the first is "not measured together" and
+  left out (dividing two speedups from two windows is not a measurement).
+- speedup over the reference, and the reference's time: from the final window, else the best's own.
+  Median and IQR over tasks.
 - per-iteration correctness: share of tasks with a feasible kernel by each iteration.
 - roofline: where each task's best kernel sits against this machine's measured ceilings (the share
   of the roofline it reaches, and a log-log roofline plot with PyTorch's point beside it).
@@ -18,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from store import Experience, RunRecord, Store, TaskProgress
-from verifier.outcome import UNJUDGED
+from store import Experience, OutcomeSummary, RunRecord, Store, TaskProgress
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -45,6 +52,7 @@ class RunMetrics:
     speedup_over_reference: list[float] = field(default_factory=list)
     curve: list[float] = field(default_factory=list)          # share of tasks feasible by iteration t+1
     roofline_fraction: list[float] = field(default_factory=list)  # best kernels' share of the roofline
+    not_measured_together: int = 0    # tasks whose best was never timed beside their first feasible kernel
     per_task: dict[str, dict[str, Any]] = field(default_factory=dict)   # JSON rows, one per task
 
     @staticmethod
@@ -77,12 +85,11 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     over_first: list[float] = []
     over_ref: list[float] = []
     roof_fraction: list[float] = []
-    noisy: set[str] = set()
+    fast = apart = 0
     for task_id in run.tasks:
         progress = run.progress.get(task_id) or TaskProgress()
         exps = [e for e in store.get_many(progress.attempts) if e is not None]
         first = best = None
-        ref_ms = None
         for i, e in enumerate(exps):
             attempts += 1
             if e.files:
@@ -94,39 +101,58 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 first = first or result
                 if e.id == progress.best_id or (best is None and not progress.best_id):
                     best = result      # the run's best: significantly faster in its own window, not the lowest time
-                ref_ms = result.reference_ms or ref_ms
         if best is None and first is not None:
             best = first
-        first_ms = first.latency_ms if first else None
-        best_ms = best.latency_ms if best else None
         roofline = best.roofline if best else None
-        row = {"attempts": len(exps), "first_ms": first_ms, "best_ms": best_ms, "reference_ms": ref_ms,
-               "feasible_at": feasible_at.get(task_id), "roofline": roofline}
+        row: dict[str, Any] = {"attempts": len(exps), "first_ms": first.latency_ms if first else None,
+                               "best_ms": best.latency_ms if best else None,
+                               "reference_ms": best.reference_ms if best else None,   # the best's own window
+                               "feasible_at": feasible_at.get(task_id), "roofline": roofline}
         if roofline and roofline.get("fraction") is not None:
             roof_fraction.append(roofline["fraction"])
-        if best is not None and first is not None:
-            # over the first draft: the two speedups over PyTorch, each a paired ratio from its own
-            # window (the reference cancels the machine's state), never two latencies from two windows
-            if best.speedup and first.speedup:
-                gain = best.speedup / first.speedup
-                row["speedup_over_first"] = gain
-                over_first.append(gain)
+        final = progress.extra.get("final") or {}
+        if final.get("feasible") and final.get("best") == progress.best_id:
+            # the best, the first and the reference timed together at the end of the run
+            row.update(reference_ms=final["reference_ms"], speedup=final["speedup"], speedup_ci=final["speedup_ci"],
+                       vs_reference=final["vs_reference"], speedup_over_first=final["gain"],
+                       speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
+            over_first.append(final["gain"])
+            over_ref.append(final["speedup"])
+            fast += final["vs_reference"] == "faster"
+        elif best is not None and first is not None:
+            gain = over_first_paired(best, first)
+            if gain is None:
+                row["speedup_over_first"] = None
+                row["over_first"] = "not measured together"
+                apart += 1
+            else:
+                row["speedup_over_first"], row["speedup_over_first_ci"] = gain
+                over_first.append(gain[0])
             if best.speedup:
-                row["speedup"] = best.speedup
-                if best.vs_reference in UNJUDGED:   # a speedup no window could judge: not fast_1
-                    noisy.add(task_id)
+                row["speedup"], row["speedup_ci"] = best.speedup, best.speedup_ci
+                row["vs_reference"] = best.vs_reference
                 over_ref.append(best.speedup)
+                fast += best.vs_reference == "faster"
         per_task[task_id] = row
     n = max(1, len(run.tasks))
     curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
-    fast = sum(1 for t, r in per_task.items() if r.get("speedup", 0) > 1.0 and t not in noisy)
     return RunMetrics(
         run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
         iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
         fast_tasks=fast, cr=built / attempts if attempts else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
         speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
-        status=run.status, roofline_fraction=roof_fraction,
+        status=run.status, roofline_fraction=roof_fraction, not_measured_together=apart,
     )
+
+
+def over_first_paired(best: OutcomeSummary, first: OutcomeSummary) -> tuple[float, list[float] | None] | None:
+    """(gain, interval) of the best over the first feasible kernel from one window: 1 when they are the
+    same kernel, the best's paired gain when the first was the best it was timed beside, else None."""
+    if best is first or (best.candidate_hash and best.candidate_hash == first.candidate_hash):
+        return 1.0, [1.0, 1.0]
+    if best.gain and best.vs_best and first.candidate_hash and best.best_hash == first.candidate_hash:
+        return float(best.gain), best.gain_ci
+    return None
 
 
 def load_metrics(workspace: Workspace, run_ids: list[str] | None = None) -> list[RunMetrics]:

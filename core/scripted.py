@@ -11,7 +11,11 @@ verifier and a few real end-to-end runs are tested on their own.
   the ratio itself and a verdict is "faster"/"slower" exactly when the change is at least
   ``min_change``, as the real gate decides on a noiseless machine. A ``Canned`` marked ``noisy`` is
   timed in a disturbed window instead: every interval spans ``NOISY_SPAN`` either side of its ratio,
-  and the gate's rule makes it "noisy" wherever that interval holds 1.
+  and the gate's rule makes it "noisy" wherever that interval holds 1; a ``Canned`` with its own
+  ``span`` is timed with that interval instead (a narrow one reads "same speed" when it holds 1).
+- ``load`` (one factor per verification, in call order) slows every kernel of that window alike, the
+  way other work on the machine does: paired ratios stay, absolute latencies move between windows.
+  The reference takes ``reference_ms`` times its own factor in ``reference_load`` (1 when not given).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from core.llm import ChatAnswer, ChatRequest, Usage
+from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
 from verifier.timing import NOISE_LIMIT, Ratio
@@ -58,6 +63,7 @@ class Canned:
     message: str = ""
     internal: bool = False      # the verifier's own failure (a lost node, a harness error), not the kernel's
     noisy: bool = False         # timed in a window disturbed by other load (see NOISY_SPAN)
+    span: float | None = None   # the interval's factor either side of each ratio (None: exact, or NOISY_SPAN)
 
 
 NOISY_SPAN = 1.6  # a disturbed window's interval: [ratio / 1.6, ratio * 1.6], far wider than any noise limit
@@ -79,6 +85,8 @@ class CannedVerifier:
     noise_limit: float = NOISE_LIMIT
     backend: Any = field(default_factory=lambda: _Backend("cpu"))
     calls: list[tuple[str, bool]] = field(default_factory=list)   # (task, timed beside a best)
+    load: list[float] = field(default_factory=list)   # a factor on every kernel's time, per verification
+    reference_load: list[float] = field(default_factory=list)   # the same for the reference
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
@@ -88,6 +96,7 @@ class CannedVerifier:
         self.calls.append((task.id, best is not None))
         verdict = self.judge(task.id, candidate)
         out = Outcome.start(task.id, self.backend.name)
+        out.candidate_hash = candidate_hash(candidate)
         for name in GATES:
             if verdict.failed_gate == name:
                 details = {"internal": True, "transient": True} if verdict.internal else {}
@@ -102,15 +111,18 @@ class CannedVerifier:
         return out.finish()
 
     def _time(self, out: Outcome, verdict: Canned, best: dict[str, str] | None) -> None:
-        latency = verdict.latency_ms if verdict.latency_ms is not None else self.reference_ms
-        out.latency_ms, out.latency_spread_ms, out.reference_ms = latency, 0.0, self.reference_ms
-        out.speedup = self.reference_ms / latency
-        span = NOISY_SPAN if verdict.noisy else 1.0
+        call = len(self.calls) - 1
+        factor = self.load[call] if call < len(self.load) else 1.0
+        latency = (verdict.latency_ms if verdict.latency_ms is not None else self.reference_ms) * factor
+        reference = self.reference_ms * (self.reference_load[call] if call < len(self.reference_load) else 1.0)
+        out.latency_ms, out.latency_spread_ms, out.reference_ms = latency, 0.0, reference
+        out.speedup = reference / latency
+        span = verdict.span if verdict.span is not None else NOISY_SPAN if verdict.noisy else 1.0
         out.speedup_ci, out.vs_reference = self._verdict(out.speedup, span)
         out.timing_rounds = 20
         if best is not None:
-            best_ms = self.judge(out.task, best).latency_ms or self.reference_ms
-            out.best_ms, out.gain = best_ms, best_ms / latency
+            best_ms = (self.judge(out.task, best).latency_ms or self.reference_ms) * factor
+            out.best_ms, out.gain, out.best_hash = best_ms, best_ms / latency, candidate_hash(best)
             out.gain_ci, out.vs_best = self._verdict(out.gain, span)
         out.pass_gate("performance", f"{latency:.3f} ms (canned)")
 

@@ -17,6 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _over_first(m) -> str:
+    """best/first over the tasks whose best was timed beside their first kernel, and how many were not."""
+    apart = f" ({m.not_measured_together} not measured together)" if m.not_measured_together else ""
+    return _fmt(m.median_iqr(m.speedup_over_first)) + apart
+
+
 def _fmt(v) -> str:
     if v is None:
         return "-"
@@ -53,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
                for c in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first",
                          "best/ref", "roofline")]
     print_table(columns, [[m.run_id, m.status, m.method, m.model, m.tasks, m.iterations, f"{100 * m.cr:.0f}%",
-                           f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _fmt(m.median_iqr(m.speedup_over_first)),
+                           f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _over_first(m),
                            _fmt(m.median_iqr(m.speedup_over_reference)), _roof(m.median_iqr(m.roofline_fraction))]
                           for m in metrics], title="runs")
     if args.tasks:

@@ -96,20 +96,42 @@ async def _with_close(session, coro):
 
 
 def attempt_words(event) -> str:
-    """A feasible attempt in one line: its latency, then what its own timing window says: the speedup
-    over PyTorch and, for a refinement, the gain over the best timed beside it ("✓ 24.148 ms, 1.08x vs
-    PyTorch (same); 0.87x vs the best (slower)"). Latencies of two attempts come from two windows and
-    are not compared. A window too disturbed for a verdict says "too noisy to judge", never "same"."""
-    def said(verdict: str) -> str:
-        return {"noisy": "too noisy to judge", "implausible": "above this machine's ceiling: not trusted"}.get(
-            verdict, verdict)
+    """A feasible attempt in one line: its latency, then what its own timing window says, in the words
+    every surface uses (``verifier.outcome.speed_words``): against PyTorch and, for a refinement, against
+    the best timed beside it ("✓ 24.148 ms, same speed as PyTorch within ±4 %; 1.15x slower than the best
+    [1.10, 1.20]"). A new best whose time is above the best it replaced says why: the two times come
+    from different windows."""
+    from core.policy import speed_words
 
     words = f"✓ {event.latency_ms:.3f} ms"
     if event.speedup is not None:
-        words += f", {event.speedup:.2f}x vs PyTorch" + (f" ({said(event.vs_reference)})" if event.vs_reference else "")
+        words += ", " + speed_words(event.vs_reference, event.speedup, event.speedup_ci, "PyTorch")
     if event.gain is not None and event.vs_best:
-        words += f"; {event.gain:.2f}x vs the best ({said(event.vs_best)})"
-    return words + (", new best" if event.new_best else "")
+        words += "; " + speed_words(event.vs_best, event.gain, event.gain_ci, "the best")
+    if not event.new_best:
+        return words
+    if event.replaced_ms and event.latency_ms > event.replaced_ms:
+        here = f" took {event.best_ms:.3f} ms" if event.best_ms else " was slower"
+        return words + (f", new best (the best it replaced took {event.replaced_ms:.3f} ms in another window; "
+                        f"timed beside this one it{here})")
+    return words + ", new best"
+
+
+REFUSAL_CHARS = 200
+
+
+def refusal_words(event) -> str:
+    """A failed attempt in one line: the gate and the start of its reason ("✗ anti_hack: private
+    attribute _version is not allowed: ..."), never the gate's name alone."""
+    from rich.markup import escape
+
+    message = " ".join(str(event.message or "").split())
+    prefix = f"{event.failed_gate}: "
+    if message.startswith(prefix):
+        message = message[len(prefix):]
+    if len(message) > REFUSAL_CHARS:
+        message = message[:REFUSAL_CHARS].rsplit(" ", 1)[0] + " ..."
+    return f"✗ {event.failed_gate}" + (f": {escape(message)}" if message else "")
 
 
 class Reporter:
@@ -170,7 +192,7 @@ class Reporter:
             if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
             line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
-                    + (attempt_words(event) if event.feasible else f"✗ {event.failed_gate}") +
+                    + (attempt_words(event) if event.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}")
             self._line(line)
         elif isinstance(event, ev.EngineProblem):

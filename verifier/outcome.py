@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from verifier.timing import NOISE_LIMIT
+
 GATES: tuple[str, ...] = ("format", "anti_hack", "build", "correctness", "performance")
 
 PASSED = "passed"
@@ -104,11 +106,9 @@ class Outcome:
         if self.failed_gate is None and all(g.passed for g in self.gates):
             self.feasible = True
             parts = [f"feasible; {self.latency_ms:.3f} ms" if self.latency_ms is not None else "feasible"]
-            if self.speedup is not None and self.vs_reference == "noisy":
-                parts.append(speed_words("noisy", self.speedup, self.speedup_ci, "the reference")
-                             + f" ({self.reference_ms:.3f} ms)")
-            elif self.speedup is not None:
-                parts.append(f"{self.speedup:.2f}x{_interval(self.speedup_ci)} vs reference {self.reference_ms:.3f} ms")
+            if self.speedup is not None:
+                parts.append(speed_words(self.vs_reference, self.speedup, self.speedup_ci,
+                                         f"the reference ({self.reference_ms:.3f} ms in the same window)"))
             if self.vs_best:
                 parts.append(speed_words(self.vs_best, self.gain, self.gain_ci, "the best"))
             if self.flags:
@@ -141,24 +141,46 @@ UNJUDGED = ("noisy", "implausible")
 machine can compute even when measured again ("implausible"). No reward, never a new best, not fast_1."""
 
 
+NARROW = NOISE_LIMIT
+"""An interval that stays within this share of equal speed says "same speed within ±x %"; a wider one
+holding 1 says "could not tell" (the gate calls a window "noisy" above the same limit)."""
+
+
 def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
-    """"1.31x faster than the best [1.2, 1.4]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the
-    best within ±4 %", "too noisy to judge against the best (interval [0.97, 2.63]): the machine was busy; no
-    verdict, measure again". ``ratio`` and ``ci`` are speedups (above 1: faster)."""
+    """The one way every surface (prompts, run lines, CLI, workbench, the gate's own message) says what a
+    paired ratio from one window shows, derived from its interval: "1.31x faster than the best [1.20,
+    1.40]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the best within ±4 %" (an interval
+    holding 1, or a change below the gate's minimum, within ±15 % of equal), "could not tell against the
+    best: too noisy (interval [0.97, 2.63])" (wider), "could not tell against the best: too few timed
+    calls" (no interval). A ratio is shown only beside "faster"/"slower", never beside a word it
+    contradicts. ``ratio`` and ``ci`` are speedups (above 1: faster)."""
     if ratio is None:
         return ""
-    if verdict == "noisy":  # never "same speed within ±255 %": a disturbed window says nothing either way
-        return (f"too noisy to judge against {other} (interval{_interval(ci) or ' unknown'}): the machine was busy; "
-                "no verdict, measure again")
     if verdict == "implausible":   # faster than the machine can compute: not trusted either way
         return (f"{ratio:.2f}x against {other}, above this machine's ceiling even when measured again: not "
                 "trusted, no verdict")
-    if verdict == "same":
-        if ci and len(ci) == 2 and ci[1] != float("inf"):
-            return f"same speed as {other} within ±{50.0 * (ci[1] - ci[0]) / max(ratio, 1e-12):.0f} %"
-        return f"same speed as {other} (too few calls to tell)"
     if verdict == "faster":
         return f"{ratio:.2f}x faster than {other}{_interval(ci)}"
-    # slower: the ratio and its interval both inverted, so the bracket holds the number it follows
-    inverted = [1.0 / max(ci[1], 1e-12), 1.0 / max(ci[0], 1e-12)] if ci and len(ci) == 2 and ci[0] > 0 else None
-    return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(inverted)}"
+    if verdict == "slower":
+        # the ratio and its interval both inverted, so the bracket holds the number it follows
+        inverted = [1.0 / max(ci[1], 1e-12), 1.0 / max(ci[0], 1e-12)] if ci and len(ci) == 2 and ci[0] > 0 else None
+        return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(inverted)}"
+    # "same", "noisy" (or no verdict): the interval alone says which words are true
+    if not ci or len(ci) != 2 or ci[1] == float("inf") or ci[0] <= 0:
+        return f"could not tell against {other}: too few timed calls"
+    within = max(ci[1] - 1.0, 1.0 - ci[0], 0.0)
+    if within <= NARROW:
+        return f"same speed as {other} within ±{max(1, round(100 * within))} %"
+    return f"could not tell against {other}: too noisy (interval{_interval(ci)}), no verdict"
+
+
+def verdict_word(verdict: str, ci: list[float] | None) -> str:
+    """A verdict in a word or two for narrow columns: "faster", "slower", "same speed", "too noisy",
+    "too few calls", "not trusted" (the same rule as ``speed_words``)."""
+    if verdict in ("faster", "slower"):
+        return verdict
+    if verdict == "implausible":
+        return "not trusted"
+    if not ci or len(ci) != 2 or ci[1] == float("inf") or ci[0] <= 0:
+        return "too few calls"
+    return "same speed" if max(ci[1] - 1.0, 1.0 - ci[0], 0.0) <= NARROW else "too noisy"

@@ -379,7 +379,8 @@ class MainScreen(Screen):
         label = "edit" if human else f"#{e.iteration + 1}"
         verdict = marks.verdict(OutcomeSummary(feasible=e.feasible, failed_gate=e.failed_gate, message=e.message,
                                                latency_ms=e.latency_ms, speedup=e.speedup,
-                                               vs_reference=e.vs_reference, vs_best=e.vs_best))
+                                               vs_reference=e.vs_reference, vs_best=e.vs_best,
+                                               speedup_ci=e.speedup_ci))
         table.set_status(e.task, f"{label} {verdict}", "ok" if e.feasible else "fail")
         changes: dict = {}
         if not human:

@@ -41,13 +41,18 @@ def noisy(r: OutcomeSummary) -> bool:
 
 
 def verdict(r: OutcomeSummary) -> str:
-    """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>"; a window too
-    noisy to judge says so after its speedup ("✓ 0.190 ms, 1.74×, timing too noisy to judge")."""
+    """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>". The speedup
+    shows as a ratio only when its window says faster or slower; otherwise in the words every surface
+    uses (``verifier.outcome.verdict_word``): "✓ 0.190 ms, same speed", "✓ 0.190 ms, too noisy"; a
+    comparison with the best too noisy to judge says so ("timing too noisy to judge")."""
+    from core.policy import verdict_word
+
     if r.feasible:
         parts = [f"✓ {ms(r.latency_ms)} ms"]
+        word = verdict_word(r.vs_reference, r.speedup_ci) if r.vs_reference else ""
         if r.speedup is not None:
-            parts.append(speedup(r.speedup))
-        if noisy(r):
+            parts.append(speedup(r.speedup) if word in ("", "faster", "slower") else word)
+        if r.vs_best in UNJUDGED:
             parts.append(NOISY)
         roof = r.roofline or {}
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)

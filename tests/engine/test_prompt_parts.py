@@ -60,7 +60,7 @@ def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
                        title="relu draft #1: feasible", files=C.elementwise(start_kernel),
                        outcome={"feasible": True, "latency_ms": 2.0, "latency_spread_ms": 0.1})
     memory = [_memory_item(i) for i in range(40)]
-    user = prompts.refine_prompt(task, "cpu", [], [], memory, start, [], 2.0, best=start)[1][1]
+    user = prompts.refine_prompt(task, "cpu", [], [], memory, start, [], best=start)[1][1]
     assert task.source.strip() in user                          # the reference, whole
     assert start_kernel.strip() in user                         # the start point, whole
     assert "The start point above is the best kernel so far." in user
@@ -68,7 +68,7 @@ def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
     assert len(user) <= prompts.MAX_PROMPT_CHARS
     assert "[mem:item0000]" in user and "[mem:item0039]" not in user   # the lowest-ranked items go first
     # with room, memory items keep their key lines: launcher, pragma and loop, not the filler
-    roomy = prompts.refine_prompt(relu, "cpu", [], [], memory[:2], start, [], 2.0)[1][1]
+    roomy = prompts.refine_prompt(relu, "cpu", [], [], memory[:2], start, [])[1][1]
     shown = roomy.split("[mem:item0000]", 1)[1].split("[mem:item0001]")[0]
     assert "Change: change of item 0" in shown and "(key lines of" in shown
     assert 'extern "C" void k0' in shown and "#pragma omp parallel for simd" in shown and "    // ..." in shown
@@ -103,5 +103,6 @@ def test_the_model_reads_a_noisy_window_as_an_unknown_speed():
                            speedup_ci=[0.969, 2.626], vs_reference="noisy", gain=1.1, gain_ci=[0.6, 2.0],
                            vs_best="noisy")
     line = verdict(noisy)
-    assert "speed against PyTorch (3.480 ms in the same window) unknown: the timing window was too noisy" in line
-    assert "speed against the best then unknown" in line and "same speed" not in line and "±" not in line
+    assert "could not tell against PyTorch: too noisy (interval [0.97, 2.63]), no verdict" in line
+    assert "could not tell against the best then: too noisy" in line
+    assert "same speed" not in line and "±" not in line and "1.74x" not in line

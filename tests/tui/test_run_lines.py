@@ -5,11 +5,12 @@ from __future__ import annotations
 
 
 def _recorded(iteration, latency, speedup, *, stage="refine", new_best=False, gain=None, vs_best="",
-              vs_reference="same"):
+              vs_reference="same", speedup_ci=None, gain_ci=None):
     from core import events as ev
 
     return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", True, None, "", latency,
-                              speedup, 0.0, new_best, vs_reference=vs_reference, gain=gain, vs_best=vs_best)
+                              speedup, 0.0, new_best, vs_reference=vs_reference, gain=gain, vs_best=vs_best,
+                              speedup_ci=speedup_ci, gain_ci=gain_ci)
 
 
 def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency():
@@ -18,14 +19,17 @@ def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency(
     from evotui.cmd_run import Reporter
 
     reporter = Reporter(quiet=False)
-    reporter.on_event(_recorded(0, 63.159, 1.12, stage="draft", new_best=True))
-    reporter.on_event(_recorded(1, 24.148, 0.92, gain=0.87, vs_best="slower", vs_reference="slower"))
+    reporter.on_event(_recorded(0, 63.159, 1.02, stage="draft", new_best=True, speedup_ci=[0.97, 1.06]))
+    reporter.on_event(_recorded(1, 24.148, 0.92, gain=0.87, vs_best="slower", vs_reference="slower",
+                                speedup_ci=[0.9, 0.94], gain_ci=[0.85, 0.89]))
     draft, refine = reporter.lines[-2:]
-    assert "✓ 63.159 ms, 1.12x vs PyTorch (same), new best" in draft
-    assert "✓ 24.148 ms, 0.92x vs PyTorch (slower); 0.87x vs the best (slower) reward" in refine
-    assert reporter.rows["softmax"]["best"] == 63.159 and reporter.rows["softmax"]["speedup"] == 1.12
-    reporter.on_event(_recorded(2, 30.0, 1.4, gain=1.3, vs_best="faster", new_best=True))
-    assert reporter.rows["softmax"]["best"] == 30.0 and "1.30x vs the best (faster), new best" in reporter.lines[-1]
+    assert "✓ 63.159 ms, same speed as PyTorch within ±6 %, new best" in draft
+    assert "✓ 24.148 ms, 1.09x slower than PyTorch [1.06, 1.11]; 1.15x slower than the best [1.12, 1.18] reward" \
+        in refine
+    assert reporter.rows["softmax"]["best"] == 63.159 and reporter.rows["softmax"]["speedup"] == 1.02
+    reporter.on_event(_recorded(2, 30.0, 1.4, gain=1.3, vs_best="faster", new_best=True, gain_ci=[1.2, 1.4]))
+    assert reporter.rows["softmax"]["best"] == 30.0
+    assert "1.30x faster than the best [1.20, 1.40], new best" in reporter.lines[-1]
 
 
 def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
@@ -34,7 +38,29 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
     from evotui.widgets import marks
 
     reporter = Reporter(quiet=False)
-    reporter.on_event(_recorded(1, 2.0, 1.74, gain=1.1, vs_best="noisy", vs_reference="noisy"))
-    assert "1.74x vs PyTorch (too noisy to judge); 1.10x vs the best (too noisy to judge)" in reporter.lines[-1]
+    reporter.on_event(_recorded(1, 2.0, 1.74, gain=1.1, vs_best="noisy", vs_reference="noisy",
+                                speedup_ci=[0.969, 2.626], gain_ci=[0.6, 2.0]))
+    assert ("could not tell against PyTorch: too noisy (interval [0.97, 2.63]), no verdict; could not tell against "
+            "the best: too noisy (interval [0.60, 2.00]), no verdict") in reporter.lines[-1]
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
+    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, speedup_ci=[0.969, 2.626],
+                                        vs_reference="noisy"))
+    assert line == "✓ 2.000 ms, too noisy"                       # never the ratio beside it
+    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.02, speedup_ci=[0.98, 1.06],
+                                        vs_reference="same"))
+    assert line == "✓ 2.000 ms, same speed"
+
+
+def test_a_refusal_says_its_reason_in_its_one_line():
+    from core import events as ev
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=False)
+    message = ("anti_hack: private attribute _version is not allowed: model.py may use only public names (its own\n"
+               "self._name attributes aside)")
+    reporter.on_event(ev.AttemptRecorded("gemm", 4, "e4", None, "refine", "llm", False, "anti_hack", message, None,
+                                         None, -1.0))
+    line = reporter.lines[-1]
+    assert "#5 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line
+    assert line.endswith("reward -1.00")

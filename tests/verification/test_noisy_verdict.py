@@ -22,11 +22,15 @@ def test_the_verdict_says_noisy_when_the_interval_holds_1_and_is_too_wide_to_tel
     assert Ratio(1.3, 1.2, 1.4).verdict(0.03, preempted=0.5) == "faster"
 
 
-def test_noisy_words_say_the_machine_was_busy_and_never_same_speed():
+def test_noisy_words_say_could_not_tell_and_never_same_speed():
     words = speed_words("noisy", 1.74, [0.969, 2.626], "the best")
-    assert words == ("too noisy to judge against the best (interval [0.97, 2.63]): the machine was busy; "
-                     "no verdict, measure again")
-    assert "same" not in words and "±" not in words
+    assert words == "could not tell against the best: too noisy (interval [0.97, 2.63]), no verdict"
+    assert "same" not in words and "±" not in words and "1.74x" not in words
+    # the words follow the interval: "same speed within ±x %" only while it stays within 15 % of equal
+    assert speed_words("same", 1.05, [0.95, 1.20], "PyTorch").startswith("could not tell against PyTorch")
+    assert speed_words("same", 1.0, [0.986, 1.014], "PyTorch") == "same speed as PyTorch within ±1 %"
+    assert speed_words("same", 1.02, [1.01, 1.025], "PyTorch") == "same speed as PyTorch within ±2 %"
+    assert speed_words("same", 1.0, [0.0, math.inf], "PyTorch") == "could not tell against PyTorch: too few timed calls"
 
 
 def test_a_feasible_outcome_with_a_noisy_window_says_so():
@@ -37,5 +41,6 @@ def test_a_feasible_outcome_with_a_noisy_window_says_so():
     out.vs_reference = "noisy"
     out.gain, out.gain_ci, out.vs_best = 1.1, [0.6, 2.0], "noisy"
     message = out.finish().message
-    assert "too noisy to judge against the reference (interval [0.97, 2.63])" in message
-    assert "too noisy to judge against the best" in message and "same speed" not in message
+    assert "could not tell against the reference (3.480 ms in the same window): too noisy (interval [0.97, 2.63])" \
+        in message
+    assert "could not tell against the best: too noisy" in message and "same speed" not in message

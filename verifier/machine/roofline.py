@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -476,7 +477,9 @@ class RooflineMeter:
             flags = list(getattr(module, "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
+                    load = os.getloadavg()[0]   # what else ran: a measurement under load is low
                     found = measure_ceilings(compiler or "g++", flags, self.threads, last_level_cache_bytes())
+                    found.update(measured_at=time.time(), load=load)
             except RuntimeError as exc:
                 self.problems.append(str(exc))
                 return None
