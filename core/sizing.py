@@ -79,16 +79,34 @@ def fixed_divisors(source: str) -> tuple[int, ...]:
 
 
 def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
-    """The scalable extents of a multi-case task's cases, keyed ``case/input/dim``."""
+    """The scalable extents of a multi-case task's cases, keyed ``case/input/dim`` (``case/input.j/dim``
+    for the j-th tensor of an input that is a list of tensors)."""
+    from verifier.cases import entry_shapes
+
     out = {}
     for c, case in enumerate(cases):
         for i, entry in enumerate(case.get("inputs", [])):
-            if "value" in entry or not isinstance(entry.get("shape"), list):
-                continue
-            for d, n in enumerate(entry["shape"]):
-                if isinstance(n, int) and n >= MIN_SIZE:
-                    out[f"{c}/{i}/{d}"] = n
+            listed = "shape" not in entry
+            for j, shape in enumerate(entry_shapes(entry)):
+                where = f"{i}.{j}" if listed else f"{i}"
+                for d, n in enumerate(shape):
+                    if isinstance(n, int) and n >= MIN_SIZE:
+                        out[f"{c}/{where}/{d}"] = n
     return out
+
+
+def _with_sizes(case: dict[str, Any], new: dict[str, int]) -> dict[str, Any]:
+    """``case`` with the extents ``new`` names (keys as :func:`case_sizes` gives them for case 0)."""
+    inputs = []
+    for i, entry in enumerate(case.get("inputs", [])):
+        entry = dict(entry)
+        if "value" not in entry and isinstance(entry.get("shape"), list):
+            entry["shape"] = [new.get(f"0/{i}/{d}", n) for d, n in enumerate(entry["shape"])]
+        elif "value" not in entry and isinstance(entry.get("shapes"), list):
+            entry["shapes"] = [[new.get(f"0/{i}.{j}/{d}", n) for d, n in enumerate(shape)]
+                               if isinstance(shape, list) else shape for j, shape in enumerate(entry["shapes"])]
+        inputs.append(entry)
+    return {**case, "inputs": inputs}
 
 
 def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[str, Any], ...]:
@@ -96,15 +114,8 @@ def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[
     like a matmul's inner dimensions, stay matching)."""
     out = []
     for case in cases:
-        sizes = {k: v for k, v in case_sizes((case,)).items()}
-        new = scale_values(sizes, factor) if sizes else {}
-        inputs = []
-        for i, entry in enumerate(case.get("inputs", [])):
-            entry = dict(entry)
-            if isinstance(entry.get("shape"), list) and "value" not in entry:
-                entry["shape"] = [new.get(f"0/{i}/{d}", n) for d, n in enumerate(entry["shape"])]
-            inputs.append(entry)
-        out.append({**case, "inputs": inputs})
+        sizes = case_sizes((case,))
+        out.append(_with_sizes(case, scale_values(sizes, factor) if sizes else {}))
     return tuple(out)
 
 

@@ -1,0 +1,130 @@
+"""Multi-case tasks of the NPU benchmark's kind end to end: case files written with short dtype names
+(``bf16``), complex and unsigned dtypes, inputs that are lists of tensors; the tasks here are written
+for these tests (never copied from a public suite), with constraints of their own (even last
+dimensions, divisible channels) and cases too large for the machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.tasks import load_suite, scale_task
+from verifier.cases import canonical_dtype, case_dtypes, describe_case, dtype_tolerance, parse_case_file
+from verifier.inputs import Trial, make_inputs
+from verifier.task import load_task_module
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def jsonl(cases: list[dict]) -> str:
+    return "".join(json.dumps(c) + "\n" for c in cases)
+
+
+# a task that maps the short names itself, as the NPU benchmark's do
+SHORT_NAMES = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return x != y
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "ne.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    names = {"bf16": torch.bfloat16, "fp16": torch.float16, "complex128": torch.complex128,
+             "uint16": torch.uint16, "float32": torch.float32}
+    groups = []
+    for case in cases:
+        x, y = case["inputs"]
+        groups.append([torch.randn(x["shape"]).to(names[x["dtype"]]), torch.randn(y["shape"]).to(names[y["dtype"]])])
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+SHORT_CASES = [
+    {"inputs": [{"name": "x", "dtype": "bf16", "shape": [4, 16]}, {"name": "y", "dtype": "bf16", "shape": [4, 1]}]},
+    {"inputs": [{"name": "x", "dtype": "complex128", "shape": [32]}, {"name": "y", "dtype": "complex128",
+                                                                     "shape": [32]}]},
+    {"inputs": [{"name": "x", "dtype": "uint16", "shape": [9]}, {"name": "y", "dtype": "fp16", "shape": [9]}]},
+]
+
+# an input that is a list of tensors ("shapes"), beside an attribute
+CAT = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, tensors, dim):
+        return torch.cat(tensors, dim=dim)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "cat.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    groups = []
+    for case in cases:
+        ts, dim = case["inputs"]
+        dtype = {"float32": torch.float32, "float16": torch.float16}[ts["dtype"]]
+        groups.append([[torch.randn(s, dtype=dtype) for s in ts["shapes"]], dim["value"]])
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+CAT_CASES = [
+    {"inputs": [{"name": "tensors", "type": "tensor_list", "dtype": "float32", "shapes": [[64, 32], [64, 32]]},
+                {"name": "dim", "value": 0}]},
+    {"inputs": [{"name": "tensors", "type": "tensor_list", "dtype": "float16",
+                 "shapes": [[16, 40], [16, 24], [16, 8]]}, {"name": "dim", "value": 1}]},
+]
+
+
+def test_short_dtype_names_complex_and_unsigned_cases_load_and_build(tmp_path):
+    suite = load_suite(write(tmp_path / "s", {"ne.py": SHORT_NAMES, "ne.json": jsonl(SHORT_CASES)}))
+    assert suite.errors == []
+    task = suite.get("ne")
+    assert task.cases == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
+    assert canonical_dtype("bf16") == "bfloat16" and case_dtypes(task.cases[0]) == ["bfloat16"]
+    assert dtype_tolerance("bf16", 1e-4, 1e-4) == dtype_tolerance("bfloat16", 1e-4, 1e-4)
+    module = load_task_module(task.spec())
+    got = [make_inputs(module.get_inputs, Trial(seed=3, distribution="normal", case=k))[0].dtype for k in range(3)]
+    assert got == [torch.bfloat16, torch.complex128, torch.uint16]
+
+
+def test_a_list_of_tensors_input_loads_scales_and_builds(tmp_path):
+    suite = load_suite(write(tmp_path / "s", {"cat.py": CAT, "cat.json": jsonl(CAT_CASES)}))
+    assert suite.errors == []
+    task = suite.get("cat")
+    assert "tensors [3 tensors] float16[16, 40], float16[16, 24], float16[16, 8]" in describe_case(task.cases[1])
+    half = scale_task(task, 0.5)
+    # per case, so the extents the concatenation needs equal stay equal (8 divides the others: it still does)
+    assert [e["shapes"] for e in (c["inputs"][0] for c in half.cases)] == [[[32, 16], [32, 16]],
+                                                                          [[8, 16], [8, 16], [8, 8]]]
+    module = load_task_module(half.spec())
+    tensors, dim = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))
+    assert [tuple(t.shape) for t in tensors] == [(8, 16), (8, 16), (8, 8)] and dim == 1
+    assert module.Model()(tensors, dim).shape == (8, 40)
+
+
+def test_a_case_file_that_cannot_be_used_still_says_why_in_one_line():
+    from verifier.cases import CaseError
+
+    with pytest.raises(CaseError, match="unknown dtype 'float8'.*bf16"):
+        parse_case_file('{"inputs": [{"name": "x", "dtype": "float8", "shape": [2]}]}\n', "c.json")
+    with pytest.raises(CaseError, match="\"shapes\", a list of them"):
+        parse_case_file('{"inputs": [{"name": "x", "dtype": "float32", "shapes": [[2], "three"]}]}\n', "c.json")
