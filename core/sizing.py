@@ -119,6 +119,73 @@ def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[
     return tuple(out)
 
 
+# The inputs of all a multi-case task's cases together, once, at most: a verification keeps the reference's
+# results of every trial of every case (about six per case), so this bounds them to a few hundred MiB.
+CASES_BYTES_BUDGET = 48 << 20
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1, "complex64": 8,
+             "complex128": 16}
+
+
+def case_bytes(case: dict[str, Any]) -> int:
+    """Bytes of one case's tensor inputs, from its shapes and dtypes (no tensor made)."""
+    from verifier.cases import canonical_dtype, entry_shapes
+
+    total = 0
+    for entry in case.get("inputs", []):
+        size = _ITEMSIZE.get(canonical_dtype(str(entry.get("dtype", "float32"))), 4)
+        for shape in entry_shapes(entry):
+            n = 1
+            for d in shape:
+                n *= int(d)
+            total += n * size
+    return total
+
+
+def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET
+              ) -> tuple[tuple[dict[str, Any], ...], list[str]]:
+    """The cases brought within ``budget`` bytes of inputs in all, and notes on what changed: the largest
+    cases shrink (each to the same cap, every extent scaled alike, its constraints kept as scaling keeps
+    them), smaller ones stay as written; a case still over its share at its smallest sizes is dropped,
+    unless it is the last one. Cases already within the budget come back unchanged."""
+    sizes = [case_bytes(c) for c in cases]
+    if not cases or sum(sizes) <= budget:
+        return cases, []
+    # the largest cap that keeps every case at or below it within the budget
+    lo, hi = 0, max(sizes)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if sum(min(b, mid) for b in sizes) <= budget else (lo, mid)
+    cap = lo
+    out: list[dict[str, Any]] = []
+    shrunk, dropped = 0, []
+    for k, (case, b) in enumerate(zip(cases, sizes)):
+        if b <= cap:
+            out.append(case)
+            continue
+        a, z = 1e-4, 1.0  # the largest factor whose case fits the cap
+        for _ in range(40):
+            mid = (a * z) ** 0.5
+            a, z = (mid, z) if case_bytes(scale_cases((case,), mid)[0]) <= cap else (a, mid)
+        small = scale_cases((case,), a)[0]
+        if case_bytes(small) <= cap:
+            out.append(small)
+            shrunk += 1
+        else:
+            dropped.append(k)
+    if not out:  # every case over its share at its smallest: keep the smallest one, at its smallest sizes
+        k = min(range(len(cases)), key=lambda i: case_bytes(scale_cases((cases[i],), 1e-4)[0]))
+        out, dropped = [scale_cases((cases[k],), 1e-4)[0]], [i for i in dropped if i != k]
+        shrunk = 1
+    notes = [f"{shrunk} of {len(cases)} cases shrunk to fit {budget / 2**20:.0f} MiB of inputs in all "
+             f"(largest {max(sizes) / 2**20:.1f} MiB as written; a verification keeps the reference's results "
+             "of every trial of every case)"] if shrunk else []
+    if dropped:
+        notes.append(f"dropped {len(dropped)} case{'s' * (len(dropped) > 1)} (#{', #'.join(map(str, dropped))}) "
+                     "still over the budget at their smallest sizes")
+    return tuple(out), notes
+
+
 @dataclass
 class Probe:
     """What a probe of a task's reference found (all fields optional but ``ok``)."""

@@ -23,6 +23,7 @@ from core.sizing import (
     PROBE_TIMEOUT_S,
     WINDOW_MS,
     Probe,
+    fit_cases,
     fixed_divisors,
     lift_literal_shapes,
     run_probe,
@@ -88,6 +89,7 @@ class Task:
     case_file: str = ""
     original_cases: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
+    case_notes: tuple[str, ...] = ()    # what fitting the cases to their memory budget changed
     category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
 
     @property
@@ -121,8 +123,8 @@ class Task:
         changes = [f"{k} {original.get(k, '?')}->{v}" for k, v in self.size_overrides.items()]
         if self.cases != self.original_cases:
             changes.append(f"{len(self.cases)} cases, first {describe_case(self.cases[0])}")
-        factor = f" by {self.scale:.3g}" if self.scale else ""
-        return f"sizes scaled{factor}: {', '.join(changes)}"
+        factor = f" by {self.scale:.3g}" if self.scale and self.scale != 1 else ""
+        return f"sizes scaled{factor}: {', '.join(changes)}" + "".join(f"; {n}" for n in self.case_notes)
 
 
 @dataclass
@@ -427,9 +429,10 @@ def apply_probe(task: Task, probe: Probe) -> Task:
     overrides = {k: int(v) for k, v in probe.overrides.items() if k in sizes and int(v) != sizes[k]}
     if not overrides:
         source = task.source
-    cases = tuple(probe.cases) if probe.cases else task.original_cases
+    cases, notes = fit_cases(tuple(probe.cases) if probe.cases else task.original_cases)
     scaled = replace(task, source=source, size_overrides=overrides, cases=cases,
-                     scale=probe.factor if overrides or cases != task.original_cases else None)
+                     scale=probe.factor if overrides or cases != task.original_cases else None,
+                     case_notes=tuple(notes))
     return with_traced_category(scaled, probe.ops)
 
 
@@ -449,7 +452,7 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
     the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot
     run raises TaskError in one line; one it cannot bring into the window keeps the closest sizes."""
     if scale in (None, 1, 1.0, "1", "none"):
-        return task
+        return within_budget(task)
     if scale == "auto":
         probe = probe_task(task, "auto", **probe_options)
         if not probe.ok:
@@ -461,5 +464,14 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     cases = scale_cases(task.original_cases, factor) if task.original_cases else ()
     if not overrides and cases == task.original_cases:
+        return within_budget(task)
+    return within_budget(replace(task, size_overrides=overrides, cases=cases, scale=factor))
+
+
+def within_budget(task: Task) -> Task:
+    """The task with its cases brought within the cases' memory budget (:func:`core.sizing.fit_cases`): the
+    largest cases shrunk, a case that cannot shrink enough dropped, each change a note."""
+    cases, notes = fit_cases(task.cases)
+    if not notes:
         return task
-    return replace(task, size_overrides=overrides, cases=cases, scale=factor)
+    return replace(task, cases=cases, case_notes=tuple(notes))

@@ -52,7 +52,9 @@ def run(args: argparse.Namespace) -> int:
     for t in tasks:
         row: dict[str, Any] = {"id": t.id, "level": t.level, "category": t.category, "path": str(t.path),
                                "sizes": t.sizes, "description": t.description}
-        if t.size_overrides:
+        if t.cases:
+            row["cases"] = len(t.cases)
+        if t.scale_note():
             row["scaled"] = t.scale_note()
         if t.id in timings:
             row.update(timings[t.id])
@@ -68,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
                *([Column("ref ms", "right")] if args.time else []), Column("description", cut=True)]
     table = []
     for r in rows:
-        sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
+        sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items()) or (f"{r['cases']} cases" if "cases" in r else "")
         reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
         extra = [reference] if args.time else []
         table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])

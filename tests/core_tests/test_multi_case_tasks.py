@@ -6,6 +6,9 @@ dimensions, divisible channels) and cases too large for the machine."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +18,8 @@ from core.tasks import load_suite, scale_task
 from verifier.cases import canonical_dtype, case_dtypes, describe_case, dtype_tolerance, parse_case_file
 from verifier.inputs import Trial, make_inputs
 from verifier.task import load_task_module
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write(root: Path, files: dict[str, str]) -> Path:
@@ -128,3 +133,92 @@ def test_a_case_file_that_cannot_be_used_still_says_why_in_one_line():
         parse_case_file('{"inputs": [{"name": "x", "dtype": "float8", "shape": [2]}]}\n', "c.json")
     with pytest.raises(CaseError, match="\"shapes\", a list of them"):
         parse_case_file('{"inputs": [{"name": "x", "dtype": "float32", "shapes": [[2], "three"]}]}\n', "c.json")
+
+
+def evokernel(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "EVOKERNEL_MODEL")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "evotui.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+# a multi-case task whose reference fails on its second case
+BROKEN_REFERENCE = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 48:
+            raise RuntimeError("reference broke on the second case")
+        return torch.relu(x)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "broken.json")) as f:
+        return [[torch.randn(json.loads(line)["inputs"][0]["shape"])] for line in f if line.strip()]
+
+def get_init_inputs():
+    return []
+'''
+BROKEN_CASES = [{"inputs": [{"name": "x", "dtype": "float32", "shape": [s, 64]}]} for s in (32, 48)]
+
+
+@pytest.mark.parametrize("task, words", [("no_such_task", "no task 'no_such_task'"),
+                                         pytest.param("broken", "reference broke", marks=pytest.mark.slow)])
+def test_verify_json_prints_a_json_outcome_for_a_failure_before_the_verdict(tmp_path, task, words):
+    from tests.fixtures.candidates import ELEMENTWISE_MODEL, RELU
+
+    suite = write(tmp_path / "s", {"broken.py": BROKEN_REFERENCE, "broken.json": jsonl(BROKEN_CASES)})
+    write(tmp_path / "cand", {"model.py": ELEMENTWISE_MODEL.replace("{fn}", "relu_forward"), "kernel.cpp": RELU})
+    proc = evokernel("verify", "cand", "--task", task, "--suite", str(suite), "--json", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["feasible"] is False and words in (data.get("error") or data.get("message")), data
+
+
+# a unary task over cases, some far too large for a verification to keep every trial's results of
+UNARY = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.abs(x)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "unary.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    d = {"float32": torch.float32, "float16": torch.float16}
+    return [[torch.randn(c["inputs"][0]["shape"]).to(d[c["inputs"][0]["dtype"]])] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def unary_case(shape: list[int], dtype: str = "float32") -> dict:
+    return {"inputs": [{"name": "x", "dtype": dtype, "shape": shape}]}
+
+
+def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped_with_a_note(tmp_path):
+    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+
+    cases = [unary_case([64, 100]), unary_case([8192, 16384]), unary_case([4096, 8192], "float16"),
+             unary_case([7] * 10), unary_case([33, 17])]  # 7**10 elements: extents under 8 never scale
+    suite = load_suite(write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)}))
+    task = scale_task(suite.get("unary"), None)   # as written: still within the budget
+    kept = task.cases
+    assert sum(case_bytes(c) for c in kept) <= CASES_BYTES_BUDGET
+    assert len(kept) == 4 and kept[0] == cases[0] and kept[-1] == cases[4]   # small cases as written
+    assert kept[1]["inputs"][0]["shape"][0] < 8192 and kept[2]["inputs"][0]["dtype"] == "float16"
+    note = task.scale_note()
+    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#3)" in note
+    module = load_task_module(task.spec())
+    x = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))[0]
+    assert list(x.shape) == kept[1]["inputs"][0]["shape"]
+    # a factor or "auto" never grows them past it either
+    assert sum(case_bytes(c) for c in scale_task(suite.get("unary"), 0.9).cases) <= CASES_BYTES_BUDGET
