@@ -47,6 +47,7 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
     would change its time 30-fold in one step, past the whole window."""
     distinct = sorted(set(values.values()))
     scaled: dict[int, int] = {}
+    below = 0   # the largest value scaled so far: a larger size never comes out smaller than a smaller one
     for v in distinct:  # ascending, so every divisor of v is already scaled
         lo = min(v, floor)
         r = max(lo, round(v * factor))
@@ -59,7 +60,10 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
             if step > max(r, lo) * 4:   # incompatible divisors after scaling: keep the largest one only
                 step = max(divisors)
             r = max(step, round(r / step) * step)
+        if r < below:
+            r = -(-below // step) * step
         scaled[v] = int(r)
+        below = max(below, int(r))
     return {k: scaled[v] for k, v in values.items()}
 
 
@@ -115,8 +119,20 @@ def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[
     out = []
     for case in cases:
         sizes = case_sizes((case,))
-        out.append(_with_sizes(case, scale_values(sizes, factor) if sizes else {}))
+        out.append(_with_sizes(case, scale_values(sizes, factor, fixed=case_divisors(case)) if sizes else {}))
     return tuple(out)
+
+
+def case_divisors(case: dict[str, Any]) -> tuple[int, ...]:
+    """What a case's extents must stay multiples of when they are: its integer attributes (``num_groups``,
+    a kernel or block size) and 2 (an even extent stays even: a task that halves it, SwiGLU's two
+    chunks, needs it so)."""
+    values = {2}
+    for entry in case.get("inputs", []):
+        v = entry.get("value")
+        if type(v) is int and v > 1:
+            values.add(v)
+    return tuple(sorted(values))
 
 
 # The inputs of all a multi-case task's cases together, once, at most: a verification keeps the reference's

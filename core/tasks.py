@@ -13,6 +13,7 @@ import difflib
 import json
 import os
 import re
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -346,14 +347,74 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
     return Suite(name, root, tasks, errors)
 
 
+SIZES_FILE = "sizes.json"
+
+
+def task_hash(task: Task) -> str:
+    """The task as written (source and case file, no sizes applied): what its recorded sizes belong to."""
+    return replace(task.spec(), size_overrides={}, cases=task.original_cases).key
+
+
+def sizes_path(cache_dir: Path) -> Path:
+    """The workspace's recorded sizes: beside the memory (``.evokernel/sizes.json``; ``cache_dir`` is
+    ``.evokernel/cache``)."""
+    return Path(cache_dir).parent / SIZES_FILE
+
+
+def recorded_sizes(task: Task, cache_dir: Path | None) -> Probe | None:
+    """The sizes "auto" decided for this task (this exact file) in this workspace, or None."""
+    if cache_dir is None:
+        return None
+    try:
+        data = json.loads(sizes_path(cache_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    entry = data.get(f"{task.id}:{task_hash(task)}") if isinstance(data, dict) else None
+    return Probe.from_dict(entry["probe"]) if isinstance(entry, dict) and isinstance(entry.get("probe"), dict) \
+        else None
+
+
+def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, Any] | None = None) -> None:
+    """Record the sizes "auto" decided for ``task`` (keyed by its id and file hash; an edited file is a new
+    task and is sized again), so every later run, method and verification in the workspace sees the same.
+    A probe that failed is recorded too, so a listing can say so without running anything."""
+    path = sizes_path(cache_dir)
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data = {k: v for k, v in data.items() if not k.startswith(f"{task.id}:")}  # the previous version's
+    data[f"{task.id}:{task_hash(task)}"] = {"id": task.id, "path": str(task.path), "decided_at": time.time(),
+                                            "settings": settings or {}, "probe": {**probe.to_dict(), "steps": []}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
+    os.replace(tmp, path)
+
+
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
                window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-               timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
+               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False) -> Probe:
     """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
-    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto",
-    shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level sizes, see
-    :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the reference then
-    fails (a literal 224 that a classifier's input size depends on): then they stay as written."""
+    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
+    with a workspace (``cache_dir``), the sizes are decided once: recorded in ``.evokernel/sizes.json``
+    and read back from there by every later call, whatever the machine's load, unless ``resize``.
+    Under "auto", shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level
+    sizes, see :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the
+    reference then fails (a literal 224 that a classifier's input size depends on): then they stay as
+    written."""
+    if scale == "auto" and cache_dir is not None:
+        recorded = None if resize else recorded_sizes(task, cache_dir)
+        if recorded is not None and recorded.ok:  # a failure recorded is tried again
+            return recorded
+        probe = probe_task(task, scale, threads=threads, cache_dir=None, window=window, bytes_cap=bytes_cap,
+                           timeout_s=timeout_s)
+        record_sizes(task, probe, cache_dir,
+                     {"threads": threads, "window_ms": list(window), "bytes_cap": bytes_cap})
+        return probe
+
     def once(t: Task) -> Probe:
         return _probe_once(t, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
                            timeout_s=timeout_s)
@@ -444,6 +505,7 @@ class ProbeOptions(TypedDict, total=False):
     window: tuple[float, float]
     bytes_cap: int
     timeout_s: float
+    resize: bool
 
 
 def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:

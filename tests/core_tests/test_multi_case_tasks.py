@@ -222,3 +222,158 @@ def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped
     assert list(x.shape) == kept[1]["inputs"][0]["shape"]
     # a factor or "auto" never grows them past it either
     assert sum(case_bytes(c) for c in scale_task(suite.get("unary"), 0.9).cases) <= CASES_BYTES_BUDGET
+
+
+SIZED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+rows = 64
+cols = 4096
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def no_probe(*args, **kwargs):
+    raise AssertionError("a probe ran where the recorded sizes should have answered")
+
+
+def test_auto_sizes_are_decided_once_recorded_beside_the_memory_and_redecided_only_when_asked(tmp_path, monkeypatch):
+    import core.tasks
+    from core.tasks import record_sizes, recorded_sizes, sizes_path
+    from core.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    suite = load_suite(write(tmp_path / "s", {"relu.py": SIZED, "unary.py": UNARY,
+                                              "unary.json": jsonl([unary_case([64, 100]), unary_case([8, 4096])])}))
+    task = suite.get("relu")
+    # the window is wide enough that the first measurement lands in it: what is tested is what is kept
+    first = scale_task(task, "auto", cache_dir=ws.cache_dir, window=(0.01, 1e4), threads=1)
+    assert sizes_path(ws.cache_dir) == ws.memory_path.parent / "sizes.json" and sizes_path(ws.cache_dir).exists()
+    monkeypatch.setattr(core.tasks, "run_probe", no_probe)
+    # a later call (another run, method, verification; any load on the machine) sees the same sizes
+    again = scale_task(task, "auto", cache_dir=ws.cache_dir, window=(0.5, 0.6), threads=4)
+    assert (again.sizes, again.cases) == (first.sizes, first.cases)
+    # an edited file is another task: not answered from the old record
+    edited = load_suite(write(tmp_path / "s", {"relu.py": SIZED.replace("torch.relu(x)", "torch.relu(x) * 2")}))
+    assert recorded_sizes(edited.get("relu"), ws.cache_dir) is None
+    with pytest.raises(AssertionError, match="a probe ran"):   # and asked to re-decide, it probes again
+        scale_task(task, "auto", cache_dir=ws.cache_dir, resize=True)
+    # a recorded sizing of a multi-case task keeps its cases within their budget
+    probe = recorded_sizes(task, ws.cache_dir)
+    assert probe is not None
+    record_sizes(suite.get("unary"), core.tasks.Probe(ok=True, cases=[unary_case([64, 100]), unary_case([9000, 9000])]),
+                 ws.cache_dir)
+    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+
+    unary = scale_task(suite.get("unary"), "auto", cache_dir=ws.cache_dir)
+    assert sum(case_bytes(c) for c in unary.cases) <= CASES_BYTES_BUDGET and "shrunk" in unary.scale_note()
+
+
+def test_a_listing_under_auto_answers_from_the_files_and_the_recorded_sizes_without_a_probe(tmp_path, monkeypatch,
+                                                                                           capsys):
+    import core.tasks
+    from core.tasks import Probe, record_sizes
+    from core.workspace import Workspace
+    from evotui import cli
+
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    (ws.root / "evokernel.toml").write_text('size_scale = "auto"\n')
+    root = write(tmp_path / "s", {"relu.py": SIZED, "other.py": SIZED.replace("cols = 4096", "cols = 512")})
+    record_sizes(load_suite(root).get("relu"), Probe(ok=True, overrides={"cols": 1000}, ms=5.0), ws.cache_dir)
+    monkeypatch.setattr(core.tasks, "run_probe", no_probe)
+    for _ in range(2):  # the same sizes every call
+        assert cli.main(["--workspace", str(ws.root), "tasks", "--suite", str(root), "--json"]) == 0
+        out, err = capsys.readouterr()
+        rows = {r["id"]: r for r in json.loads(out)["tasks"]}
+        assert rows["relu"]["sizes"] == {"rows": 64, "cols": 1000} and rows["other"]["sizes"]["cols"] == 512
+        assert "1 task not sized yet" in err and "(other)" in err and "tasks --check --size-scale auto" in err
+
+
+# tasks with constraints of their own: SwiGLU halves its last dimension (it must stay even), GroupNorm's
+# channels must stay a multiple of the case's num_groups and equal to its weight's length
+SWIGLU = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, dim):
+        a, b = torch.chunk(x, 2, dim=dim)
+        return torch.nn.functional.silu(a) * b
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "swiglu.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"]] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+GROUPNORM = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, num_groups, weight, bias):
+        return torch.nn.functional.group_norm(x, num_groups, weight, bias)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "gn.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    out = []
+    for c in cases:
+        x, g, w, b = c["inputs"]
+        out.append([torch.randn(x["shape"]), g["value"], torch.randn(w["shape"]), torch.randn(b["shape"])])
+    return out
+
+def get_init_inputs():
+    return []
+'''
+
+
+def gn_case(n: int, c: int, h: int, w: int, groups: int) -> dict:
+    return {"inputs": [{"name": "x", "dtype": "float32", "shape": [n, c, h, w]},
+                       {"name": "num_groups", "dtype": "int", "value": groups},
+                       {"name": "weight", "dtype": "float32", "shape": [c]},
+                       {"name": "bias", "dtype": "float32", "shape": [c]}]}
+
+
+def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smaller(tmp_path):
+    from core.sizing import scale_values
+
+    swiglu = [{"inputs": [{"name": "x", "dtype": "float32", "shape": s}, {"name": "dim", "value": -1}]}
+              for s in ([130], [690, 346], [48, 1002])]
+    gn = [gn_case(2, 96, 28, 28, 12), gn_case(1, 320, 17, 33, 32), gn_case(4, 64, 56, 56, 8)]
+    root = write(tmp_path / "s", {"swiglu.py": SWIGLU, "swiglu.json": jsonl(swiglu), "gn.py": GROUPNORM,
+                                  "gn.json": jsonl(gn)})
+    suite = load_suite(root)
+    for factor in (0.13, 0.3, 0.55, 0.77):
+        for tid in ("swiglu", "gn"):
+            task = scale_task(suite.get(tid), factor)
+            module = load_task_module(task.spec())
+            model = module.Model()
+            for k in range(len(task.cases)):   # the reference runs at every scaled case
+                model(*make_inputs(module.get_inputs, Trial(seed=k, distribution="normal", case=k)))
+        for case in scale_task(suite.get("gn"), factor).cases:
+            x, groups, w, _ = case["inputs"]
+            assert x["shape"][1] % groups["value"] == 0 and w["shape"] == [x["shape"][1]]
+        assert all(c["inputs"][0]["shape"][-1] % 2 == 0 for c in scale_task(suite.get("swiglu"), factor).cases)
+    # an argmax's 4096 x 4095 beside a batch of 128 that divides one of them: the larger stays the larger
+    for f in range(5, 1000, 7):
+        out = scale_values({"batch": 128, "dim1": 4096, "dim2": 4095}, f / 1000)
+        assert out["dim1"] >= out["dim2"], (f, out)
