@@ -14,6 +14,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -537,3 +538,83 @@ def within_budget(task: Task) -> Task:
     if not notes:
         return task
     return replace(task, cases=cases, case_notes=tuple(notes))
+
+
+CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
+
+
+def cases_section(task: Task, backend: str = "cpu",
+                  tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None) -> str:
+    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
+    case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
+    the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
+    spec -> dtype -> (atol, rtol), the verifier's ``tolerance_for``; else ``backend``'s, floored for fp16/bf16 and
+    overridden by the task's own ATOL/RTOL, as the verifier does)."""
+    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, dtype_tolerance, entry_shapes
+    from verifier.toolchain.cdecl import POINTER_DTYPES
+
+    cases = task.spec().cases
+    if len(cases) < 2 and not task.case_file:
+        return ""
+    dtypes: list[str] = []
+    attributes: dict[str, list[Any]] = {}
+    for case in cases:
+        for entry in case.get("inputs", []):
+            if "value" in entry:
+                seen = attributes.setdefault(str(entry.get("name", "?")), [])
+                if entry["value"] not in seen:
+                    seen.append(entry["value"])
+            elif entry_shapes(entry):
+                d = canonical_dtype(str(entry.get("dtype", "float32")))
+                if d not in dtypes:
+                    dtypes.append(d)
+    lines = [f"## Cases: {len(cases)}, every one checked and timed (the speedup is the geometric mean over them)",
+             "One ModelNew (one model.py) gets every case's inputs in turn: "
+             + ("it must serve all of these dtypes, " + ", ".join(dtypes) + " (check each tensor's dtype and call "
+                "a launcher written for it)"
+                if len(dtypes) > 1 else f"every tensor input is {dtypes[0] if dtypes else 'float32'}")
+             + ", and every shape below (read sizes from the tensors, never fix them)."]
+    for k, case in enumerate(cases[:CASE_LINES]):
+        lines.append(f"- case {k}: {describe_case(case)}")
+    if len(cases) > CASE_LINES:
+        sizes = sorted((sum(_numel(s) for e in c.get("inputs", []) for s in entry_shapes(e)), k)
+                       for k, c in enumerate(cases))
+        lines.append(f"- ... {len(cases) - CASE_LINES} more; the smallest is case {sizes[0][1]} "
+                     f"({describe_case(cases[sizes[0][1]])}), the largest case {sizes[-1][1]} "
+                     f"({describe_case(cases[sizes[-1][1]])})")
+    for name, values in attributes.items():
+        if len(values) > 1:
+            lines.append(f"Attribute {name} takes {len(values)} values: {', '.join(map(repr, values[:10]))}"
+                         + (", ..." if len(values) > 10 else ""))
+    types = []
+    for d in dtypes:
+        accepted = [f"{c}*" for c, ds in POINTER_DTYPES.items() if d in ds]
+        if accepted:
+            types.append(f"{d}: {', '.join(accepted)}")
+    if types:
+        lines.append("C pointer types the runtime accepts per dtype: " + "; ".join(types))
+    floats = [d for d in dtypes if d in FLOAT_DTYPES]
+    if floats:
+        spec = task.spec()
+        applied = tolerance(spec) if tolerance is not None else None
+
+        def tol(d: str) -> tuple[float, float]:
+            if applied is not None:
+                return applied(d)
+            try:
+                from verifier.backends import get_backend
+
+                atol, rtol = dtype_tolerance(d, *get_backend(backend).tolerance(d))
+            except Exception:  # an unknown backend: the paper's default, floored
+                atol, rtol = dtype_tolerance(d, 1e-2, 1e-2)
+            return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
+        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tol(d)[0]:g} rtol={tol(d)[1]:g}"
+                                                                for d in floats))
+    return "\n".join(lines)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

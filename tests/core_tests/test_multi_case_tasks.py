@@ -377,3 +377,51 @@ def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smalle
     for f in range(5, 1000, 7):
         out = scale_values({"batch": 128, "dim1": 4096, "dim2": 4095}, f / 1000)
         assert out["dim1"] >= out["dim2"], (f, out)
+
+
+GELU = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, approximate):
+        return torch.nn.functional.gelu(x, approximate=approximate)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "gelu.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    d = {"float32": torch.float32, "float16": torch.float16, "bf16": torch.bfloat16}
+    return [[torch.randn(c["inputs"][0]["shape"]).to(d[c["inputs"][0]["dtype"]]), c["inputs"][1]["value"]]
+            for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_tolerances(tmp_path):
+    from core import prompts
+    from store import Experience
+    from tests.fixtures import candidates as C
+
+    cases = [{"inputs": [{"name": "x", "dtype": dt, "shape": shape}, {"name": "approximate", "value": ap}]}
+             for dt, shape, ap in [("float32", [1000], "none"), ("float16", [64, 96], "tanh"),
+                                   ("bf16", [33, 17], "none")] * 6]
+    task = load_suite(write(tmp_path / "s", {"gelu.py": GELU, "gelu.json": jsonl(cases)})).get("gelu")
+    draft = prompts.draft_prompt(task, "cpu", [], [], [])[1][1]
+    start = Experience(task_id="gelu", kind="draft_trace", backend="cpu", stage="draft", title="gelu draft",
+                       files=C.elementwise(C.RELU), outcome={"feasible": True, "latency_ms": 0.2})
+    start.id = "s" * 20
+    refine = prompts.refine_prompt(task, "cpu", [], [], [], start, [], 0.2)[1][1]
+    for text in (draft, refine):
+        assert "## Cases: 18," in text
+        assert "it must serve all of these dtypes, float32, float16, bfloat16" in text
+        assert "case 1: x float16[64, 96], approximate='tanh'" in text and "case 2: x bf16[33, 17]" in text
+        assert "... 6 more" in text and "Attribute approximate takes 2 values: 'none', 'tanh'" in text
+        assert "float16: uint16_t*" in text and "_Float16*" in text and "bfloat16: uint16_t*" in text
+        assert "float32 atol=0.0001 rtol=0.0001; float16 atol=0.01 rtol=0.01; bfloat16 atol=0.03 rtol=0.03" in text
+    # a single-case task's prompt has no such section
+    relu = load_suite(ROOT / "tests" / "fixtures" / "suite").get("relu")
+    assert "## Cases" not in prompts.draft_prompt(relu, "cpu", [], [], [])[1][1]
