@@ -22,6 +22,7 @@ from core.sizing import (
     MAX_STEPS,
     START_BYTES,
     WINDOW_MS,
+    fit_cases,
     fixed_divisors,
     scale_cases,
     scale_values,
@@ -64,6 +65,8 @@ def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
     cases = scale_cases(spec.cases, factor) if spec.cases and spec.case_file and factor != 1.0 else spec.cases
+    if spec.case_file:  # never grown past the cases' memory budget (the largest shrink back to fit it)
+        cases = fit_cases(cases)[0]
     return replace(spec, size_overrides=overrides, cases=cases), overrides
 
 

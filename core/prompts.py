@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from core.tasks import Task
+from core.tasks import Task, cases_section
 from store import Experience, OutcomeSummary
 from verifier.backends import backend_device, display_name, source_suffix
 from verifier.outcome import speed_words
@@ -167,6 +167,7 @@ class PromptFacts:
         lines.append("- Correctness: every output must match the reference within "
                      f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
                      "with NaN/Inf where the reference has them.")
+        lines += [s for s in [cases_section(task, self.backend, self.tolerance)] if s]
         return "## Where your kernel runs\n" + "\n".join(lines)
 
 

@@ -47,6 +47,7 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
     would change its time 30-fold in one step, past the whole window."""
     distinct = sorted(set(values.values()))
     scaled: dict[int, int] = {}
+    below = 0   # the largest value scaled so far: a larger size never comes out smaller than a smaller one
     for v in distinct:  # ascending, so every divisor of v is already scaled
         lo = min(v, floor)
         r = max(lo, round(v * factor))
@@ -59,7 +60,10 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
             if step > max(r, lo) * 4:   # incompatible divisors after scaling: keep the largest one only
                 step = max(divisors)
             r = max(step, round(r / step) * step)
+        if r < below:
+            r = -(-below // step) * step
         scaled[v] = int(r)
+        below = max(below, int(r))
     return {k: scaled[v] for k, v in values.items()}
 
 
@@ -79,16 +83,34 @@ def fixed_divisors(source: str) -> tuple[int, ...]:
 
 
 def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
-    """The scalable extents of a multi-case task's cases, keyed ``case/input/dim``."""
+    """The scalable extents of a multi-case task's cases, keyed ``case/input/dim`` (``case/input.j/dim``
+    for the j-th tensor of an input that is a list of tensors)."""
+    from verifier.cases import entry_shapes
+
     out = {}
     for c, case in enumerate(cases):
         for i, entry in enumerate(case.get("inputs", [])):
-            if "value" in entry or not isinstance(entry.get("shape"), list):
-                continue
-            for d, n in enumerate(entry["shape"]):
-                if isinstance(n, int) and n >= MIN_SIZE:
-                    out[f"{c}/{i}/{d}"] = n
+            listed = "shape" not in entry
+            for j, shape in enumerate(entry_shapes(entry)):
+                where = f"{i}.{j}" if listed else f"{i}"
+                for d, n in enumerate(shape):
+                    if isinstance(n, int) and n >= MIN_SIZE:
+                        out[f"{c}/{where}/{d}"] = n
     return out
+
+
+def _with_sizes(case: dict[str, Any], new: dict[str, int]) -> dict[str, Any]:
+    """``case`` with the extents ``new`` names (keys as :func:`case_sizes` gives them for case 0)."""
+    inputs = []
+    for i, entry in enumerate(case.get("inputs", [])):
+        entry = dict(entry)
+        if "value" not in entry and isinstance(entry.get("shape"), list):
+            entry["shape"] = [new.get(f"0/{i}/{d}", n) for d, n in enumerate(entry["shape"])]
+        elif "value" not in entry and isinstance(entry.get("shapes"), list):
+            entry["shapes"] = [[new.get(f"0/{i}.{j}/{d}", n) for d, n in enumerate(shape)]
+                               if isinstance(shape, list) else shape for j, shape in enumerate(entry["shapes"])]
+        inputs.append(entry)
+    return {**case, "inputs": inputs}
 
 
 def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[str, Any], ...]:
@@ -96,16 +118,88 @@ def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[
     like a matmul's inner dimensions, stay matching)."""
     out = []
     for case in cases:
-        sizes = {k: v for k, v in case_sizes((case,)).items()}
-        new = scale_values(sizes, factor) if sizes else {}
-        inputs = []
-        for i, entry in enumerate(case.get("inputs", [])):
-            entry = dict(entry)
-            if isinstance(entry.get("shape"), list) and "value" not in entry:
-                entry["shape"] = [new.get(f"0/{i}/{d}", n) for d, n in enumerate(entry["shape"])]
-            inputs.append(entry)
-        out.append({**case, "inputs": inputs})
+        sizes = case_sizes((case,))
+        out.append(_with_sizes(case, scale_values(sizes, factor, fixed=case_divisors(case)) if sizes else {}))
     return tuple(out)
+
+
+def case_divisors(case: dict[str, Any]) -> tuple[int, ...]:
+    """What a case's extents must stay multiples of when they are: its integer attributes (``num_groups``,
+    a kernel or block size) and 2 (an even extent stays even: a task that halves it, SwiGLU's two
+    chunks, needs it so)."""
+    values = {2}
+    for entry in case.get("inputs", []):
+        v = entry.get("value")
+        if type(v) is int and v > 1:
+            values.add(v)
+    return tuple(sorted(values))
+
+
+# The inputs of all a multi-case task's cases together, once, at most: a verification keeps the reference's
+# results of every trial of every case (about six per case), so this bounds them to a few hundred MiB.
+CASES_BYTES_BUDGET = 48 << 20
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1, "complex64": 8,
+             "complex128": 16}
+
+
+def case_bytes(case: dict[str, Any]) -> int:
+    """Bytes of one case's tensor inputs, from its shapes and dtypes (no tensor made)."""
+    from verifier.cases import canonical_dtype, entry_shapes
+
+    total = 0
+    for entry in case.get("inputs", []):
+        size = _ITEMSIZE.get(canonical_dtype(str(entry.get("dtype", "float32"))), 4)
+        for shape in entry_shapes(entry):
+            n = 1
+            for d in shape:
+                n *= int(d)
+            total += n * size
+    return total
+
+
+def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET
+              ) -> tuple[tuple[dict[str, Any], ...], list[str]]:
+    """The cases brought within ``budget`` bytes of inputs in all, and notes on what changed: the largest
+    cases shrink (each to the same cap, every extent scaled alike, its constraints kept as scaling keeps
+    them), smaller ones stay as written; a case still over its share at its smallest sizes is dropped,
+    unless it is the last one. Cases already within the budget come back unchanged."""
+    sizes = [case_bytes(c) for c in cases]
+    if not cases or sum(sizes) <= budget:
+        return cases, []
+    # the largest cap that keeps every case at or below it within the budget
+    lo, hi = 0, max(sizes)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if sum(min(b, mid) for b in sizes) <= budget else (lo, mid)
+    cap = lo
+    out: list[dict[str, Any]] = []
+    shrunk, dropped = 0, []
+    for k, (case, b) in enumerate(zip(cases, sizes)):
+        if b <= cap:
+            out.append(case)
+            continue
+        a, z = 1e-4, 1.0  # the largest factor whose case fits the cap
+        for _ in range(40):
+            mid = (a * z) ** 0.5
+            a, z = (mid, z) if case_bytes(scale_cases((case,), mid)[0]) <= cap else (a, mid)
+        small = scale_cases((case,), a)[0]
+        if case_bytes(small) <= cap:
+            out.append(small)
+            shrunk += 1
+        else:
+            dropped.append(k)
+    if not out:  # every case over its share at its smallest: keep the smallest one, at its smallest sizes
+        k = min(range(len(cases)), key=lambda i: case_bytes(scale_cases((cases[i],), 1e-4)[0]))
+        out, dropped = [scale_cases((cases[k],), 1e-4)[0]], [i for i in dropped if i != k]
+        shrunk = 1
+    notes = [f"{shrunk} of {len(cases)} cases shrunk to fit {budget / 2**20:.0f} MiB of inputs in all "
+             f"(largest {max(sizes) / 2**20:.1f} MiB as written; a verification keeps the reference's results "
+             "of every trial of every case)"] if shrunk else []
+    if dropped:
+        notes.append(f"dropped {len(dropped)} case{'s' * (len(dropped) > 1)} (#{', #'.join(map(str, dropped))}) "
+                     "still over the budget at their smallest sizes")
+    return tuple(out), notes
 
 
 @dataclass

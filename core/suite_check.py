@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
-from core.tasks import Suite, Task, apply_probe, probe_task
+from core.tasks import Suite, Task, apply_probe, probe_task, recorded_sizes
 
 # why a task is outside the window, as the summary line says it
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
@@ -32,10 +32,12 @@ class CheckReport(TypedDict):
 
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-                timeout_s: float = PROBE_TIMEOUT_S,
+                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False,
                 progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:
     """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
-    parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``."""
+    parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``.
+    Under "auto" with a workspace (``cache_dir``) the sizes recorded there are used (``recorded``) and
+    those not yet recorded are decided and recorded; ``resize`` decides them all again."""
     rows: list[dict[str, Any]] = []
     lo, hi = window
     total = len(tasks) + len(suite.errors)
@@ -46,8 +48,9 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
         if progress:
             progress(len(rows), total, rows[-1])
     for task in tasks:
+        recorded = scale == "auto" and not resize and (rec := recorded_sizes(task, cache_dir)) is not None and rec.ok
         probe = probe_task(task, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, resize=resize)
         sized = apply_probe(task, probe) if probe.ok else task
         in_window = probe.ms is not None and lo <= probe.ms <= hi
         problems = [probe.problem] if probe.problem else []
@@ -56,7 +59,8 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
             "loaded": probe.loaded, "sized": probe.ok and (in_window or scale != "auto"),
             "ms": probe.ms, "case_ms": probe.case_ms, "in_window": in_window,
             "sizes": sized.sizes, "scaled": sized.scale_note(), "bytes": probe.bytes,
-            "cases": len(task.original_cases), "problems": problems, "notes": [*task.notes, *probe.notes],
+            "cases": len(task.original_cases), "problems": problems,
+            "notes": [*task.notes, *probe.notes, *sized.case_notes], "recorded": recorded,
             "outside": "" if in_window else probe.reason or ("failed" if probe.ms is None else "not_sized"),
             "path": str(task.path),
         })

@@ -13,6 +13,8 @@ import difflib
 import json
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -23,6 +25,7 @@ from core.sizing import (
     PROBE_TIMEOUT_S,
     WINDOW_MS,
     Probe,
+    fit_cases,
     fixed_divisors,
     lift_literal_shapes,
     run_probe,
@@ -88,6 +91,7 @@ class Task:
     case_file: str = ""
     original_cases: tuple[dict[str, Any], ...] = ()
     notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
+    case_notes: tuple[str, ...] = ()    # what fitting the cases to their memory budget changed
     category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
 
     @property
@@ -121,8 +125,8 @@ class Task:
         changes = [f"{k} {original.get(k, '?')}->{v}" for k, v in self.size_overrides.items()]
         if self.cases != self.original_cases:
             changes.append(f"{len(self.cases)} cases, first {describe_case(self.cases[0])}")
-        factor = f" by {self.scale:.3g}" if self.scale else ""
-        return f"sizes scaled{factor}: {', '.join(changes)}"
+        factor = f" by {self.scale:.3g}" if self.scale and self.scale != 1 else ""
+        return f"sizes scaled{factor}: {', '.join(changes)}" + "".join(f"; {n}" for n in self.case_notes)
 
 
 @dataclass
@@ -344,14 +348,74 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
     return Suite(name, root, tasks, errors)
 
 
+SIZES_FILE = "sizes.json"
+
+
+def task_hash(task: Task) -> str:
+    """The task as written (source and case file, no sizes applied): what its recorded sizes belong to."""
+    return replace(task.spec(), size_overrides={}, cases=task.original_cases).key
+
+
+def sizes_path(cache_dir: Path) -> Path:
+    """The workspace's recorded sizes: beside the memory (``.evokernel/sizes.json``; ``cache_dir`` is
+    ``.evokernel/cache``)."""
+    return Path(cache_dir).parent / SIZES_FILE
+
+
+def recorded_sizes(task: Task, cache_dir: Path | None) -> Probe | None:
+    """The sizes "auto" decided for this task (this exact file) in this workspace, or None."""
+    if cache_dir is None:
+        return None
+    try:
+        data = json.loads(sizes_path(cache_dir).read_text())
+    except (OSError, ValueError):
+        return None
+    entry = data.get(f"{task.id}:{task_hash(task)}") if isinstance(data, dict) else None
+    return Probe.from_dict(entry["probe"]) if isinstance(entry, dict) and isinstance(entry.get("probe"), dict) \
+        else None
+
+
+def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, Any] | None = None) -> None:
+    """Record the sizes "auto" decided for ``task`` (keyed by its id and file hash; an edited file is a new
+    task and is sized again), so every later run, method and verification in the workspace sees the same.
+    A probe that failed is recorded too, so a listing can say so without running anything."""
+    path = sizes_path(cache_dir)
+    try:
+        data = json.loads(path.read_text()) if path.exists() else {}
+    except (OSError, ValueError):
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data = {k: v for k, v in data.items() if not k.startswith(f"{task.id}:")}  # the previous version's
+    data[f"{task.id}:{task_hash(task)}"] = {"id": task.id, "path": str(task.path), "decided_at": time.time(),
+                                            "settings": settings or {}, "probe": {**probe.to_dict(), "steps": []}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=0, sort_keys=True))
+    os.replace(tmp, path)
+
+
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
                window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-               timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
+               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False) -> Probe:
     """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
-    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto",
-    shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level sizes, see
-    :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the reference then
-    fails (a literal 224 that a classifier's input size depends on): then they stay as written."""
+    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
+    with a workspace (``cache_dir``), the sizes are decided once: recorded in ``.evokernel/sizes.json``
+    and read back from there by every later call, whatever the machine's load, unless ``resize``.
+    Under "auto", shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level
+    sizes, see :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the
+    reference then fails (a literal 224 that a classifier's input size depends on): then they stay as
+    written."""
+    if scale == "auto" and cache_dir is not None:
+        recorded = None if resize else recorded_sizes(task, cache_dir)
+        if recorded is not None and recorded.ok:  # a failure recorded is tried again
+            return recorded
+        probe = probe_task(task, scale, threads=threads, cache_dir=None, window=window, bytes_cap=bytes_cap,
+                           timeout_s=timeout_s)
+        record_sizes(task, probe, cache_dir,
+                     {"threads": threads, "window_ms": list(window), "bytes_cap": bytes_cap})
+        return probe
+
     def once(t: Task) -> Probe:
         return _probe_once(t, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
                            timeout_s=timeout_s)
@@ -427,9 +491,10 @@ def apply_probe(task: Task, probe: Probe) -> Task:
     overrides = {k: int(v) for k, v in probe.overrides.items() if k in sizes and int(v) != sizes[k]}
     if not overrides:
         source = task.source
-    cases = tuple(probe.cases) if probe.cases else task.original_cases
+    cases, notes = fit_cases(tuple(probe.cases) if probe.cases else task.original_cases)
     scaled = replace(task, source=source, size_overrides=overrides, cases=cases,
-                     scale=probe.factor if overrides or cases != task.original_cases else None)
+                     scale=probe.factor if overrides or cases != task.original_cases else None,
+                     case_notes=tuple(notes))
     return with_traced_category(scaled, probe.ops)
 
 
@@ -441,6 +506,7 @@ class ProbeOptions(TypedDict, total=False):
     window: tuple[float, float]
     bytes_cap: int
     timeout_s: float
+    resize: bool
 
 
 def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:
@@ -449,7 +515,7 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
     the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot
     run raises TaskError in one line; one it cannot bring into the window keeps the closest sizes."""
     if scale in (None, 1, 1.0, "1", "none"):
-        return task
+        return within_budget(task)
     if scale == "auto":
         probe = probe_task(task, "auto", **probe_options)
         if not probe.ok:
@@ -461,5 +527,94 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     cases = scale_cases(task.original_cases, factor) if task.original_cases else ()
     if not overrides and cases == task.original_cases:
+        return within_budget(task)
+    return within_budget(replace(task, size_overrides=overrides, cases=cases, scale=factor))
+
+
+def within_budget(task: Task) -> Task:
+    """The task with its cases brought within the cases' memory budget (:func:`core.sizing.fit_cases`): the
+    largest cases shrunk, a case that cannot shrink enough dropped, each change a note."""
+    cases, notes = fit_cases(task.cases)
+    if not notes:
         return task
-    return replace(task, size_overrides=overrides, cases=cases, scale=factor)
+    return replace(task, cases=cases, case_notes=tuple(notes))
+
+
+CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
+
+
+def cases_section(task: Task, backend: str = "cpu",
+                  tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None) -> str:
+    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
+    case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
+    the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
+    spec -> dtype -> (atol, rtol), the verifier's ``tolerance_for``; else ``backend``'s, floored for fp16/bf16 and
+    overridden by the task's own ATOL/RTOL, as the verifier does)."""
+    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, dtype_tolerance, entry_shapes
+    from verifier.toolchain.cdecl import POINTER_DTYPES
+
+    cases = task.spec().cases
+    if len(cases) < 2 and not task.case_file:
+        return ""
+    dtypes: list[str] = []
+    attributes: dict[str, list[Any]] = {}
+    for case in cases:
+        for entry in case.get("inputs", []):
+            if "value" in entry:
+                seen = attributes.setdefault(str(entry.get("name", "?")), [])
+                if entry["value"] not in seen:
+                    seen.append(entry["value"])
+            elif entry_shapes(entry):
+                d = canonical_dtype(str(entry.get("dtype", "float32")))
+                if d not in dtypes:
+                    dtypes.append(d)
+    lines = [f"## Cases: {len(cases)}, every one checked and timed (the speedup is the geometric mean over them)",
+             "One ModelNew (one model.py) gets every case's inputs in turn: "
+             + ("it must serve all of these dtypes, " + ", ".join(dtypes) + " (check each tensor's dtype and call "
+                "a launcher written for it)"
+                if len(dtypes) > 1 else f"every tensor input is {dtypes[0] if dtypes else 'float32'}")
+             + ", and every shape below (read sizes from the tensors, never fix them)."]
+    for k, case in enumerate(cases[:CASE_LINES]):
+        lines.append(f"- case {k}: {describe_case(case)}")
+    if len(cases) > CASE_LINES:
+        sizes = sorted((sum(_numel(s) for e in c.get("inputs", []) for s in entry_shapes(e)), k)
+                       for k, c in enumerate(cases))
+        lines.append(f"- ... {len(cases) - CASE_LINES} more; the smallest is case {sizes[0][1]} "
+                     f"({describe_case(cases[sizes[0][1]])}), the largest case {sizes[-1][1]} "
+                     f"({describe_case(cases[sizes[-1][1]])})")
+    for name, values in attributes.items():
+        if len(values) > 1:
+            lines.append(f"Attribute {name} takes {len(values)} values: {', '.join(map(repr, values[:10]))}"
+                         + (", ..." if len(values) > 10 else ""))
+    types = []
+    for d in dtypes:
+        accepted = [f"{c}*" for c, ds in POINTER_DTYPES.items() if d in ds]
+        if accepted:
+            types.append(f"{d}: {', '.join(accepted)}")
+    if types:
+        lines.append("C pointer types the runtime accepts per dtype: " + "; ".join(types))
+    floats = [d for d in dtypes if d in FLOAT_DTYPES]
+    if floats:
+        spec = task.spec()
+        applied = tolerance(spec) if tolerance is not None else None
+
+        def tol(d: str) -> tuple[float, float]:
+            if applied is not None:
+                return applied(d)
+            try:
+                from verifier.backends import get_backend
+
+                atol, rtol = dtype_tolerance(d, *get_backend(backend).tolerance(d))
+            except Exception:  # an unknown backend: the paper's default, floored
+                atol, rtol = dtype_tolerance(d, 1e-2, 1e-2)
+            return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
+        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tol(d)[0]:g} rtol={tol(d)[1]:g}"
+                                                                for d in floats))
+    return "\n".join(lines)
+
+
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n

@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--check", action="store_true",
                    help="vet the suite: load, size and run each reference once (one subprocess each)")
     p.add_argument("--timeout", type=float, default=None, help="--check/auto: seconds per task (default 120)")
+    p.add_argument("--resize", action="store_true",
+                   help="with --check and --size-scale auto: decide the sizes again (they are recorded once)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -37,14 +39,34 @@ def run(args: argparse.Namespace) -> int:
                                    "cache_dir": ws.cache_dir if ws.exists() else None}
     if args.timeout is not None:
         probe_options["timeout_s"] = args.timeout
+    if args.resize:
+        if not (args.check and scale == "auto"):
+            raise TaskError("--resize decides sizes again: use it with --check and --size-scale auto")
+        probe_options["resize"] = True
     if args.check:
         return _check(args, suite, scale, probe_options)
-    tasks, failed = [], []
+    tasks, failed, unsized = [], [], []
     for t in suite.select(level=args.level):
+        if scale == "auto":  # from the files and the recorded sizes alone: the probe runs in --check
+            sized, problem = _recorded(t, probe_options.get("cache_dir"))
+            if problem:
+                failed.append(problem)
+            elif sized is None:
+                unsized.append(t.id)
+                tasks.append(scale_task(t, None))  # as written (its cases within their budget)
+            else:
+                tasks.append(sized)
+            continue
         try:  # one task that cannot be sized is one line, not the end of the listing
-            tasks.append(scale_task(t, scale, **probe_options) if scale == "auto" else scale_task(t, scale))
+            tasks.append(scale_task(t, scale))
         except TaskError as exc:
             failed.append(str(exc))
+    if unsized:
+        where = "this workspace" if ws.exists() else "no workspace here (`evokernel init` makes one to record sizes in)"
+        names = ", ".join(unsized[:5]) + (", ..." if len(unsized) > 5 else "")
+        print(f"evokernel: {len(unsized)} task{'s' * (len(unsized) > 1)} not sized yet in {where} ({names}), listed as "
+              "written: `evokernel tasks --check --size-scale auto` sizes them once and records the sizes",
+              file=sys.stderr)
     timings: dict[str, dict] = {}
     if args.time:
         timings = _time_references(ws, tasks, quiet=args.json)
@@ -52,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     for t in tasks:
         row: dict[str, Any] = {"id": t.id, "level": t.level, "category": t.category, "path": str(t.path),
                                "sizes": t.sizes, "description": t.description}
-        if t.size_overrides:
+        if t.cases:
+            row["cases"] = len(t.cases)
+        if t.scale_note():
             row["scaled"] = t.scale_note()
         if t.id in timings:
             row.update(timings[t.id])
@@ -68,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                *([Column("ref ms", "right")] if args.time else []), Column("description", cut=True)]
     table = []
     for r in rows:
-        sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items())
+        sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items()) or (f"{r['cases']} cases" if "cases" in r else "")
         reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
         extra = [reference] if args.time else []
         table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])
@@ -79,6 +103,19 @@ def run(args: argparse.Namespace) -> int:
         if "scaled" in r:
             print(f"{r['id']}: {r['scaled']}")
     return 0
+
+
+def _recorded(task, cache_dir) -> tuple[Any, str]:
+    """``(task at its recorded sizes, "")``, ``(None, why the recorded sizing failed)`` or ``(None, "")``
+    when this workspace has not sized it yet."""
+    from core.tasks import apply_probe, recorded_sizes
+
+    probe = recorded_sizes(task, cache_dir)
+    if probe is None:
+        return None, ""
+    if not probe.ok:
+        return None, f"task {task.id}: --size-scale auto could not size it: {probe.problem}"
+    return apply_probe(task, probe), ""
 
 
 def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:

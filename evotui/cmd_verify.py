@@ -29,6 +29,31 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Verify; with ``--json`` a failure before a verdict (an unknown task, a reference that cannot run or
+    be sized) is a JSON outcome too (``"feasible": false, "error": ...``), on stdout, with the same exit
+    status the plain command gives."""
+    if not args.json:
+        return _verify(args)
+    from core.errors import user_errors
+
+    def failed(message: str) -> None:
+        print(json.dumps({"task": args.task, "feasible": False, "error": message, "message": message,
+                          "gates": [], "scaled": None}, indent=1))
+
+    try:
+        return _verify(args)
+    except user_errors() as exc:
+        failed(str(exc))
+        return 2
+    except OSError as exc:
+        failed(f"{exc.strerror or exc}{': ' + str(exc.filename) if exc.filename else ''}")
+        return 1
+    except Exception as exc:  # our own bug: a JSON outcome here, the traceback still kept by the CLI
+        failed(f"internal error ({type(exc).__name__}: {exc})")
+        raise
+
+
+def _verify(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.verification import open_verifier

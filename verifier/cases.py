@@ -28,7 +28,27 @@ from typing import IO, Any
 # rounds once differs from a reference that rounds at every step by a few units in the last place.
 LOW_PRECISION_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)}
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
-KNOWN_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "int32", "int64", "bool", "complex64")
+KNOWN_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool",
+                "complex64", "complex128")
+# Short names case files also use (the NPU benchmark writes "bf16" beside "bfloat16"); the task's own code
+# maps them, so a case keeps the name it was written with and only this module reads them as their dtype.
+DTYPE_ALIASES = {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32", "float": "float32",
+                 "fp64": "float64", "double": "float64", "int": "int64", "long": "int64"}
+
+
+def canonical_dtype(dtype: str) -> str:
+    """The dtype a case file's name stands for (``bf16`` -> ``bfloat16``); unknown names as they are."""
+    return DTYPE_ALIASES.get(dtype, dtype)
+
+
+def entry_shapes(entry: dict[str, Any]) -> list[list[int]]:
+    """The shapes of one case input: one for a tensor (``"shape"``), several for a list of tensors
+    (``"shapes"``), none for a value."""
+    if "value" in entry:
+        return []
+    if isinstance(entry.get("shapes"), list):
+        return [s for s in entry["shapes"] if isinstance(s, list)]
+    return [entry["shape"]] if isinstance(entry.get("shape"), list) else []
 
 
 class CaseError(ValueError):
@@ -37,7 +57,8 @@ class CaseError(ValueError):
 
 def parse_case_file(text: str, name: str = "cases") -> tuple[dict[str, Any], ...]:
     """The cases of a JSON-lines case file, each checked: an object with an ``inputs`` list whose
-    entries have a ``name`` and either a ``value`` or a ``dtype`` (a known one) and a ``shape``."""
+    entries have a ``name`` and either a ``value`` or a ``dtype`` (a known one, or its short name: ``bf16``)
+    and a ``shape`` (or ``shapes``, a list of shapes, for an input that is a list of tensors)."""
     cases = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -54,13 +75,15 @@ def parse_case_file(text: str, name: str = "cases") -> tuple[dict[str, Any], ...
                 raise CaseError(f"{name} line {lineno}: input {k} is not an object")
             if "value" in entry or entry.get("shape", 0) is None:
                 continue
-            dtype, shape = entry.get("dtype"), entry.get("shape")
-            if dtype is not None and dtype not in KNOWN_DTYPES:
+            dtype = entry.get("dtype")
+            shapes = entry["shapes"] if "shapes" in entry and "shape" not in entry else [entry.get("shape")]
+            if dtype is not None and canonical_dtype(dtype) not in KNOWN_DTYPES:
                 raise CaseError(f"{name} line {lineno}: input {entry.get('name', k)!r} has unknown dtype {dtype!r} "
-                                f"(known: {', '.join(KNOWN_DTYPES)})")
-            if not (isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape)):
+                                f"(known: {', '.join(KNOWN_DTYPES)}, or {', '.join(DTYPE_ALIASES)})")
+            if not (isinstance(shapes, list) and shapes and all(
+                    isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape) for shape in shapes)):
                 raise CaseError(f"{name} line {lineno}: input {entry.get('name', k)!r} needs a \"shape\" list of "
-                                "non-negative integers or a \"value\"")
+                                "non-negative integers (or \"shapes\", a list of them) or a \"value\"")
         cases.append(case)
     if not cases:
         raise CaseError(f"{name}: no cases")
@@ -83,6 +106,10 @@ def describe_case(case: dict[str, Any]) -> str:
         name = entry.get("name", f"in{k}")
         if "value" in entry:
             parts.append(f"{name}={entry['value']!r}")
+        elif isinstance(entry.get("shapes"), list) and "shape" not in entry:
+            shapes = entry_shapes(entry)
+            parts.append(f"{name} [{len(shapes)} tensors] " + ", ".join(f"{entry.get('dtype', 'float32')}{s}"
+                                                                        for s in shapes))
         elif entry.get("shape") is None:
             parts.append(f"{name}=None")
         else:
@@ -94,15 +121,15 @@ def case_dtypes(case: dict[str, Any]) -> list[str]:
     """The floating dtypes of a case's tensor inputs, in order, each once."""
     seen: list[str] = []
     for entry in case.get("inputs", []):
-        d = entry.get("dtype")
-        if "shape" in entry and d in FLOAT_DTYPES and d not in seen:
+        d = canonical_dtype(str(entry.get("dtype")))
+        if entry_shapes(entry) and d in FLOAT_DTYPES and d not in seen:
             seen.append(d)
     return seen
 
 
 def dtype_tolerance(dtype: str, atol: float, rtol: float) -> tuple[float, float]:
     """``(atol, rtol)`` for outputs of ``dtype``, no tighter than that dtype's floor."""
-    floor = LOW_PRECISION_TOLERANCE.get(dtype)
+    floor = LOW_PRECISION_TOLERANCE.get(canonical_dtype(dtype))
     if floor is None:
         return atol, rtol
     return max(atol, floor[0]), max(rtol, floor[1])

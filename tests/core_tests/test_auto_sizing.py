@@ -50,10 +50,10 @@ def test_run_session_sizes_with_the_verifiers_threads_and_caches_in_the_workspac
     ws = _workspace(tmp_path / "ws", f'backend = "cpu"\nsuite = "{suite.parent}"\n[verifier]\nthreads = 3\n')
     with Session(ws) as session:
         (task,) = session.tasks(["relu"], scale="auto")
-    cache = ws.cache_dir / "sizing.json"
-    assert cache.exists(), "auto sizing in a run is cached in the workspace"
-    (key,) = json.loads(cache.read_text())
-    assert json.loads(key)[6] == 3, "the probe measured with the verifier's thread count"
+    sizes = ws.state_dir / "sizes.json"
+    assert sizes.exists(), "auto sizing in a run is recorded in the workspace"
+    (entry,) = json.loads(sizes.read_text()).values()
+    assert entry["settings"]["threads"] == 3, "the probe measured with the verifier's thread count"
     assert task.size_overrides  # 16x1024 is far under the window: grown
 
 

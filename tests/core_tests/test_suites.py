@@ -508,6 +508,7 @@ def test_cli_check_json_and_auto_listing_survive_a_bad_task(tmp_path):
     root = write(tmp_path / "suite", {"level1/expr.py": EXPRESSIONS, "level1/missing.py": MISSING_PACKAGE})
     ws = tmp_path / "ws"
     ws.mkdir()
+    (ws / "evokernel.toml").write_text("")  # a workspace: the sizes --check decides are recorded in it
     cmd = [sys.executable, "-m", "evotui.cli", "--workspace", str(ws), "tasks", "--suite", str(root)]
     out = subprocess.run([*cmd, "--check", "--json", "--size-scale", "auto", "--timeout", "60"],
                          capture_output=True, text=True, timeout=300)

@@ -1,0 +1,427 @@
+"""Multi-case tasks of the NPU benchmark's kind end to end: case files written with short dtype names
+(``bf16``), complex and unsigned dtypes, inputs that are lists of tensors; the tasks here are written
+for these tests (never copied from a public suite), with constraints of their own (even last
+dimensions, divisible channels) and cases too large for the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from core.tasks import load_suite, scale_task
+from verifier.cases import canonical_dtype, case_dtypes, describe_case, dtype_tolerance, parse_case_file
+from verifier.inputs import Trial, make_inputs
+from verifier.task import load_task_module
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def write(root: Path, files: dict[str, str]) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+def jsonl(cases: list[dict]) -> str:
+    return "".join(json.dumps(c) + "\n" for c in cases)
+
+
+# a task that maps the short names itself, as the NPU benchmark's do
+SHORT_NAMES = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return x != y
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "ne.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    names = {"bf16": torch.bfloat16, "fp16": torch.float16, "complex128": torch.complex128,
+             "uint16": torch.uint16, "float32": torch.float32}
+    groups = []
+    for case in cases:
+        x, y = case["inputs"]
+        groups.append([torch.randn(x["shape"]).to(names[x["dtype"]]), torch.randn(y["shape"]).to(names[y["dtype"]])])
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+SHORT_CASES = [
+    {"inputs": [{"name": "x", "dtype": "bf16", "shape": [4, 16]}, {"name": "y", "dtype": "bf16", "shape": [4, 1]}]},
+    {"inputs": [{"name": "x", "dtype": "complex128", "shape": [32]}, {"name": "y", "dtype": "complex128",
+                                                                     "shape": [32]}]},
+    {"inputs": [{"name": "x", "dtype": "uint16", "shape": [9]}, {"name": "y", "dtype": "fp16", "shape": [9]}]},
+]
+
+# an input that is a list of tensors ("shapes"), beside an attribute
+CAT = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, tensors, dim):
+        return torch.cat(tensors, dim=dim)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "cat.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    groups = []
+    for case in cases:
+        ts, dim = case["inputs"]
+        dtype = {"float32": torch.float32, "float16": torch.float16}[ts["dtype"]]
+        groups.append([[torch.randn(s, dtype=dtype) for s in ts["shapes"]], dim["value"]])
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+CAT_CASES = [
+    {"inputs": [{"name": "tensors", "type": "tensor_list", "dtype": "float32", "shapes": [[64, 32], [64, 32]]},
+                {"name": "dim", "value": 0}]},
+    {"inputs": [{"name": "tensors", "type": "tensor_list", "dtype": "float16",
+                 "shapes": [[16, 40], [16, 24], [16, 8]]}, {"name": "dim", "value": 1}]},
+]
+
+
+def test_short_dtype_names_complex_and_unsigned_cases_load_and_build(tmp_path):
+    suite = load_suite(write(tmp_path / "s", {"ne.py": SHORT_NAMES, "ne.json": jsonl(SHORT_CASES)}))
+    assert suite.errors == []
+    task = suite.get("ne")
+    assert task.cases == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
+    assert canonical_dtype("bf16") == "bfloat16" and case_dtypes(task.cases[0]) == ["bfloat16"]
+    assert dtype_tolerance("bf16", 1e-4, 1e-4) == dtype_tolerance("bfloat16", 1e-4, 1e-4)
+    module = load_task_module(task.spec())
+    got = [make_inputs(module.get_inputs, Trial(seed=3, distribution="normal", case=k))[0].dtype for k in range(3)]
+    assert got == [torch.bfloat16, torch.complex128, torch.uint16]
+
+
+def test_a_list_of_tensors_input_loads_scales_and_builds(tmp_path):
+    suite = load_suite(write(tmp_path / "s", {"cat.py": CAT, "cat.json": jsonl(CAT_CASES)}))
+    assert suite.errors == []
+    task = suite.get("cat")
+    assert "tensors [3 tensors] float16[16, 40], float16[16, 24], float16[16, 8]" in describe_case(task.cases[1])
+    half = scale_task(task, 0.5)
+    # per case, so the extents the concatenation needs equal stay equal (8 divides the others: it still does)
+    assert [e["shapes"] for e in (c["inputs"][0] for c in half.cases)] == [[[32, 16], [32, 16]],
+                                                                          [[8, 16], [8, 16], [8, 8]]]
+    module = load_task_module(half.spec())
+    tensors, dim = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))
+    assert [tuple(t.shape) for t in tensors] == [(8, 16), (8, 16), (8, 8)] and dim == 1
+    assert module.Model()(tensors, dim).shape == (8, 40)
+
+
+def test_a_case_file_that_cannot_be_used_still_says_why_in_one_line():
+    from verifier.cases import CaseError
+
+    with pytest.raises(CaseError, match="unknown dtype 'float8'.*bf16"):
+        parse_case_file('{"inputs": [{"name": "x", "dtype": "float8", "shape": [2]}]}\n', "c.json")
+    with pytest.raises(CaseError, match="\"shapes\", a list of them"):
+        parse_case_file('{"inputs": [{"name": "x", "dtype": "float32", "shapes": [[2], "three"]}]}\n', "c.json")
+
+
+def evokernel(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "EVOKERNEL_MODEL")}
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "evotui.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=env)
+
+
+# a multi-case task whose reference fails on its second case
+BROKEN_REFERENCE = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 48:
+            raise RuntimeError("reference broke on the second case")
+        return torch.relu(x)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "broken.json")) as f:
+        return [[torch.randn(json.loads(line)["inputs"][0]["shape"])] for line in f if line.strip()]
+
+def get_init_inputs():
+    return []
+'''
+BROKEN_CASES = [{"inputs": [{"name": "x", "dtype": "float32", "shape": [s, 64]}]} for s in (32, 48)]
+
+
+@pytest.mark.parametrize("task, words", [("no_such_task", "no task 'no_such_task'"),
+                                         pytest.param("broken", "reference broke", marks=pytest.mark.slow)])
+def test_verify_json_prints_a_json_outcome_for_a_failure_before_the_verdict(tmp_path, task, words):
+    from tests.fixtures.candidates import ELEMENTWISE_MODEL, RELU
+
+    suite = write(tmp_path / "s", {"broken.py": BROKEN_REFERENCE, "broken.json": jsonl(BROKEN_CASES)})
+    write(tmp_path / "cand", {"model.py": ELEMENTWISE_MODEL.replace("{fn}", "relu_forward"), "kernel.cpp": RELU})
+    proc = evokernel("verify", "cand", "--task", task, "--suite", str(suite), "--json", cwd=tmp_path)
+    assert "Traceback" not in proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["feasible"] is False and words in (data.get("error") or data.get("message")), data
+
+
+# a unary task over cases, some far too large for a verification to keep every trial's results of
+UNARY = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.abs(x)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "unary.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    d = {"float32": torch.float32, "float16": torch.float16}
+    return [[torch.randn(c["inputs"][0]["shape"]).to(d[c["inputs"][0]["dtype"]])] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def unary_case(shape: list[int], dtype: str = "float32") -> dict:
+    return {"inputs": [{"name": "x", "dtype": dtype, "shape": shape}]}
+
+
+def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped_with_a_note(tmp_path):
+    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+
+    cases = [unary_case([64, 100]), unary_case([8192, 16384]), unary_case([4096, 8192], "float16"),
+             unary_case([7] * 10), unary_case([33, 17])]  # 7**10 elements: extents under 8 never scale
+    suite = load_suite(write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)}))
+    task = scale_task(suite.get("unary"), None)   # as written: still within the budget
+    kept = task.cases
+    assert sum(case_bytes(c) for c in kept) <= CASES_BYTES_BUDGET
+    assert len(kept) == 4 and kept[0] == cases[0] and kept[-1] == cases[4]   # small cases as written
+    assert kept[1]["inputs"][0]["shape"][0] < 8192 and kept[2]["inputs"][0]["dtype"] == "float16"
+    note = task.scale_note()
+    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#3)" in note
+    module = load_task_module(task.spec())
+    x = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))[0]
+    assert list(x.shape) == kept[1]["inputs"][0]["shape"]
+    # a factor or "auto" never grows them past it either
+    assert sum(case_bytes(c) for c in scale_task(suite.get("unary"), 0.9).cases) <= CASES_BYTES_BUDGET
+
+
+SIZED = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+rows = 64
+cols = 4096
+
+def get_inputs():
+    return [torch.randn(rows, cols)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def no_probe(*args, **kwargs):
+    raise AssertionError("a probe ran where the recorded sizes should have answered")
+
+
+def test_auto_sizes_are_decided_once_recorded_beside_the_memory_and_redecided_only_when_asked(tmp_path, monkeypatch):
+    import core.tasks
+    from core.tasks import record_sizes, recorded_sizes, sizes_path
+    from core.workspace import Workspace
+
+    ws = Workspace(tmp_path / "ws")
+    suite = load_suite(write(tmp_path / "s", {"relu.py": SIZED, "unary.py": UNARY,
+                                              "unary.json": jsonl([unary_case([64, 100]), unary_case([8, 4096])])}))
+    task = suite.get("relu")
+    # the window is wide enough that the first measurement lands in it: what is tested is what is kept
+    first = scale_task(task, "auto", cache_dir=ws.cache_dir, window=(0.01, 1e4), threads=1)
+    assert sizes_path(ws.cache_dir) == ws.memory_path.parent / "sizes.json" and sizes_path(ws.cache_dir).exists()
+    monkeypatch.setattr(core.tasks, "run_probe", no_probe)
+    # a later call (another run, method, verification; any load on the machine) sees the same sizes
+    again = scale_task(task, "auto", cache_dir=ws.cache_dir, window=(0.5, 0.6), threads=4)
+    assert (again.sizes, again.cases) == (first.sizes, first.cases)
+    # an edited file is another task: not answered from the old record
+    edited = load_suite(write(tmp_path / "s", {"relu.py": SIZED.replace("torch.relu(x)", "torch.relu(x) * 2")}))
+    assert recorded_sizes(edited.get("relu"), ws.cache_dir) is None
+    with pytest.raises(AssertionError, match="a probe ran"):   # and asked to re-decide, it probes again
+        scale_task(task, "auto", cache_dir=ws.cache_dir, resize=True)
+    # a recorded sizing of a multi-case task keeps its cases within their budget
+    probe = recorded_sizes(task, ws.cache_dir)
+    assert probe is not None
+    record_sizes(suite.get("unary"), core.tasks.Probe(ok=True, cases=[unary_case([64, 100]), unary_case([9000, 9000])]),
+                 ws.cache_dir)
+    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+
+    unary = scale_task(suite.get("unary"), "auto", cache_dir=ws.cache_dir)
+    assert sum(case_bytes(c) for c in unary.cases) <= CASES_BYTES_BUDGET and "shrunk" in unary.scale_note()
+
+
+def test_a_listing_under_auto_answers_from_the_files_and_the_recorded_sizes_without_a_probe(tmp_path, monkeypatch,
+                                                                                           capsys):
+    import core.tasks
+    from core.tasks import Probe, record_sizes
+    from core.workspace import Workspace
+    from evotui import cli
+
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    (ws.root / "evokernel.toml").write_text('size_scale = "auto"\n')
+    root = write(tmp_path / "s", {"relu.py": SIZED, "other.py": SIZED.replace("cols = 4096", "cols = 512")})
+    record_sizes(load_suite(root).get("relu"), Probe(ok=True, overrides={"cols": 1000}, ms=5.0), ws.cache_dir)
+    monkeypatch.setattr(core.tasks, "run_probe", no_probe)
+    for _ in range(2):  # the same sizes every call
+        assert cli.main(["--workspace", str(ws.root), "tasks", "--suite", str(root), "--json"]) == 0
+        out, err = capsys.readouterr()
+        rows = {r["id"]: r for r in json.loads(out)["tasks"]}
+        assert rows["relu"]["sizes"] == {"rows": 64, "cols": 1000} and rows["other"]["sizes"]["cols"] == 512
+        assert "1 task not sized yet" in err and "(other)" in err and "tasks --check --size-scale auto" in err
+
+
+# tasks with constraints of their own: SwiGLU halves its last dimension (it must stay even), GroupNorm's
+# channels must stay a multiple of the case's num_groups and equal to its weight's length
+SWIGLU = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, dim):
+        a, b = torch.chunk(x, 2, dim=dim)
+        return torch.nn.functional.silu(a) * b
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "swiglu.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"]] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+GROUPNORM = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, num_groups, weight, bias):
+        return torch.nn.functional.group_norm(x, num_groups, weight, bias)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "gn.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    out = []
+    for c in cases:
+        x, g, w, b = c["inputs"]
+        out.append([torch.randn(x["shape"]), g["value"], torch.randn(w["shape"]), torch.randn(b["shape"])])
+    return out
+
+def get_init_inputs():
+    return []
+'''
+
+
+def gn_case(n: int, c: int, h: int, w: int, groups: int) -> dict:
+    return {"inputs": [{"name": "x", "dtype": "float32", "shape": [n, c, h, w]},
+                       {"name": "num_groups", "dtype": "int", "value": groups},
+                       {"name": "weight", "dtype": "float32", "shape": [c]},
+                       {"name": "bias", "dtype": "float32", "shape": [c]}]}
+
+
+def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smaller(tmp_path):
+    from core.sizing import scale_values
+
+    swiglu = [{"inputs": [{"name": "x", "dtype": "float32", "shape": s}, {"name": "dim", "value": -1}]}
+              for s in ([130], [690, 346], [48, 1002])]
+    gn = [gn_case(2, 96, 28, 28, 12), gn_case(1, 320, 17, 33, 32), gn_case(4, 64, 56, 56, 8)]
+    root = write(tmp_path / "s", {"swiglu.py": SWIGLU, "swiglu.json": jsonl(swiglu), "gn.py": GROUPNORM,
+                                  "gn.json": jsonl(gn)})
+    suite = load_suite(root)
+    for factor in (0.13, 0.3, 0.55, 0.77):
+        for tid in ("swiglu", "gn"):
+            task = scale_task(suite.get(tid), factor)
+            module = load_task_module(task.spec())
+            model = module.Model()
+            for k in range(len(task.cases)):   # the reference runs at every scaled case
+                model(*make_inputs(module.get_inputs, Trial(seed=k, distribution="normal", case=k)))
+        for case in scale_task(suite.get("gn"), factor).cases:
+            x, groups, w, _ = case["inputs"]
+            assert x["shape"][1] % groups["value"] == 0 and w["shape"] == [x["shape"][1]]
+        assert all(c["inputs"][0]["shape"][-1] % 2 == 0 for c in scale_task(suite.get("swiglu"), factor).cases)
+    # an argmax's 4096 x 4095 beside a batch of 128 that divides one of them: the larger stays the larger
+    for f in range(5, 1000, 7):
+        out = scale_values({"batch": 128, "dim1": 4096, "dim2": 4095}, f / 1000)
+        assert out["dim1"] >= out["dim2"], (f, out)
+
+
+GELU = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, approximate):
+        return torch.nn.functional.gelu(x, approximate=approximate)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "gelu.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    d = {"float32": torch.float32, "float16": torch.float16, "bf16": torch.bfloat16}
+    return [[torch.randn(c["inputs"][0]["shape"]).to(d[c["inputs"][0]["dtype"]]), c["inputs"][1]["value"]]
+            for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_tolerances(tmp_path):
+    from core import prompts
+    from store import Experience
+    from tests.fixtures import candidates as C
+
+    cases = [{"inputs": [{"name": "x", "dtype": dt, "shape": shape}, {"name": "approximate", "value": ap}]}
+             for dt, shape, ap in [("float32", [1000], "none"), ("float16", [64, 96], "tanh"),
+                                   ("bf16", [33, 17], "none")] * 6]
+    task = load_suite(write(tmp_path / "s", {"gelu.py": GELU, "gelu.json": jsonl(cases)})).get("gelu")
+    draft = prompts.draft_prompt(task, "cpu", [], [], [])[1][1]
+    start = Experience(task_id="gelu", kind="draft_trace", backend="cpu", stage="draft", title="gelu draft",
+                       files=C.elementwise(C.RELU), outcome={"feasible": True, "latency_ms": 0.2})
+    start.id = "s" * 20
+    refine = prompts.refine_prompt(task, "cpu", [], [], [], start, [], 0.2)[1][1]
+    for text in (draft, refine):
+        assert "## Cases: 18," in text
+        assert "it must serve all of these dtypes, float32, float16, bfloat16" in text
+        assert "case 1: x float16[64, 96], approximate='tanh'" in text and "case 2: x bf16[33, 17]" in text
+        assert "... 6 more" in text and "Attribute approximate takes 2 values: 'none', 'tanh'" in text
+        assert "float16: uint16_t*" in text and "_Float16*" in text and "bfloat16: uint16_t*" in text
+        assert "float32 atol=0.0001 rtol=0.0001; float16 atol=0.01 rtol=0.01; bfloat16 atol=0.03 rtol=0.03" in text
+    # a single-case task's prompt has no such section
+    relu = load_suite(ROOT / "tests" / "fixtures" / "suite").get("relu")
+    assert "## Cases" not in prompts.draft_prompt(relu, "cpu", [], [], [])[1][1]
