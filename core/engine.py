@@ -290,14 +290,17 @@ class Engine:
         progress = run.progress[task.id] if run is not None else None
         evokernel = run is None or METHODS[run.method].learns   # a person's edit always teaches
         human = attempt.source == "human"
+        slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
-            reward = self._reward(attempt)
+            reward = 0.0 if slip else self._reward(attempt)
             kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
             what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
                      "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
                      "change": attempt.change}
+            if slip:
+                extra["slip"] = True
             if run is not None:
                 extra["method"] = run.method
             exp = Experience(
@@ -318,7 +321,7 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if evokernel and not repeat and not attempt.ours:
+            if evokernel and not repeat and not slip and not attempt.ours:
                 changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
@@ -336,7 +339,8 @@ class Engine:
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
                                          attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
                                          out.speedup, reward, new_best, duplicate=not created,
-                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best))
+                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
+                                         slip=slip))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

@@ -98,6 +98,7 @@ class AttemptRecorded(Event):
     vs_reference: str = ""    # "faster", "slower", "same", "noisy": the speedup's verdict in its own window
     gain: float | None = None  # over the task's best, timed beside it in the same window (refinements)
     vs_best: str = ""         # its verdict ("noisy": no verdict); "" when no best was timed beside it
+    slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
 
 
 @dataclass(frozen=True)

@@ -176,3 +176,16 @@ def select_api(items: Sequence[Experience], words: set[str], limit: int = 3) -> 
 
 def _names(exp: Experience) -> list[str]:
     return [n.strip().lower() for n in exp.extra.get("names", []) if n.strip()]
+
+
+# A person's save that fails these gates is a slip of the keyboard (a typo, a file not yet written),
+# not an experiment: it says nothing about the idea being tried.
+SLIP_GATES = ("format", "build")
+
+
+def is_slip(failed_gate: str | None) -> bool:
+    """Whether a hand edit that failed at ``failed_gate`` is a typo rather than an experiment: it is
+    shown and logged, but moves no value and is not the parent of the next save (the next save's
+    parent stays the last edit that built). A person saves half-typed code many times a day; counting
+    each as a failed refinement pulled a good kernel's Q2 down and made the tree one level deeper per save."""
+    return failed_gate in SLIP_GATES

@@ -403,6 +403,11 @@ class MainScreen(Screen):
             credited = "" if human else f"; this answer's reward {marks.reward(e.reward)} went to its context"
             self.note(f"{e.task} {who}: {verdict} · the same code as {same} (comments and spacing aside): "
                       f"not stored again, the tree keeps {same}'s reward{credited}", "dim", e.at)
+        elif e.slip:
+            self.repeats.pop(e.task, None)
+            parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
+            self.note(f"{e.task} {who}: {verdict} · a typo, not an experiment: no value moved, "
+                      f"the next save's parent stays {parent}", "fail", e.at)
         else:
             self.repeats.pop(e.task, None)
             self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}",
