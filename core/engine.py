@@ -340,7 +340,10 @@ class Engine:
                                          attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
                                          out.speedup, reward, new_best, duplicate=not created,
                                          vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
-                                         slip=slip))
+                                         slip=slip, reference_ms=out.reference_ms,
+                                         latency_spread_ms=out.latency_spread_ms,
+                                         speedup_ci=tuple(out.speedup_ci) if out.speedup_ci else None,
+                                         gain_ci=tuple(out.gain_ci) if out.gain_ci else None))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

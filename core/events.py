@@ -99,6 +99,10 @@ class AttemptRecorded(Event):
     gain: float | None = None  # over the task's best, timed beside it in the same window (refinements)
     vs_best: str = ""         # its verdict ("noisy": no verdict); "" when no best was timed beside it
     slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
+    reference_ms: float | None = None          # the reference's median in the same window
+    latency_spread_ms: float | None = None     # the attempt's interquartile range
+    speedup_ci: tuple[float, ...] | None = None  # the speedup's interval over PyTorch
+    gain_ci: tuple[float, ...] | None = None     # the gain's interval over the best
 
 
 @dataclass(frozen=True)

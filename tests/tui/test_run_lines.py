@@ -38,3 +38,16 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
     assert "1.74x vs PyTorch (too noisy to judge); 1.10x vs the best (too noisy to judge)" in reporter.lines[-1]
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
+
+
+def test_each_line_says_why_the_reward_is_what_it_is():
+    """Issue 27, item 1: a doubled speedup with reward 0 says why (the same speed as the best)."""
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=False)
+    reporter.on_event(_recorded(0, 124.4, 0.98, stage="draft", new_best=True))
+    assert reporter.lines[-1].endswith("reward +0.00: a correct draft")
+    reporter.on_event(_recorded(1, 60.0, 1.96, gain=1.01, vs_best="same"))
+    assert reporter.lines[-1].endswith("reward +0.00: the same speed as the best")
+    reporter.on_event(_recorded(2, 60.0, 1.96, gain=1.4, vs_best="noisy"))
+    assert reporter.lines[-1].endswith("too noisy to judge against the best: measure again")
