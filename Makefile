@@ -16,11 +16,14 @@ STAMP  := $(VENV)/.installed
 
 setup: $(STAMP) sysdeps
 
+# Quiet unless something fails: pip's output (setuptools' deprecation warnings included) goes to
+# $(VENV)/install.log and is shown only when an install fails.
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)"
-	$(PY) -m pip install -q -e ".[dev,cluster]"
+	@echo "installing into $(VENV) (PyTorch, the project, its test tools; the first time takes a few minutes)"
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH)" \
+	   && $(PY) -m pip install -q -e ".[dev,cluster]"; } >$(VENV)/install.log 2>&1 \
+	 || { cat $(VENV)/install.log; echo "install failed: the log above is in $(VENV)/install.log"; exit 1; }
 	@touch $@
 
 # bubblewrap gives candidate workers a private network and filesystem view. Best effort:
@@ -34,7 +37,7 @@ sysdeps:
 
 run: setup
 	@mkdir -p $(WORKSPACE)
-	cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
+	@cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
 
 test: setup lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)

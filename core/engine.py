@@ -295,14 +295,17 @@ class Engine:
         progress = run.progress[task.id] if run is not None else None
         evokernel = run is None or METHODS[run.method].learns   # a person's edit always teaches
         human = attempt.source == "human"
+        slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
-            reward = self._reward(attempt)
+            reward = 0.0 if slip else self._reward(attempt)
             kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
             what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
                      "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
                      "change": attempt.change}
+            if slip:
+                extra["slip"] = True
             if run is not None:
                 extra["method"] = run.method
             exp = Experience(
@@ -323,7 +326,7 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if evokernel and not repeat and not attempt.ours:
+            if evokernel and not repeat and not slip and not attempt.ours:
                 changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
@@ -343,7 +346,9 @@ class Engine:
                                          out.speedup, reward, new_best, duplicate=not created,
                                          vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
                                          speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
-                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None))
+                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None,
+                                         slip=slip, reference_ms=out.reference_ms,
+                                         latency_spread_ms=out.latency_spread_ms))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

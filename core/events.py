@@ -102,6 +102,9 @@ class AttemptRecorded(Event):
     gain_ci: list[float] | None = None
     best_ms: float | None = None        # the task's best as timed in this attempt's window
     replaced_ms: float | None = None    # the best's own time, from the window it was verified in
+    slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
+    reference_ms: float | None = None          # the reference's median in the same window
+    latency_spread_ms: float | None = None     # the attempt's interquartile range
 
 
 @dataclass(frozen=True)

@@ -178,3 +178,36 @@ def select_api(items: Sequence[Experience], words: set[str], limit: int = 3) -> 
 
 def _names(exp: Experience) -> list[str]:
     return [n.strip().lower() for n in exp.extra.get("names", []) if n.strip()]
+
+
+# A person's save that fails these gates is a slip of the keyboard (a typo, a file not yet written),
+# not an experiment: it says nothing about the idea being tried.
+SLIP_GATES = ("format", "build")
+
+
+def is_slip(failed_gate: str | None) -> bool:
+    """Whether a hand edit that failed at ``failed_gate`` is a typo rather than an experiment: it is
+    shown and logged, but moves no value and is not the parent of the next save (the next save's
+    parent stays the last edit that built). A person saves half-typed code many times a day; counting
+    each as a failed refinement pulled a good kernel's Q2 down and made the tree one level deeper per save."""
+    return failed_gate in SLIP_GATES
+
+
+def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = False, has_gain: bool = True) -> str:
+    """Why an attempt's reward is what it is, in a few words after "reward r: " (the verdict lines of
+    the workbench and ``evokernel run``): "a correct draft", "the same speed as the best", "faster than
+    the best", "too noisy to judge against the best: measure again", "a typo, not an experiment"..."""
+    if slip:
+        return "a typo, not an experiment (no value moved)"
+    if not feasible:
+        return "a failed draft" if stage == "draft" else "a failed refinement"
+    if stage == "draft":
+        return "a correct draft"
+    if not has_gain or not vs_best:
+        return "no best was timed beside it"
+    if vs_best == "implausible":
+        return "its speed is not trusted (above this machine's ceiling)"
+    if vs_best in UNJUDGED:
+        return "too noisy to judge against the best: measure again"
+    return {"same": "the same speed as the best", "faster": "faster than the best",
+            "slower": "slower than the best"}.get(vs_best, vs_best)

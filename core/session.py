@@ -172,9 +172,9 @@ class Session:
         """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
         tasks = {t.id: t for t in self.tasks()}
 
-        async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str:
+        async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
             exp, _ = await self.engine.record_human(tasks[task_id], files, parent)
-            return exp.id
+            return None if exp.extra.get("slip") else exp.id   # a typo parents nothing
 
         return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
 

@@ -5,9 +5,11 @@ Saves are grouped: ``watchfiles`` debounces a burst of writes, and while a task'
 verified, newer saves of that task wait and only the latest is verified next. The engine's own
 writes (a new best put in the folder) are recognised by hash and ignored.
 
-Successive saves form a chain: each logged edit is the child of the previous one (noted in the
-folder's ``.evokernel-edit``), and the first edit after the engine wrote the folder (a promoted
-attempt, a new best) is the child of that attempt.
+Successive saves form a chain: each logged edit is the child of the previous one that built (noted
+in the folder's ``.evokernel-edit``), and the first edit after the engine wrote the folder (a promoted
+attempt, a new best) is the child of that attempt. A save that fails to build or fails the format
+gate is a typo, not an experiment (``core.policy.is_slip``): it is logged under its parent, but the
+verifier callback returns no id for it, so the next save's parent stays the last edit that built.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from core.workspace_files import engine_wrote, files_hash, note_edit, parent_of_
 
 Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
 """``verify(task_id, files, parent_id)``; when it returns a str, that is the id of the attempt the save
-became, and the next save of the task is its child (a chain of edits)."""
+became, and the next save of the task is its child (a chain of edits); None (a typo) leaves the
+parent of the next save as it was."""
 
 
 class EditWatcher:

@@ -177,6 +177,7 @@ class Reporter:
         from rich.markup import escape
 
         from core import events as ev
+        from core import policy
 
         name = type(event).__name__
         if isinstance(event, ev.RunStarted):
@@ -193,7 +194,9 @@ class Reporter:
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
             line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
                     + (attempt_words(event) if event.feasible else refusal_words(event)) +
-                    f" reward {event.reward:+.2f}")
+                    f" reward {event.reward:+.2f}: "
+                    + policy.reward_reason(event.stage, event.feasible, event.vs_best, slip=event.slip,
+                                           has_gain=event.gain is not None))
             self._line(line)
         elif isinstance(event, ev.EngineProblem):
             self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")

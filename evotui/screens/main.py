@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from core import events as ev
+from core import policy
 from core.attempts import AttemptLine, OutcomeSummary, TaskRow
 from evotui import keys
 from evotui.messages import (
@@ -404,10 +405,23 @@ class MainScreen(Screen):
             credited = "" if human else f"; this answer's reward {marks.reward(e.reward)} went to its context"
             self.note(f"{e.task} {who}: {verdict} · the same code as {same} (comments and spacing aside): "
                       f"not stored again, the tree keeps {same}'s reward{credited}", "dim", e.at)
-        else:
-            self.repeats.pop(e.task, None)
-            self.note(f"{e.task} {who}: {verdict} · reward {marks.reward(e.reward)}{best}",
-                     "ok" if e.feasible else "fail", e.at)
+            self._attempt_shown(e)
+            return
+        self.repeats.pop(e.task, None)
+        full = marks.full_verdict(OutcomeSummary(
+            feasible=e.feasible, failed_gate=e.failed_gate, message=e.message, latency_ms=e.latency_ms,
+            latency_spread_ms=e.latency_spread_ms, reference_ms=e.reference_ms, speedup=e.speedup,
+            speedup_ci=list(e.speedup_ci) if e.speedup_ci else None, vs_reference=e.vs_reference, gain=e.gain,
+            gain_ci=list(e.gain_ci) if e.gain_ci else None, vs_best=e.vs_best))
+        reason = policy.reward_reason(e.stage, e.feasible, e.vs_best, slip=e.slip, has_gain=e.gain is not None)
+        if e.slip:
+            parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
+            reason += f"; the next save's parent stays {parent}"
+        self.note(f"{e.task} {who}: {full} · reward {marks.reward(e.reward)}: {reason}{best}",
+                  "ok" if e.feasible else "fail", e.at)
+        self._attempt_shown(e)
+
+    def _attempt_shown(self, e: ev.AttemptRecorded) -> None:
         if e.task == self.task_id:
             self._title_attempts()
             self.workbench.load_attempts(e.task, self)

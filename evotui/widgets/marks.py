@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from core.attempts import OutcomeSummary
 from core.policy import UNJUDGED
+from core.prompts import verdict as core_verdict
 
 GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctness": "corr", "performance": "perf"}
 MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
@@ -61,6 +62,15 @@ def verdict(r: OutcomeSummary) -> str:
     message = " ".join(r.message.split())   # one line: compiler output has many
     prefix = f"{r.failed_gate or '?'}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
+
+
+def full_verdict(r: OutcomeSummary) -> str:
+    """The verdict in the core's words (the same as the prompts and the CLI): the latency with its
+    spread, the speed against PyTorch with its interval and the reference's time in the same window,
+    the gain over the best with its interval; a failure as ``verdict`` writes it."""
+    if not r.feasible:
+        return verdict(r)
+    return "✓ " + core_verdict(r).removeprefix("feasible, ")
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

@@ -414,7 +414,7 @@ def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_
     start = Experience(task_id="gelu", kind="draft_trace", backend="cpu", stage="draft", title="gelu draft",
                        files=C.elementwise(C.RELU), outcome={"feasible": True, "latency_ms": 0.2})
     start.id = "s" * 20
-    refine = prompts.refine_prompt(task, "cpu", [], [], [], start, [], 0.2)[1][1]
+    refine = prompts.refine_prompt(task, "cpu", [], [], [], start, [])[1][1]
     for text in (draft, refine):
         assert "## Cases: 18," in text
         assert "it must serve all of these dtypes, float32, float16, bfloat16" in text

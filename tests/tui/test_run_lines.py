@@ -63,4 +63,17 @@ def test_a_refusal_says_its_reason_in_its_one_line():
                                          None, -1.0))
     line = reporter.lines[-1]
     assert "#5 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line
-    assert line.endswith("reward -1.00")
+    assert "reward -1.00: " in line
+
+
+def test_each_line_says_why_the_reward_is_what_it_is():
+    """Issue 27, item 1: a doubled speedup with reward 0 says why (the same speed as the best)."""
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=False)
+    reporter.on_event(_recorded(0, 124.4, 0.98, stage="draft", new_best=True))
+    assert reporter.lines[-1].endswith("reward +0.00: a correct draft")
+    reporter.on_event(_recorded(1, 60.0, 1.96, gain=1.01, vs_best="same"))
+    assert reporter.lines[-1].endswith("reward +0.00: the same speed as the best")
+    reporter.on_event(_recorded(2, 60.0, 1.96, gain=1.4, vs_best="noisy"))
+    assert reporter.lines[-1].endswith("too noisy to judge against the best: measure again")

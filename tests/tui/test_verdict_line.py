@@ -1,0 +1,50 @@
+"""Issue 27, item 1: the verdict line can be acted on. The log says the speed against PyTorch with its
+interval and the reference's time in the same window, the gain over the best with its interval, and
+why the reward is what it is ("same speed as the best: no reward")."""
+
+from __future__ import annotations
+
+import pytest
+
+import candidates as C
+from waiting import human_attempts, save, wait_for
+
+pytestmark = pytest.mark.slow
+SIZE = (150, 44)
+
+REASONS = {"same": "reward 0: the same speed as the best", "noisy": "reward 0: too noisy to judge",
+           "faster": "faster than the best", "slower": "slower than the best"}
+
+
+def relu(tag: int) -> dict[str, str]:
+    files = C.elementwise(C.RELU)
+    return {**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const int kVersion{tag} = {tag};\n"}
+
+
+async def test_the_log_says_what_happened_and_why(workspace):
+    from evotui.app import make_app
+    from evotui.widgets import marks
+
+    app = make_app(workspace.root)
+    messages: list = []
+    folder = workspace.kernels_dir / "relu"
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        log = lambda: list(app.main.query_one("#log").lines_written)  # noqa: E731
+        save(folder, relu(1))
+        await wait_for(pilot, lambda: len(human_attempts(messages)) >= 1, timeout=180, what="the draft")
+        draft = human_attempts(messages)[0]
+        await wait_for(pilot, lambda: any("reward +1: a correct draft" in line for line in log()), what="the draft's line")
+        line = next(line for line in log() if "reward +1: a correct draft" in line)
+        assert "PyTorch (" in line and "in the same window" in line, line
+
+        save(folder, relu(2))
+        await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2, timeout=180, what="the refinement")
+        refine = human_attempts(messages)[1]
+        assert refine.feasible and refine.stage == "refine" and refine.parent_id == draft.experience_id
+        said = f"reward {marks.reward(refine.reward)}"
+        await wait_for(pilot, lambda: any(said in line and "the best then" in line for line in log()),
+                       what="the refinement's line")
+        line = next(line for line in log() if said in line and "the best then" in line)
+        assert "in the same window" in line and REASONS[refine.vs_best] in line, line
+        await pilot.press("q")
