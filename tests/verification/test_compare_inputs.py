@@ -105,3 +105,27 @@ def test_the_reordering_allowance_is_capped_by_the_outputs_size():
     assert noise_allowed(1e-4, 1.0) == 1e-3                    # capped at 0.1 % of the RMS
     assert noise_allowed(1e-3, 1.0) == 8e-3                    # never below 8 times the noise
     assert noise_allowed(0.0, 1.0) == 0.0                      # exact operators: nothing
+
+
+def test_a_half_precision_output_is_judged_by_its_own_dtypes_tolerance():
+    """Found by a model played through the loopback server on a public multi-case gelu: an fp16 output
+    one unit in the last place from the reference (-0.127808 vs -0.12793) was refused at float32's
+    atol 1e-4, though the prompt (and the backend) say fp16 is judged at 1e-2. The comparison widened
+    the values to float32 before asking for the tolerance, and asked by the widened dtype."""
+    asked: list[str] = []
+
+    def tolerance(dtype: str) -> tuple[float, float]:
+        asked.append(dtype)
+        return (1e-2, 1e-2) if dtype in ("float16", "bfloat16") else (1e-4, 1e-4)
+
+    for dtype in (torch.float16, torch.bfloat16):
+        e = torch.full((8,), -0.12793, dtype=dtype)
+        g = e.clone()
+        g.view(torch.int16)[3] -= 1                  # one unit in the last place (fp16: -0.127808)
+        assert not torch.equal(e, g)
+        out = compare_outputs(_wrap(e), _wrap(g), [0.0], tolerance, what="trial 1")
+        assert isinstance(out, Agreement), out
+        bad = g.clone()
+        bad[5] = -0.2
+        assert isinstance(compare_outputs(_wrap(e), _wrap(bad), [0.0], tolerance, what="trial 1"), Mismatch)
+    assert set(asked) == {"float16", "bfloat16"}
