@@ -178,7 +178,7 @@ def test_each_place_has_its_own_anti_hack_rules():
     assert "aclrtSynchronizeStream is not allowed" in (
         check_candidate(bad_kernel, ASCEND.source_suffixes, ASCEND.header_suffixes, "ascend") or "")
     bad_binding = {**PROJECT, "binding.cpp": BINDING.replace("uint64_t size = 0;", "aclrtSetDevice(1);")}
-    assert "devices, streams and memory are the runtime's" in (
+    assert "devices, streams and synchronisation are the runtime's" in (
         check_candidate(bad_binding, ASCEND.source_suffixes, ASCEND.header_suffixes, "ascend") or "")
     # host code keeps the common rules
     bad_host = {**PROJECT, "op_host/add_custom.cpp": HOST.replace("context->SetBlockDim(8);",

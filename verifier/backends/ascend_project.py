@@ -361,7 +361,8 @@ extern "C" __global__ __aicore__ void <op>(GM_ADDR x, ..., GM_ADDR workspace, GM
 ```
 ```cpp file=binding.cpp
 extern "C" uint32_t <name>(aclrtStream stream, <data pointers and sizes>): wrap the pointers in aclTensors
-(aclCreateTensor), call aclnn<Op>GetWorkspaceSize and aclnn<Op> on that stream, destroy the tensors, return the status
+(aclCreateTensor), call aclnn<Op>GetWorkspaceSize and aclnn<Op> on that stream (a workspace it asks for: aclrtMalloc
+once and keep it), destroy the tensors, return the status
 ```
 model.py calls the binding's entries through `lib = load()`, as for kernels. The op JSON is derived from the OpDef
 (or give it as <op>.json)."""
