@@ -375,3 +375,16 @@ def test_the_host_stand_in_compiles_tiling_data_and_says_what_it_did_not_stand_i
     matmul = {**PROJECT, "op_host/add_custom_tiling.h": '#include "tiling/tiling_api.h"\n' + TILING}
     (tmp_path / "c").mkdir()
     assert compile_tiling_on_host(matmul, include, tmp_path / "c") == ("skipped", "tiling/tiling_api.h")
+
+
+def test_the_binding_calls_only_its_own_op_and_copies_nothing():
+    def gate(binding: str) -> str:
+        files = {**PROJECT, "binding.cpp": binding}
+        return check_candidate(files, ASCEND.source_suffixes, ASCEND.header_suffixes, "ascend") or ""
+
+    builtin = BINDING.replace("aclnnAddCustomGetWorkspaceSize(tx, ty, 1.0f, tz, &size, &executor)",
+                              "aclnnAddGetWorkspaceSize(tx, ty, nullptr, tz, &size, &executor)")
+    assert "aclnnAddGetWorkspaceSize is not this candidate's op" in gate(builtin)
+    copy = BINDING.replace("uint64_t size = 0;", "uint64_t size = 0; aclrtMemcpy(z, 4, x, 4, 0);")
+    assert "may not copy data" in gate(copy)
+    assert gate(BINDING) == ""

@@ -419,7 +419,9 @@ HOST_RULES = KernelRules(words={}, sdk_patterns=(CANN_HOST_HEADERS,))
 BINDING_RULES = KernelRules(
     words={},
     sdk_patterns=(r"^(acl/|aclnn/|aclnn_|aclnnop/)",),
-    prefixes=((r"aclrt(?:SetDevice|ResetDevice|CreateStream|DestroyStream|SetCurrentContext|CreateContext"
+    prefixes=((r"aclrtMemcpy\w*\s*\(", "the binding may not copy data (to the host or elsewhere): it calls "
+               "aclnn<Op> on the tensors model.py passes"),
+              (r"aclrt(?:SetDevice|ResetDevice|CreateStream|DestroyStream|SetCurrentContext|CreateContext"
                r"|Synchronize\w*)\s*\(", "the binding calls aclnn<Op> on the stream the runtime passes; "
                "devices, streams and synchronisation are the runtime's (allocate outputs in model.py; "
                "aclrtMalloc is for the aclnn workspace only)"),),
@@ -527,6 +529,12 @@ class AscendBackend:
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
                          files=generated, keep=[project_form.VENDOR])
+
+    @staticmethod
+    def project_problem(files: dict[str, str]) -> str | None:
+        """The anti-hack rule a custom-op project adds beyond its places' rules: the binding calls only its own
+        op's aclnn API (``verifier.backends.ascend_project.binding_problem``)."""
+        return project_form.binding_problem(files)
 
     def call_env(self, library: Path) -> dict[str, str]:
         """What the calling process needs for a custom-op candidate's library (its private vendor); nothing

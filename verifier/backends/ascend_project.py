@@ -270,6 +270,31 @@ def check_project_layout(files: dict[str, str]) -> str | None:
     return None
 
 
+_ACLNN_CALL = re.compile(r"(?<![\w.])(aclnn\w+)\s*\(")
+
+
+def binding_problem(files: dict[str, str]) -> str | None:
+    """The binding may call only its own op's API (``aclnn<Op>GetWorkspaceSize``, ``aclnn<Op>``): another
+    aclnn operator (CANN's built-in ``aclnnAdd``...) would compute the result without the candidate's kernel.
+    None when it keeps to that, or when there is no binding to read (the format gate names that)."""
+    try:
+        project = read_project(files)
+    except ProjectError:
+        return None
+    if project.binding is None:
+        return None
+    own = {f"aclnn{project.op}", f"aclnn{project.op}GetWorkspaceSize"}
+    text = files[project.binding]
+    code = scan(splice(text)[0]).code
+    for m in _ACLNN_CALL.finditer(code):
+        if m.group(1) not in own:
+            line = code.count("\n", 0, m.start()) + 1
+            return (f"{project.binding} line {line}: {m.group(1)} is not this candidate's op: the binding may call "
+                    f"only aclnn{project.op}GetWorkspaceSize and aclnn{project.op} (the op that OP_ADD registers), "
+                    "so the result comes from the candidate's own kernel")
+    return None
+
+
 def kernel_options(cmake: str) -> list[str]:
     """The options of ``add_ops_compile_options(<Op> OPTIONS ...)`` in a cann-ops per-op CMakeLists.txt."""
     out: list[str] = []
