@@ -528,7 +528,8 @@ class AscendBackend:
             install, soc, project, list(files), files.get("CMakeLists.txt"))}
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
-                         files=generated, keep=[project_form.VENDOR])
+                         files=generated, keep=[project_form.VENDOR],
+                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S)
 
     @staticmethod
     def project_problem(files: dict[str, str]) -> str | None:
