@@ -275,13 +275,21 @@ def test_the_call_loads_the_private_vendor(tmp_path):
 
 
 def test_pieces_are_found_by_what_they_hold_not_by_name():
-    files = {"op_host/defs.cpp": HOST, "op_host/data.h": TILING, "op_kernel/k.cpp": KERNEL, "b.cpp": BINDING}
+    files = {"op_host/defs.cpp": HOST, "op_host/data.h": TILING, "op_kernel/add_custom.cpp": KERNEL, "b.cpp": BINDING}
     project = read_project(files)
     assert (project.op, project.definition, project.tiling, project.kernels, project.binding) == (
-        "AddCustom", "op_host/defs.cpp", "op_host/data.h", ("op_kernel/k.cpp",), "b.cpp")
+        "AddCustom", "op_host/defs.cpp", "op_host/data.h", ("op_kernel/add_custom.cpp",), "b.cpp")
     assert project.snake == "add_custom"
     # extern"C" without a space is the same to the compiler
-    assert read_project({**files, "op_kernel/k.cpp": KERNEL.replace('extern "C"', 'extern"C"')}).kernels
+    assert read_project({**files, "op_kernel/add_custom.cpp": KERNEL.replace('extern "C"', 'extern"C"')}).kernels
+
+
+def test_the_kernel_file_and_entry_carry_the_op_s_name():
+    moved = {**{k: v for k, v in PROJECT.items() if k != "op_kernel/add_custom.cpp"}, "op_kernel/k.cpp": KERNEL}
+    assert "op_kernel/add_custom.cpp must define the kernel entry of op AddCustom" in (fmt(moved) or "")
+    renamed = {**PROJECT, "op_kernel/add_custom.cpp": KERNEL.replace("void add_custom(", "void add_kernel(")}
+    said = fmt(renamed) or ""
+    assert "void add_custom(GM_ADDR" in said and "found: op_kernel/add_custom.cpp" in said
 
 
 def test_the_prompt_asks_for_the_project_only_when_the_workspace_says_so():

@@ -233,6 +233,14 @@ def read_project(files: dict[str, str], *, binding: bool = True) -> OpProject:
         bind = _one(found, "binding", 'add one top-level .cpp whose extern "C" launchers call aclnn<Op> '
                     "(model.py calls them through verifier.runtime)")
     spec = parse_op_def(files[definition])
+    snake = snake_case(spec.op)
+    entry = f"{KERNEL_DIR}/{snake}.cpp"
+    # CANN's flow compiles op_kernel/<op_snake>.cpp and launches the entry of that name (every answer of the
+    # public suites is so named)
+    if entry not in files or not re.search(rf"(?<!\w)void\s+{snake}\s*\(", _code(files[entry])):
+        raise ProjectError(f"{entry} must define the kernel entry of op {spec.op}: extern \"C\" __global__ "
+                           f"__aicore__ void {snake}(GM_ADDR ..., GM_ADDR workspace, GM_ADDR tiling) (CANN's build "
+                           f"compiles {entry} and launches {snake}; found: {', '.join(kernels)})")
     return OpProject(spec.op, definition, tiling, tuple(kernels), op_json_name, bind,
                      "CMakeLists.txt" if "CMakeLists.txt" in files else None, spec)
 
