@@ -56,22 +56,34 @@ class ModelNew(nn.Module):
 '''
 
 
-def binding(op: str, inputs: list[str], outputs: list[str]) -> str:
+# msopgen's type names -> ACL's aclDataType names
+ACL_TYPES = {"float": "ACL_FLOAT", "float32": "ACL_FLOAT", "float16": "ACL_FLOAT16", "bfloat16": "ACL_BF16",
+             "int32": "ACL_INT32", "int8": "ACL_INT8", "int64": "ACL_INT64", "bool": "ACL_BOOL"}
+
+
+def binding(op: str, inputs: list[str], outputs: list[str], dtype: str = "float") -> str:
     """A binding of the runtime contract for op ``op``: one extern "C" launcher taking each tensor as a data
-    pointer (one float vector of n elements: a stand-in for the static gates, not a general binding) that
-    wraps them in aclTensors and calls aclnn<Op>."""
+    pointer (one contiguous vector of n elements of ``dtype``, every tensor alike: enough for an elementwise op
+    and for the static gates, not a general binding) that wraps them in aclTensors and calls aclnn<Op>."""
     names = [*inputs, *outputs]
     params = ", ".join(f"void* {n}" for n in names)
     lines = ['#include "acl/acl.h"', f'#include "aclnn_{_snake(op)}.h"', "",
              f'extern "C" uint32_t run_{_snake(op)}(aclrtStream stream, {params}, int64_t n)', "{",
              "    int64_t shape[1] = {n};", "    int64_t strides[1] = {1};"]
     for name in names:
-        lines.append(f"    aclTensor* t_{name} = aclCreateTensor(shape, 1, ACL_FLOAT, strides, 0, ACL_FORMAT_ND, "
+        lines.append(f"    aclTensor* t_{name} = aclCreateTensor(shape, 1, {ACL_TYPES.get(dtype, 'ACL_FLOAT')}, "
+                     "strides, 0, ACL_FORMAT_ND, "
                      f"shape, 1, {name});")
     args = ", ".join(f"t_{n}" for n in names)
-    lines += ["    uint64_t workspaceSize = 0;", "    aclOpExecutor* executor = nullptr;",
+    # the workspace aclnn asks for (the framework's system workspace at least, on most answers): allocated on
+    # the first call that needs more and kept (an older, smaller one is left allocated: it may still be in use)
+    lines += ["    static void* workspace = nullptr;", "    static uint64_t capacity = 0;",
+              "    uint64_t workspaceSize = 0;", "    aclOpExecutor* executor = nullptr;",
               f"    aclnnStatus status = aclnn{op}GetWorkspaceSize({args}, &workspaceSize, &executor);",
-              f"    if (status == 0) status = aclnn{op}(nullptr, workspaceSize, executor, stream);"]
+              "    if (status == 0 && workspaceSize > capacity) {",
+              "        status = aclrtMalloc(&workspace, workspaceSize, ACL_MEM_MALLOC_HUGE_FIRST);",
+              "        capacity = status == 0 ? workspaceSize : 0;", "    }",
+              f"    if (status == 0) status = aclnn{op}(workspace, workspaceSize, executor, stream);"]
     lines += [f"    aclDestroyTensor(t_{n});" for n in names]
     lines += ["    return status;", "}"]
     return "\n".join(lines) + "\n"

@@ -9,9 +9,15 @@ paste into an issue:
 3. through the whole verifier: the elementwise (add) and reduction (row-wise softmax) examples, one
    correct and one wrong candidate each, and a kernel that reads far out of range, which must come
    back as a correctness failure with the NPU error's meaning (not a crash);
-4. timing: the add kernel timed with NPU events, and with ``msprof op`` when it is installed.
+4. timing: the add kernel timed with NPU events, and with ``msprof op`` when it is installed;
+5. the custom-op project form, on one NPUKernelBench golden answer (``--op``, level1/Math/Neg by default,
+   read from ``--npukb``, never copied into the repository): the format and anti-hack gates, the build
+   gate's custom-op flow (msopgen, build.sh, the package installed into the build's private vendor/, the
+   binding linked against it), ``ldd -r``, then in a fresh process with ``ASCEND_CUSTOM_OPP_PATH`` on that
+   vendor: the op called through the binding, compared with PyTorch and timed with NPU events. The
+   binding is the survey's (``bench/ascend_corpus.py``): one entry over flat tensors of one dtype.
 
-    .venv/bin/python bench/npu_check.py [--keep DIR] [--json PATH] [--skip-msprof]
+    .venv/bin/python bench/npu_check.py [--keep DIR] [--json PATH] [--skip-msprof] [--npukb DIR] [--op TASK]
 
 Exit status: 0 when every outcome is as expected; 1 otherwise; 2, with one line, when the Ascend
 backend cannot run here (no CANN, no NPU, torch_npu missing or not matching).
@@ -185,11 +191,122 @@ def check_timing(backend, library: Path, signatures: list[dict], work: Path, say
         f"NPU events / msprof = {events_us / mean:.2f}")
 
 
+# NPUKernelBench elementwise answers npu_check can call through the survey's binding:
+# task -> (inputs, dtype, the PyTorch expression of the outputs)
+CUSTOM_OPS = {
+    "level1/Math/Neg": (1, "float", "-x[0]"),
+    "level1/Math/AddCustom": (2, "float16", "x[0] + x[1]"),
+}
+
+CUSTOM_OP_SCRIPT = """
+import json, sys
+sys.path.insert(0, {root!r})
+import torch, torch_npu
+from verifier.backends.ascend import AscendRuntime
+from verifier.runtime import KernelLibrary
+device = AscendRuntime()
+device.prepare()
+lib = KernelLibrary({library!r}, json.loads({signatures!r}), device)
+run = getattr(lib, {entry!r})
+n = 64 * 65536
+x = [torch.randn(n, device="npu").to(getattr(torch, {dtype!r})) for _ in range({inputs})]
+y = torch.empty_like(x[0])
+for _ in range(5):
+    run(*x, y, n)
+torch.npu.synchronize()
+want = {expression}
+err = (y.float() - want.float()).abs().max().item()
+print("MAX-ERROR", err)
+assert torch.allclose(y.float(), want.float(), atol=1e-2, rtol=1e-2), err
+times = []
+for _ in range(50):
+    start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
+    start.record()
+    run(*x, y, n)
+    end.record()
+    end.synchronize()
+    times.append(start.elapsed_time(end) * 1000.0)
+times.sort()
+print("EVENTS-US", times[len(times) // 2])
+"""
+
+
+def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report) -> bool:
+    """One golden answer of the custom-op form: gates, the custom-op build, ldd, a call and NPU-event timing."""
+    answer = npukb / "tasks" / task / "answer/0"
+    if task not in CUSTOM_OPS:
+        say(f"--  custom-op form: skipped: --op must be one of {', '.join(CUSTOM_OPS)}")
+        return True
+    if not answer.is_dir():
+        say(f"--  custom-op form: skipped: no NPUKernelBench answer at {answer} (git clone "
+            "https://github.com/weich97/NPUKernelBench and pass --npukb)")
+        return True
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ascend_corpus import binding
+
+    from verifier.backends.ascend_project import read_project, snake_case
+    from verifier.gates.antihack import check_candidate
+    from verifier.gates.format import check_format
+    from verifier.toolchain.build import build_candidate
+
+    inputs, dtype, expression = CUSTOM_OPS[task]
+    files = {str(p.relative_to(answer)): p.read_text(errors="replace") for p in sorted(answer.rglob("*")) if p.is_file()}
+    spec = read_project(files, binding=False).spec
+    entry = f"run_{snake_case(spec.op)}"
+    files["binding.cpp"] = binding(spec.op, [io.name for io in spec.inputs], [io.name for io in spec.outputs], dtype)
+    files["model.py"] = ("import torch.nn as nn\nfrom verifier.runtime import load\n\nlib = load()\n\n\n"
+                         "class ModelNew(nn.Module):\n    pass\n")
+    problem = (check_format(files, backend.source_suffixes, backend.header_suffixes, backend.forms)
+               or check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend))
+    if problem:
+        say(f"BAD custom-op {task}: refused by the static gates: {problem}")
+        return False
+    say(f"ok  custom-op {task}: format and anti-hack gates (op {spec.op}, binding entry {entry})")
+    result = build_candidate(backend, files, work / "cache", timeout=1800)
+    if not result.ok:
+        say(f"BAD custom-op build ({result.seconds:.0f} s): {result.log.strip().splitlines()[-1:] or ['?']}")
+        say("```\n" + result.log[-3000:] + "\n```")
+        say("send back: this report, and the build folder's _evokernel_build.sh output (rerun it by hand in a copy "
+            "of the candidate with the pieces: bash -x _evokernel_build.sh)")
+        return False
+    say(f"ok  custom-op build (msopgen, build.sh, private install, binding): {result.library} ({result.seconds:.0f} s)")
+    env = {**os.environ, **backend.worker_env(), **backend.call_env(result.library)}
+    say(f"      ASCEND_CUSTOM_OPP_PATH={env.get('ASCEND_CUSTOM_OPP_PATH', '')}")
+    ok = True
+    if shutil.which("ldd"):
+        ldd = subprocess.run(["ldd", "-r", str(result.library)], capture_output=True, text=True, env=env, timeout=60)
+        undefined = [ln.strip() for ln in (ldd.stdout + ldd.stderr).splitlines()
+                     if "undefined symbol" in ln or "not found" in ln]
+        ok &= not undefined
+        say(f"{'ok ' if not undefined else 'BAD'} ldd -r of the binding: {len(undefined)} unresolved")
+        for line in undefined[:10]:
+            say(f"      {line}")
+    script = work / "call_custom_op.py"
+    script.write_text(CUSTOM_OP_SCRIPT.format(root=str(ROOT), library=str(result.library), entry=entry,
+                                              signatures=json.dumps([s.to_dict() for s in result.signatures]),
+                                              dtype=dtype, inputs=inputs, expression=expression))
+    ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
+    err = re.search(r"MAX-ERROR (\S+)", ran.stdout)
+    us = re.search(r"EVENTS-US ([\d.]+)", ran.stdout)
+    if ran.returncode != 0 or not us:
+        tail = (ran.stderr.strip().splitlines() or ["no output"])[-1]
+        say(f"BAD custom-op call: {tail}" + (f" (max error {err.group(1)})" if err else ""))
+        say(f"      {backend.explain(ran.stderr) or 'send back: this report and the lines below'}")
+        say("```\n" + ran.stderr[-2000:] + "\n```")
+        return False
+    say(f"ok  custom-op call: max error {err.group(1) if err else '?'}; NPU events median {float(us.group(1)):.1f} us "
+        f"over 50 calls (4M {dtype})")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", default=None, help="write candidates, builds and caches here (default: a temp folder)")
     parser.add_argument("--json", default=None, help="also write the outcomes to this JSON file")
     parser.add_argument("--skip-msprof", action="store_true", help="do not run msprof op even when it is installed")
+    parser.add_argument("--npukb", default=os.environ.get("EVOKERNEL_NPUKB", "/tmp/npukb"),
+                        help="an NPUKernelBench checkout, for the custom-op form's golden answer")
+    parser.add_argument("--op", default="level1/Math/Neg", help=f"the golden answer: one of {', '.join(CUSTOM_OPS)}")
     args = parser.parse_args(argv)
 
     from core.doctor import diagnose
@@ -246,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                              "speedup": outcome.speedup, "message": outcome.message, "flags": outcome.flags})
     if library is not None:
         check_timing(backend, library, signatures, work, say, msprof=not args.skip_msprof)
+    ok &= check_custom_op(backend, Path(args.npukb), args.op, work, say)
     say(f"{'all as expected' if ok else 'SOME OUTCOMES NOT AS EXPECTED'} in {time.perf_counter() - started:.1f} s")
     print("\nPaste this into an issue:\n\n````\n" + "\n".join(say.lines) + "\n````")
     if args.json:

@@ -406,7 +406,8 @@ KERNEL_RULES = KernelRules(
 # sources (op_kernel/) follow KERNEL_RULES. The host sources (op_host/: TilingFunc, the op definition, shape
 # inference) run inside the CANN op framework in the calling process: the common rules, and the CANN host
 # headers may be included with quotes. The binding calls the generated aclnn<Op> and creates its aclTensors,
-# so ACL and aclnn headers and calls are what it is for; streams and devices stay the runtime's.
+# so ACL and aclnn headers and calls are what it is for (aclrtMalloc too: aclnn<Op>GetWorkspaceSize may ask
+# for a workspace, which the binding allocates and keeps); devices, streams and synchronisation stay the runtime's.
 CANN_HOST_HEADERS = (r"^(register|tiling|graph|exe_graph|platform|opdev|aclnn|aclnnop|aclnn_kernels|level2|op_common|"
                      r"log|error|experiment)/")
 CANN_KERNEL_HEADERS = r"^(kernel_operator\.h|kernel_tiling/|lib/|impl/|kernel_log\.h|kernel_utils\.h)"
@@ -418,9 +419,12 @@ HOST_RULES = KernelRules(words={}, sdk_patterns=(CANN_HOST_HEADERS,))
 BINDING_RULES = KernelRules(
     words={},
     sdk_patterns=(r"^(acl/|aclnn/|aclnn_|aclnnop/)",),
-    prefixes=((r"aclrt(?:SetDevice|ResetDevice|CreateStream|DestroyStream|SetCurrentContext|CreateContext|Malloc"
-               r"|Free|Synchronize\w*)\s*\(", "the binding calls aclnn<Op> on the stream the runtime passes; "
-               "devices, streams and memory are the runtime's (allocate outputs in model.py)"),),
+    prefixes=((r"aclrtMemcpy\w*\s*\(", "the binding may not copy data (to the host or elsewhere): it calls "
+               "aclnn<Op> on the tensors model.py passes"),
+              (r"aclrt(?:SetDevice|ResetDevice|CreateStream|DestroyStream|SetCurrentContext|CreateContext"
+               r"|Synchronize\w*)\s*\(", "the binding calls aclnn<Op> on the stream the runtime passes; "
+               "devices, streams and synchronisation are the runtime's (allocate outputs in model.py; "
+               "aclrtMalloc is for the aclnn workspace only)"),),
 )
 
 
@@ -524,7 +528,14 @@ class AscendBackend:
             install, soc, project, list(files), files.get("CMakeLists.txt"))}
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
-                         files=generated, keep=[project_form.VENDOR])
+                         files=generated, keep=[project_form.VENDOR],
+                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S)
+
+    @staticmethod
+    def project_problem(files: dict[str, str]) -> str | None:
+        """The anti-hack rule a custom-op project adds beyond its places' rules: the binding calls only its own
+        op's aclnn API (``verifier.backends.ascend_project.binding_problem``)."""
+        return project_form.binding_problem(files)
 
     def call_env(self, library: Path) -> dict[str, str]:
         """What the calling process needs for a custom-op candidate's library (its private vendor); nothing

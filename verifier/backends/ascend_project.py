@@ -43,6 +43,10 @@ PROJECT_EXTRAS = (".json", "CMakeLists.txt")
 MAX_PROJECT_FILES = 64        # real answers hold up to 32 files (NPUKernelBench's FlashAttentionScoreWithLargeHeadDim)
 MAX_DEPTH = 3                 # op_kernel/erf/x.h
 BINDING_LIBRARY = "libkernels.so"
+# msopgen and build.sh compile the host side (op_host, the generated op API, proto) and the kernel for every
+# dtype the OpDef lists: minutes, not the seconds of a kernel-launch build. Unmeasured: the first workstation
+# run (bench/npu_check.py prints the build time) should replace this guess.
+BUILD_MIN_TIMEOUT_S = 900.0
 BUILD_SCRIPT = "_evokernel_build.sh"
 OP_JSON = "_evokernel_op.json"
 PROJECT = "_evokernel_project"     # msopgen's output folder
@@ -229,6 +233,14 @@ def read_project(files: dict[str, str], *, binding: bool = True) -> OpProject:
         bind = _one(found, "binding", 'add one top-level .cpp whose extern "C" launchers call aclnn<Op> '
                     "(model.py calls them through verifier.runtime)")
     spec = parse_op_def(files[definition])
+    snake = snake_case(spec.op)
+    entry = f"{KERNEL_DIR}/{snake}.cpp"
+    # CANN's flow compiles op_kernel/<op_snake>.cpp and launches the entry of that name (every answer of the
+    # public suites is so named)
+    if entry not in files or not re.search(rf"(?<!\w)void\s+{snake}\s*\(", _code(files[entry])):
+        raise ProjectError(f"{entry} must define the kernel entry of op {spec.op}: extern \"C\" __global__ "
+                           f"__aicore__ void {snake}(GM_ADDR ..., GM_ADDR workspace, GM_ADDR tiling) (CANN's build "
+                           f"compiles {entry} and launches {snake}; found: {', '.join(kernels)})")
     return OpProject(spec.op, definition, tiling, tuple(kernels), op_json_name, bind,
                      "CMakeLists.txt" if "CMakeLists.txt" in files else None, spec)
 
@@ -267,6 +279,31 @@ def check_project_layout(files: dict[str, str]) -> str | None:
         read_project(files)
     except ProjectError as exc:
         return str(exc)
+    return None
+
+
+_ACLNN_CALL = re.compile(r"(?<![\w.])(aclnn\w+)\s*\(")
+
+
+def binding_problem(files: dict[str, str]) -> str | None:
+    """The binding may call only its own op's API (``aclnn<Op>GetWorkspaceSize``, ``aclnn<Op>``): another
+    aclnn operator (CANN's built-in ``aclnnAdd``...) would compute the result without the candidate's kernel.
+    None when it keeps to that, or when there is no binding to read (the format gate names that)."""
+    try:
+        project = read_project(files)
+    except ProjectError:
+        return None
+    if project.binding is None:
+        return None
+    own = {f"aclnn{project.op}", f"aclnn{project.op}GetWorkspaceSize"}
+    text = files[project.binding]
+    code = scan(splice(text)[0]).code
+    for m in _ACLNN_CALL.finditer(code):
+        if m.group(1) not in own:
+            line = code.count("\n", 0, m.start()) + 1
+            return (f"{project.binding} line {line}: {m.group(1)} is not this candidate's op: the binding may call "
+                    f"only aclnn{project.op}GetWorkspaceSize and aclnn{project.op} (the op that OP_ADD registers), "
+                    "so the result comes from the candidate's own kernel")
     return None
 
 
@@ -361,7 +398,8 @@ extern "C" __global__ __aicore__ void <op>(GM_ADDR x, ..., GM_ADDR workspace, GM
 ```
 ```cpp file=binding.cpp
 extern "C" uint32_t <name>(aclrtStream stream, <data pointers and sizes>): wrap the pointers in aclTensors
-(aclCreateTensor), call aclnn<Op>GetWorkspaceSize and aclnn<Op> on that stream, destroy the tensors, return the status
+(aclCreateTensor), call aclnn<Op>GetWorkspaceSize and aclnn<Op> on that stream (a workspace it asks for: aclrtMalloc
+once and keep it), destroy the tensors, return the status
 ```
 model.py calls the binding's entries through `lib = load()`, as for kernels. The op JSON is derived from the OpDef
 (or give it as <op>.json)."""

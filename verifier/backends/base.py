@@ -58,6 +58,7 @@ class BuildPlan:
     library: str                      # path of the resulting library, relative to workdir
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
     keep: list[str] = field(default_factory=list)  # folders kept beside the library (a custom op's private vendor)
+    min_timeout_s: float = 0.0   # the least time each command gets, whatever the build timeout (a custom op's build)
 
 
 @dataclass(frozen=True)

@@ -170,6 +170,7 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             return _store(meta, workdir, root / key)
         for name, text in plan.files.items():
             (workdir / name).write_text(text)
+        timeout = max(timeout, plan.min_timeout_s)   # a flow that cannot finish sooner (a custom op: minutes)
         env = scrubbed_env(backend.worker_env(), home=str(workdir))
         seconds, log = 0.0, []
         for argv in plan.commands:

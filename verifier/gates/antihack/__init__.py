@@ -63,6 +63,18 @@ def check_candidate(files: dict[str, str], source_suffixes: tuple[str, ...], hea
             problem = check_kernel_source(name, text, local, backend, project=project)
             if problem:
                 return problem
+    if project:   # what the backend checks across a custom-op project's files (Ascend: the binding's calls)
+        from verifier.backends import backend_class
+        from verifier.errors import UnknownBackend
+
+        try:
+            cls = backend_class(backend) if isinstance(backend, str) else backend
+        except UnknownBackend:
+            return None
+        check = getattr(cls, "project_problem", None)
+        if check is not None:
+            problem = check(files)
+            return problem if isinstance(problem, str) else None
     return None
 
 
