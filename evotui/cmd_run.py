@@ -195,6 +195,8 @@ class Reporter:
                     + (attempt_words(event) if event.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}")
             self._line(line)
+        elif isinstance(event, ev.FinalWindow):   # best, first and PyTorch in one window, for the report
+            self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")
         elif isinstance(event, ev.EngineProblem):
             self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")
         elif isinstance(event, ev.ClusterChanged):

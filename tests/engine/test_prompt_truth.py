@@ -325,3 +325,16 @@ def test_caches_are_said_as_a_kernel_can_use_them_and_ceilings_with_how_they_wer
     assert "203 GFLOP/s fp32 (FMA loop) (best of 3 measurements; load 0.4 when last measured)" in text
     real = [*vm[:2], {"level": 3, "type": "Unified", "bytes": 16 << 20, "shared_by": 8}]
     assert "L3 16 MiB shared by 8 cpus" in PromptFacts("cpu", machine={"caches": real}).section(task)
+
+
+def test_the_final_window_is_said_in_one_line(scripted):
+    from evotui.cmd_run import Reporter
+
+    answers = {"relu": [kernel(10.0, 1), kernel(8.0, 2), kernel(5.0, 3)]}
+    _record, _store, _prompts, events = scripted(["relu"], answers, iterations=3, final_window=True)
+    reporter = Reporter(quiet=False)
+    for e in events:
+        reporter.on_event(e)
+    line = reporter.lines[-1]
+    assert line.endswith("relu final window: the best 2.00x faster than the first feasible kernel [2.00, 2.00], "
+                         "2.00x faster than PyTorch [2.00, 2.00]"), line
