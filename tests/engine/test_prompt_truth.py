@@ -160,13 +160,15 @@ def test_a_new_best_slower_in_absolute_time_says_why(scripted):
     took 15 ms: it is the new best (2x faster beside the draft), and the line says why its time is higher."""
     from evotui.cmd_run import attempt_words
 
-    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2)]}
-    _record, _store, _prompts, events = scripted(["relu"], answers, iterations=2, load=[1.0, 3.0])
-    draft, variant = _recorded(events)
+    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2), kernel(6.0, 3)]}
+    _record, _store, prompts, events = scripted(["relu"], answers, iterations=3, load=[1.0, 3.0, 1.0])
+    draft, variant, _third = _recorded(events)
     assert variant.new_best and variant.latency_ms == pytest.approx(15.0)
     line = attempt_words(variant)
     assert "new best" in line and "2.00x faster than the best" in line
     assert "10.000 ms" in line and "another window" in line
+    # the next prompt refines the new best (15 ms) with the draft (10 ms) among the ideas tried: it says why
+    assert "It is the best although some earlier attempts below show a lower time" in prompts["relu"][2][1]
 
 
 # -- item 8: the report from verdicts ------------------------------------------------------------------
