@@ -101,7 +101,7 @@ class Engine:
         try:
             await self._loop(run, tasks)
             if self.config.engine.final_window:
-                await self._final_windows(run, tasks)
+                await self.final_windows(run, tasks)
         except RunStopped:
             status = "stopped"
         except BudgetExceeded as exc:
@@ -424,17 +424,17 @@ class Engine:
 
     # -- the final window ------------------------------------------------------------------------------
 
-    async def _final_windows(self, run: RunRecord, tasks: list[Task]) -> None:
+    async def final_windows(self, run: RunRecord, tasks: list[Task], *, again: bool = False) -> None:
         """Each task's best timed beside its first feasible kernel and the reference in one window, kept
         in the run's progress (``extra["final"]``) for the report: best/first and best/ref from one window,
         never two speedups from two windows divided. Tasks whose best is their first need none; a task
-        already measured (a resumed run) is not measured again."""
+        already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
         by_id = {t.id: t for t in tasks}
         for task_id in run.tasks:
             progress, task = run.progress.get(task_id), by_id.get(task_id)
             if self._stop.is_set():
                 raise RunStopped("stopped")
-            if task is None or progress is None or not progress.best_id or "final" in progress.extra:
+            if task is None or progress is None or not progress.best_id or ("final" in progress.extra and not again):
                 continue
             first = next((e for e in self.store.get_many(progress.attempts) if e is not None and e.result.timed), None)
             best = self.store.get(progress.best_id)
@@ -446,10 +446,15 @@ class Engine:
                 final.update(latency_ms=out.latency_ms, reference_ms=out.reference_ms, speedup=out.speedup,
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
+                over_first = policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel")
+                over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")
+                words = f"the best {over_first}, {over_ref}"
             else:
                 final["message"] = out.message
+                words = f"the best could not be timed again: {' '.join(out.message.split())[:200]}"
             progress.extra["final"] = final
             self.store.put_run(run)
+            self.bus.emit(ev.FinalWindow(task_id, out.feasible, words))
 
     # -- beyond the paper: resident rules ----------------------------------------------------------
 

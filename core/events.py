@@ -157,6 +157,16 @@ class ClusterChanged(Event):
 
 
 @dataclass(frozen=True)
+class FinalWindow(Event):
+    """A task's best timed beside its first feasible kernel and PyTorch in one window, at the end of a run
+    (the report's best/first and best/ref): ``words`` says what that window found, or why it could not."""
+
+    task: str
+    feasible: bool
+    words: str
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     run_id: str
     status: str            # "finished" | "stopped" | "failed" | "budget"

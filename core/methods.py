@@ -23,8 +23,9 @@ from store import Experience, RunRecord, TaskState
 from verifier import Outcome
 
 if TYPE_CHECKING:
-    from core.engine import Engine
+    from core.config import Config
     from core.llm import Message
+    from store.protocol import Memory
 
 MAX_RULES = 5
 
@@ -61,6 +62,17 @@ class Attempt:
         if self.outcome is None:
             raise RuntimeError(f"attempt {self.task.id} #{self.iteration} committed before it was verified")
         return self.outcome
+
+
+class Engine(Protocol):
+    """What a method reads of the engine (core.engine.Engine is one): the configuration, the memory,
+    the backend's name and the machine facts every prompt carries. A protocol, so that the engine
+    imports the methods and not the other way round."""
+
+    config: Config
+    store: Memory
+    backend: str
+    facts: prompts.PromptFacts
 
 
 class Method(Protocol):

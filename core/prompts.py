@@ -276,6 +276,8 @@ def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
             text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name)}"
         return text
     message = " ".join(str(outcome.message).split())
+    if message.startswith(f"{outcome.failed_gate}: "):   # the gate is named once
+        message = message[len(str(outcome.failed_gate)) + 2:]
     return f"failed at {outcome.failed_gate}: {message[:400]}"
 
 
@@ -490,6 +492,12 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     they came from). Every kernel is shown with one time, its own; the goal is a paired verdict."""
     facts = _facts(facts, backend)
     start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}\n{WINDOWS}"
+    quicker = [h.result.latency_ms for h in history if h.result.timed and h.id != start.id]
+    if best is not None and best.id == start.id and start.result.latency_ms and quicker \
+            and start.result.latency_ms > min(t for t in quicker if t):
+        start_text += ("\nIt is the best although some earlier attempts below show a lower time: those were verified "
+                       "in other windows (other load); it became the best by being faster than the best before it, "
+                       "timed together in one window.")
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(start.result):

@@ -155,6 +155,29 @@ def over_first_paired(best: OutcomeSummary, first: OutcomeSummary) -> tuple[floa
     return None
 
 
+def retime(workspace: Workspace, run_ids: list[str] | None = None) -> list[str]:
+    """``report --retime``: time each task's best beside its first feasible kernel and PyTorch in one
+    window now (the engine's final window, again), for the named runs (default: every run), so the
+    report's best/first and best/ref come from one window. Returns what could not be re-timed, in words."""
+    import asyncio
+
+    from core.session import Session
+
+    problems: list[str] = []
+    with Session(workspace) as session:
+        runs = [session.find_run(r) for r in run_ids] if run_ids else list(session.store.list_runs())
+        for run in runs:
+            try:
+                tasks = session.tasks([t for t in run.tasks], suite=str(run.config.get("suite") or "") or None,
+                                      scale=run.config.get("size_scale"))
+            except Exception as exc:   # a suite moved or a task renamed since: say so, go on
+                problems.append(f"run {run.id}: its tasks could not be loaded ({exc})")
+                continue
+            asyncio.run(session.engine.final_windows(run, tasks, again=True))
+            session.store.put_run(run)
+    return problems
+
+
 def load_metrics(workspace: Workspace, run_ids: list[str] | None = None) -> list[RunMetrics]:
     """Metrics of the named runs (default: every run) of a workspace, read without blocking a writer."""
     from core.errors import WorkspaceError

@@ -14,6 +14,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="folder for the PNG files (default: .evokernel/reports/)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--tasks", action="store_true", help="also list every task of each run")
+    p.add_argument("--retime", action="store_true",
+                   help="first time each task's best beside its first kernel and PyTorch in one window, now")
     p.set_defaults(func=run)
 
 
@@ -47,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
+    if args.retime:
+        from core.report import retime
+
+        for problem in retime(ws, args.runs):
+            print(problem, file=sys.stderr)
     metrics = load_metrics(ws, args.runs)
     out_dir = Path(args.out) if args.out else ws.state_dir / "reports"
     pngs = plot(metrics, out_dir)

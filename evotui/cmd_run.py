@@ -198,6 +198,8 @@ class Reporter:
                     + policy.reward_reason(event.stage, event.feasible, event.vs_best, slip=event.slip,
                                            has_gain=event.gain is not None))
             self._line(line)
+        elif isinstance(event, ev.FinalWindow):   # best, first and PyTorch in one window, for the report
+            self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")
         elif isinstance(event, ev.EngineProblem):
             self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")
         elif isinstance(event, ev.ClusterChanged):

@@ -160,13 +160,15 @@ def test_a_new_best_slower_in_absolute_time_says_why(scripted):
     took 15 ms: it is the new best (2x faster beside the draft), and the line says why its time is higher."""
     from evotui.cmd_run import attempt_words
 
-    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2)]}
-    _record, _store, _prompts, events = scripted(["relu"], answers, iterations=2, load=[1.0, 3.0])
-    draft, variant = _recorded(events)
+    answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2), kernel(6.0, 3)]}
+    _record, _store, prompts, events = scripted(["relu"], answers, iterations=3, load=[1.0, 3.0, 1.0])
+    draft, variant, _third = _recorded(events)
     assert variant.new_best and variant.latency_ms == pytest.approx(15.0)
     line = attempt_words(variant)
     assert "new best" in line and "2.00x faster than the best" in line
     assert "10.000 ms" in line and "another window" in line
+    # the next prompt refines the new best (15 ms) with the draft (10 ms) among the ideas tried: it says why
+    assert "It is the best although some earlier attempts below show a lower time" in prompts["relu"][2][1]
 
 
 # -- item 8: the report from verdicts ------------------------------------------------------------------
@@ -325,3 +327,16 @@ def test_caches_are_said_as_a_kernel_can_use_them_and_ceilings_with_how_they_wer
     assert "203 GFLOP/s fp32 (FMA loop) (best of 3 measurements; load 0.4 when last measured)" in text
     real = [*vm[:2], {"level": 3, "type": "Unified", "bytes": 16 << 20, "shared_by": 8}]
     assert "L3 16 MiB shared by 8 cpus" in PromptFacts("cpu", machine={"caches": real}).section(task)
+
+
+def test_the_final_window_is_said_in_one_line(scripted):
+    from evotui.cmd_run import Reporter
+
+    answers = {"relu": [kernel(10.0, 1), kernel(8.0, 2), kernel(5.0, 3)]}
+    _record, _store, _prompts, events = scripted(["relu"], answers, iterations=3, final_window=True)
+    reporter = Reporter(quiet=False)
+    for e in events:
+        reporter.on_event(e)
+    line = reporter.lines[-1]
+    assert line.endswith("relu final window: the best 2.00x faster than the first feasible kernel [2.00, 2.00], "
+                         "2.00x faster than PyTorch [2.00, 2.00]"), line
