@@ -481,3 +481,19 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     assert got[0]["inputs"][0]["shape"][1] > 96            # the other case still grown toward the window
     notes = " ".join(out["notes"])
     assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
+
+
+def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
+    from core.probe import _Progress, probe
+
+    cases = [unary_case([2048, 4096]), unary_case([1024, 4096]), unary_case([64, 64])]
+    spec = load_suite(write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)})).get("unary").spec()
+
+    def measure(spec, threads, call_cap, trace=False):   # a fast machine: every case well under the window
+        return {"ms": 0.1, "case_ms": [0.1] * len(spec.cases), "ops": {}}
+
+    job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
+           "threads": 1, "trace": False}
+    out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    assert out["ok"] and out["reason"] == "memory_cap", out
+    assert "3 cases are at their memory budget (48 MiB" in out["problem"]
