@@ -89,13 +89,15 @@ def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
 
     out = {}
     for c, case in enumerate(cases):
+        extents = {n for entry in case.get("inputs", []) for shape in entry_shapes(entry) for n in shape}
         for i, entry in enumerate(case.get("inputs", [])):
             value = entry.get("value")
             if isinstance(value, list) and value and all(type(v) is int for v in value):
-                # a list of extents given as an attribute (LayerNorm's normalized_shape): scaled with the
-                # tensors' extents, so equal ones stay equal
+                # a list of extents given as an attribute (LayerNorm's normalized_shape): the numbers that
+                # are a tensor's extents too are scaled with them (equal ones stay equal); others (repeat
+                # counts, permutations) are not sizes
                 for d, n in enumerate(value):
-                    if n >= MIN_SIZE:
+                    if n >= MIN_SIZE and n in extents:
                         out[f"{c}/{i}v/{d}"] = n
                 continue
             listed = "shape" not in entry

@@ -373,6 +373,16 @@ def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smalle
             x, groups, w, _ = case["inputs"]
             assert x["shape"][1] % groups["value"] == 0 and w["shape"] == [x["shape"][1]]
         assert all(c["inputs"][0]["shape"][-1] % 2 == 0 for c in scale_task(suite.get("swiglu"), factor).cases)
+    # a normalized_shape written as an attribute follows the extents it names; a repeat count is no size
+    from core.sizing import scale_cases
+
+    ln = {"inputs": [{"name": "x", "dtype": "float32", "shape": [4, 128, 4096]},
+                     {"name": "normalized_shape", "value": [4096]}, {"name": "repeats", "value": [16, 1]}]}
+    (half,) = scale_cases((ln,), 0.5)
+    assert [e.get("shape") or e.get("value") for e in half["inputs"]] == [[4, 64, 2048], [2048], [16, 1]]
+    # group count equal to the channels: the channels stay as written
+    (g,) = scale_cases((gn_case(2, 64, 64, 64, 64),), 0.5)
+    assert g["inputs"][0]["shape"][1] == 64 and g["inputs"][2]["shape"] == [64]
     # an argmax's 4096 x 4095 beside a batch of 128 that divides one of them: the larger stays the larger
     for f in range(5, 1000, 7):
         out = scale_values({"batch": 128, "dim1": 4096, "dim2": 4095}, f / 1000)
