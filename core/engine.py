@@ -159,9 +159,28 @@ class Engine:
         return RunRecord(id=run_id, method=method, config=config, tasks=[t.id for t in tasks],
                          started_at=time.time(), progress=progress)
 
+    async def _vet_references(self, run: RunRecord, tasks: list[Task]) -> None:
+        """Run each task's reference once before any model call (a task not started yet): a reference that
+        cannot run here (killed for memory or time, a failure at its sizes) marks the task broken with
+        its reason, and no answer is asked for it. Skipped where the verifier has no ``reference``."""
+        reference = getattr(self.verifier, "reference", None)
+        if reference is None:
+            return
+        for task in tasks:
+            progress = run.progress.get(task.id)
+            if progress is None or progress.iterations_used or progress.broken:
+                continue
+            try:
+                await asyncio.to_thread(reference, task.spec(), False)
+            except ReferenceFailed as exc:
+                progress.broken = str(exc)
+                self.store.put_run(run)
+                self.bus.emit(ev.EngineProblem(str(exc), task=task.id))
+
     async def _loop(self, run: RunRecord, tasks: list[Task]) -> None:
         budget = run.config["iterations"]
         by_id = {t.id: t for t in tasks}
+        await self._vet_references(run, tasks)
         while True:
             if self._stop.is_set():
                 raise RunStopped("stopped")

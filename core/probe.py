@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict
 
 from core.sizing import (
     CALL_CAP_S,
+    CASES_BYTES_BUDGET,
     MAX_GROWTH,
     MAX_STEPS,
     START_BYTES,
     WINDOW_MS,
+    case_bytes,
     fit_cases,
     fixed_divisors,
     scale_cases,
@@ -58,16 +60,29 @@ class _Progress:
             f.write(json.dumps(record) + "\n")
 
 
-def spec_at(spec: TaskSpec, factor: float) -> tuple[TaskSpec, dict[str, int]]:
-    """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides."""
+def spec_at(spec: TaskSpec, factor: float, pinned: dict[int, str] | None = None) -> tuple[TaskSpec, dict[str, int]]:
+    """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides.
+    ``pinned``: cases by index whose reference failed at scaled sizes, "keep" (as written) or "drop"."""
+    pinned = pinned or {}
     sizes = size_constants(spec.source)
     scaled = scale_values(sizes, factor, fixed=fixed_divisors(spec.source)) if sizes and factor != 1.0 else dict(sizes)
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
     cases = scale_cases(spec.cases, factor) if spec.cases and spec.case_file and factor != 1.0 else spec.cases
     if spec.case_file:  # never grown past the cases' memory budget (the largest shrink back to fit it)
-        cases = fit_cases(cases)[0]
+        # a case kept as written that alone is over the budget cannot run here at all
+        pinned = {k: ("drop" if how == "keep" and case_bytes(spec.cases[k]) > CASES_BYTES_BUDGET else how)
+                  for k, how in pinned.items()}
+        left = [k for k in range(len(cases)) if pinned.get(k) != "drop"]
+        chosen = tuple(spec.cases[k] if pinned.get(k) == "keep" else cases[k] for k in left)
+        cases = fit_cases(chosen, keep=frozenset(i for i, k in enumerate(left) if pinned.get(k) == "keep"))[0]
     return replace(spec, size_overrides=overrides, cases=cases), overrides
+
+
+def _original_case(k: int, n: int, pinned: dict[int, str]) -> int:
+    """The index in the task's own cases of case ``k`` of a spec made with ``pinned`` (dropped ones gone)."""
+    left = [i for i in range(n) if pinned.get(i) != "drop"]
+    return left[k] if 0 <= k < len(left) else -1
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -126,9 +141,14 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
     ops: dict[str, int] = {}
     for k in range(max(1, len(spec.cases))):
         torch.manual_seed(1 + k)
-        inputs = _case_inputs(module, k)
+        try:
+            inputs = _case_inputs(module, k)
+            with torch.no_grad():
+                first = _call(model, inputs)
+        except Exception as exc:
+            exc.evokernel_case = k  # type: ignore[attr-defined]   # which case failed, for the sizer
+            raise
         with torch.no_grad():
-            first = _call(model, inputs)
             calls = [first]
             if first[0] < call_cap_s:
                 # calls for at least 0.4 s: a first few slow calls (an operator's warm-up) and a moment of the
@@ -219,7 +239,12 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     notes: list[str] = []
     has_sizes = bool(size_constants(spec.source)) or bool(spec.cases)
 
-    current, overrides = spec_at(spec, factor)
+    pinned: dict[int, str] = {}   # cases whose reference failed at scaled sizes: kept as written, or dropped
+
+    def at(f: float) -> tuple[TaskSpec, dict[str, int]]:
+        return spec_at(spec, f, pinned)
+
+    current, overrides = at(factor)
     load_task_module(current)  # a task that does not load fails here, before any sizing
     progress.write({"loaded": True})
     nbytes = meta_bytes(current)
@@ -235,13 +260,13 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         a, b = math.log(1e-4), math.log(factor)
         for _ in range(30):
             mid = (a + b) / 2
-            got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+            got = meta_bytes(at(math.exp(mid))[0])
             if got is not None and got <= cap:
                 a = mid
             else:
                 b = mid
         factor = math.exp(a)
-        current, overrides = spec_at(spec, factor)
+        current, overrides = at(factor)
         nbytes = meta_bytes(current)
         notes.append(f"shrunk to fit {cap / 2**30:.1f} GiB before timing")
         progress.write({"factor": factor, "bytes": nbytes})
@@ -251,10 +276,10 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         a, b = math.log(1e-4), math.log(factor)
         for _ in range(20):
             mid = (a + b) / 2
-            got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+            got = meta_bytes(at(math.exp(mid))[0])
             a, b = (mid, b) if got is not None and got <= START_BYTES else (a, mid)
         factor = math.exp(a)
-        current, overrides = spec_at(spec, factor)
+        current, overrides = at(factor)
         nbytes = meta_bytes(current)
 
     capped = False
@@ -267,12 +292,30 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     failures = 0
     too_small: float | None = None  # the largest factor at which the reference failed (sized too small)
     too_big: float | None = None    # the smallest factor at which it ran out of memory
-    for step in range(MAX_STEPS):
+    for step in range(MAX_STEPS + 2 * len(spec.cases)):  # a case pinned (see below) takes a step
         progress.write({"factor": factor, "bytes": nbytes, "started": True})
         try:
             result = measure(current, threads, call_cap, trace=False)
         except Exception as exc:
             oom = _out_of_memory(exc)
+            case = getattr(exc, "evokernel_case", -1)
+            k = _original_case(case, len(spec.cases), pinned) if spec.case_file and isinstance(case, int) else -1
+            if auto and not oom and k >= 0 and pinned.get(k) != "drop" and \
+                    len([i for i in range(len(spec.cases)) if pinned.get(i) != "drop"]) > 1:
+                # one case's own constraint broken by scaling (a split's sections no longer summing to its
+                # extent): that case stays as written from now on, and is dropped if it fails even so
+                what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
+                if pinned.get(k) == "keep" or spec.cases[k] == current.cases[int(case)]:
+                    pinned[k] = "drop"
+                    notes.append(f"case {k} dropped: its reference fails at its own sizes ({what})")
+                else:
+                    pinned[k] = "keep"
+                    notes.append(f"case {k} kept as written: its reference fails at scaled sizes ({what})")
+                current, overrides = at(factor)
+                nbytes = meta_bytes(current)
+                tried.clear()   # every size measured so far had that case at other sizes
+                previous = None
+                continue
             # out of memory: an intermediate the meta device does not count (attention's N x N scores), shrink;
             # otherwise scaled too small for the operator (a pooling window longer than its input), grow back
             if not (auto and has_sizes and (oom or factor < 1)):
@@ -297,11 +340,11 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                            default=None)
                 wanted = math.sqrt(factor * high) if high is not None else min(1.0, factor * 2)
             for _ in range(30):  # sizes at their floors move only once the factor has moved far enough
-                if _sizes_key(spec_at(spec, wanted)[0]) != _sizes_key(current) or not 1e-4 < wanted < 1:
+                if _sizes_key(at(wanted)[0]) != _sizes_key(current) or not 1e-4 < wanted < 1:
                     break
                 wanted = min(1.0, wanted * 1.5) if not oom else max(1e-4, wanted / 1.5)
             factor = wanted
-            current, overrides = spec_at(spec, factor)
+            current, overrides = at(factor)
             nbytes = meta_bytes(current)
             continue
         key = _sizes_key(current)
@@ -337,7 +380,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         wanted = min(wanted, MAX_GROWTH, factor * 8)  # grow at most 8x per step: overhead hides the work
         if below is not None and above is not None and not below < wanted < above:
             wanted = math.sqrt(below * above)        # bracketed: bisect between the two
-        nxt, nxt_overrides = spec_at(spec, wanted)
+        nxt, nxt_overrides = at(wanted)
         # sizes move in steps (divisors, floors): nudge until they do move
         for _ in range(10):
             if _sizes_key(nxt) != key:
@@ -346,16 +389,16 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             if not 1e-4 <= wanted <= MAX_GROWTH or (below is not None and wanted <= below) or \
                     (above is not None and wanted >= above):
                 break
-            nxt, nxt_overrides = spec_at(spec, wanted)
+            nxt, nxt_overrides = at(wanted)
 
         if _sizes_key(nxt) in tried and below is not None and above is not None:
             wanted = math.sqrt(below * above)  # a noisy estimate led back: bisect the bracket instead
-            nxt, nxt_overrides = spec_at(spec, wanted)
+            nxt, nxt_overrides = at(wanted)
         for _ in range(5):  # no bracket yet: step on by a fixed ratio past the sizes already tried
             if _sizes_key(nxt) not in tried or (below is not None and above is not None):
                 break
             wanted = wanted * (0.6 if ms > hi else 1.6)
-            nxt, nxt_overrides = spec_at(spec, wanted)
+            nxt, nxt_overrides = at(wanted)
         if _sizes_key(nxt) in tried:
             under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
             over = min((t.ms for t in tried.values() if t.ms > hi), default=None)
@@ -375,12 +418,12 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             a, b = math.log(factor), math.log(wanted)
             for _ in range(14):
                 mid = (a + b) / 2
-                got = meta_bytes(spec_at(spec, math.exp(mid))[0])
+                got = meta_bytes(at(math.exp(mid))[0])
                 a, b = (mid, b) if got is not None and got <= cap else (a, mid)
             capped = True
             notes.append("growth stopped at the memory cap")
             wanted = math.exp(a)
-            nxt, nxt_overrides = spec_at(spec, wanted)
+            nxt, nxt_overrides = at(wanted)
             nb = meta_bytes(nxt)
             if _sizes_key(nxt) == key:
                 break
@@ -435,7 +478,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                      "(a performance cliff, or a busy machine)")
     if ms is not None and not lo <= ms <= hi:
         smallest_ran = too_small is not None and best.factor == min(t.factor for t in tried.values())
-        at_floor = has_sizes and ms > hi and (_sizes_key(current) == _sizes_key(spec_at(spec, 1e-4)[0]) or smallest_ran)
+        at_floor = has_sizes and ms > hi and (_sizes_key(current) == _sizes_key(at(1e-4)[0]) or smallest_ran)
         if ms > hi and best.on_cpu < BUSY_ON_CPU:
             why, reason = (f"the machine's other load: its best call ran on a CPU for {best.on_cpu:.0%} of its time"
                            + (f" (with {threads} threads: try threads = 1 on a shared machine)" if threads > 1 else "")
@@ -448,6 +491,11 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                            + "): its least work is over the window on this machine"), "at_floor"
         elif ms < lo and capped:
             why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
+        elif ms < lo and spec.case_file and \
+                sum(case_bytes(c) for c in current.cases) >= 0.9 * CASES_BYTES_BUDGET:
+            why, reason = (f"its {len(current.cases)} cases are at their memory budget "
+                           f"({CASES_BYTES_BUDGET / 2**20:.0f} MiB of inputs in all: a verification keeps "
+                           "every trial's results of every case)"), "memory_cap"
         elif stuck and reason == "cliff" and (slowed := nearest_over()) is not None and slowed.on_cpu < BUSY_ON_CPU:
             why, reason = (stuck.split(" (")[0] + ", and the calls over the window ran on a CPU for "
                            f"{slowed.on_cpu:.0%} of their time: the machine's other load"), "busy"

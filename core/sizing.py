@@ -52,7 +52,7 @@ def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
         lo = min(v, floor)
         r = max(lo, round(v * factor))
         divisors = [scaled[d] for d in distinct if d < v and v % d == 0 and d >= floor]
-        divisors += [d for d in fixed if 1 < d < v and v % d == 0]
+        divisors += [d for d in fixed if 1 < d <= v and v % d == 0]  # num_groups == channels: not scaled
         step = 1
         for d in divisors:
             step = lcm(step, d)
@@ -89,7 +89,17 @@ def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
 
     out = {}
     for c, case in enumerate(cases):
+        extents = {n for entry in case.get("inputs", []) for shape in entry_shapes(entry) for n in shape}
         for i, entry in enumerate(case.get("inputs", [])):
+            value = entry.get("value")
+            if isinstance(value, list) and value and all(type(v) is int for v in value):
+                # a list of extents given as an attribute (LayerNorm's normalized_shape): the numbers that
+                # are a tensor's extents too are scaled with them (equal ones stay equal); others (repeat
+                # counts, permutations) are not sizes
+                for d, n in enumerate(value):
+                    if n >= MIN_SIZE and n in extents:
+                        out[f"{c}/{i}v/{d}"] = n
+                continue
             listed = "shape" not in entry
             for j, shape in enumerate(entry_shapes(entry)):
                 where = f"{i}.{j}" if listed else f"{i}"
@@ -104,7 +114,10 @@ def _with_sizes(case: dict[str, Any], new: dict[str, int]) -> dict[str, Any]:
     inputs = []
     for i, entry in enumerate(case.get("inputs", [])):
         entry = dict(entry)
-        if "value" not in entry and isinstance(entry.get("shape"), list):
+        value = entry.get("value")
+        if isinstance(value, list) and all(type(v) is int for v in value):
+            entry["value"] = [new.get(f"0/{i}v/{d}", n) for d, n in enumerate(value)]
+        elif "value" not in entry and isinstance(entry.get("shape"), list):
             entry["shape"] = [new.get(f"0/{i}/{d}", n) for d, n in enumerate(entry["shape"])]
         elif "value" not in entry and isinstance(entry.get("shapes"), list):
             entry["shapes"] = [[new.get(f"0/{i}.{j}/{d}", n) for d, n in enumerate(shape)]
@@ -158,12 +171,21 @@ def case_bytes(case: dict[str, Any]) -> int:
     return total
 
 
-def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET
-              ) -> tuple[tuple[dict[str, Any], ...], list[str]]:
+def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET,
+              keep: frozenset[int] = frozenset()) -> tuple[tuple[dict[str, Any], ...], list[str]]:
     """The cases brought within ``budget`` bytes of inputs in all, and notes on what changed: the largest
     cases shrink (each to the same cap, every extent scaled alike, its constraints kept as scaling keeps
     them), smaller ones stay as written; a case still over its share at its smallest sizes is dropped,
-    unless it is the last one. Cases already within the budget come back unchanged."""
+    unless it is the last one. Cases already within the budget come back unchanged. The cases indexed
+    by ``keep`` are never changed (their reference fails at other sizes) but count against the budget."""
+    if keep:
+        kept = sum(case_bytes(cases[k]) for k in keep if k < len(cases))
+        rest = tuple(c for k, c in enumerate(cases) if k not in keep)
+        fitted, notes = fit_cases(rest, max(0, budget - kept)) if rest else ((), [])
+        it = iter(fitted)
+        # a dropped case of the rest shortens ``fitted``: the kept ones keep their places among those left
+        placed = [cases[k] if k in keep else next(it, None) for k in range(len(cases))]
+        return tuple(c for c in placed if c is not None), notes
     sizes = [case_bytes(c) for c in cases]
     if not cases or sum(sizes) <= budget:
         return cases, []

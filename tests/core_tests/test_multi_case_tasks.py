@@ -373,6 +373,16 @@ def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smalle
             x, groups, w, _ = case["inputs"]
             assert x["shape"][1] % groups["value"] == 0 and w["shape"] == [x["shape"][1]]
         assert all(c["inputs"][0]["shape"][-1] % 2 == 0 for c in scale_task(suite.get("swiglu"), factor).cases)
+    # a normalized_shape written as an attribute follows the extents it names; a repeat count is no size
+    from core.sizing import scale_cases
+
+    ln = {"inputs": [{"name": "x", "dtype": "float32", "shape": [4, 128, 4096]},
+                     {"name": "normalized_shape", "value": [4096]}, {"name": "repeats", "value": [16, 1]}]}
+    (half,) = scale_cases((ln,), 0.5)
+    assert [e.get("shape") or e.get("value") for e in half["inputs"]] == [[4, 64, 2048], [2048], [16, 1]]
+    # group count equal to the channels: the channels stay as written
+    (g,) = scale_cases((gn_case(2, 64, 64, 64, 64),), 0.5)
+    assert g["inputs"][0]["shape"][1] == 64 and g["inputs"][2]["shape"] == [64]
     # an argmax's 4096 x 4095 beside a batch of 128 that divides one of them: the larger stays the larger
     for f in range(5, 1000, 7):
         out = scale_values({"batch": 128, "dim1": 4096, "dim2": 4095}, f / 1000)
@@ -425,3 +435,75 @@ def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_
     # a single-case task's prompt has no such section
     relu = load_suite(ROOT / "tests" / "fixtures" / "suite").get("relu")
     assert "## Cases" not in prompts.draft_prompt(relu, "cpu", [], [], [])[1][1]
+
+
+FLATTEN = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, length):
+        return x.reshape(length)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "flat.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"]] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_drops_that_case(tmp_path):
+    """A flattened length written as an attribute is a constraint no rule names: scaled, the tensor no
+    longer has 6400 elements. The sizer learns it from the reference's failure at those sizes: that case
+    stays as written; a case whose reference fails even as written is dropped; the others are still sized."""
+    from core.probe import _Progress, probe
+
+    def flat_case(width: int, length: int) -> dict:
+        return {"inputs": [{"name": "x", "dtype": "float32", "shape": [64, width]},
+                           {"name": "length", "dtype": "int", "value": length}]}
+
+    cases = [flat_case(96, -1), flat_case(100, 6400), flat_case(90, 5000)]
+    spec = load_suite(write(tmp_path / "s", {"flat.py": FLATTEN, "flat.json": jsonl(cases)})).get("flat").spec()
+    def measure(spec, threads, call_cap, trace=False):   # the reference's own check, and a time by bytes
+        module = load_task_module(spec)
+        for k in range(len(spec.cases)):
+            try:
+                module.Model()(*make_inputs(module.get_inputs, Trial(seed=k, distribution="normal", case=k)))
+            except Exception as exc:
+                exc.evokernel_case = k
+                raise
+        from core.sizing import case_bytes
+
+        case_ms = [case_bytes(c) / 1e4 for c in spec.cases]
+        return {"ms": max(case_ms), "case_ms": case_ms, "ops": {}}
+
+    job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
+           "threads": 1, "trace": False}
+    out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    assert out["ok"], out
+    got = out["cases"]
+    assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
+    assert got[0]["inputs"][0]["shape"][1] > 96            # the other case still grown toward the window
+    notes = " ".join(out["notes"])
+    assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
+
+
+def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
+    from core.probe import _Progress, probe
+
+    cases = [unary_case([2048, 4096]), unary_case([1024, 4096]), unary_case([64, 64])]
+    spec = load_suite(write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)})).get("unary").spec()
+
+    def measure(spec, threads, call_cap, trace=False):   # a fast machine: every case well under the window
+        return {"ms": 0.1, "case_ms": [0.1] * len(spec.cases), "ops": {}}
+
+    job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
+           "threads": 1, "trace": False}
+    out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    assert out["ok"] and out["reason"] == "memory_cap", out
+    assert "3 cases are at their memory budget (48 MiB" in out["problem"]
