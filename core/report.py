@@ -299,3 +299,39 @@ def plot_roofline(metrics: list[RunMetrics], out_dir: Path) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def hand_rows(workspace: Workspace) -> dict[str, dict[str, Any]]:
+    """A person's hand edits per task, runs or none: how many (and how many were typos: a save that
+    failed to build or the format gate), the first correct one and the best one, each with its
+    speedup over PyTorch from its own window, and the best over the first from one window
+    (``over_first_paired``: the best's gain when it was timed beside the first; otherwise "not measured
+    together", never a ratio of two windows' figures). The best is the task's recorded best when a
+    person wrote it, else the first correct edit."""
+    if not workspace.memory_path.exists():
+        return {}
+    rows: dict[str, dict[str, Any]] = {}
+    with Store.open(workspace.memory_path, readonly=True) as store:
+        edits: dict[str, list[Experience]] = {}
+        for exp in store.iter_experiences(kind="human_edit"):
+            edits.setdefault(exp.task_id, []).append(exp)
+        for task_id, exps in sorted(edits.items()):
+            exps.sort(key=lambda e: (e.created_at, e.id))
+            state = store.get_task(task_id)
+            correct = [e for e in exps if e.result.timed]
+            first = correct[0] if correct else None
+            best = next((e for e in correct if state is not None and e.id == state.best_id), first)
+            row: dict[str, Any] = {"edits": len(exps), "typos": sum(1 for e in exps if (e.extra or {}).get("slip")),
+                                   "first_id": first.id if first else None, "best_id": best.id if best else None,
+                                   "best_is_the_tasks": best is not None and state is not None
+                                   and best.id == state.best_id}
+            for name, chosen in (("first", first), ("best", best)):
+                result = chosen.result if chosen is not None else None
+                row[f"{name}_ms"] = result.latency_ms if result else None
+                row[f"{name}_speedup"] = result.speedup if result else None
+            paired = over_first_paired(best.result, first.result) if best and first else None
+            row["best_over_first"] = paired[0] if paired else None
+            row["best_over_first_ci"] = paired[1] if paired else None
+            row["over_first"] = ("" if paired or not (best and first) else "not measured together")
+            rows[task_id] = row
+    return rows

@@ -31,6 +31,7 @@ from evotui.run_control import RunControl
 from evotui.screens.first_run import FirstRunScreen
 from evotui.screens.main import MainScreen
 from evotui.screens.memory import MemoryScreen
+from evotui.widgets import marks
 from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunStatus
 
@@ -48,13 +49,14 @@ class EvoKernelApp(RunControl, Readers, App):
 
     run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
 
-    def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True) -> None:
+    def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True,
+                 overrides: dict | None = None) -> None:
         super().__init__()
         self.workspace = workspace
         self.created = list(created or [])
         self.prefs = Preferences.load(workspace.state_dir)
-        self.config = workspace.config()
-        self.host = EngineHost(workspace, self.post_message, watch=watch)
+        self.config = workspace.config().model_copy(update=overrides or {})   # `ui --suite/--size-scale`
+        self.host = EngineHost(workspace, self.post_message, watch=watch, config=self.config)
         self.main = MainScreen()
         self._memory: MemoryScreen | None = None
         self._before_start: tuple[str, str | None] = ("idle", None)
@@ -76,7 +78,8 @@ class EvoKernelApp(RunControl, Readers, App):
     def on_mount(self) -> None:
         if self.created:
             ready = bool(self.config.llm.base_url and self.config.llm.model)
-            self.push_screen(FirstRunScreen(str(self.workspace.root), self.created, ready))
+            self.push_screen(FirstRunScreen(str(self.workspace.root), self.created, ready, suite=self.config.suite,
+                                            size_scale=self.config.size_scale, backend=self.config.backend))
 
     def start_engine_host(self) -> None:
         """Open the session in the background (the main screen calls this once it is drawn)."""
@@ -100,10 +103,13 @@ class EvoKernelApp(RunControl, Readers, App):
         gc.freeze()
         self.run_status = self.run_status.but(state="idle", model=message.model, backend=message.backend,
                                               llm_ok=message.llm_problem is None)
+        self.main.suite = marks.suite_name(self.config.suite, self.config.size_scale)
         self.main.show_tasks(message.tasks)
         llm = (f"model {message.model} at {self.host.opened.config.llm.base_url}" if message.llm_problem is None
                else message.llm_problem)
-        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')}, {message.backend} backend"
+        suite = marks.suite_name(self.config.suite, self.config.size_scale, full=True)
+        self.main.note(f"workspace {message.name}: {plural(len(message.tasks), 'task')} of {suite}, "
+                       f"{message.backend} backend"
                        f" · {llm}",
                        "" if message.llm_problem is None else "warn")
         run = message.resumable
@@ -193,9 +199,12 @@ class EvoKernelApp(RunControl, Readers, App):
         await self.run_action(key.action, owner)
 
 
-def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True) -> EvoKernelApp:
+def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True,
+             suite: str | None = None, size_scale: float | str | None = None) -> EvoKernelApp:
     """The workbench on the workspace at ``workspace_path`` (which must exist: see ``Workspace.init``).
 
     ``created`` lists what was just created (it shows the first-run screen); ``watch=False`` turns off
-    re-verifying saves in kernels/ (for screenshots)."""
-    return EvoKernelApp(Workspace(Path(workspace_path).resolve()), created=created, watch=watch)
+    re-verifying saves in kernels/ (for screenshots); ``suite`` and ``size_scale`` override the
+    workspace's settings for this session (``evokernel ui --suite --size-scale``, as ``run`` takes)."""
+    overrides = {k: v for k, v in (("suite", suite), ("size_scale", size_scale)) if v is not None}
+    return EvoKernelApp(Workspace(Path(workspace_path).resolve()), created=created, watch=watch, overrides=overrides)

@@ -6,6 +6,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.report import RunMetrics
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +49,8 @@ def _roof_task(r: dict | None) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from core.report import load_metrics, plot
+    from core.errors import WorkspaceError
+    from core.report import hand_rows, load_metrics, plot
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
@@ -54,12 +59,51 @@ def run(args: argparse.Namespace) -> int:
 
         for problem in retime(ws, args.runs):
             print(problem, file=sys.stderr)
-    metrics = load_metrics(ws, args.runs)
+    hand = {} if args.runs else hand_rows(ws)     # named runs: those only
+    try:
+        metrics = load_metrics(ws, args.runs)
+    except WorkspaceError:
+        if args.runs or not hand:
+            raise
+        metrics = []   # no run yet, but hand edits: their rows alone
     out_dir = Path(args.out) if args.out else ws.state_dir / "reports"
-    pngs = plot(metrics, out_dir)
+    pngs = plot(metrics, out_dir) if metrics else []
     if args.json:
-        print(json.dumps({"runs": [m.to_dict() for m in metrics], "plots": [str(p) for p in pngs]}, indent=1))
+        print(json.dumps({"runs": [m.to_dict() for m in metrics], "hand": hand, "plots": [str(p) for p in pngs]},
+                         indent=1))
         return 0
+    from evotui.table_output import to_terminal
+
+    if metrics:
+        _print_runs(metrics, args.tasks)
+    if hand:
+        if metrics:
+            print()
+        _print_hand(hand)
+    for p in pngs:
+        print(f"wrote {p}", file=sys.stdout if to_terminal() else sys.stderr)
+    return 0
+
+
+def _x(value: float | None) -> str:
+    return f"{value:.2f}x" if value else "-"
+
+
+def _print_hand(hand: dict) -> None:
+    """One row per task a person edited: edits (typos among them), the first correct and the best."""
+    from evotui.table_output import Column, print_table
+
+    columns = [Column("task"), *(Column(c, "right") for c in ("edits", "typos", "first ms", "first", "best ms",
+                                                               "best", "best/first"))]
+    print_table(columns, [[task, r["edits"], r["typos"], f"{r['first_ms']:.3f}" if r["first_ms"] else "-",
+                           _x(r["first_speedup"]), f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
+                           _x(r["best_speedup"]),
+                           _x(r["best_over_first"]) if r["best_over_first"] else (r.get("over_first") or "-")]
+                          for task, r in hand.items()],
+                title="hand edits (speedups over PyTorch, each from its own window)")
+
+
+def _print_runs(metrics: list[RunMetrics], with_tasks: bool) -> None:
     from evotui.table_output import Column, print_table, to_terminal
 
     columns = [Column(c, "left" if c in ("run", "status", "method", "model") else "right")
@@ -69,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
                            f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _over_first(m),
                            _fmt(m.median_iqr(m.speedup_over_reference)), _roof(m.median_iqr(m.roofline_fraction))]
                           for m in metrics], title="runs")
-    if args.tasks:
+    if with_tasks:
         terminal = to_terminal()
         by_task = [Column("task"), *(Column(c, "right") for c in ("attempts", "feasible at", "first ms", "best ms",
                                                                   "speedup", "roofline"))]
@@ -86,6 +130,3 @@ def run(args: argparse.Namespace) -> int:
         if not terminal:   # one TSV table, a run column first
             print()
             print_table([Column("run"), *by_task], every)
-    for p in pngs:
-        print(f"wrote {p}", file=sys.stdout if to_terminal() else sys.stderr)
-    return 0

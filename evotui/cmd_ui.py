@@ -9,7 +9,11 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ui", help="open the workbench (the default with no command)")
-    p.set_defaults(func=run)
+    p.add_argument("--suite", default=None,
+                   help='"builtin" or a folder of KernelBench-format files (default: the workspace\'s)')
+    p.add_argument("--size-scale", default=None,
+                   help='scale module-level sizes: a factor in (0, 1] or "auto" (default: the workspace\'s)')
+    p.set_defaults(func=run, suite=None, size_scale=None)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,5 +25,5 @@ def run(args: argparse.Namespace) -> int:
 
     from evotui.app import make_app
 
-    make_app(workspace.root, created=created).run()
+    make_app(workspace.root, created=created, suite=args.suite, size_scale=args.size_scale).run()
     return 0

@@ -1,4 +1,9 @@
-"""``evokernel verify CANDIDATE_DIR --task ID``: the verdict, gate by gate.
+"""``evokernel verify CANDIDATE_DIR [--task ID]``: the verdict, gate by gate. Without ``--task`` the
+task is the folder's name (``kernels/<task>/``, or its ``best/``).
+
+A verdict the workbench recorded for the same files is given at once: a refinement was timed beside
+the best it was made against, so that best is passed again and the verifier's record of that window
+is found (``--fresh`` measures again).
 
 Exit 0 whenever verification ran, whatever the verdict; 2 for usage errors (unknown task, missing
 folder, broken reference).
@@ -10,6 +15,11 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.tasks import Suite
+    from core.workspace import Workspace
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
 
@@ -17,7 +27,8 @@ MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("verify", help="verify a candidate folder against a task, gate by gate")
     p.add_argument("candidate", help="folder with model.py and kernel sources")
-    p.add_argument("--task", required=True, help="task id (see `evokernel tasks`)")
+    p.add_argument("--task", default=None,
+                   help="task id (see `evokernel tasks`); default: the folder's name, as in kernels/<task>/")
     p.add_argument("--suite", default=None, help='"builtin" (default) or a folder of KernelBench-format files')
     p.add_argument("--backend", default=None, help="cpu (default), cuda or ascend")
     p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
@@ -74,10 +85,15 @@ def _verify(args: argparse.Namespace) -> int:
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} \
         if scale == "auto" else {}
-    task = scale_task(suite.get(args.task), scale, **probe)  # "auto" measures with verification's threads
+    task = scale_task(suite.get(args.task or task_of_folder(folder, suite)), scale, **probe)
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh)
+        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
+        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
         isolation = verifier.isolation
+    not_reused = ""
+    if recorded and not outcome.from_cache:
+        not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]}) was measured with other "
+                      "settings (threads, sizes, verifier options or machine): verified again")
     data = outcome.to_dict()
     if args.json:
         data["scaled"] = task.scale_note() or None
@@ -90,6 +106,8 @@ def _verify(args: argparse.Namespace) -> int:
     console = Console()
     if task.size_overrides:
         console.print(f"[yellow]{escape(task.scale_note())}[/]")
+    if not_reused:
+        console.print(f"[dim]{escape(not_reused)}[/]")
     table = Table(box=None, show_header=False)
     table.add_column("mark")
     table.add_column("gate")
@@ -106,3 +124,40 @@ def _verify(args: argparse.Namespace) -> int:
         console.print(f"[yellow]flag:[/] {escape(flag)}")
     console.print(f"[dim]sandbox: {escape(isolation)}[/]")
     return 0
+
+
+def task_of_folder(folder: Path, suite: Suite) -> str:
+    """The task a candidate folder is for, from its name: ``kernels/<task>/`` or ``kernels/<task>/best/``."""
+    from core.errors import TaskError
+
+    path = folder.resolve()
+    ids = {t.id for t in suite.tasks}
+    for name in (path.name, path.parent.name if path.name == "best" else ""):
+        if name in ids:
+            return name
+    raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --task ID "
+                    "(`evokernel tasks` lists them)")
+
+
+def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
+    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
+    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
+    verdict it recorded for that window."""
+    from core.workspace_files import files_hash, read_candidate_files
+    from store import Store
+    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
+
+    if not ws.memory_path.exists():
+        return None
+    digest = files_hash(read_candidate_files(folder))
+    try:
+        with Store.open(ws.memory_path, readonly=True) as store:
+            for exp in store.iter_experiences(task=task_id, backend=backend):
+                best_id = (exp.extra or {}).get("best")
+                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
+                    best = store.get(best_id)
+                    if best is not None and best.files:
+                        return exp.id, dict(best.files)
+    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
+        return None   # a memory that cannot be read: verify as if none was recorded
+    return None

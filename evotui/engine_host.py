@@ -27,6 +27,7 @@ from core.workspace import Workspace
 from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
 
 if TYPE_CHECKING:
+    from core.config import Config
     from core.session import Session
     from core.watcher import EditWatcher
 
@@ -38,8 +39,10 @@ RESUMABLE = ("running", "stopped", "failed")
 class EngineHost:
     """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
 
-    def __init__(self, workspace: Workspace, post: Callable[[Message], Any], *, watch: bool = True):
+    def __init__(self, workspace: Workspace, post: Callable[[Message], Any], *, watch: bool = True,
+                 config: Config | None = None):
         self.workspace = workspace
+        self.config = config    # the workspace's settings with the command line's overrides
         self._post = post
         self._watch = watch
         self.session: Session | None = None
@@ -79,7 +82,7 @@ class EngineHost:
         try:
             bus = ev.EventBus()
             bus.subscribe(self._forward)
-            self.session = Session(self.workspace, bus=bus)
+            self.session = Session(self.workspace, self.config, bus=bus)
             rows = await asyncio.to_thread(self.session.task_rows)
             problem = self.session.llm_problem()
             last = self.session.latest_run()

@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 from textual.app import SuspendNotSupported
 
@@ -41,6 +42,21 @@ def editor_command(environ=None) -> list[str] | str:
     if shutil.which(command[0]) is None:
         return f"{where} ({command[0]}) was not found; set VISUAL or EDITOR to an installed editor"
     return command
+
+
+VI_FAMILY = ("vi", "vim", "nvim", "gvim", "mvim", "vim.basic", "vim.tiny", "vim.nox", "vim.gtk3")
+SPLITS = ("-o", "-O", "-p")
+
+
+def editor_argv(command: list[str], paths: list[str]) -> list[str]:
+    """The editor's argument list for ``paths``. vi and its kin get several files side by side (``-O``),
+    so each is open and ``:q`` never stops at "E173: 1 more file to edit"; a split the person chose
+    stays; other editors get the files as they are."""
+    name = Path(command[0]).name
+    real = Path(shutil.which(command[0]) or command[0]).resolve().name
+    if len(paths) > 1 and (name in VI_FAMILY and real in VI_FAMILY) and not set(command[1:]) & set(SPLITS):
+        return [*command, "-O", *paths]
+    return [*command, *paths]
 
 
 class RunControl(AppParts):
@@ -180,7 +196,7 @@ class RunControl(AppParts):
                 # Anything raised here must not leave the block: Textual resumes the terminal only
                 # when it ends normally (an exception would leave it suspended, keys echoed raw).
                 try:
-                    subprocess.run([*command, *paths], cwd=folder, check=False)
+                    subprocess.run(editor_argv(command, paths), cwd=folder, check=False)
                 except OSError as exc:
                     failed = exc
         except SuspendNotSupported:

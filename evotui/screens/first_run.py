@@ -9,6 +9,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from evotui import keys
+from evotui.widgets import marks
 
 WHAT = {
     "evokernel.toml": "the workspace's settings: backend, suite, model, budgets",
@@ -17,11 +18,15 @@ WHAT = {
 }
 
 
-def first_run_text(root: str, created: list[str], llm_ready: bool) -> Text:
+def first_run_text(root: str, created: list[str], llm_ready: bool, *, suite: str = "builtin",
+                   size_scale: float | str | None = None, backend: str = "cpu") -> Text:
     """What the screen says (also printed by tests)."""
     text = Text()
     text.append("Welcome to EvoKernel\n\n", style="bold")
-    text.append(f"A new workspace in {root}, with the built-in task suite and the CPU backend.\nCreated:\n")
+    which = "the built-in task suite" if suite in ("", "builtin") else f"the task suite in {suite}"
+    scaled = marks.sizes(size_scale)
+    text.append(f"A new workspace in {root}, with {which}{f' ({scaled})' if scaled else ''} "
+                f"and the {backend.upper() if backend == 'cpu' else backend} backend.\nCreated:\n")
     for name in created:
         text.append(f"  {name:<16}", style="bold")
         text.append(f"{WHAT.get(name, '')}\n")
@@ -51,13 +56,16 @@ class FirstRunScreen(ModalScreen[None]):
     FirstRunScreen Button { margin-top: 1; }
     """
 
-    def __init__(self, root: str, created: list[str], llm_ready: bool = False) -> None:
+    def __init__(self, root: str, created: list[str], llm_ready: bool = False, *, suite: str = "builtin",
+                 size_scale: float | str | None = None, backend: str = "cpu") -> None:
         super().__init__()
         self.root, self.created, self.llm_ready = root, created, llm_ready
+        self.suite, self.size_scale, self.backend = suite, size_scale, backend
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(first_run_text(self.root, self.created, self.llm_ready), id="first-run-text")
+            yield Static(first_run_text(self.root, self.created, self.llm_ready, suite=self.suite,
+                                        size_scale=self.size_scale, backend=self.backend), id="first-run-text")
             yield Button("Open the workbench", variant="primary", id="continue")
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

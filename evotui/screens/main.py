@@ -74,6 +74,7 @@ class MainScreen(Screen):
         self.shown_exp = None
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
+        self.suite = ""     # which suite, and its sizes: the task table's subtitle
         self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
 
     def compose(self) -> ComposeResult:
@@ -151,7 +152,7 @@ class MainScreen(Screen):
         if table.filter_text.strip():
             table.border_subtitle = f"{len(table.shown)} of {plural(total, 'task')} · /{table.filter_text.strip()}"
         else:
-            table.border_subtitle = plural(total, "task")
+            table.border_subtitle = f"{plural(total, 'task')} · {self.suite}" if self.suite else plural(total, "task")
 
     # -- keys ----------------------------------------------------------------------------------------
 

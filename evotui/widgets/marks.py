@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from core.attempts import OutcomeSummary
 from core.policy import UNJUDGED
 from core.prompts import verdict as core_verdict
@@ -71,6 +73,32 @@ def full_verdict(r: OutcomeSummary) -> str:
     if not r.feasible:
         return verdict(r)
     return "✓ " + core_verdict(r).removeprefix("feasible, ")
+
+
+def sizes(size_scale: float | str | None) -> str:
+    """"sizes ×0.5", "sizes scaled: auto", or "" (the task's own sizes)."""
+    if size_scale in (None, "", 1, 1.0, "1"):
+        return ""
+    return "sizes scaled: auto" if str(size_scale) == "auto" else f"sizes ×{size_scale}"
+
+
+def shown_path(path: str | Path) -> str:
+    """A path as a person reads it: relative to the current folder when under it, else with ``~``."""
+    full = Path(path).expanduser().resolve()
+    for base, prefix in ((Path.cwd(), ""), (Path.home(), "~/")):
+        try:
+            return prefix + str(full.relative_to(base.resolve()))
+        except ValueError:
+            continue
+    return str(full)
+
+
+def suite_name(suite: str, size_scale: float | str | None = None, *, full: bool = False) -> str:
+    """"the built-in suite", "suite level1" (the folder's name) or, ``full``, its whole path; then the sizes."""
+    where = shown_path(suite) if full else Path(suite).name
+    name = "the built-in suite" if suite in ("", "builtin") else f"suite {where}"
+    scaled = sizes(size_scale)
+    return f"{name} · {scaled}" if scaled else name
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:

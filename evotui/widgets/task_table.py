@@ -103,6 +103,14 @@ class TaskTable(Table):
         hay = f"{row.id} {row.category} {row.stage} level{row.level} l{row.level}".lower()
         return all(word in hay for word in self.filter_text.lower().split())
 
+    def _ranked(self, ids: list[str]) -> list[str]:
+        """With a filter, the task it names exactly first, then those whose id starts with it, then the
+        rest, each in the suite's order (``softmax`` before ``log_softmax``)."""
+        text = self.filter_text.strip().lower()
+        if not text:
+            return ids
+        return sorted(ids, key=lambda i: (i.lower() != text, not i.lower().startswith(text)))
+
     def set_filter(self, text: str) -> None:
         """Show only the tasks matching ``text`` (marks and statuses of hidden tasks are kept)."""
         self.filter_text = text
@@ -113,7 +121,7 @@ class TaskTable(Table):
         self._ensure_columns()
         keep = self.current_task
         self.rows_by_id = {r.id: r for r in rows}
-        visible = [r.id for r in rows if self.matches(r)]
+        visible = self._ranked([r.id for r in rows if self.matches(r)])
         if visible == self.shown:
             for task_id in visible:
                 self._refresh_row(task_id)

@@ -12,7 +12,7 @@ from waiting import human_attempts, save, wait_for
 pytestmark = pytest.mark.slow
 SIZE = (150, 44)
 
-REASONS = {"same": "reward 0: the same speed as the best", "noisy": "reward 0: too noisy to judge",
+REASONS = {"same": "the same speed as the best", "noisy": "too noisy to judge against the best: measure again",
            "faster": "faster than the best", "slower": "slower than the best"}
 
 
@@ -46,5 +46,5 @@ async def test_the_log_says_what_happened_and_why(workspace):
         await wait_for(pilot, lambda: any(said in line and "the best then" in line for line in log()),
                        what="the refinement's line")
         line = next(line for line in log() if said in line and "the best then" in line)
-        assert "in the same window" in line and REASONS[refine.vs_best] in line, line
+        assert "in the same window" in line and f"{said}: {REASONS[refine.vs_best]}" in line, line
         await pilot.press("q")

@@ -1,0 +1,39 @@
+"""Issue 27, item 3: the suite in use is visible (welcome screen, task table, log), and
+`evokernel ui` takes `--suite` and `--size-scale` like `run`."""
+
+from __future__ import annotations
+
+from conftest import SUITE
+
+from waiting import wait_for
+
+SIZE = (150, 44)
+
+
+def test_the_welcome_screen_names_a_folder_suite_and_its_sizes():
+    from evotui.screens.first_run import first_run_text
+
+    text = first_run_text("/tmp/ws", ["evokernel.toml"], False, suite=str(SUITE), size_scale="auto").plain
+    assert f"the task suite in {SUITE}" in text and "sizes scaled: auto" in text and "built-in" not in text
+    assert "with the built-in task suite" in first_run_text("/tmp/ws", [], False).plain
+
+
+def test_ui_takes_suite_and_size_scale_like_run():
+    from evotui.cli import build_parser
+
+    args = build_parser().parse_args(["ui", "--suite", str(SUITE), "--size-scale", "0.5"])
+    assert args.suite == str(SUITE) and args.size_scale == "0.5"
+
+
+async def test_the_task_table_and_the_log_say_which_suite_and_sizes(workspace):
+    from evotui.app import make_app
+    from evotui.widgets import marks
+
+    app = make_app(workspace.root, watch=False, size_scale="0.5")
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        subtitle = str(app.main.query_one("#tasks").border_subtitle)
+        assert f"suite {SUITE.name}" in subtitle and "sizes ×0.5" in subtitle, subtitle
+        log = "\n".join(app.main.query_one("#log").lines_written)
+        assert f"suite {marks.shown_path(SUITE)}" in log and "sizes ×0.5" in log, log
+        await pilot.press("q")
