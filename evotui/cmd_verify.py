@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.tasks import Suite
-    from core.workspace import Workspace
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
 
@@ -66,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
+    from core.memory import recorded_best
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.verification import open_verifier
     from core.workspace import Workspace
@@ -87,7 +87,7 @@ def _verify(args: argparse.Namespace) -> int:
         if scale == "auto" else {}
     task = scale_task(suite.get(args.task or task_of_folder(folder, suite)), scale, **probe)
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
+        recorded = None if args.fresh else recorded_best(ws.memory_path, task.id, folder, verifier.backend.name)
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
         isolation = verifier.isolation
     not_reused = ""
@@ -137,27 +137,3 @@ def task_of_folder(folder: Path, suite: Suite) -> str:
             return name
     raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --task ID "
                     "(`evokernel tasks` lists them)")
-
-
-def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
-    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
-    verdict it recorded for that window."""
-    from core.workspace_files import files_hash, read_candidate_files
-    from store import Store
-    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-
-    if not ws.memory_path.exists():
-        return None
-    digest = files_hash(read_candidate_files(folder))
-    try:
-        with Store.open(ws.memory_path, readonly=True) as store:
-            for exp in store.iter_experiences(task=task_id, backend=backend):
-                best_id = (exp.extra or {}).get("best")
-                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
-                    best = store.get(best_id)
-                    if best is not None and best.files:
-                        return exp.id, dict(best.files)
-    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
-        return None   # a memory that cannot be read: verify as if none was recorded
-    return None

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from conftest import SUITE
+from pathlib import Path
 
 from waiting import wait_for
+
+SUITE = Path(__file__).resolve().parents[1] / "fixtures" / "suite"   # the tui workspace's suite (conftest.py)
 
 SIZE = (150, 44)
 
