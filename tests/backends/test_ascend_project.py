@@ -397,3 +397,8 @@ def test_the_binding_calls_only_its_own_op_and_copies_nothing():
     copy = BINDING.replace("uint64_t size = 0;", "uint64_t size = 0; aclrtMemcpy(z, 4, x, 4, 0);")
     assert "may not copy data" in gate(copy)
     assert gate(BINDING) == ""
+
+
+def test_the_binding_is_a_cpp_file_the_build_compiles():
+    files = {**{k: v for k, v in PROJECT.items() if k != "binding.cpp"}, "binding.cc": BINDING}
+    assert "no binding" in (fmt(files) or "")

@@ -227,7 +227,7 @@ def read_project(files: dict[str, str], *, binding: bool = True) -> OpProject:
     top = [n for n in files if "/" not in n]
     jsons = [n for n in top if n.endswith(".json")]
     op_json_name = _one(jsons, "op description JSON", "") if jsons else None
-    found = [n for n in top if n.endswith(PROJECT_SOURCES) and _EXTERN_C.search(_code(files[n]))]
+    found = [n for n in top if n.endswith(".cpp") and _EXTERN_C.search(_code(files[n]))]
     bind: str | None = None
     if found or binding:
         bind = _one(found, "binding", 'add one top-level .cpp whose extern "C" launchers call aclnn<Op> '
