@@ -402,3 +402,23 @@ def test_the_binding_calls_only_its_own_op_and_copies_nothing():
 def test_the_binding_is_a_cpp_file_the_build_compiles():
     files = {**{k: v for k, v in PROJECT.items() if k != "binding.cpp"}, "binding.cc": BINDING}
     assert "no binding" in (fmt(files) or "")
+
+
+def test_the_verifier_s_format_gate_takes_the_forms_its_backend_declares(tmp_path):
+    """The harness passes the backend's forms to the format gate: a custom-op project gets past it on
+    the Ascend backend (here without CANN it then stops at a later gate, or at the missing toolchain)
+    and is refused in one sentence on the CPU backend, which takes kernel-launch sources only."""
+    from core.tasks import load_suite
+    from verifier.errors import VerifierError
+    from verifier.harness.verify import Verifier
+
+    spec = load_suite("builtin").get("relu").spec()
+    with Verifier("cpu", cache_dir=tmp_path) as verifier:
+        refused = verifier.verify(spec, dict(PROJECT))
+        assert refused.failed_gate == "format" and "custom-op" in refused.message
+        verifier.backend = ASCEND
+        try:
+            out = verifier.verify(spec, dict(PROJECT))
+        except VerifierError:       # the Ascend toolchain is missing here: past the format gate
+            return
+        assert out.failed_gate != "format", out.message

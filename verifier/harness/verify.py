@@ -242,7 +242,9 @@ class Verifier:
                    best: dict[str, str] | None = None) -> None:
         backend, cfg = self.backend, self.config
         t = time.perf_counter()
-        problem = check_format(files, backend.source_suffixes, backend.header_suffixes)
+        # the authoring forms the backend takes (Ascend: kernel-launch and the custom-op project)
+        problem = check_format(files, backend.source_suffixes, backend.header_suffixes,
+                               getattr(backend, "forms", ("kernel-launch",)))
         if problem:
             out.fail("format", problem, time.perf_counter() - t)
             return
