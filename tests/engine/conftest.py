@@ -21,6 +21,7 @@ concurrency = 4
 
 [engine]
 epsilon = 0.0
+final_window = false
 
 [verifier]
 trials = 5
