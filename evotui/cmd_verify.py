@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from core.tasks import Suite
-    from core.workspace import Workspace
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
 
@@ -42,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
     from core.tasks import ProbeOptions, load_suite, scale_task
-    from core.verification import open_verifier
+    from core.verification import open_verifier, recorded_best
     from core.workspace import Workspace
 
     folder = Path(args.candidate)
@@ -113,26 +112,3 @@ def task_of_folder(folder: Path, suite: Suite) -> str:
     raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --task ID "
                     "(`evokernel tasks` lists them)")
 
-
-def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
-    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
-    verdict it recorded for that window."""
-    from core.workspace_files import files_hash, read_candidate_files
-    from store import Store
-    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-
-    if not ws.memory_path.exists():
-        return None
-    digest = files_hash(read_candidate_files(folder))
-    try:
-        with Store.open(ws.memory_path, readonly=True) as store:
-            for exp in store.iter_experiences(task=task_id, backend=backend):
-                best_id = (exp.extra or {}).get("best")
-                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
-                    best = store.get(best_id)
-                    if best is not None and best.files:
-                        return exp.id, dict(best.files)
-    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
-        return None   # a memory that cannot be read: verify as if none was recorded
-    return None
