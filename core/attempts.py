@@ -148,3 +148,26 @@ def attempt_with_parent(store: Store, exp_id: str) -> tuple[Experience | None, E
     exp = store.get(exp_id)
     parent = store.get(exp.parent_id) if exp is not None and exp.parent_id else None
     return exp, parent
+
+
+def first_change(before: dict[str, str], after: dict[str, str], limit: int = 60) -> str:
+    """What an edit changed, in a few words for its title: the first added (else removed) line of its
+    diff against ``before``, with its file: "kernel.cpp: + #pragma omp simd"; "" when nothing differs."""
+    import difflib
+
+    for name in sorted(set(before) | set(after)):
+        old, new = before.get(name, "").splitlines(), after.get(name, "").splitlines()
+        if old == new:
+            continue
+        added: list[str] = []
+        removed: list[str] = []
+        for line in difflib.unified_diff(old, new, lineterm="", n=0):
+            if line.startswith(("+++", "---", "@@")):
+                continue
+            text = " ".join(line[1:].split())
+            if text:
+                (added if line[0] == "+" else removed).append(text)
+        if added or removed:
+            sign, text = ("+", added[0]) if added else ("-", removed[0])
+            return f"{name}: {sign} {text}"[:limit]
+    return ""

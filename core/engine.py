@@ -24,7 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import summarize
+from core.attempts import first_change, summarize
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -329,7 +329,8 @@ class Engine:
                 extra["method"] = run.method
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
-                title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}",
+                title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}"
+                      + (f" · {change}" if (change := self._change_words(attempt)) else ""),
                 text=prompts.attempt_text(summarize(out)), files=attempt.files, outcome=out.to_dict(), reward=reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
@@ -376,6 +377,16 @@ class Engine:
             else:
                 self._write_workspace(task, attempt.files, exp_id)
         return exp, reward, new_best
+
+    @staticmethod
+    def _change_words(attempt: Attempt) -> str:
+        """What the attempt changed, for its title: the answer's ``Change:`` line, or for a person's edit
+        the first changed line of its diff against the attempt it was made from."""
+        if attempt.change:
+            return " ".join(str(attempt.change).split())[:60]
+        if attempt.source == "human" and attempt.start is not None and attempt.start.files:
+            return first_change(dict(attempt.start.files), attempt.files)
+        return ""
 
     def _credit(self, task: Task, attempt: Attempt, reward: float,
                 start_points: Sequence[str] = ()) -> list[tuple[str, float, float]]:

@@ -20,7 +20,7 @@ from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
 __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "import_memory",
-           "list_experiences", "memory_stats", "recorded_best", "resident_rules", "show_experience", "summary",
+           "list_experiences", "memory_stats", "resident_rules", "show_experience", "summary",
            "task_history", "whole_sentences"]
 
 
@@ -186,25 +186,3 @@ def consolidate_rules(store: Memory, backend: str, run_id: str = "", *, min_task
         existing.add(exp.id)
         added.append(rule)
     return added
-
-
-def recorded_best(path: Path, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
-    """When the memory at ``path`` holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
-    verdict it recorded for that window."""
-    from core.workspace_files import files_hash, read_candidate_files
-
-    if not path.exists():
-        return None
-    digest = files_hash(read_candidate_files(folder))
-    try:
-        with Store.open(path, readonly=True) as store:
-            for exp in store.iter_experiences(task=task_id, backend=backend):
-                best_id = (exp.extra or {}).get("best")
-                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
-                    best = store.get(best_id)
-                    if best is not None and best.files:
-                        return exp.id, dict(best.files)
-    except StoreError:
-        return None   # a memory that cannot be read: verify as if none was recorded
-    return None

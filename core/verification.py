@@ -4,6 +4,7 @@ from candidates, its caches inside the workspace."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.workspace import Workspace
@@ -44,4 +45,28 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
     return out
 
 
-__all__ = ["Outcome", "Verifier", "open_verifier", "time_references"]
+__all__ = ["Outcome", "Verifier", "open_verifier", "recorded_best", "time_references"]
+
+
+def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
+    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
+    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
+    verdict it recorded for that window."""
+    from core.workspace_files import files_hash, read_candidate_files
+    from store import Store
+    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
+
+    if not ws.memory_path.exists():
+        return None
+    digest = files_hash(read_candidate_files(folder))
+    try:
+        with Store.open(ws.memory_path, readonly=True) as store:
+            for exp in store.iter_experiences(task=task_id, backend=backend):
+                best_id = (exp.extra or {}).get("best")
+                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
+                    best = store.get(best_id)
+                    if best is not None and best.files:
+                        return exp.id, dict(best.files)
+    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
+        return None   # a memory that cannot be read: verify as if none was recorded
+    return None

@@ -34,6 +34,7 @@ from evotui.screens.memory import MemoryScreen
 from evotui.widgets import marks
 from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunStatus
+from evotui.widgets.task_table import TaskTable
 
 # A run's end status -> the state shown; "paused" and "failed" runs are resumed by r.
 KEEP = object()
@@ -112,12 +113,26 @@ class EvoKernelApp(RunControl, Readers, App):
                        f"{message.backend} backend"
                        f" · {llm}",
                        "" if message.llm_problem is None else "warn")
+        self._restore(message.recent)
         run = message.resumable
         if run is not None:
             self.set_run_state("paused", run.id, iteration=run.iteration, iterations=run.config.get("iterations"),
                                tokens=run.tokens_in + run.tokens_out, cost=run.cost)
             self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): "
                            "r resumes it")
+
+    def _restore(self, recent: list) -> None:
+        """After a restart: each task's status is its latest attempt's verdict, and the log lists the
+        latest attempts again, at the time they were made."""
+        table = self.main.query_one("#tasks", TaskTable)
+        for exp in recent:
+            result = exp.result
+            label = "edit" if exp.source == "human" else f"#{(exp.iteration or 0) + 1}"
+            verdict = marks.verdict(result)
+            table.set_status(exp.task_id, f"{label} {verdict}", "ok" if result.feasible else "fail")
+            who = "hand edit" if exp.source == "human" else f"#{(exp.iteration or 0) + 1} {exp.stage}"
+            short = marks.short_verdict(result) if not result.feasible else verdict
+            self.main.note(f"earlier: {exp.task_id} {who}: {short}", "dim", exp.created_at)
 
     def on_workspace_failed(self, message: WorkspaceFailed) -> None:
         self.open_problem = message.message

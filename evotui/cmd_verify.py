@@ -65,9 +65,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
-    from core.memory import recorded_best
     from core.tasks import ProbeOptions, load_suite, scale_task
-    from core.verification import open_verifier
+    from core.verification import open_verifier, recorded_best
     from core.workspace import Workspace
 
     folder = Path(args.candidate)
@@ -87,7 +86,7 @@ def _verify(args: argparse.Namespace) -> int:
         if scale == "auto" else {}
     task = scale_task(suite.get(args.task or task_of_folder(folder, suite)), scale, **probe)
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        recorded = None if args.fresh else recorded_best(ws.memory_path, task.id, folder, verifier.backend.name)
+        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
         isolation = verifier.isolation
     not_reused = ""

@@ -36,6 +36,21 @@ T = TypeVar("T")
 RESUMABLE = ("running", "stopped", "failed")
 """Statuses of a latest run that the workbench offers to resume (running: it was killed)."""
 
+RECENT = 12   # attempts the log shows again after a restart
+
+
+def recent_attempts(store: Any, limit: int = RECENT) -> list:
+    """The latest attempt of every task and the ``limit`` latest overall, oldest first: what the task
+    statuses and the log showed before the workbench was closed."""
+    from core.attempts import ATTEMPT_KINDS
+
+    exps = [e for kind in ATTEMPT_KINDS for e in store.iter_experiences(kind=kind)]
+    exps.sort(key=lambda e: (e.created_at, e.id))
+    latest = {e.task_id: e for e in exps}
+    keep = {e.id for e in exps[-limit:]} | {e.id for e in latest.values()}
+    return [e for e in exps if e.id in keep]
+
+
 class EngineHost:
     """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
 
@@ -87,6 +102,7 @@ class EngineHost:
             problem = self.session.llm_problem()
             last = self.session.latest_run()
             resumable = last if last is not None and last.status in RESUMABLE else None
+            recent = await asyncio.to_thread(recent_attempts, self.session.store)
             if self._watch:   # what kernels/ holds now is seen; saves from here on are edits
                 watcher = self._watcher = self.session.edit_watcher()
                 await asyncio.to_thread(watcher.remember_all)
@@ -96,7 +112,7 @@ class EngineHost:
         config = self.session.config
         self._post(WorkspaceOpened(name=self.workspace.root.name, backend=config.backend,
                                    model=config.llm.model or "", tasks=rows, llm_problem=problem,
-                                   resumable=resumable))
+                                   resumable=resumable, recent=recent))
         if self._watcher is not None:
             self._watch_task = asyncio.create_task(self._watch_edits())
 

@@ -76,6 +76,9 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "app.pop_screen", "Back", "memory"),
     Key("f5", "refresh", "Refresh", "memory"),
     Key("o", "next_sort", "Sort", "memory"),
+    Key("slash", "open_filter", "Filter", "memory", shown_as="/",
+        help="in the memory browser: open the task filter (arrows and enter choose; tab: the next filter)"),
+    Key("question_mark,f1", "show_help", "Help", "memory", show=False),
     # dialogs
     Key("escape", "close", "Close", "help"),
     Key("question_mark", "close", "Close", "help", show=False),

@@ -37,6 +37,7 @@ class WorkspaceOpened(WorkbenchMessage):
     tasks: list[TaskRow]
     llm_problem: str | None
     resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
+    recent: list = field(default_factory=list)   # the latest attempts (Experience), newest last: statuses and log
 
 
 @dataclass(eq=False)

@@ -75,6 +75,7 @@ class MainScreen(Screen):
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
         self.suite = ""     # which suite, and its sizes: the task table's subtitle
+        self.follow: str | None = None   # an attempt just recorded for the task shown: the tree goes to it
         self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
 
     def compose(self) -> ComposeResult:
@@ -239,7 +240,8 @@ class MainScreen(Screen):
         if message.task_id != self.task_id:
             return
         tree = self.query_one(AttemptTree)
-        tree.show(message.task_id, message.lines)
+        tree.show(message.task_id, message.lines, follow=self.follow)
+        self.follow = None
         self._title_attempts()
         line = self.current_attempt
         if message.first is not None and line is not None and line.id == message.first.id and (
@@ -424,5 +426,6 @@ class MainScreen(Screen):
 
     def _attempt_shown(self, e: ev.AttemptRecorded) -> None:
         if e.task == self.task_id:
+            self.follow = e.experience_id    # the tree goes to it (unless its cursor was moved by hand)
             self._title_attempts()
             self.workbench.load_attempts(e.task, self)

@@ -112,6 +112,18 @@ class MemoryScreen(Screen):
         self.query_one(MemoryList).border_subtitle = "loading…"
         self.workbench.load_memory(message.filters, message.sort, self)
 
+    def action_open_filter(self) -> None:
+        """/: open the task filter's drop-down (arrows and enter choose; tab moves to the next filter)."""
+        select = self.query_one("#task", Select)
+        select.focus()
+        select.expanded = True
+
+    def action_show_help(self) -> None:
+        """? or F1: the keys and marks, as on the main screen."""
+        from evotui.screens.help import HelpScreen
+
+        self.app.push_screen(HelpScreen())
+
     def action_refresh(self) -> None:
         self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
 

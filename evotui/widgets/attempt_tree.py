@@ -41,6 +41,7 @@ class AttemptTree(Table):
         self.task_id: str | None = None
         self.attempt_lines: list[AttemptLine] = []
         self.column_plan: list[str] = []
+        self._followed: str | None = None    # the attempt ``show`` took the cursor to (not a hand move)
 
     def on_mount(self) -> None:
         self._ensure_columns()
@@ -96,13 +97,14 @@ class AttemptTree(Table):
             return None
         return self.attempt_lines[min(self.cursor_row, len(self.attempt_lines) - 1)]
 
-    def show(self, task_id: str, lines: list[AttemptLine]) -> None:
-        """Show ``lines``. A cursor moved by hand stays on its attempt; otherwise it goes to the best
-        attempt (else the newest), so a run's progress shows without touching a key."""
+    def show(self, task_id: str, lines: list[AttemptLine], follow: str | None = None) -> None:
+        """Show ``lines``. A cursor moved by hand stays on its attempt; otherwise it goes to ``follow``
+        (the attempt just recorded: its verdict is what a person waits for), else the best attempt (else
+        the newest), so a run's progress shows without touching a key."""
         self._ensure_columns()
         keep = self.current.id if self.current and task_id == self.task_id else None
-        if keep is not None and keep == getattr(default_attempt(self.attempt_lines), "id", None):
-            keep = None   # the cursor was where it starts (not moved by hand): it follows the new best
+        if keep is not None and keep in (getattr(default_attempt(self.attempt_lines), "id", None), self._followed):
+            keep = None   # the cursor was where it starts or where it was taken (not moved by hand): it follows
         self.task_id, self.attempt_lines = task_id, lines
         plan = self._plan()
         if plan != self.column_plan:
@@ -116,8 +118,11 @@ class AttemptTree(Table):
         if not lines:
             return
         ids = [line.id for line in lines]
+        self._followed = follow if follow in ids and keep not in ids else None
         if keep in ids:
             target = ids.index(keep)
+        elif follow in ids:
+            target = ids.index(follow)
         else:  # a new task: its best attempt, else its newest
             first = default_attempt(lines)
             target = ids.index(first.id) if first is not None else 0

@@ -6,6 +6,7 @@ import time
 from collections import deque
 
 from rich.text import Text
+from textual import events
 from textual.widgets import RichLog
 
 FLUSH_S = 0.5
@@ -27,7 +28,9 @@ class EventLog(RichLog):
     def __init__(self, **kwargs) -> None:
         super().__init__(max_lines=2000, min_width=20, wrap=True, markup=False, highlight=False, **kwargs)
         self.lines_written: deque[str] = deque(maxlen=2000)   # plain text, for tests and copy-paste
+        self._kept: deque[Text] = deque(maxlen=2000)          # the styled lines, wrapped again on a resize
         self._pending: list[Text] = []
+        self._wrapped_at = 0
 
     def add(self, text: str, tone: str = "", at: float | None = None) -> None:
         line = Text()
@@ -49,5 +52,18 @@ class EventLog(RichLog):
 
     def _flush(self) -> None:
         lines, self._pending = self._pending, []
+        self._wrapped_at = self.scrollable_content_region.width
         for line in lines:
+            self._kept.append(line)
             self.write(line)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """A new width: write the kept lines again, wrapped to it (RichLog wraps once, when written)."""
+        width = self.scrollable_content_region.width
+        if width == self._wrapped_at or not self._kept:
+            return
+        self._wrapped_at = width
+        self.clear()
+        for line in self._kept:
+            self.write(line, scroll_end=False)
+        self.scroll_end(animate=False)

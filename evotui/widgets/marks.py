@@ -114,8 +114,9 @@ def short_verdict(r: OutcomeSummary) -> str:
 def failure_text(r: OutcomeSummary) -> str:
     """The whole failure, line breaks kept (compiler output is many lines): the gate, its message, and
     every gate's own message that says more."""
-    lines = [f"✗ failed at {r.failed_gate or '?'}:", r.message.rstrip()]
-    for g in r.gates:
-        if g.status == "failed" and g.message and g.message != r.message:
+    message = r.message.rstrip()
+    lines = [f"✗ failed at {r.failed_gate or '?'}:", message]
+    for g in r.gates:   # a gate's own message only when it says more (not the outcome's message again)
+        if g.status == "failed" and g.message and g.message.rstrip() not in message:
             lines.append(f"{g.name}: {g.message.rstrip()}")
     return "\n".join(line for line in lines if line)

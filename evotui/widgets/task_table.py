@@ -22,6 +22,7 @@ LABELS = {"mark": " ", "id": "id", "stage": "stage", "iter": "iter", "best": "be
 WIDTHS = {"mark": 1, "stage": 6, "iter": 7, "best": 7, "status": 24, "level": 3}
 DROPS = ("category", "level", "stage")   # what a narrow pane gives up first; then the status narrows
 MIN_STATUS = 12
+MIN_ID = 10
 
 
 class TaskTable(Table):
@@ -69,6 +70,9 @@ class TaskTable(Table):
         over = sum(w + padding for _, w in cols) - width
         if over > 0:
             cols = [(k, max(MIN_STATUS, w - over) if k == "status" else w) for k, w in cols]
+        over = sum(w + padding for _, w in cols) - width
+        if over > 0:   # long ids (a public suite's) are cut, with …, before the status goes below its minimum
+            cols = [(k, max(MIN_ID, w - over) if k == "id" else w) for k, w in cols]
         return cols
 
     def _lay_out(self, force: bool = False) -> None:

@@ -20,8 +20,13 @@ def fixed_clock(monkeypatch):
 
     from evotui.widgets import event_log
 
+    monkeypatch.setenv("TZ", "UTC")   # lines restored from the memory carry their own times (issue 27)
+    time.tzset()
     at = time.mktime((2026, 1, 1, 12, 30, 0, 0, 0, -1))
     monkeypatch.setattr(event_log, "now", lambda: at)
+    yield
+    monkeypatch.undo()
+    time.tzset()
 
 
 def workbench(workspace, theme: str):

@@ -1,0 +1,37 @@
+"""Issue 27, item 6 (titles): a hand edit's title says what changed (the first changed line of its
+diff against its parent), not only "relu hand edit: feasible" for every save."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from pathlib import Path
+
+_spec = importlib.util.spec_from_file_location("commit_path", Path(__file__).with_name("test_commit_path.py"))
+commit_path = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(commit_path)
+files = commit_path.files
+
+
+def test_a_hand_edits_title_names_its_change(tmp_path, suite):
+    from core.config import Config
+    from core.engine import Engine
+    from store import Store
+
+    store = Store.open(tmp_path / "memory.lmdb")
+    engine = Engine(Config(), store, commit_path.CannedVerifier(), llm=None)
+    task = suite.get("relu")
+
+    async def go():
+        first, _ = await engine.record_human(task, files("first GAIN=1 VS=same"), None)
+        before = files("first GAIN=1 VS=same")
+        edited = {**before, "kernel.cpp": before["kernel.cpp"] + "#pragma omp simd\n"}
+        second, _ = await engine.record_human(task, edited, first.id)
+        return first, second
+
+    try:
+        first, second = asyncio.run(go())
+    finally:
+        store.close()
+    assert first.title == "relu hand edit: feasible"     # a root: nothing to compare with
+    assert second.title == "relu hand edit: feasible · kernel.cpp: + #pragma omp simd", second.title
