@@ -163,11 +163,16 @@ class PromptFacts:
         profile = self.profile(task)
         if profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
-        atol, rtol = self.tolerance_for(task)
-        lines.append("- Correctness: every output must match the reference within "
-                     f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
-                     "with NaN/Inf where the reference has them.")
-        lines += [s for s in [cases_section(task, self.backend, self.tolerance)] if s]
+        cases = cases_section(task, self.backend, self.tolerance)
+        if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
+            lines.append("- Correctness: every output must match the reference within the tolerance of its "
+                         "dtype (per dtype under Cases below), with NaN/Inf where the reference has them.")
+            lines.append(cases)
+        else:
+            atol, rtol = self.tolerance_for(task)
+            lines.append("- Correctness: every output must match the reference within "
+                         f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
+                         "with NaN/Inf where the reference has them.")
         return "## Where your kernel runs\n" + "\n".join(lines)
 
 
@@ -329,9 +334,18 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
 
 def _task_section(task: Task) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in task.sizes.items())
-    scaled = f" ({task.scale_note()})" if task.size_overrides else ""
+    if task.case_file or len(task.cases) > 1:
+        # a multi-case task's sizes are its cases (## Cases below), which may differ from its case file's
+        changed = task.cases != task.original_cases or task.case_notes
+        sizes_text = ("the cases listed under Cases below, not those of its case file"
+                      + (f" ({'; '.join(task.case_notes)})" if task.case_notes else "")
+                      if changed else "the cases listed under Cases below")
+        scaled = ""
+    else:
+        sizes_text = sizes or "as written"
+        scaled = f" ({task.scale_note()})" if task.size_overrides else ""
     return (f"## Task {task.id} (level {task.level}, {task.category})\n"
-            f"Reference implementation (PyTorch). Sizes: {sizes or 'as written'}{scaled}. "
+            f"Reference implementation (PyTorch). Sizes: {sizes_text}{scaled}. "
             "Your kernel must also handle other sizes (it is checked at a second, ragged shape).\n"
             f"```python\n{task.source.strip()}\n```")
 
@@ -475,8 +489,10 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
+    within = ("within each dtype's tolerance (under Cases)" if task.case_file or len(task.cases) > 1
+              else f"within atol={_num(atol)}, rtol={_num(rtol)}")
     ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
-           f"Correctness first: match the reference's outputs within atol={_num(atol)}, rtol={_num(rtol)}, "
+           f"Correctness first: match the reference's outputs {within}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
     head = [_task_section(task), facts.section(task), _rules_enforced(),

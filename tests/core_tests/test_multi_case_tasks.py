@@ -432,6 +432,11 @@ def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_
         assert "... 6 more" in text and "Attribute approximate takes 2 values: 'none', 'tanh'" in text
         assert "float16: uint16_t*" in text and "_Float16*" in text and "bfloat16: uint16_t*" in text
         assert "float32 atol=0.0001 rtol=0.0001; float16 atol=0.01 rtol=0.01; bfloat16 atol=0.03 rtol=0.03" in text
+        # one tolerance statement, per dtype (a loopback run's reader: "atol=1e-4 (float32)" beside fp16 cases),
+        # and sizes that are the cases, not "as written"
+        assert "atol=0.0001 and rtol=0.0001 (float32" not in text and "Sizes: as written" not in text
+        assert "Sizes: the cases listed under Cases below" in text
+    assert "within each dtype's tolerance (under Cases)" in draft
     # a single-case task's prompt has no such section
     relu = load_suite(ROOT / "tests" / "fixtures" / "suite").get("relu")
     assert "## Cases" not in prompts.draft_prompt(relu, "cpu", [], [], [])[1][1]
