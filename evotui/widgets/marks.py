@@ -72,7 +72,10 @@ def full_verdict(r: OutcomeSummary) -> str:
     the gain over the best with its interval; a failure as ``verdict`` writes it."""
     if not r.feasible:
         return verdict(r)
-    return "✓ " + core_verdict(r).removeprefix("feasible, ")
+    text = "✓ " + core_verdict(r).removeprefix("feasible, ")
+    if r.reference_ms:     # a person reads PyTorch's own time too; prompts give only the ratio
+        text += f" · PyTorch {r.reference_ms:.3f} ms in the same window"
+    return text
 
 
 def sizes(size_scale: float | str | None) -> str:

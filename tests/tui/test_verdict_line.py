@@ -36,7 +36,7 @@ async def test_the_log_says_what_happened_and_why(workspace):
         draft = human_attempts(messages)[0]
         await wait_for(pilot, lambda: any("reward +1: a correct draft" in line for line in log()), what="the draft's line")
         line = next(line for line in log() if "reward +1: a correct draft" in line)
-        assert "PyTorch (" in line and "in the same window" in line, line
+        assert "than PyTorch [" in line and "ms in the same window" in line, line
 
         save(folder, relu(2))
         await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2, timeout=180, what="the refinement")
