@@ -332,9 +332,15 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
     return body
 
 
+def _multi_case(task: Task) -> bool:
+    """A task whose sizes are its cases (a case file, or more than one case): its prompts state sizes and
+    tolerances per case and dtype, never one size set or one float32 tolerance."""
+    return bool(task.case_file) or len(task.cases) > 1
+
+
 def _task_section(task: Task) -> str:
     sizes = ", ".join(f"{k}={v}" for k, v in task.sizes.items())
-    if task.case_file or len(task.cases) > 1:
+    if _multi_case(task):
         # a multi-case task's sizes are its cases (## Cases below), which may differ from its case file's
         changed = task.cases != task.original_cases or task.case_notes
         sizes_text = ("the cases listed under Cases below, not those of its case file"
@@ -489,7 +495,7 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
-    within = ("within each dtype's tolerance (under Cases)" if task.case_file or len(task.cases) > 1
+    within = ("within each dtype's tolerance (under Cases)" if _multi_case(task)
               else f"within atol={_num(atol)}, rtol={_num(rtol)}")
     ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
            f"Correctness first: match the reference's outputs {within}, "
