@@ -151,8 +151,9 @@ def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other
     paired ratio from one window shows, derived from its interval: "1.31x faster than the best [1.20,
     1.40]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the best within ±4 %" (an interval
     holding 1, or a change below the gate's minimum, within ±15 % of equal), "could not tell against the
-    best: too noisy (interval [0.97, 2.63])" (wider), "could not tell against the best: too few timed
-    calls" (no interval). A ratio is shown only beside "faster"/"slower", never beside a word it
+    best: too noisy (speedup interval [0.97, 2.63], above 1 = faster)" (wider: the interval says its
+    direction, since a bare [0.65, 1.01] read either way), "could not tell against the best: too few
+    timed calls" (no interval). A ratio is shown only beside "faster"/"slower", never beside a word it
     contradicts. ``ratio`` and ``ci`` are speedups (above 1: faster)."""
     if ratio is None:
         return ""
@@ -171,7 +172,7 @@ def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other
     within = max(ci[1] - 1.0, 1.0 - ci[0], 0.0)
     if within <= NARROW:
         return f"same speed as {other} within ±{max(1, round(100 * within))} %"
-    return f"could not tell against {other}: too noisy (interval{_interval(ci)}), no verdict"
+    return f"could not tell against {other}: too noisy (speedup interval{_interval(ci)}, above 1 = faster), no verdict"
 
 
 def verdict_word(verdict: str, ci: list[float] | None) -> str:

@@ -40,8 +40,8 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
     reporter = Reporter(quiet=False)
     reporter.on_event(_recorded(1, 2.0, 1.74, gain=1.1, vs_best="noisy", vs_reference="noisy",
                                 speedup_ci=[0.969, 2.626], gain_ci=[0.6, 2.0]))
-    assert ("could not tell against PyTorch: too noisy (interval [0.97, 2.63]), no verdict; could not tell against "
-            "the best: too noisy (interval [0.60, 2.00]), no verdict") in reporter.lines[-1]
+    assert ("could not tell against PyTorch: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict; could not tell against "
+            "the best: too noisy (speedup interval [0.60, 2.00], above 1 = faster), no verdict") in reporter.lines[-1]
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
     line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, speedup_ci=[0.969, 2.626],

@@ -24,7 +24,7 @@ def test_the_verdict_says_noisy_when_the_interval_holds_1_and_is_too_wide_to_tel
 
 def test_noisy_words_say_could_not_tell_and_never_same_speed():
     words = speed_words("noisy", 1.74, [0.969, 2.626], "the best")
-    assert words == "could not tell against the best: too noisy (interval [0.97, 2.63]), no verdict"
+    assert words == "could not tell against the best: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict"
     assert "same" not in words and "±" not in words and "1.74x" not in words
     # the words follow the interval: "same speed within ±x %" only while it stays within 15 % of equal
     assert speed_words("same", 1.05, [0.95, 1.20], "PyTorch").startswith("could not tell against PyTorch")
@@ -41,6 +41,6 @@ def test_a_feasible_outcome_with_a_noisy_window_says_so():
     out.vs_reference = "noisy"
     out.gain, out.gain_ci, out.vs_best = 1.1, [0.6, 2.0], "noisy"
     message = out.finish().message
-    assert "could not tell against the reference (3.480 ms in the same window): too noisy (interval [0.97, 2.63])" \
+    assert "could not tell against the reference (3.480 ms in the same window): too noisy (speedup interval [0.97, 2.63], above 1 = faster)" \
         in message
     assert "could not tell against the best: too noisy" in message and "same speed" not in message
