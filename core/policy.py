@@ -193,10 +193,14 @@ def is_slip(failed_gate: str | None) -> bool:
     return failed_gate in SLIP_GATES
 
 
-def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = False, has_gain: bool = True) -> str:
+def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = False, has_gain: bool = True,
+                  gain_ci: list[float] | None = None) -> str:
     """Why an attempt's reward is what it is, in a few words after "reward r: " (the verdict lines of
     the workbench and ``evokernel run``): "a correct draft", "the same speed as the best", "faster than
-    the best", "too noisy to judge against the best: measure again", "a typo, not an experiment"..."""
+    the best", "too noisy to judge against the best: measure again", "a typo, not an experiment"...
+    With ``gain_ci`` (the interval against the best) a "same" verdict is said by the rule every surface
+    uses (``verdict_word``): an interval too wide for "same speed within ±x %" is too noisy here too, never
+    "could not tell" beside "the same speed as the best"."""
     if slip:
         return "a typo, not an experiment (no value moved)"
     if not feasible:
@@ -207,7 +211,7 @@ def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = Fals
         return "no best was timed beside it"
     if vs_best == "implausible":
         return "its speed is not trusted (above this machine's ceiling)"
-    if vs_best in UNJUDGED:
+    if vs_best in UNJUDGED or (vs_best == "same" and gain_ci and verdict_word(vs_best, gain_ci) == "too noisy"):
         return "too noisy to judge against the best: measure again"
     return {"same": "the same speed as the best", "faster": "faster than the best",
             "slower": "slower than the best"}.get(vs_best, vs_best)

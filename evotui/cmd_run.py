@@ -196,7 +196,8 @@ class Reporter:
                     + (attempt_words(event) if event.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}: "
                     + policy.reward_reason(event.stage, event.feasible, event.vs_best, slip=event.slip,
-                                           has_gain=event.gain is not None))
+                                           has_gain=event.gain is not None,
+                                           gain_ci=list(event.gain_ci) if event.gain_ci else None))
             self._line(line)
         elif isinstance(event, ev.FinalWindow):   # best, first and PyTorch in one window, for the report
             self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")

@@ -416,7 +416,8 @@ class MainScreen(Screen):
             latency_spread_ms=e.latency_spread_ms, reference_ms=e.reference_ms, speedup=e.speedup,
             speedup_ci=list(e.speedup_ci) if e.speedup_ci else None, vs_reference=e.vs_reference, gain=e.gain,
             gain_ci=list(e.gain_ci) if e.gain_ci else None, vs_best=e.vs_best))
-        reason = policy.reward_reason(e.stage, e.feasible, e.vs_best, slip=e.slip, has_gain=e.gain is not None)
+        reason = policy.reward_reason(e.stage, e.feasible, e.vs_best, slip=e.slip, has_gain=e.gain is not None,
+                                      gain_ci=list(e.gain_ci) if e.gain_ci else None)
         if e.slip:
             parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
             reason += f"; the next save's parent stays {parent}"
