@@ -20,8 +20,8 @@ from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
 __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "import_memory",
-           "list_experiences", "memory_stats", "resident_rules", "show_experience", "summary",
-           "task_history", "whole_sentences"]
+           "list_experiences", "memory_stats", "resident_rules", "show_experience", "successful_adopters",
+           "summary", "task_history", "whole_sentences"]
 
 
 def summary(exp: Experience) -> dict[str, Any]:
@@ -143,9 +143,9 @@ def _lesson(exp: Experience) -> str:
     """What the item teaches, as text: its own text for knowledge, the change and verdict for attempts."""
     if exp.kind in ("best_practice", "api_template", "success", "failure") and exp.text:
         return exp.text
-    from core.prompts import change_of, roofline_line, verdict
+    from core.prompts import change_of, in_window, roofline_line
 
-    parts = [change_of(exp) or exp.title, verdict(exp.result)]
+    parts = [change_of(exp) or exp.title, in_window(exp.result)]
     roof = roofline_line(exp.result)
     return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
 
@@ -160,13 +160,32 @@ def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple
     return rules[:limit], replaced
 
 
+ADOPTER_ATTEMPTS = 200   # an operator's recent attempts searched for the one that cited an item
+
+
+def successful_adopters(store: Memory, exp: Experience) -> list[str]:
+    """The operators among ``exp``'s adopters whose attempt citing it succeeded (a correct draft, a
+    refinement faster than the best: reward above 0). A citation is not a success: gelu "adopted" the
+    generic seed item with a failed draft, and the item was then called a rule learned by 3 operators."""
+    found = []
+    for task_id in dict.fromkeys(exp.adopted_by):
+        for attempt in store.query(task=task_id, limit=ADOPTER_ATTEMPTS):
+            cited = (attempt.extra or {}).get("cited") or []
+            if attempt.kind in HISTORY_KINDS and exp.id in cited and (attempt.reward or 0.0) > 0:
+                found.append(task_id)
+                break
+    return found
+
+
 def consolidate_rules(store: Memory, backend: str, run_id: str = "", *, min_tasks: int = RULE_MIN_TASKS,
                       min_q: float = RULE_MIN_Q) -> list[Experience]:
-    """Turn items adopted with positive value by ``min_tasks`` operators into resident rules.
+    """Turn items that correct kernels of ``min_tasks`` operators cited (``successful_adopters``), with
+    positive value, into resident rules.
 
-    A rule keeps whole sentences of the item's lesson, says how many operators adopted it and names
-    them (or "and N more"), and replaces the item: the item is marked ``consolidated_into`` and
-    ``resident_rules`` reports it, so no prompt shows both. Returns the rules added."""
+    A rule keeps whole sentences of the item's lesson, says how many operators adopted it with success
+    and names them (or "and N more"), says when it is shipped knowledge rather than learned here, and
+    replaces the item: the item is marked ``consolidated_into`` and ``resident_rules`` reports it, so no
+    prompt shows both. Returns the rules added."""
     from core.seeds import GENERAL_TASK
 
     existing = {str((e.extra or {}).get("from")) for e in store.query(kind="rule", limit=None)}
@@ -176,10 +195,14 @@ def consolidate_rules(store: Memory, backend: str, run_id: str = "", *, min_task
             continue
         if max(exp.q1, exp.q2) < min_q:
             continue
+        operators = successful_adopters(store, exp)
+        if len(operators) < min_tasks:
+            continue
         text = whole_sentences(f"{exp.title}: {_lesson(exp)}")
+        title = rule_title(operators) + (" (shipped knowledge, not learned here)" if exp.source == "seed" else "")
         rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=exp.backend, stage="",
-                          title=rule_title(exp.adopted_by), text=text, source=exp.source, model=exp.model,
-                          run_id=run_id, extra={"from": exp.id, "operators": list(dict.fromkeys(exp.adopted_by))},
+                          title=title, text=text, source=exp.source, model=exp.model,
+                          run_id=run_id, extra={"from": exp.id, "operators": operators},
                           q1=exp.q1, q2=exp.q2, signature=exp.signature)
         rule.id, _ = store.add_experience(rule)
         store.update_extra(exp.id, {"consolidated_into": rule.id})

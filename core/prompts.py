@@ -138,10 +138,7 @@ class PromptFacts:
                              f"(OMP_NUM_THREADS={threads}, set by the verifier for PyTorch and your kernel alike; "
                              "do not set the thread count yourself).")
             if m.get("isa"):
-                width = m.get("vector_bits") or 0
-                lines.append(f"- Compiler: {m.get('compiler', 'g++')} {m.get('flags', '')}; -march=native targets "
-                             f"{m.get('arch') or 'this CPU'} with {', '.join(m['isa'])}"
-                             + (f" ({width}-bit vectors: {width // 32} floats per register)." if width else "."))
+                lines.append(_compiler_line(m))
         else:
             name = display_name(self.backend)
             device = m.get("device") or "device not detected here"
@@ -174,6 +171,18 @@ class PromptFacts:
                          f"atol={_num(atol)} and rtol={_num(rtol)} (float32, {self.backend} backend), "
                          "with NaN/Inf where the reference has them.")
         return "## Where your kernel runs\n" + "\n".join(lines)
+
+
+def _compiler_line(m: dict[str, Any]) -> str:
+    """What ``-march=native`` enables, as the compiler reports it. The extensions are what g++ found on
+    this CPU and will use; the name is g++'s own for that set, which on a virtual machine may not be the
+    processor's model (a VM reported "rocketlake" beside avx512bf16 and AMX, which Rocket Lake lacks)."""
+    width = m.get("vector_bits") or 0
+    vectors = f"; {width}-bit vectors: {width // 32} floats per register" if width else ""
+    named = (f" (g++ calls this target `{m['arch']}`; on a virtual machine that name may not match the CPU model: "
+             "go by the extensions listed, which the compiler detected here)") if m.get("arch") else ""
+    return (f"- Compiler: {m.get('compiler', 'g++')} {m.get('flags', '')}; -march=native enables "
+            f"{', '.join(m['isa'])}{vectors}{named}.")
 
 
 def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
@@ -286,6 +295,27 @@ def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
     return f"failed at {outcome.failed_gate}: {message[:400]}"
 
 
+def in_window(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
+    """A kernel as a prompt states it: feasible with the paired ratios of the one window it was verified
+    in ("1.17x faster than PyTorch [1.14, 1.24]; 1.07x slower than the start point [1.05, 1.08]"), or
+    the failing gate and why. No absolute time: times from different windows are not comparable (the
+    machine's load differs), and a prompt that showed a kernel's 9.3 ms beside another's 7.8 ms "1.05x
+    slower" contradicted itself. A prompt shows one absolute time, the start point's (``own_time``)."""
+    if not outcome.verified or not outcome.feasible:
+        return verdict(outcome)
+    said = []
+    if outcome.speedup:
+        said.append(speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, "PyTorch"))
+    if outcome.gain is not None and outcome.vs_best:
+        said.append(speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name))
+    return "feasible" + (": " + "; ".join(said) if said else "")
+
+
+def own_time(outcome: OutcomeSummary) -> str:
+    """The kernel's own median and spread, said with the window it comes from (or "" when untimed)."""
+    return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
+
+
 def roofline_line(outcome: OutcomeSummary) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
     point = outcome.roofline
@@ -302,24 +332,49 @@ def change_of(exp: Experience) -> str:
     return str((exp.extra or {}).get("change") or "").strip()
 
 
+TRACE_KINDS = ("draft_trace", "refine_trace", "human_edit")   # an attempt, as opposed to knowledge
+
+
+def relevant(exp: Experience, task: Task | None) -> bool:
+    """Whether another task's attempt is worth its code in ``task``'s prompt: it shares a traced op or
+    the category with ``task``, or ``task`` cited it before, or another operator than its own cited it and
+    it kept a positive value (its own task citing it says nothing about other tasks). The rest show as a
+    lesson (their Change line and verdict): gelu's draft code in a cumsum prompt was half the prompt and
+    no help."""
+    if task is None or exp.kind not in TRACE_KINDS:
+        return True
+    sig = exp.signature or {}
+    if set(sig.get("ops") or ()) & set(task.ops) or (sig.get("category") and sig.get("category") == task.category):
+        return True
+    others = [t for t in exp.adopted_by if t != exp.task_id]
+    return task.id in others or (bool(others) and max(exp.q1, exp.q2) > 0)
+
+
 def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int = 40) -> str:
-    """A memory item framed by what it shows: title, outcome, its change and roofline, the lines that matter."""
+    """A memory item framed by what it shows: for an attempt, its task, stage and in-window verdict, its
+    change and roofline, the lines that matter; for knowledge, its title and text."""
     head = f"[mem:{exp.id}] "
     if exp.kind in ("best_practice", "rule", "api_template"):
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
+    category = (exp.signature or {}).get("category")
     result = exp.result
-    body = head + f"{exp.title or where} ({where}, {who}): {verdict(result)}"
+    if exp.kind in TRACE_KINDS:
+        body = head + f"{where}{f' ({category})' if category else ''}, {who}: {in_window(result)}"
+    else:
+        body = head + f"{exp.title or where} ({where}, {who}): {in_window(result)}"
     change = change_of(exp)
     if change:
         body += f"\nChange: {change}"
+    if not with_code:    # a lesson: what was tried and what it gave
+        return body
     roof = roofline_line(result)
     if roof:
         body += f"\n{roof}"
     if exp.text and exp.text != verdict(result) and exp.text != attempt_text(result):
         body += f"\n{exp.text}"
-    if with_code and exp.files and max_lines > 0:
+    if exp.files and max_lines > 0:
         parts = []
         for name, text in exp.files.items():
             if name == "model.py" and len(exp.files) > 1:
@@ -369,15 +424,17 @@ def _api_section(api: Sequence[Experience]) -> str:
 
 
 def _rules_section(rules: Sequence[Experience]) -> str:
-    return ("## Rules learned across operators\n" + "\n".join(render_experience(e, with_code=False) for e in rules)
-            if rules else "")
+    return ("## Rules kept resident (items that correct kernels of several operators cited)\n"
+            + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
 
 
-def _memory_section(memory: Sequence[Experience], max_lines: int) -> str:
+def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None) -> str:
+    """Items from other tasks: an attempt relevant to ``task`` (``relevant``) with its code, the others as
+    lessons (their Change line and verdict)."""
     if not memory:
         return ""
-    return ("## Memory: earlier attempts and lessons (cite the ones you use)\n"
-            + "\n\n".join(render_experience(e, max_lines=max_lines) for e in memory))
+    return ("## Memory: earlier attempts on other tasks and lessons (cite the ones you use)\n"
+            + "\n\n".join(render_experience(e, with_code=relevant(e, task), max_lines=max_lines) for e in memory))
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -385,7 +442,7 @@ def _join(parts: Sequence[str]) -> str:
 
 
 def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
-         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS) -> tuple[str, bool]:
+         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None) -> tuple[str, bool]:
     """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
     whether any item to cite (a rule or a memory item) is left in it.
 
@@ -395,7 +452,7 @@ def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experie
     memory, api = list(memory), list(api)
 
     def text(lines: int) -> tuple[str, bool]:
-        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines), *tail]),
+        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines, task), *tail]),
                 bool(rules or memory))
 
     for lines in MEMORY_CODE_LINES:
@@ -434,10 +491,14 @@ def idea_of(exp: Experience) -> str:
     return " ".join(words) or f"#{exp.id}"
 
 
-def _history(history: Sequence[Experience], start: Experience | None, *, tagged: bool = True) -> str:
-    """``### Ideas already tried on this task``: this task's recent attempts, one entry per idea (its
-    Change line, where it started from, and the verdict of every time it was tried), oldest first;
+def _history(history: Sequence[Experience], start: Experience | None, *, tagged: bool = True,
+             marks: dict[str, str] | None = None) -> str:
+    """``### Ideas already tried on this task``: this task's recent attempts, successes and failures, one
+    entry per idea (its Change line, where it started from, and the in-window verdict of every time it
+    was tried), oldest first; the kernels shown in full elsewhere in the prompt are listed too, named by
+    ``marks`` (id -> "the start point"), so the fix that became the best is an idea tried like any other.
     ``tagged``: with their ``[mem:<id>]`` (a prompt without memory to cite names none)."""
+    marks = marks or {}
     groups: dict[str, list[Experience]] = {}
     for exp in sorted(history, key=lambda e: e.created_at):
         groups.setdefault(idea_of(exp), []).append(exp)
@@ -454,19 +515,22 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
             where = "from the start point"
         else:
             where = f"from [mem:{last.parent_id}]" if tagged else "from an earlier kernel"
+        shown = [marks[t.id] for t in tries if t.id in marks]
+        if shown:
+            where += f"; it is {' and '.join(dict.fromkeys(shown))}"
         tag = f"[mem:{last.id}] " if tagged else ""
         head = f"- {tag}Change: {change_of(last) or '(no summary given)'} ({where})"
         said = []
         for t in tries:
             named = "the start point" if start_hash and t.result.best_hash == start_hash else "the best then"
             reward = f"; reward {t.reward:+.2f}" if t.reward is not None else ""
-            said.append(f"{verdict(t.result, named)}{reward}")
+            said.append(f"{in_window(t.result, named)}{reward}")
         if len(tries) == 1:
             rows.append(f"{head}\n  -> {said[0]}")
         else:
             rows.append(f"{head}\n  tried {len(tries)} times:" + "".join(f"\n  -> {w}" for w in said))
-    return ("### Ideas already tried on this task (newest last; do not repeat one: each time it gave the "
-            "verdict shown)\n" + "\n".join(rows))
+    return ("### Ideas already tried on this task (successes and failures, newest last; do not propose one "
+            "again: each time it was tried it gave the verdict shown)\n" + "\n".join(rows))
 
 
 # -- the prompts ---------------------------------------------------------------------------------------
@@ -485,8 +549,30 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
     return facts if facts is not None else PromptFacts(backend)
 
 
-WINDOWS = ("Each time below is the kernel's own median in the window it was verified in; windows differ in "
-           "the machine's load, so compare kernels only by the paired words (timed together in one window).")
+def windows(shown: str) -> str:
+    """How a prompt compares kernels, said once: paired ratios from one window, with the direction of
+    their intervals; ``shown``: which absolute time the prompt gives, and from which window."""
+    return ("Kernels are compared by ratios timed together in one window, each with its 95 % interval: \"1.20x "
+            "faster than X [1.10, 1.30]\" is this kernel's speedup over X, \"1.20x slower than X\" X's speedup over "
+            "this one, a \"speedup interval\" this kernel's (above 1 = faster). Times from different windows are "
+            f"not comparable (the load differs): {shown}.")
+
+
+def _bound_hint(point: dict[str, Any]) -> str:
+    """What is left to try for the start point's bound. Memory-bound is said with how close it already
+    is: a kernel that streams once has no bytes left to cut (the cumsum prompt that said "stream once" to a
+    kernel streaming once), so the levers left are the rate and the dependency chains."""
+    if point.get("bound") == "memory":
+        frac = point.get("fraction")
+        at = f" at {100 * frac:.0f} % of the triad ceiling" if frac else ""
+        return (f" It is memory-bound{at}, counting only the bytes the task must move (each input read once, each "
+                "output written once). If the kernel moves more than that (a second pass, re-reading an input, a "
+                "scratch buffer), cut that first; if it already streams once, what is left is the rate: keep every "
+                "thread streaming the whole time (an even split, no serial phase), break loop-carried dependencies "
+                "(a running sum or maximum) into independent chains, and use wide loads and stores.")
+    if point.get("bound") == "compute":
+        return " It is compute-bound: use the vector width and threads above, block for the caches, keep FMAs busy."
+    return ""
 
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
@@ -502,8 +588,8 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
     head = [_task_section(task), facts.section(task), _rules_enforced(),
-            f"## This task so far\n{WINDOWS}\n{tried}" if tried else ""]
-    return _messages(backend, _fit(head, api, rules, memory, [ask]))
+            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else ""]
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task))
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
@@ -511,67 +597,68 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
                   best: Experience | None = None, facts: PromptFacts | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it
     differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
-    they came from). Every kernel is shown with one time, its own; the goal is a paired verdict."""
+    they came from, the start point and the best among them). One absolute time, the start point's in its
+    own window; everything else as paired ratios. The prompt says what the variant is judged against:
+    the best, timed beside it in one window (``core.methods``: the best is timed beside every attempt)."""
     facts = _facts(facts, backend)
-    start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}\n{WINDOWS}"
-    quicker = [h.result.latency_ms for h in history if h.result.timed and h.id != start.id]
-    if best is not None and best.id == start.id and start.result.latency_ms and quicker \
-            and start.result.latency_ms > min(t for t in quicker if t):
-        start_text += ("\nIt is the best although some earlier attempts below show a lower time: those were verified "
-                       "in other windows (other load); it became the best by being faster than the best before it, "
-                       "timed together in one window.")
+    start_text = f"## Start point [mem:{start.id}]: {in_window(start.result)}"
+    if own_time(start.result):
+        start_text += f"\nIts own time: {own_time(start.result)}."
+    start_text += "\n" + windows("this prompt shows one absolute time, the start point's above")
+    if best is not None and best.id == start.id:
+        start_text += "\nIt is the best kernel so far."
+        goal = "it is timed beside the start point, the best so far, in one window and counts only if faster there"
+    elif best is not None:
+        start_text += (f"\nIt is not the best kernel so far: that is [mem:{best.id}], shown below. Your variant is "
+                       "judged against the best, not against this start point.")
+        goal = ("it is timed beside the best so far, not beside the start point, in one window and counts only if "
+                "faster than the best there")
+    else:
+        goal = "it is timed beside PyTorch"
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(start.result):
-        start_text += f"\n{roofline_line(start.result)}"
+        start_text += f"\n{roofline_line(start.result)} (from its own time above)"
     start_text += "\n" + _code(start.files)
-    tried = _history([h for h in history if h.id != start.id and (best is None or h.id != best.id)], start)
+    marks = {start.id: "the start point"}
+    if best is not None:
+        marks[best.id] = "the start point, the best so far" if best.id == start.id else "the best kernel so far"
+    known = {h.id for h in history}
+    everything = [*history, *(e for e in (start, best) if e is not None and e.id not in known and e.task_id == task.id)]
+    tried = _history(list({e.id: e for e in everything}.values()), start, marks=marks)
     if tried:
         start_text += "\n" + tried
+    best_text = ""
     if best is not None and best.id != start.id and best.files:
-        note = ""
-        slow, fast = best.result.latency_ms, start.result.latency_ms
-        if slow and fast and slow > fast:
-            note = ("\nIts time is above the start point's because the two were verified in different windows "
-                    "(different load); it became the best by being faster than the best before it in one window.")
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}{note}"
-                     + (f"\n{roofline_line(best.result)}" if roofline_line(best.result) else "")
-                     + "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
-        goal = "it is timed beside the best so far in one window and counts only if faster there"
-    elif best is not None and best.id == start.id:
-        best_text = "## Best kernel so far\nThe start point above is the best kernel so far."
-        goal = "it is timed beside the start point in one window and counts only if faster there"
-    else:
-        best_text = ""
-        goal = "make it faster"
-    point = start.result.roofline or {}
-    hint = ""
-    if point.get("bound") == "memory":
-        hint = " It is memory-bound: cut bytes moved (fuse passes, avoid re-reading, stream once) before adding FLOPs."
-    elif point.get("bound") == "compute":
-        hint = " It is compute-bound: use the vector width and threads above, block for the caches, keep FMAs busy."
-    ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint} Keep it correct; change one or "
-           "two things at a time (parallelism, vectorisation, blocking, fusion, memory traffic), try an idea not "
-           "listed as tried, and start with the one-line `Change:` saying what you changed.")
+        best_text = (f"## Best kernel so far [mem:{best.id}]: {in_window(best.result)}"
+                     "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
+    hint = _bound_hint(start.result.roofline or {})
+    ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint}"
+           " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
+           "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
+           "you changed.")
     head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
-    return _messages(backend, _fit(head, api, rules, memory, [ask]))
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task))
 
 
 def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
                     best: Experience | None, *, facts: PromptFacts | None = None,
                     history: Sequence[Experience] = ()) -> list[Message]:
     """The refinement baseline: feedback from its own attempts on this task (the last one and the best
-    in full, the others as their ideas and verdicts), no shared memory."""
+    in full, every attempt as its idea and verdict), no shared memory. One absolute time, the best's."""
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
         roof = roofline_line(best.result)
-        head.append(f"## Your best kernel so far: {verdict(best.result)}\n{WINDOWS}" + (f"\n{roof}" if roof else "")
-                    + "\n" + _code(best.files))
+        mine = f"\nIts own time: {own_time(best.result)}." if own_time(best.result) else ""
+        head.append(f"## Your best kernel so far: {in_window(best.result, 'your best then')}{mine}\n"
+                    + windows("this prompt shows one absolute time, your best kernel's above")
+                    + (f"\n{roof} (from its own time above)" if roof else "") + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {verdict(last.result, 'your best')}\n" + _code(last.files))
-    shown = {e.id for e in (last, best) if e is not None}
-    tried = _history([h for h in history if h.id not in shown], None, tagged=False)
+        head.append(f"## Your last attempt: {in_window(last.result, 'your best')}\n" + _code(last.files))
+    marks = {e.id: name for e, name in ((last, "your last attempt, shown above"),
+                                        (best, "your best kernel, shown above")) if e is not None}
+    tried = _history(list({e.id: e for e in history}.values()), None, tagged=False, marks=marks)
     if tried:
         head.append(tried)
     if last is None:
@@ -580,5 +667,7 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
         ask = "Fix the last attempt: it " + (f"failed at {last.result.failed_gate}." if last.result.failed_gate
                                              else "was not feasible.")
     else:
-        ask = "Write a faster variant of your best kernel."
-    return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask]))
+        ask = ("Write a faster variant of your best kernel (it is timed beside your best in one window and counts "
+               "only if faster there).")
+    return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask],
+                                   task=task))

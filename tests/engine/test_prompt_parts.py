@@ -47,13 +47,14 @@ def _memory_item(i: int, lines: int = 300) -> Experience:
     return Experience(id=f"item{i:04d}", task_id=f"t{i}", kind="draft_trace", backend="cpu", stage="draft",
                       title=f"t{i} draft #1: feasible", files={"model.py": "x = 1\n", "kernel.cpp": kernel},
                       outcome={"feasible": True, "latency_ms": 1.0, "latency_spread_ms": 0.01},
-                      extra={"change": f"change of item {i}"})
+                      extra={"change": f"change of item {i}"},
+                      signature={"ops": ["relu"], "category": "activation"})   # relevant to relu: shown with code
 
 
 def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
     from dataclasses import replace
 
-    long_doc = '"""' + "\n".join(f"Reference note line {i}: this explains the operator." for i in range(650)) + '"""\n'
+    long_doc = '"""' + "\n".join(f"Reference note line {i}: this explains the operator." for i in range(630)) + '"""\n'
     task = replace(relu, source=long_doc + relu.source)
     start_kernel = C.RELU + "".join(f"static const int kPad{i} = {i};\n" for i in range(300))
     start = Experience(id="start000", task_id="relu", kind="draft_trace", backend="cpu", stage="draft",
@@ -63,7 +64,7 @@ def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
     user = prompts.refine_prompt(task, "cpu", [], [], memory, start, [], best=start)[1][1]
     assert task.source.strip() in user                          # the reference, whole
     assert start_kernel.strip() in user                         # the start point, whole
-    assert "The start point above is the best kernel so far." in user
+    assert "It is the best kernel so far." in user
     assert len(task.source) + len(start_kernel) > prompts.MAX_PROMPT_CHARS // 2
     assert len(user) <= prompts.MAX_PROMPT_CHARS
     assert "[mem:item0000]" in user and "[mem:item0039]" not in user   # the lowest-ranked items go first
@@ -103,6 +104,6 @@ def test_the_model_reads_a_noisy_window_as_an_unknown_speed():
                            speedup_ci=[0.969, 2.626], vs_reference="noisy", gain=1.1, gain_ci=[0.6, 2.0],
                            vs_best="noisy")
     line = verdict(noisy)
-    assert "could not tell against PyTorch: too noisy (interval [0.97, 2.63]), no verdict" in line
+    assert "could not tell against PyTorch: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict" in line
     assert "could not tell against the best then: too noisy" in line
     assert "same speed" not in line and "±" not in line and "1.74x" not in line
