@@ -7,12 +7,14 @@ measured roofline ceilings, the tolerance), the rules the anti-hack gate enforce
 ``verifier.gates.antihack.rules``), this task's own earlier attempts (one entry per idea, with every
 verdict, whatever start point they came from), when refining the start point's full code with its
 roofline and the best kernel's when it differs, then API knowledge, resident rules and memory items
-from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used).
+from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used), with code only when
+they bear on the task (``relevant``), else as lessons.
 
-What a prompt says is true for it: each kernel appears with one time, its own median from the window
-it was verified in, and kernels are compared only in the words of a paired window
-(``verifier.outcome.speed_words``). A prompt over ``MAX_PROMPT_CHARS`` loses memory code first, then
-memory items, then API items; the reference, the machine, the rules and the start point are never cut.
+What a prompt says is true for it: a kernel appears as the paired ratios of the window it was verified
+in (``in_window``, the words of ``verifier.outcome.speed_words``), and the prompt shows one absolute time,
+the start point's (the best's in the refinement baseline), said with its window. A prompt over
+``MAX_PROMPT_CHARS`` loses memory code first, then memory items, then API items; the reference, the
+machine, the rules and the start point are never cut.
 """
 
 from __future__ import annotations
