@@ -156,8 +156,17 @@ def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple
     rules = [*store.query(kind="rule", backend=backend, sort="q1", limit=None),
              *store.query(kind="rule", backend="", sort="q1", limit=None)] if backend else \
         store.query(kind="rule", sort="q1", limit=None)
+    rules = [r for r in rules if _still_earned(store, r)]
     replaced = {str(r.extra.get("from")) for r in rules if (r.extra or {}).get("from")}
     return rules[:limit], replaced
+
+
+def _still_earned(store: Memory, rule: Experience) -> bool:
+    """Whether a stored rule's item was cited by correct kernels of ``RULE_MIN_TASKS`` operators (rules
+    made before failures stopped counting as adoptions are left out, and their item is retrieved as
+    itself again); a rule whose item is gone stays."""
+    item = store.get(str((rule.extra or {}).get("from") or "")) if (rule.extra or {}).get("from") else None
+    return item is None or len(successful_adopters(store, item)) >= RULE_MIN_TASKS
 
 
 ADOPTER_ATTEMPTS = 200   # an operator's recent attempts searched for the one that cited an item

@@ -500,3 +500,12 @@ def test_an_item_cited_by_failed_attempts_is_not_made_a_rule_learned_across_oper
     assert sorted(store.get(item).adopted_by) == sorted(ids)     # three operators cited it
     assert store.query(kind="rule", limit=None) == []
     assert "Rules learned across operators" not in prompts["relu"][0][1]
+    # a rule stored before failed citations stopped counting (the loopback run's memory holds one) is
+    # not shown, and its item is no longer treated as replaced
+    from core import memory
+    from store import Experience
+
+    stale = Experience(task_id="*", kind="rule", backend="cpu", stage="", title="Adopted by 3 operators: "
+                       "sum_dim, relu, scale_bias", text="Habits of fast, correct CPU kernels", extra={"from": item})
+    store.add_experience(stale)
+    assert memory.resident_rules(store, "cpu") == ([], set())
