@@ -537,6 +537,9 @@ class AscendBackend:
         op's aclnn API (``verifier.backends.ascend_project.binding_problem``)."""
         return project_form.binding_problem(files)
 
+    # what call_env sets: the job gets these and nothing else from it
+    call_variables = project_form.CALL_VARIABLES
+
     def call_env(self, library: Path) -> dict[str, str]:
         """What the calling process needs for a custom-op candidate's library (its private vendor); nothing
         for a kernel-launch library."""

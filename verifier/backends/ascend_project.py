@@ -369,6 +369,9 @@ def build_script(install: CannInstall, soc: str, project: OpProject, files: list
     return "\n".join(lines) + "\n"
 
 
+CALL_VARIABLES = ("ASCEND_CUSTOM_OPP_PATH", "LD_LIBRARY_PATH")
+
+
 def call_env(library_dir: str, env: dict[str, str] | None = None) -> dict[str, str]:
     """What the process that calls a custom-op candidate's library needs: the private vendor as the custom
     OPP path (the op's kernels and tiling are found there), its op API on the library path."""

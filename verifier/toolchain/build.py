@@ -42,6 +42,7 @@ class BuildResult:
     cached: bool = False
     seconds: float = 0.0
     command: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)   # folders beside the library it needs (a custom op's vendor)
 
 
 def default_cache_dir() -> Path:
@@ -126,6 +127,7 @@ def _load(final: Path) -> BuildResult | None:
         ok=meta["ok"], key=meta["key"], library=library,
         signatures=[Signature.from_dict(s) for s in meta.get("signatures", [])],
         log=meta.get("log", ""), cached=True, seconds=meta.get("seconds", 0.0), command=meta.get("command", []),
+        keep=[k for k in meta.get("keep") or [] if (final / k).is_dir()],
     )
 
 
