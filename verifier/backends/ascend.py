@@ -451,6 +451,11 @@ class AscendBackend:
     def claims(cls, files: dict[str, str]) -> bool:
         return any(name.endswith(cls.source_suffixes) and "__aicore__" in text for name, text in files.items())
 
+    @staticmethod
+    def form_prompt(form: str) -> str:
+        """What a prompt adds to ask for ``form`` (the custom-op project's files and layout; "" for kernel-launch)."""
+        return project_form.form_prompt("ascend", form)
+
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,
                  probe_torch: bool = True):
