@@ -499,3 +499,54 @@ def test_a_job_gets_only_the_variables_its_backend_declares():
                                                         "LD_LIBRARY_PATH": "/job/lib"}
     # a backend that declares a credential-looking name still never passes it on
     assert declared_env({"ASCEND_AUTH_TOKEN": "t"}, ("ASCEND_AUTH_TOKEN",)) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
+def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env, monkeypatch):
+    """A run in an Ascend workspace with form = "custom-op": the prompt asks for the project, the loopback
+    model answers one, and the attempt keeps its layout through parsing, the format and anti-hack gates, and
+    fails at the build, on this fake CANN's msopgen (a stand-in that fails), with that error as its outcome."""
+    import asyncio
+
+    from core import events as ev
+    from core.session import Session
+    from core.workspace import Workspace
+    from verifier.harness.verify import Verifier
+
+    from openai_server import Reply, answer_with
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))      # the jobs import HostAscendRuntime
+    root = make_cann(tmp_path / "cann", "compiler")
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite/add.py").write_text(ADD_TASK)
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    ws.config_path.write_text(f'backend = "ascend"\nform = "custom-op"\nsuite = "{tmp_path / "suite"}"\n'
+                              '[llm]\nmodel = "scripted-coder"\n[engine]\nfinal_window = false\n'
+                              "[verifier]\nuse_bwrap = false\nthreads = 2\ntrials = 5\nrun_timeout_s = 20\n")
+    server = llm_env(lambda req, n: Reply("Change: a custom op.\n" + answer_with(PROJECT)))
+    seen: list[ev.Event] = []
+    session = Session(ws)
+    session.bus.subscribe(seen.append)
+    backend = HostAscend({"ASCEND_HOME_PATH": str(root), "PATH": "/usr/bin:/bin"}, home=str(tmp_path),
+                         system_root=str(tmp_path), machine="x86_64", soc="Ascend910B2", probe_torch=False)
+    # the workspace's own verifier, but on the fake CANN's backend (this machine has no CANN)
+    session._verifier = Verifier(backend, session.config.verifier, cache_dir=ws.cache_dir,
+                                 hidden_paths=ws.private_paths())
+
+    async def go() -> None:
+        try:
+            await session.run(session.tasks(["add"]), method="evokernel", iterations=1, suite=None, scale=None)
+        finally:
+            await session.close_async()
+
+    asyncio.run(go())
+    assert server.requests, [e for e in seen if not isinstance(e, ev.GateChecked)]
+    system = server.requests[0]["messages"][0]["content"]
+    assert "file=op_host/<op>_tiling.h" in system and "file=op_kernel/<op>.cpp" in system
+    gates = [(e.gate, e.status, e.message) for e in seen if isinstance(e, ev.GateChecked)]
+    assert [(g, s) for g, s, _ in gates] == [("format", "passed"), ("anti_hack", "passed"), ("build", "failed")], gates
+    assert "fake msopgen" in gates[-1][2]
+    received = [e for e in seen if isinstance(e, ev.ResponseReceived)]
+    assert sorted(received[0].files) == sorted(PROJECT)
