@@ -550,3 +550,18 @@ def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env,
     assert "fake msopgen" in gates[-1][2]
     received = [e for e in seen if isinstance(e, ev.ResponseReceived)]
     assert sorted(received[0].files) == sorted(PROJECT)
+
+
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
+def test_the_project_build_limit_is_a_setting_that_only_slow_flows_take(tmp_path):
+    """``project_build_timeout_s`` replaces the custom-op flow's 900 s floor; a kernel-launch build never gets it."""
+    from verifier.backends.cpu import CpuBackend
+    from verifier.config import VerifyConfig
+    from verifier.toolchain.build import build_candidate
+
+    assert VerifyConfig().project_build_timeout_s is None          # the backend's own floor
+    backend = backend_for(make_custom_op_cann(tmp_path / "cann"), tmp_path)
+    slow = build_candidate(backend, dict(PROJECT), tmp_path / "cache", sandbox=False, timeout=600, slow_timeout=0.001)
+    assert not slow.ok and "did not finish within 0 s" in slow.log
+    flat = {"kernel.cpp": 'extern "C" void f(float* x) { x[0] = 1; }\n', "model.py": "# unused\n"}
+    assert build_candidate(CpuBackend(), flat, tmp_path / "cache", sandbox=False, slow_timeout=0.001).ok

@@ -266,7 +266,7 @@ class Verifier:
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
             built = check_build(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
-                                hidden=self.hidden_paths)
+                                hidden=self.hidden_paths, slow_timeout=cfg.project_build_timeout_s)
         build = built.build
         out.build_cached = build.cached
         if not built.passed:
@@ -277,7 +277,8 @@ class Verifier:
         if best:
             with self._lock.shared():  # the best was built before: normally a cache hit
                 best_built = check_build(backend, best, self.cache_dir, timeout=cfg.build_timeout_s,
-                                         sandbox=cfg.use_bwrap, hidden=self.hidden_paths)
+                                         sandbox=cfg.use_bwrap, hidden=self.hidden_paths,
+                                         slow_timeout=cfg.project_build_timeout_s)
             best_build = best_built.build if best_built.passed else None
 
         ref = reference.result()
