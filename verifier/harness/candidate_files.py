@@ -47,7 +47,7 @@ def candidate_paths(folder: Path) -> Iterator[tuple[str, Path]]:
             if path.is_dir():
                 if depth + 1 < MAX_DEPTH and not (depth == 0 and path.name in SKIPPED_FOLDERS):
                     yield from walk(path, name + "/", depth + 1)
-            elif path.is_file() and name_problem(name) is None:
+            elif path.is_file():   # an odd name is read: the format gate says what is wrong with it
                 yield name, path
     yield from walk(Path(folder), "", 0)
 
