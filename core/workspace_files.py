@@ -28,7 +28,8 @@ def candidate_suffixes() -> tuple[str, ...]:
 
 def read_candidate_files(folder: Path) -> dict[str, str]:
     """The candidate files in ``folder``, named by their path in it (``kernel.cpp``, ``op_host/x.cpp``): its
-    non-hidden files and sub-folders, not best/, no symbolic links
+    non-hidden files and the folders a backend's form keeps sources in (op_host/, op_kernel/), never best/,
+    no symbolic links
     (``verifier.harness.candidate_files.candidate_paths``)."""
     if not folder.is_dir():
         return {}

@@ -114,6 +114,8 @@ def test_a_project_keeps_its_folders_and_links_are_never_followed(tmp_path):
     (folder / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
     (folder / "best/op_host").mkdir(parents=True)
     (folder / "best/op_host/old.cpp").write_text("// best\n")
+    (folder / "build").mkdir()                          # a folder no form keeps sources in
+    (folder / "build/generated.cpp").write_text("// a person's build\n")
     assert read_candidate_files(folder) == files
     write_candidate(folder, {"model.py": "m = 2\n", "kernel.cpp": "// flat\n"}, "a2")
     assert read_candidate_files(folder) == {"model.py": "m = 2\n", "kernel.cpp": "// flat\n"}

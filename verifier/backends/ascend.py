@@ -446,6 +446,7 @@ class AscendBackend:
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
     forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
     extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources
+    candidate_folders = project_form.PROJECT_DIRS  # where a project keeps its sources (op_host/, op_kernel/)
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:

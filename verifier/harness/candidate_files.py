@@ -14,7 +14,6 @@ from pathlib import Path
 
 MAX_READ_BYTES = 1024 * 1024
 MAX_DEPTH = 3            # op_kernel/erf/x.h: the deepest a real custom-op answer goes
-SKIPPED_FOLDERS = ("best",)      # the workspace's copy of the task's best, beside the files
 _PART = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -36,16 +35,22 @@ def name_problem(name: str) -> str | None:
 
 
 def candidate_paths(folder: Path) -> Iterator[tuple[str, Path]]:
-    """(name, path) of every regular file of the candidate in ``folder``, sorted: the top level and its
-    non-hidden sub-folders (not ``best/``) down to ``MAX_DEPTH``. Symbolic links, to files or folders,
-    are never followed: a candidate is what lies in its folder."""
+    """(name, path) of every regular file of the candidate in ``folder``, sorted: the top level and the
+    folders a backend's form keeps sources in (``candidate_folders``: a custom-op project's ``op_host/`` and
+    ``op_kernel/``, with their sub-folders) down to ``MAX_DEPTH``; nothing hidden, and no other folder
+    (``best/``, a person's build or notes). Symbolic links, to files or folders, are never followed: a
+    candidate is what lies in its folder."""
+    from verifier.backends import declared_suffixes
+
+    folders = declared_suffixes("candidate_folders")
+
     def walk(here: Path, prefix: str, depth: int) -> Iterator[tuple[str, Path]]:
         for path in sorted(here.iterdir()):
             if path.name.startswith(".") or path.is_symlink():
                 continue
             name = prefix + path.name
             if path.is_dir():
-                if depth + 1 < MAX_DEPTH and not (depth == 0 and path.name in SKIPPED_FOLDERS):
+                if depth + 1 < MAX_DEPTH and (depth > 0 or path.name in folders):
                     yield from walk(path, name + "/", depth + 1)
             elif path.is_file():   # an odd name is read: the format gate says what is wrong with it
                 yield name, path
