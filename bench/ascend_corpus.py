@@ -11,7 +11,9 @@ the repository.
 Each answer becomes a candidate of the custom-op form: its ``op_host/``, ``op_kernel/`` and ``CMakeLists.txt``
 as the suite ships them, plus two files of ours, because the suites' own are of another contract: a binding
 (one ``extern "C"`` launcher calling ``aclnn<Op>``, generated here from the op definition; the suites bind
-through a PyTorch extension) and a ``model.py`` that calls it. Then, per answer: the format gate, the anti-hack
+through a PyTorch extension) and a ``model.py`` that calls it. Then, per answer: the answer round trip (the
+candidate written as a model's answer, fenced blocks named by path, read back by the engine's parser), the
+format gate, the anti-hack
 gate, declaration parsing (the device kernels as ``extern "C" __global__ __aicore__`` entries, the binding's
 launchers) and the project generation against a fake CANN tree (the build script, op JSON, command lines).
 The link policy needs a built library and is not run here (no CANN). Last, the host stand-in: each answer's
@@ -145,6 +147,29 @@ def as_candidate(files: dict[str, str]) -> dict[str, str]:
     return files
 
 
+FENCE_LANGUAGES = {".py": "python", ".json": "json", ".txt": "cmake"}
+
+
+def answer_round_trip(files: dict[str, str]) -> str:
+    """The candidate written as a model's answer (a ``Change:`` line, then one fenced block per file named by its
+    path) and read back by the engine's parser (``core.responses.parse_answer``): "ok" when every file comes
+    back under its own path with its text, else what differs."""
+    from core.responses import parse_answer
+
+    blocks = [f"```{FENCE_LANGUAGES.get(Path(n).suffix, 'cpp')} file={n}\n{t if t.endswith(chr(10)) else t + chr(10)}```"
+              for n, t in files.items()]
+    parsed = parse_answer("Change: the suite's own answer.\n\n" + "\n\n".join(blocks))
+    if parsed.problem:
+        return f"parse: {parsed.problem}"
+    want = {n: t if t.endswith("\n") else t + "\n" for n, t in files.items()}
+    lost = sorted(set(want) - set(parsed.files))
+    changed = sorted(n for n in want if n in parsed.files and parsed.files[n] != want[n])
+    extra = sorted(set(parsed.files) - set(want))
+    if lost or changed or extra:
+        return f"lost {lost}, changed {changed}, extra {extra}"
+    return "ok"
+
+
 def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend, include: Path | None = None,
            scratch: Path | None = None) -> list[dict[str, str]]:
     from fake_toolchains import compile_tiling_on_host
@@ -155,6 +180,7 @@ def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend, includ
         row = {"task": task}
         cand = as_candidate(files)
         forms = {"forms": backend.forms} if takes_forms else {}
+        row["answer"] = answer_round_trip(cand)
         row["format"] = check_format(cand, backend.source_suffixes, backend.header_suffixes, **forms) or "ok"
         row["anti_hack"] = check_candidate(cand, backend.source_suffixes, backend.header_suffixes, "ascend") or "ok"
         try:
@@ -210,7 +236,7 @@ def main() -> int:
                                 probe_torch=False)
         include = make_tiling_standins(Path(tmp) / "standins")
         rows = survey(candidates, backend, include, Path(tmp))
-    gates = ("format", "anti_hack", "declarations", "project")
+    gates = ("answer", "format", "anti_hack", "declarations", "project")
     tiling = Counter(r["host_tiling"].split(":")[0] for r in rows)
     print(f"host stand-in (g++ against {', '.join(STOOD_IN_HEADERS)} stood in): tiling data of "
           f"{tiling['ok']} compiled, {tiling['skipped']} skipped (other CANN headers), {tiling['failed']} failed")
@@ -220,7 +246,7 @@ def main() -> int:
     print(f"\n{len(rows)} answers; passing each gate:")
     for gate in gates:
         print(f"  {gate:13s} {sum(r[gate] == 'ok' for r in rows):4d} / {len(rows)}")
-    print(f"  {'all four':13s} {sum(all(r[g] == 'ok' for g in gates) for r in rows):4d} / {len(rows)}")
+    print(f"  {'all of them':13s} {sum(all(r[g] == 'ok' for g in gates) for r in rows):4d} / {len(rows)}")
     for gate in gates:
         refused = [r for r in rows if r[gate] != "ok"]
         if not refused:

@@ -67,6 +67,7 @@ class Engine:
         self._stop = asyncio.Event()
         self.timings: dict[str, float] = {"engine": 0.0, "llm": 0.0, "verify": 0.0}
         self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
+        self.facts.form = config.form                                            # and the form they ask for
         self._facts_ready: asyncio.Future[None] | None = None
 
     # -- public ---------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.tasks import Task, cases_section
 from store import Experience, OutcomeSummary
-from verifier.backends import backend_device, display_name, source_suffix
+from verifier.backends import backend_device, declared, display_name, source_suffix
 from verifier.outcome import speed_words
 from verifier.task import TaskSpec
 
@@ -58,11 +58,19 @@ CITE = """After the code, write one line `MEMORY USED: mem:<id>, ...` naming the
 (or `MEMORY USED: none`)."""
 
 
-def system_message(backend: str, *, cite: bool = False) -> str:
+def system_message(backend: str, *, cite: bool = False, form: str = "kernel-launch") -> str:
     """The role and the answer format; ``cite`` (the prompt shows memory items to cite) adds the
-    ``MEMORY USED`` line, which a prompt without items never asks for."""
-    text = SYSTEM.format(backend=display_name(backend), suffix=source_suffix(backend))
+    ``MEMORY USED`` line, which a prompt without items never asks for. ``form``: the candidate form the
+    workspace asks for, where the backend takes several (its ``form_prompt`` names the files and layout)."""
+    text = SYSTEM.format(backend=display_name(backend), suffix=source_suffix(backend)) + _form_section(backend, form)
     return text + "\n" + CITE if cite else text
+
+
+def _form_section(backend: str, form: str) -> str:
+    """What the backend asks for ``form`` beyond the kernel-launch answer (an Ascend custom-op project's files
+    and layout: ``verifier.backends.ascend_project.form_prompt``); "" for kernel-launch or a one-form backend."""
+    ask = declared(backend, "form_prompt")
+    return ask(form) if ask is not None and form != "kernel-launch" else ""
 
 
 # -- where the kernel runs ---------------------------------------------------------------------------
@@ -80,6 +88,7 @@ class PromptFacts:
     ceilings: dict[str, Any] | None = None
     tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None  # spec -> dtype -> tolerances
     meter: RooflineMeter | None = None   # for cached task profiles
+    form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
 
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
@@ -474,11 +483,11 @@ def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experie
     return text(0)
 
 
-def _messages(backend: str, fitted: tuple[str, bool]) -> list[Message]:
-    """The system message (asking for ``MEMORY USED`` only when the user message shows items to cite)
-    and the user message."""
+def _messages(backend: str, fitted: tuple[str, bool], form: str = "kernel-launch") -> list[Message]:
+    """The system message (asking for ``MEMORY USED`` only when the user message shows items to cite, and for
+    ``form``'s files) and the user message."""
     user, cite = fitted
-    return [("system", system_message(backend, cite=cite)), ("user", user)]
+    return [("system", system_message(backend, cite=cite, form=form)), ("user", user)]
 
 
 # -- this task's own history ---------------------------------------------------------------------------
@@ -591,7 +600,7 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     tried = _history(history, None)
     head = [_task_section(task), facts.section(task), _rules_enforced(),
             f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else ""]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task))
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
@@ -640,7 +649,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
     head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task))
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
 
 
 def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
@@ -672,4 +681,4 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
         ask = ("Write a faster variant of your best kernel (it is timed beside your best in one window and counts "
                "only if faster there).")
     return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask],
-                                   task=task))
+                                   task=task), facts.form)

@@ -4,6 +4,9 @@ The model answers with fenced blocks that name their file (```cpp file=kernel.cp
 are accepted too: ``title="kernel.cpp"``, a ``// kernel.cpp`` first line, or a heading / bold name /
 ``File: kernel.cpp`` on the line before the fence. Unnamed blocks are named by content (a Python
 block defining ``ModelNew`` is ``model.py``; C++ blocks are ``kernel.cpp``, ``kernel_2.cpp``...).
+A name keeps its folders (``file=op_host/add_custom.cpp``: a custom-op project's layout, which the format
+gate checks); an absolute one, one with ``..`` or odd characters is refused
+(``verifier.harness.candidate_files.name_problem``).
 An answer with no usable code is a ``Parsed`` with a ``problem``, never an exception. The answer's
 one-line ``Change: ...`` summary (asked for by every prompt) is kept in ``Parsed.change``.
 """
@@ -15,9 +18,10 @@ from dataclasses import dataclass, field
 
 from core.workspace_files import candidate_suffixes
 from verifier.backends import declared_suffixes
+from verifier.harness.candidate_files import name_problem
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
-_NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([\w./-]+)[\"']?")
+_NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([^\s\"'`]+)[\"']?")
 _CHANGE = re.compile(r"^[ \t>*_#-]*(?:\*\*|__)?change(?:\*\*|__)?\s*(?:\*\*|__)?\s*:\s*(?:\*\*|__)?\s*(?P<text>\S.*)$",
                      re.I | re.M)
 MAX_CHANGE_CHARS = 240
@@ -143,7 +147,11 @@ def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
                     continue
                 unnamed += 1
                 name = f"kernel{suffix}" if unnamed == 1 else f"kernel_{unnamed}{suffix}"
-        name = name.rsplit("/", 1)[-1]
+        while name.startswith("./"):
+            name = name[2:]
+        problem = name_problem(name)
+        if problem:
+            return Parsed(files=files, problem=problem)
         files[name] = body if body.endswith("\n") else body + "\n"
     if unclosed or truncated:
         last = list(files)[-1] if files else "the answer"

@@ -45,12 +45,14 @@ class EditWatcher:
         self.ready = asyncio.Event()              # set once the watch is in place
 
     def task_of(self, path: Path) -> str | None:
-        """The task a changed path belongs to: kernels/<task>/<file> (not best/, not hidden files)."""
+        """The task a changed path belongs to: kernels/<task>/<file>, or a file in a sub-folder of it (a custom-op
+        project's op_host/...), not in best/, not hidden."""
         try:
             rel = Path(path).resolve().relative_to(self.kernels_dir.resolve())
         except ValueError:
             return None
-        if len(rel.parts) != 2 or rel.parts[1].startswith(".") or rel.parts[0] not in self.task_ids:
+        if (len(rel.parts) < 2 or any(p.startswith(".") for p in rel.parts[1:]) or rel.parts[0] not in self.task_ids
+                or (len(rel.parts) > 2 and rel.parts[1] == "best")):
             return None
         return rel.parts[0]
 

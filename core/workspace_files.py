@@ -13,23 +13,28 @@ import os
 from pathlib import Path
 
 from verifier.backends import declared_suffixes
+from verifier.harness.candidate_files import candidate_paths, name_problem
 
 MARK = ".evokernel-written"
 EDIT_MARK = ".evokernel-edit"
 
 
 def candidate_suffixes() -> tuple[str, ...]:
-    """``.py`` and every kernel-source and header suffix a backend in the table declares."""
-    return (".py", *declared_suffixes("source_suffixes"), *declared_suffixes("header_suffixes"))
+    """``.py`` and every kernel-source and header suffix a backend in the table declares, and the other
+    files a backend's forms hold (``extra_files``: a custom-op project's op JSON and CMakeLists.txt)."""
+    return (".py", *declared_suffixes("source_suffixes"), *declared_suffixes("header_suffixes"),
+            *declared_suffixes("extra_files"))
 
 
 def read_candidate_files(folder: Path) -> dict[str, str]:
-    """The candidate files directly in ``folder`` (not best/, not hidden files)."""
+    """The candidate files in ``folder``, named by their path in it (``kernel.cpp``, ``op_host/x.cpp``): its
+    non-hidden files and the folders a backend's form keeps sources in (op_host/, op_kernel/), never best/,
+    no symbolic links
+    (``verifier.harness.candidate_files.candidate_paths``)."""
     if not folder.is_dir():
         return {}
     suffixes = candidate_suffixes()
-    return {p.name: p.read_text(errors="replace") for p in sorted(folder.iterdir())
-            if p.is_file() and not p.name.startswith(".") and p.suffix in suffixes}
+    return {name: p.read_text(errors="replace") for name, p in candidate_paths(folder) if name.endswith(suffixes)}
 
 
 def files_hash(files: dict[str, str]) -> str:
@@ -52,10 +57,18 @@ def _write_all(folder: Path, files: dict[str, str]) -> None:
     for old in read_candidate_files(folder):
         if old not in files:
             (folder / old).unlink()
+            for parent in (folder / old).parents:   # sub-folders the old files leave empty
+                if parent == folder or any(parent.iterdir()):
+                    break
+                parent.rmdir()
     for name, text in files.items():
-        tmp = folder / f".{name}.tmp"
+        if name_problem(name):   # never outside the folder, whatever a stored attempt holds
+            continue
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.tmp")
         tmp.write_text(text)
-        os.replace(tmp, folder / name)
+        os.replace(tmp, target)
 
 
 def write_candidate(folder: Path, files: dict[str, str], attempt_id: str | None = None) -> None:

@@ -72,6 +72,11 @@ class VerifyConfig(BaseModel):
     build_timeout_s: float = Field(120.0, gt=0)
     """Wall-clock limit of one build."""
 
+    project_build_timeout_s: float | None = Field(None, gt=0)
+    """Wall-clock limit of each step of a build whose flow takes minutes, an Ascend custom-op project's
+    (msopgen, build.sh, the package install, the binding's link); None: the backend's own floor (900 s for the
+    custom-op project: see ``verifier.backends.ascend_project.BUILD_MIN_TIMEOUT_S`` for what it rests on)."""
+
     run_timeout_s: float = Field(60.0, gt=0)
     """Wall-clock limit of one sandboxed worker job (correctness or timing); the job is killed after."""
 

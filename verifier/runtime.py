@@ -75,9 +75,10 @@ def load(path: str | None = None) -> KernelLibrary:
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
     from verifier.backends import backend_for, get_backend, runtime_class
+    from verifier.harness.candidate_files import read_candidate
     from verifier.toolchain.build import build_candidate
 
-    files = {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file()}
+    files = read_candidate(folder)   # a custom-op project's op_host/ and op_kernel/ with their paths
     backend = get_backend(backend_for(files))
     result = build_candidate(backend, files, cache_dir=None)
     if not result.ok:

@@ -7,6 +7,8 @@ import os
 import stat
 from pathlib import Path
 
+from verifier.backends.ascend import AscendRuntime
+
 NPU_SMI_910B2 = """\
 +------------------------------------------------------------------------------------------------+
 | npu-smi 24.1.rc2                 Version: 24.1.rc2                                             |
@@ -296,12 +298,20 @@ extern "C" aclnnStatus aclnnAddCustom(void* workspace, uint64_t workspaceSize, a
                                       aclrtStream stream);
 """
 
+# Like CANN's op API, it finds the op's implementation through ASCEND_CUSTOM_OPP_PATH (here: the vendor's
+# op_impl folder must be there) and fails with a status otherwise.
 FAKE_CUST_OPAPI = r"""
 #include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <sys/stat.h>
 struct aclTensor { void* data; int64_t n; };
 struct aclOpExecutor { const aclTensor *x, *y, *z; float alpha; };
 extern "C" int aclnnAddCustomGetWorkspaceSize(const aclTensor* x, const aclTensor* y, float alpha, aclTensor* z,
                                               uint64_t* size, aclOpExecutor** executor) {
+    const char* opp = getenv("ASCEND_CUSTOM_OPP_PATH");
+    struct stat st;
+    if (!opp || stat((std::string(opp) + "/op_impl").c_str(), &st) != 0) return 161002;
     *size = 0; *executor = new aclOpExecutor{x, y, z, alpha}; return 0;
 }
 extern "C" int aclnnAddCustom(void*, uint64_t, aclOpExecutor* e, void*) {
@@ -311,6 +321,33 @@ extern "C" int aclnnAddCustom(void*, uint64_t, aclOpExecutor* e, void*) {
     return 0;
 }
 """
+
+
+class HostAscendRuntime(AscendRuntime):
+    """The Ascend runtime's declarations (stream type, entry names, status returns, workspace) on the host's
+    tensors, for sandboxed jobs calling a library the fake CANN built for the CPU (the job imports it by name:
+    this folder must be on the job's PYTHONPATH)."""
+
+    device = "cpu"
+    modules = ()
+
+    def prepare(self) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def stream_synchronize(self) -> None:
+        pass
+
+    def events(self):  # type: ignore[override]
+        return None
+
+    def current_stream(self):  # type: ignore[override]
+        return lambda: 0
+
+    def flush_bytes(self, requested: int) -> int:
+        return requested
 
 
 def make_custom_op_cann(root: Path) -> Path:

@@ -65,8 +65,10 @@ def rows(tmp_path_factory):
 
 @pytest.mark.slow
 def test_every_answer_passes_format_declarations_and_project_generation(rows):
+    """... and comes back whole through the engine's answer parser, written as a model's answer (blocks named
+    by their paths in the project)."""
     assert len(rows) >= 150
-    for gate in ("format", "declarations", "project"):
+    for gate in ("answer", "format", "declarations", "project"):
         refused = {r["task"]: r[gate] for r in rows if r[gate] != "ok"}
         assert refused == {}, gate
 

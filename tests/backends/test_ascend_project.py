@@ -24,7 +24,7 @@ from verifier.backends.base import BuildPlanError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
 
-from fake_toolchains import make_cann, make_custom_op_cann, preload_acl_stubs
+from fake_toolchains import HostAscendRuntime, make_cann, make_custom_op_cann, preload_acl_stubs
 
 TILING = """#include "register/tilingdata_base.h"
 namespace optiling {
@@ -313,7 +313,7 @@ def test_without_msopgen_the_custom_op_form_says_so(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("g++") or not shutil.which("readelf"), reason="needs g++ and binutils")
-def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_vendor(tmp_path, on_host):
+def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_vendor(tmp_path, on_host, monkeypatch):
     """The generated script through the real build gate with stand-ins for msopgen, build.sh and the package:
     the pieces land in the project, the candidate's kernel options reach its CMakeLists.txt, build.sh runs
     without ASCEND_CUSTOM_OPP_PATH, the package installs into the build's own vendor/, the binding links
@@ -366,7 +366,11 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     lib = KernelLibrary(str(result.library), [s.to_dict() for s in result.signatures], on_host(AscendRuntime))
     x, y = torch.randn(1001), torch.randn(1001)
     z = torch.empty_like(x)
-    lib.add(x, y, z, x.numel())                      # the stream filled in, the status checked
+    monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
+    assert lib.add(x, y, z, x.numel()) != 0          # the op API finds the op through the custom OPP path only
+    for name, value in backend.call_env(result.library).items():
+        monkeypatch.setenv(name, value)
+    assert lib.add(x, y, z, x.numel()) == 0          # the stream filled in
     assert torch.equal(z, x + y)
 
 
@@ -422,3 +426,142 @@ def test_the_verifier_s_format_gate_takes_the_forms_its_backend_declares(tmp_pat
         except VerifierError:       # the Ascend toolchain is missing here: past the format gate
             return
         assert out.failed_gate != "format", out.message
+
+
+ADD_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+N = 4096
+
+
+def get_inputs():
+    return [torch.randn(N), torch.randn(N)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+class HostAscend(AscendBackend):
+    """The Ascend backend over a fake CANN whose custom-op flow builds for the host: its toolchain taken as
+    present, its jobs on the host's tensors (``HostAscendRuntime``, imported by the job from this folder)."""
+
+    device = "cpu"
+    timer = "wall"
+    device_runtime = HostAscendRuntime
+
+    def toolchain(self):
+        from verifier.backends.base import Toolchain
+
+        return Toolchain(True, compiler="fake bisheng", device="host")
+
+    def sandbox_devices(self) -> list[str]:
+        return []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("g++") or not shutil.which("readelf"), reason="needs g++ and binutils")
+def test_a_sandboxed_job_calls_a_custom_op_with_its_private_vendor(tmp_path, monkeypatch, fast_config):
+    """Through the verifier: the custom-op candidate is built by the (stand-in) CANN flow, and its correctness
+    and timing jobs, in the sandbox, find the op through ASCEND_CUSTOM_OPP_PATH pointed at the vendor the build
+    installed (the stand-in op API fails without it, as CANN's does)."""
+    from core.tasks import load_suite
+    from verifier.harness.verify import Verifier
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))      # the job imports HostAscendRuntime
+    monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
+    root = make_custom_op_cann(tmp_path / "cann")
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite/add.py").write_text(ADD_TASK)
+    spec = load_suite(tmp_path / "suite").get("add").spec()
+    backend = HostAscend({"ASCEND_HOME_PATH": str(root), "PATH": "/usr/bin:/bin"}, home=str(tmp_path),
+                         system_root=str(tmp_path), machine="x86_64", soc="Ascend910B2", probe_torch=False)
+    # without bubblewrap: the fake CANN lives in /tmp, which bubblewrap replaces with a private one
+    config = fast_config.model_copy(update={"use_bwrap": False})
+    with Verifier(backend, config, cache_dir=tmp_path / "cache") as verifier:
+        out = verifier.verify(spec, dict(PROJECT))
+    assert out.feasible, out.message
+
+
+def test_a_job_gets_only_the_variables_its_backend_declares():
+    from verifier.sandbox import declared_env
+
+    env = {"ASCEND_CUSTOM_OPP_PATH": "/job/vendor/vendors/customize", "LD_LIBRARY_PATH": "/job/lib",
+           "OPENAI_API_KEY": "sk-secret", "PATH": "/elsewhere"}
+    assert declared_env(env, ASCEND.call_variables) == {"ASCEND_CUSTOM_OPP_PATH": "/job/vendor/vendors/customize",
+                                                        "LD_LIBRARY_PATH": "/job/lib"}
+    # a backend that declares a credential-looking name still never passes it on
+    assert declared_env({"ASCEND_AUTH_TOKEN": "t"}, ("ASCEND_AUTH_TOKEN",)) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
+def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env, monkeypatch):
+    """A run in an Ascend workspace with form = "custom-op": the prompt asks for the project, the loopback
+    model answers one, and the attempt keeps its layout through parsing, the format and anti-hack gates, and
+    fails at the build, on this fake CANN's msopgen (a stand-in that fails), with that error as its outcome."""
+    import asyncio
+
+    from core import events as ev
+    from core.session import Session
+    from core.workspace import Workspace
+    from verifier.harness.verify import Verifier
+
+    from openai_server import Reply, answer_with
+
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))      # the jobs import HostAscendRuntime
+    root = make_cann(tmp_path / "cann", "compiler")
+    (tmp_path / "suite").mkdir()
+    (tmp_path / "suite/add.py").write_text(ADD_TASK)
+    ws = Workspace(tmp_path / "ws")
+    ws.root.mkdir()
+    ws.config_path.write_text(f'backend = "ascend"\nform = "custom-op"\nsuite = "{tmp_path / "suite"}"\n'
+                              '[llm]\nmodel = "scripted-coder"\n[engine]\nfinal_window = false\n'
+                              "[verifier]\nuse_bwrap = false\nthreads = 2\ntrials = 5\nrun_timeout_s = 20\n")
+    server = llm_env(lambda req, n: Reply("Change: a custom op.\n" + answer_with(PROJECT)))
+    seen: list[ev.Event] = []
+    session = Session(ws)
+    session.bus.subscribe(seen.append)
+    backend = HostAscend({"ASCEND_HOME_PATH": str(root), "PATH": "/usr/bin:/bin"}, home=str(tmp_path),
+                         system_root=str(tmp_path), machine="x86_64", soc="Ascend910B2", probe_torch=False)
+    # the workspace's own verifier, but on the fake CANN's backend (this machine has no CANN)
+    session._verifier = Verifier(backend, session.config.verifier, cache_dir=ws.cache_dir,
+                                 hidden_paths=ws.private_paths())
+
+    async def go() -> None:
+        try:
+            await session.run(session.tasks(["add"]), method="evokernel", iterations=1, suite=None, scale=None)
+        finally:
+            await session.close_async()
+
+    asyncio.run(go())
+    assert server.requests, [e for e in seen if not isinstance(e, ev.GateChecked)]
+    system = server.requests[0]["messages"][0]["content"]
+    assert "file=op_host/<op>_tiling.h" in system and "file=op_kernel/<op>.cpp" in system
+    gates = [(e.gate, e.status, e.message) for e in seen if isinstance(e, ev.GateChecked)]
+    assert [(g, s) for g, s, _ in gates] == [("format", "passed"), ("anti_hack", "passed"), ("build", "failed")], gates
+    assert "fake msopgen" in gates[-1][2]
+    received = [e for e in seen if isinstance(e, ev.ResponseReceived)]
+    assert sorted(received[0].files) == sorted(PROJECT)
+
+
+@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
+def test_the_project_build_limit_is_a_setting_that_only_slow_flows_take(tmp_path):
+    """``project_build_timeout_s`` replaces the custom-op flow's 900 s floor; a kernel-launch build never gets it."""
+    from verifier.backends.cpu import CpuBackend
+    from verifier.config import VerifyConfig
+    from verifier.toolchain.build import build_candidate
+
+    assert VerifyConfig().project_build_timeout_s is None          # the backend's own floor
+    backend = backend_for(make_custom_op_cann(tmp_path / "cann"), tmp_path)
+    slow = build_candidate(backend, dict(PROJECT), tmp_path / "cache", sandbox=False, timeout=600, slow_timeout=0.001)
+    assert not slow.ok and "did not finish within 0 s" in slow.log
+    flat = {"kernel.cpp": 'extern "C" void f(float* x) { x[0] = 1; }\n', "model.py": "# unused\n"}
+    assert build_candidate(CpuBackend(), flat, tmp_path / "cache", sandbox=False, slow_timeout=0.001).ok

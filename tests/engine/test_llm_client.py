@@ -115,8 +115,22 @@ def test_missing_configuration_says_what_to_set():
     ("```cpp file=kernel.cpp\nint x;\n", ["kernel.cpp"], "cut off"),
     ("```cpp file=kernel.cpp\nint x;\n```", ["kernel.cpp"], "no model.py"),
     ("", [], "empty"),
+    # a custom-op project keeps its layout, whatever the fences' languages
+    ("```cpp file=op_host/add_custom.cpp\nint h;\n```\n```cpp file=op_kernel/erf/tail.h\nint t;\n```\n"
+     "```json file=add_custom.json\n[]\n```\n```cpp file=./binding.cpp\nint b;\n```\n"
+     "```python file=model.py\nclass ModelNew: pass\n```",
+     ["add_custom.json", "binding.cpp", "model.py", "op_host/add_custom.cpp", "op_kernel/erf/tail.h"], ""),
+    ("```cpp file=/etc/kernel.cpp\nint x;\n```\n```python file=model.py\nclass ModelNew: pass\n```",
+     [], "is an absolute path"),
+    ("```cpp file=op_host/../../kernel.cpp\nint x;\n```\n```python file=model.py\nclass ModelNew: pass\n```",
+     [], "climbs out of the kernel folder"),
+    ("```cpp file=op_host/a$b.cpp\nint x;\n```\n```python file=model.py\nclass ModelNew: pass\n```",
+     [], "is not allowed"),
+    ("```cpp file=op_kernel/a/b/c.h\nint x;\n```\n```python file=model.py\nclass ModelNew: pass\n```",
+     [], "3 folders deep"),
 ])
 def test_answers_become_files_or_a_reason(text, files, problem):
     parsed = parse_answer(text)
     assert sorted(parsed.files) == files
     assert (problem in parsed.problem) if problem else parsed.ok, parsed.problem
+    assert "\n" not in parsed.problem

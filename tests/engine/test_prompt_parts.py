@@ -107,3 +107,25 @@ def test_the_model_reads_a_noisy_window_as_an_unknown_speed():
     assert "could not tell against PyTorch: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict" in line
     assert "could not tell against the best then: too noisy" in line
     assert "same speed" not in line and "±" not in line and "1.74x" not in line
+
+
+def test_the_custom_op_form_asks_for_the_project_s_files_and_kernel_launch_stays_as_it_was(relu):
+    """With ``form = "custom-op"`` (an Ascend workspace) the draft and refine prompts ask for the project's
+    files by name and layout; kernel-launch, and a backend that takes one form, ask as before."""
+    start = Experience(id="start000", task_id="relu", kind="draft_trace", backend="ascend", stage="draft",
+                       title="relu draft #1: feasible", files=C.elementwise(C.RELU),
+                       outcome={"feasible": True, "latency_ms": 2.0, "latency_spread_ms": 0.1})
+
+    def asks(backend: str, form: str) -> list[str]:
+        facts = prompts.PromptFacts(backend, form=form)
+        draft = prompts.draft_prompt(relu, backend, [], [], [], facts=facts)
+        refine = prompts.refine_prompt(relu, backend, [], [], [], start, [], best=start, facts=facts)
+        return [draft[0][1], refine[0][1]]
+
+    for system in asks("ascend", "custom-op"):
+        for piece in ("file=op_host/<op>_tiling.h", "file=op_host/<op>.cpp", "file=op_kernel/<op>.cpp",
+                      "file=binding.cpp", "OP_ADD(<Op>)", "aclnn<Op>"):
+            assert piece in system, piece
+    for backend in ("ascend", "cpu"):
+        assert asks(backend, "kernel-launch") == [prompts.system_message(backend)] * 2
+    assert asks("cpu", "custom-op") == [prompts.system_message("cpu")] * 2     # the CPU takes one form

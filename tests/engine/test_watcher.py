@@ -9,7 +9,7 @@ import pytest
 
 from core.events import EventBus
 from core.watcher import EditWatcher
-from core.workspace_files import write_candidate
+from core.workspace_files import read_candidate_files, write_candidate
 
 import candidates as C
 
@@ -98,3 +98,29 @@ def test_a_saved_edit_becomes_a_human_experience(workspace, monkeypatch):
         state = session.store.get_task("relu")
         assert state.feasible and exp.id in state.start_points
         assert (ws.kernels_dir / "relu" / "best" / "kernel.cpp").read_text() == exp.files["kernel.cpp"]
+
+
+def test_a_project_keeps_its_folders_and_links_are_never_followed(tmp_path):
+    """A custom-op project's files sit in op_host/ and op_kernel/: written and read back with their paths, its
+    saves seen by the watcher; links and best/ are no part of the candidate."""
+    kernels = tmp_path / "kernels"
+    folder = kernels / "add"
+    files = {"model.py": "m = 1\n", "op_host/add_custom.cpp": "// host\n", "op_kernel/erf/tail.h": "// tail\n",
+             "add_custom.json": "[]\n", "binding.cpp": "// binding\n"}
+    write_candidate(folder, files, "a1")
+    assert read_candidate_files(folder) == files
+    (tmp_path / "secret.h").write_text("// not the candidate's\n")
+    (folder / "op_host/linked.h").symlink_to(tmp_path / "secret.h")
+    (folder / "linked_dir").symlink_to(tmp_path, target_is_directory=True)
+    (folder / "best/op_host").mkdir(parents=True)
+    (folder / "best/op_host/old.cpp").write_text("// best\n")
+    (folder / "build").mkdir()                          # a folder no form keeps sources in
+    (folder / "build/generated.cpp").write_text("// a person's build\n")
+    assert read_candidate_files(folder) == files
+    write_candidate(folder, {"model.py": "m = 2\n", "kernel.cpp": "// flat\n"}, "a2")
+    assert read_candidate_files(folder) == {"model.py": "m = 2\n", "kernel.cpp": "// flat\n"}
+    assert not (folder / "op_kernel").exists()          # folders the old files leave empty go
+    watcher = EditWatcher(kernels, {"add"}, lambda *a: None, EventBus())
+    assert watcher.task_of(folder / "op_host/add_custom.cpp") == "add"
+    assert watcher.task_of(folder / "best/op_host/old.cpp") is None
+    assert watcher.task_of(folder / "op_host/.x.cpp.tmp") is None

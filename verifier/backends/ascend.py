@@ -445,10 +445,17 @@ class AscendBackend:
     device_runtime = AscendRuntime
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
     forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
+    extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources
+    candidate_folders = project_form.PROJECT_DIRS  # where a project keeps its sources (op_host/, op_kernel/)
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:
         return any(name.endswith(cls.source_suffixes) and "__aicore__" in text for name, text in files.items())
+
+    @staticmethod
+    def form_prompt(form: str) -> str:
+        """What a prompt adds to ask for ``form`` (the custom-op project's files and layout; "" for kernel-launch)."""
+        return project_form.form_prompt("ascend", form)
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,
@@ -536,6 +543,9 @@ class AscendBackend:
         """The anti-hack rule a custom-op project adds beyond its places' rules: the binding calls only its own
         op's aclnn API (``verifier.backends.ascend_project.binding_problem``)."""
         return project_form.binding_problem(files)
+
+    # what call_env sets: the job gets these and nothing else from it
+    call_variables = project_form.CALL_VARIABLES
 
     def call_env(self, library: Path) -> dict[str, str]:
         """What the calling process needs for a custom-op candidate's library (its private vendor); nothing

@@ -43,9 +43,16 @@ PROJECT_EXTRAS = (".json", "CMakeLists.txt")
 MAX_PROJECT_FILES = 64        # real answers hold up to 32 files (NPUKernelBench's FlashAttentionScoreWithLargeHeadDim)
 MAX_DEPTH = 3                 # op_kernel/erf/x.h
 BINDING_LIBRARY = "libkernels.so"
-# msopgen and build.sh compile the host side (op_host, the generated op API, proto) and the kernel for every
-# dtype the OpDef lists: minutes, not the seconds of a kernel-launch build. Unmeasured: the first workstation
-# run (bench/npu_check.py prints the build time) should replace this guess.
+# The least time each step of the flow gets (msopgen, build.sh, the package install, the binding), whatever the
+# build timeout (VerifyConfig.project_build_timeout_s replaces it). What it rests on, none of it measured here:
+# build.sh configures a CMake project and compiles the host side (op_host's tiling and op definition, the generated
+# op API and proto) with g++, then the kernel once per dtype the OpDef lists and per SoC with bisheng, then packs
+# a .run: minutes, not the seconds of a kernel-launch build (ASCEND.md: "much slower than kernel-launch").
+# NPUKernelBench, which builds its answers with this flow on Ascend hosts, declares 400 s per compile
+# (base_config.yaml, compile.timeout) and applies 1200 s (run_multi_test.py passes chat.timeout to batch_compile),
+# with up to 128 builds at once; MultiKernelBench sets no limit on build.sh. 900 s lies between the two for one
+# build at a time. bench/npu_check.py prints the build time of a golden answer: the first workstation run
+# should replace this with a measurement.
 BUILD_MIN_TIMEOUT_S = 900.0
 BUILD_SCRIPT = "_evokernel_build.sh"
 OP_JSON = "_evokernel_op.json"
@@ -367,6 +374,9 @@ def build_script(install: CannInstall, soc: str, project: OpProject, files: list
         lines.append(" ".join(q(a) if not a.startswith("-Wl,-rpath") else f"'{a}'"
                               for a in binding_command(install, project.binding)))
     return "\n".join(lines) + "\n"
+
+
+CALL_VARIABLES = ("ASCEND_CUSTOM_OPP_PATH", "LD_LIBRARY_PATH")
 
 
 def call_env(library_dir: str, env: dict[str, str] | None = None) -> dict[str, str]:

@@ -199,6 +199,15 @@ class Backend(Protocol):
     def worker_env(self) -> dict[str, str]:
         """Environment variables the worker needs from the host (library paths, visible devices)."""
 
+    def form_prompt(self, form: str) -> str:
+        """Optional, for a backend of several ``forms``: what a prompt adds to ask for ``form`` (its files and
+        their layout); "" for the kernel-launch form. Without it: every workspace asks for kernel-launch."""
+
+    def call_env(self, library: Path) -> dict[str, str]:
+        """Optional: what the job that loads and calls ``library`` (in the job's folder, with the build's kept
+        folders beside it) needs in its environment besides ``worker_env`` (a custom op's private vendor);
+        only the names in the backend's ``call_variables`` reach the job. Without it: nothing."""
+
     def memory_limit(self) -> bool:
         """Whether an address-space limit (RLIMIT_AS) is safe; device drivers map huge ranges."""
 

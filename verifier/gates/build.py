@@ -18,9 +18,10 @@ class BuildVerdict:
 
 
 def check_build(backend: Backend, files: dict[str, str], cache_dir: Path, *, timeout: float, sandbox: bool,
-                hidden: list[str]) -> BuildVerdict:
-    """Build ``files`` (cached by content) and say what happened."""
-    build = build_candidate(backend, files, cache_dir, timeout=timeout, sandbox=sandbox, hidden=hidden)
+                hidden: list[str], slow_timeout: float | None = None) -> BuildVerdict:
+    """Build ``files`` (cached by content) and say what happened (``slow_timeout``: see ``build_candidate``)."""
+    build = build_candidate(backend, files, cache_dir, timeout=timeout, sandbox=sandbox, hidden=hidden,
+                            slow_timeout=slow_timeout)
     if not build.ok:
         return BuildVerdict(False, f"the build failed:\n{build.log}", build)
     return BuildVerdict(True, "cached" if build.cached else f"built in {build.seconds:.2f} s", build)

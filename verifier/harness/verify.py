@@ -46,7 +46,7 @@ from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import RooflineMeter
 from verifier.outcome import GateResult, Outcome
-from verifier.sandbox import scrubbed_env
+from verifier.sandbox import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.task import TaskSpec
 from verifier.toolchain.build import BuildResult, default_cache_dir
@@ -266,7 +266,7 @@ class Verifier:
         t = time.perf_counter()
         with self._lock.shared():  # compilers stop while something is being timed
             built = check_build(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
-                                hidden=self.hidden_paths)
+                                hidden=self.hidden_paths, slow_timeout=cfg.project_build_timeout_s)
         build = built.build
         out.build_cached = build.cached
         if not built.passed:
@@ -277,7 +277,8 @@ class Verifier:
         if best:
             with self._lock.shared():  # the best was built before: normally a cache hit
                 best_built = check_build(backend, best, self.cache_dir, timeout=cfg.build_timeout_s,
-                                         sandbox=cfg.use_bwrap, hidden=self.hidden_paths)
+                                         sandbox=cfg.use_bwrap, hidden=self.hidden_paths,
+                                         slow_timeout=cfg.project_build_timeout_s)
             best_build = best_built.build if best_built.passed else None
 
         ref = reference.result()
@@ -309,6 +310,9 @@ class Verifier:
         job_dir = job_dir or self._job_dir(kind)
         (job_dir / "model.py").write_text(files["model.py"])
         shutil.copy2(build.library, job_dir / build.library.name)
+        for folder in build.keep:   # beside the library, where its RUNPATH and call_env find them (a custom op's
+            # vendor); links copied as links: the harness never reads what a candidate's link points at
+            shutil.copytree(build.library.parent / folder, job_dir / folder, symlinks=True)
         common = dict(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                       model="model.py", threads=self.config.threads, runtime=runtime_target(self.backend),
                       timer=getattr(self.backend, "timer", "wall"))
@@ -320,6 +324,15 @@ class Verifier:
         write_job(job_dir, job)
         return job_dir
 
+    def _job_env(self, job_dir: Path, build: BuildResult | None) -> dict[str, str]:
+        """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
+        custom op's private vendor, copied into the job's folder): only the variables the backend declares
+        (``call_variables``), nothing secret-looking (``verifier.sandbox.declared_env``)."""
+        call_env = getattr(self.backend, "call_env", None)
+        if build is None or build.library is None or call_env is None:
+            return {}
+        return declared_env(call_env(job_dir / build.library.name), getattr(self.backend, "call_variables", ()))
+
     def _limits(self, background: bool = False) -> JobLimits:
         cfg = self.config
         return JobLimits(
@@ -329,10 +342,11 @@ class Verifier:
             nice=BACKGROUND_NICENESS if background else 0,
         )
 
-    def _run_job(self, job_dir: Path, background: bool = False
+    def _run_job(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None
                  ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority)."""
-        exit_ = self.server.run(job_dir, self._limits(background), self.config.run_timeout_s)
+        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
+        ``env``: what its library's call needs (``_job_env``)."""
+        exit_ = self.server.run(job_dir, self._limits(background), self.config.run_timeout_s, env)
         # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
         # (stderr.txt -> ~/.ssh/id_rsa) would have the harness read a host file into the verdict, a
         # FIFO would block it for ever. The folder itself must still be the one made for the job.
@@ -406,7 +420,7 @@ class Verifier:
         job_dir = self._new_job("candidate", files, build, job)
         try:
             with self._lock.shared():  # trials stop while something is being timed
-                exit_, result, outputs = self._run_job(job_dir, background=True)
+                exit_, result, outputs = self._run_job(job_dir, background=True, env=self._job_env(job_dir, build))
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
                          transient=exit_.status in ("timeout", "lost"))
@@ -528,11 +542,13 @@ class Verifier:
         failure: SideFailed | None = None
         result: dict[str, Any] | None = None
         try:
+            builds = {"candidate": build, "best": best[1] if best is not None else None}
             with self._lock.exclusive():
                 for side in sides.values():
                     server = self.reference_server if side.trusted else self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
-                    side.start(server.submit(side.job_dir, self._limits(), timeout))
+                    side.start(server.submit(side.job_dir, self._limits(), timeout,
+                                             self._job_env(side.job_dir, builds.get(side.name))))
                 try:
                     result = run_window(sides, settings, flush, self.window_observer)
                 except SideFailed as exc:

@@ -78,6 +78,12 @@ def scrubbed_env(extra: dict[str, str] | None = None, home: str | None = None) -
     return env
 
 
+def declared_env(env: Mapping[str, str], names: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """The part of ``env`` a job may get on top of its sandbox's environment: the variables a backend
+    declares (``names``), never one that looks like a credential, values without NUL bytes."""
+    return {k: v for k, v in env.items() if k in names and not _SECRET.search(k) and "\0" not in v}
+
+
 @functools.lru_cache(maxsize=1)
 def bwrap_status() -> tuple[bool, str]:
     """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""

@@ -284,20 +284,27 @@ class ForkServer:
             except (BrokenPipeError, OSError, ValueError):
                 return False
 
-    def run(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobExit:
+    def run(self, job_dir: Path, limits: JobLimits, timeout: float, env: dict[str, str] | None = None) -> JobExit:
         """Run the job in ``job_dir`` (inside ``jobs_root``) in a fresh child; wait at most ``timeout``."""
-        handle = self.submit(job_dir, limits, timeout)
+        handle = self.submit(job_dir, limits, timeout, env)
         return handle if isinstance(handle, JobExit) else handle.wait()
 
-    def submit(self, job_dir: Path, limits: JobLimits, timeout: float) -> JobHandle | JobExit:
+    def submit(self, job_dir: Path, limits: JobLimits, timeout: float,
+               env: dict[str, str] | None = None) -> JobHandle | JobExit:
         """Start the job in ``job_dir`` and return at once: a ``JobHandle``, or the ``JobExit`` of a job
-        that could not be started. The job is killed if it still runs ``timeout`` seconds from now."""
+        that could not be started. The job is killed if it still runs ``timeout`` seconds from now.
+        ``env``: variables set in the job's process before anything of it runs (before the exec of a
+        spawned job), on top of the server's scrubbed environment (the caller filters them:
+        ``verifier.sandbox.declared_env``)."""
         self.start()
         with self._lock:
             self._next_id += 1
             job_id = self._next_id
             pending = self._pending[job_id] = _Pending()
-        if not self._send({"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}):
+        msg: dict[str, Any] = {"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}
+        if env:
+            msg["env"] = dict(env)
+        if not self._send(msg):
             with self._lock:
                 self._pending.pop(job_id, None)
             return JobExit("lost", detail="could not reach the fork server")

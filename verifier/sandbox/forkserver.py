@@ -1,6 +1,7 @@
 """The fork server: runs inside the sandbox, imports torch once, forks a locked-down child per job.
 
-Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` to start a job or
+Protocol (JSON lines): the harness writes ``{"id", "job", "limits"}`` (and ``"env"``, variables the job's
+library needs, when it has any) to start a job or
 ``{"id", "kill": true}`` to kill one, or ``{"id", "pause": true|false}`` to stop (SIGSTOP) or continue
 (SIGCONT) one while another process is being timed; the server answers ``{"ready": true, ...}`` once,
 then ``{"id", "pid"}`` when a child starts, ``{"id", "paused": bool, "ok": bool}`` once a pause or a
@@ -283,7 +284,7 @@ def _limit(which: int, value: int) -> None:
 
 
 def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str, Any] | None = None,
-           confine: dict[str, Any] | None = None, *, entry: str) -> int:
+           confine: dict[str, Any] | None = None, *, entry: str, env: dict[str, str] | None = None) -> int:
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
         os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
@@ -300,6 +301,11 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     os.dup2(err, 2)
     os.chdir(job_dir)
     os.environ["HOME"] = os.environ["TMPDIR"] = job_dir
+    # what the call of this job's library needs (a custom op's private vendor), as the harness filtered it;
+    # set before the exec of a spawned job, so its loader and runtime see it from the start
+    for key, value in (env or {}).items():
+        if isinstance(key, str) and isinstance(value, str) and key not in ("HOME", "TMPDIR"):
+            os.environ[key] = value
     _limit(resource.RLIMIT_CORE, 0)
     _limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
     _limit(resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) << 20)
@@ -458,7 +464,8 @@ def main() -> int:
             if pid == 0:
                 code = 70
                 try:
-                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry)
+                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry,
+                                  env=msg.get("env"))
                 except BaseException:
                     traceback.print_exc()
                 finally:

@@ -42,6 +42,7 @@ class BuildResult:
     cached: bool = False
     seconds: float = 0.0
     command: list[str] = field(default_factory=list)
+    keep: list[str] = field(default_factory=list)   # folders beside the library it needs (a custom op's vendor)
 
 
 def default_cache_dir() -> Path:
@@ -91,10 +92,13 @@ def trim_diagnostics(text: str, workdir: str) -> str:
 
 
 def build_candidate(backend: Backend, files: dict[str, str], cache_dir: Path | None, *, timeout: float = 120.0,
-                    sandbox: bool = True, hidden: list[str] | None = None) -> BuildResult:
+                    sandbox: bool = True, hidden: list[str] | None = None,
+                    slow_timeout: float | None = None) -> BuildResult:
     """Build the candidate's sources with ``backend``; reuse a cached result for identical sources.
     In the sandbox the compiler sees no home folder but the build folder and its toolchain, and none of
-    ``hidden`` (the workspace's private paths; the cache folder always)."""
+    ``hidden`` (the workspace's private paths; the cache folder always). ``timeout``: each command's limit;
+    a plan that declares a floor (a flow of minutes: ``BuildPlan.min_timeout_s``) gets at least that floor,
+    or exactly ``slow_timeout`` when it is given (``VerifyConfig.project_build_timeout_s``)."""
     cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
     key = build_key(backend, files)
     root = cache_dir / "builds"
@@ -105,7 +109,7 @@ def build_candidate(backend: Backend, files: dict[str, str], cache_dir: Path | N
         cached = _load(final)
         if cached is not None:
             return cached
-        result = _build(backend, files, root, key, timeout, sandbox, hidden or [])
+        result = _build(backend, files, root, key, timeout, sandbox, hidden or [], slow_timeout)
     return result
 
 
@@ -126,6 +130,7 @@ def _load(final: Path) -> BuildResult | None:
         ok=meta["ok"], key=meta["key"], library=library,
         signatures=[Signature.from_dict(s) for s in meta.get("signatures", [])],
         log=meta.get("log", ""), cached=True, seconds=meta.get("seconds", 0.0), command=meta.get("command", []),
+        keep=[k for k in meta.get("keep") or [] if (final / k).is_dir()],
     )
 
 
@@ -146,7 +151,7 @@ def _launchers(backend: Backend, sources: dict[str, str]) -> list[Signature]:
 
 
 def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
-           hidden: list[str]) -> BuildResult:
+           hidden: list[str], slow_timeout: float | None = None) -> BuildResult:
     workdir = Path(tempfile.mkdtemp(prefix=f"tmp-{key}-", dir=root))
     try:
         for name, text in files.items():   # a custom-op project's sources sit in op_host/ and op_kernel/
@@ -170,7 +175,8 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             return _store(meta, workdir, root / key)
         for name, text in plan.files.items():
             (workdir / name).write_text(text)
-        timeout = max(timeout, plan.min_timeout_s)   # a flow that cannot finish sooner (a custom op: minutes)
+        if plan.min_timeout_s:   # a flow that cannot finish sooner (a custom op: minutes): the user's limit for it
+            timeout = slow_timeout if slow_timeout is not None else max(timeout, plan.min_timeout_s)
         env = scrubbed_env(backend.worker_env(), home=str(workdir))
         seconds, log = 0.0, []
         for argv in plan.commands:
