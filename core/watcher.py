@@ -45,12 +45,14 @@ class EditWatcher:
         self.ready = asyncio.Event()              # set once the watch is in place
 
     def task_of(self, path: Path) -> str | None:
-        """The task a changed path belongs to: kernels/<task>/<file> (not best/, not hidden files)."""
+        """The task a changed path belongs to: kernels/<task>/<file> (not best/, not hidden files), or
+        the folder kernels/<task> itself: a folder that arrives with its files (moved in, or made and
+        written at once) is heard only as the folder, its files landing before any watch on it."""
         try:
             rel = Path(path).resolve().relative_to(self.kernels_dir.resolve())
         except ValueError:
             return None
-        if len(rel.parts) != 2 or rel.parts[1].startswith(".") or rel.parts[0] not in self.task_ids:
+        if not 1 <= len(rel.parts) <= 2 or rel.parts[-1].startswith(".") or rel.parts[0] not in self.task_ids:
             return None
         return rel.parts[0]
 
