@@ -319,7 +319,9 @@ class Engine:
             state = self.store.get_task(task.id) or TaskState(task.id)
             reward = 0.0 if slip else self._reward(attempt)
             kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
-            what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
+            # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
+            # and the run's iteration here would give the same attempt a second, different one
+            what = "hand edit" if human else attempt.stage
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
                      "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
                      "change": attempt.change}

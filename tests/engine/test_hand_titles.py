@@ -35,3 +35,25 @@ def test_a_hand_edits_title_names_its_change(tmp_path, suite):
         store.close()
     assert first.title == "relu hand edit: feasible"     # a root: nothing to compare with
     assert second.title == "relu hand edit: feasible · kernel.cpp: + #pragma omp simd", second.title
+
+
+def test_a_models_attempt_carries_no_second_number(tmp_path, suite):
+    """The workbench numbers a task's attempts #n (the tree, the memory browser, `memory list`); a title
+    that also said "draft #4" (the run's iteration) gave the same attempt two numbers."""
+    from core.config import Config
+    from core.engine import Engine
+    from core.methods import Attempt
+    from store import Store
+
+    store = Store.open(tmp_path / "memory.lmdb")
+    verifier = commit_path.CannedVerifier()
+    engine = Engine(Config(), store, verifier, llm=None)
+    task = suite.get("relu")
+    attempt = Attempt(task=task, iteration=3, stage="draft", files=files("x GAIN=1 VS=same"),
+                      change="omp simd on the outer loop")
+    attempt.outcome = verifier.verify(task.spec(), attempt.files)
+    try:
+        exp, _, _ = engine._commit(None, attempt)
+    finally:
+        store.close()
+    assert exp.title == "relu draft: feasible · omp simd on the outer loop", exp.title
