@@ -92,6 +92,7 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "answer(False)", "Cancel", "confirm"),
     Key("escape", "close", "Close", "first_run"),
     Key("enter", "close", "Close", "first_run", show=False),
+    Key("q", "app.quit", "Quit", "first_run"),    # the first screen of `make run`: q quits there too
 )
 
 
