@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
+from store.protocol import Memory
 
 __all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_numbers",
            "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "task_rows"]
@@ -101,14 +102,14 @@ def task_rows(store: Store, tasks: Sequence[Task], budget: int, runs: list[RunRe
     return rows
 
 
-def numbered_attempts(store: Store, task_id: str) -> list[Experience]:
+def numbered_attempts(store: Memory, task_id: str) -> list[Experience]:
     """The task's attempts in creation order: the n-th is attempt ``#n`` wherever it is shown (the
     attempt tree, the memory browser), so one attempt has one number."""
     pairs = store.attempt_tree(task_id)
     return [e for e in store.get_many([i for i, _ in pairs]) if e.kind in ATTEMPT_KINDS]
 
 
-def attempt_numbers(store: Store, task_ids: Iterable[str]) -> dict[str, int]:
+def attempt_numbers(store: Memory, task_ids: Iterable[str]) -> dict[str, int]:
     """Experience id -> its ``#n`` among its task's attempts, for every attempt of ``task_ids``."""
     return {e.id: n for task_id in sorted(set(task_ids)) for n, e in enumerate(numbered_attempts(store, task_id), 1)}
 

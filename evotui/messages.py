@@ -37,7 +37,7 @@ class WorkspaceOpened(WorkbenchMessage):
     tasks: list[TaskRow]
     llm_problem: str | None
     resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
-    recent: list = field(default_factory=list)   # the latest attempts (Experience), newest last: statuses and log
+    recent: list = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
 
 
 @dataclass(eq=False)
