@@ -7,14 +7,15 @@ Read-only and quick (a few LMDB reads); safe from any thread. Nothing here knows
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
+from store.protocol import Memory
 
-__all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_with_parent",
-           "default_attempt", "gate_states", "task_rows"]
+__all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_numbers",
+           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "task_rows"]
 from verifier.outcome import GATES, Outcome
 
 if TYPE_CHECKING:
@@ -101,10 +102,21 @@ def task_rows(store: Store, tasks: Sequence[Task], budget: int, runs: list[RunRe
     return rows
 
 
+def numbered_attempts(store: Memory, task_id: str) -> list[Experience]:
+    """The task's attempts in creation order: the n-th is attempt ``#n`` wherever it is shown (the
+    attempt tree, the memory browser), so one attempt has one number."""
+    pairs = store.attempt_tree(task_id)
+    return [e for e in store.get_many([i for i, _ in pairs]) if e.kind in ATTEMPT_KINDS]
+
+
+def attempt_numbers(store: Memory, task_ids: Iterable[str]) -> dict[str, int]:
+    """Experience id -> its ``#n`` among its task's attempts, for every attempt of ``task_ids``."""
+    return {e.id: n for task_id in sorted(set(task_ids)) for n, e in enumerate(numbered_attempts(store, task_id), 1)}
+
+
 def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
     """The task's attempts as a tree, flattened depth-first for display."""
-    pairs = store.attempt_tree(task_id)
-    exps = [e for e in store.get_many([i for i, _ in pairs]) if e.kind in ATTEMPT_KINDS]
+    exps = numbered_attempts(store, task_id)
     state = store.get_task(task_id)
     best_id = state.best_id if state else None
     index = {e.id: n for n, e in enumerate(exps, 1)}

@@ -24,7 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import first_change, summarize
+from core.attempts import attempt_numbers, first_change, summarize
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -320,7 +320,9 @@ class Engine:
             state = self.store.get_task(task.id) or TaskState(task.id)
             reward = 0.0 if slip else self._reward(attempt)
             kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
-            what = "hand edit" if human else f"{attempt.stage} #{attempt.iteration + 1}"
+            # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
+            # and the run's iteration here would give the same attempt a second, different one
+            what = "hand edit" if human else attempt.stage
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
                      "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
                      "change": attempt.change}
@@ -369,7 +371,8 @@ class Engine:
                                          speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
                                          replaced_ms=attempt.best.result.latency_ms if attempt.best else None,
                                          slip=slip, reference_ms=out.reference_ms,
-                                         latency_spread_ms=out.latency_spread_ms))
+                                         latency_spread_ms=out.latency_spread_ms,
+                                         number=attempt_numbers(self.store, [task.id]).get(exp_id)))
         if new_best and evokernel and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

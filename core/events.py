@@ -105,6 +105,8 @@ class AttemptRecorded(Event):
     slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
     reference_ms: float | None = None          # the reference's median in the same window
     latency_spread_ms: float | None = None     # the attempt's interquartile range
+    number: int | None = None   # its #n among the task's attempts, as the attempt tree numbers it (a repeat: the
+                                # attempt it repeats); the iteration is the run's, a different count
 
 
 @dataclass(frozen=True)

@@ -13,28 +13,45 @@ import re
 from pathlib import Path
 from typing import Any
 
+from core.attempts import ATTEMPT_KINDS, attempt_numbers
 from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
 from store.protocol import Memory
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
-__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "import_memory",
-           "list_experiences", "memory_stats", "resident_rules", "show_experience", "successful_adopters",
-           "summary", "task_history", "whole_sentences"]
+__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "family", "import_memory",
+           "list_experiences", "memory_stats", "numbered_summaries", "resident_rules", "show_experience",
+           "successful_adopters", "summary", "task_history", "whole_sentences"]
 
 
-def summary(exp: Experience) -> dict[str, Any]:
-    """The one-line view of an experience: identity, filters, values and the outcome's headline."""
+def summary(exp: Experience, number: int | None = None) -> dict[str, Any]:
+    """The one-line view of an experience: identity (``number``: its ``#n`` among its task's attempts,
+    None for knowledge), filters, values and the outcome's headline."""
     outcome = exp.result
     return {
-        "id": exp.id, "task": exp.task_id, "kind": exp.kind, "stage": exp.stage, "backend": exp.backend,
+        "id": exp.id, "number": number, "task": exp.task_id, "kind": exp.kind, "stage": exp.stage,
+        "backend": exp.backend,
         "source": exp.source, "title": exp.title, "reward": exp.reward, "q1": exp.q1, "q2": exp.q2,
         "n1": exp.n1, "n2": exp.n2, "adoptions": exp.adoptions, "created_at": exp.created_at,
         "parent_id": exp.parent_id, "model": exp.model, "feasible": outcome.feasible if outcome.verified else None,
         "failed_gate": outcome.failed_gate, "latency_ms": outcome.latency_ms, "speedup": outcome.speedup,
         "vs_reference": outcome.vs_reference, "vs_best": outcome.vs_best,   # "noisy": the speedup judges nothing
     }
+
+
+def numbered_summaries(store: Store, exps: list[Experience]) -> list[dict[str, Any]]:
+    """``summary`` of each of ``exps``, the attempts numbered as in their task's attempt tree."""
+    numbers = attempt_numbers(store, {e.task_id for e in exps if e.kind in ATTEMPT_KINDS})
+    return [summary(e, numbers.get(e.id)) for e in exps]
+
+
+def family(store: Store, exp: Experience) -> tuple[int | None, dict[str, Any] | None, list[dict[str, Any]]]:
+    """``exp``'s own attempt number, its parent's summary (None without one) and its children's, oldest
+    first, each numbered as in the attempt tree."""
+    parent = store.get(exp.parent_id) if exp.parent_id else None
+    numbered = numbered_summaries(store, [exp, *([parent] if parent else []), *store.children(exp.id)])
+    return numbered[0]["number"], numbered[1] if parent else None, numbered[2 if parent else 1:]
 
 
 def memory_stats(path: Path) -> dict[str, Any]:
@@ -52,7 +69,8 @@ def list_experiences(
     with Store.open(path, readonly=True) as store:
         items = store.query(**filters, sort=sort, descending=descending, limit=limit, offset=offset)
         total = store.count(**filters)
-    return {"total": total, "offset": offset, "sort": sort, "filters": filters, "items": [summary(e) for e in items]}
+        listed = numbered_summaries(store, items)
+    return {"total": total, "offset": offset, "sort": sort, "filters": filters, "items": listed}
 
 
 def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
@@ -61,11 +79,9 @@ def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
         exp = store.get(store.resolve_id(exp_id))
         if exp is None:   # resolve_id found it a moment ago: removed since
             raise StoreError(f"no experience {exp_id}")
-        parent = store.get(exp.parent_id) if exp.parent_id else None
-        children = store.children(exp.id)
+        number, parent, children = family(store, exp)
     data = exp.to_dict()
-    data["parent"] = summary(parent) if parent else None
-    data["children"] = [summary(c) for c in children]
+    data.update(number=number, parent=parent, children=children)
     return data
 
 

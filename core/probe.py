@@ -490,7 +490,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                            + (", or the reference fails below them" if smallest_ran else "")
                            + "): its least work is over the window on this machine"), "at_floor"
         elif ms < lo and capped:
-            why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
+            why, reason = f"larger sizes would exceed the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
         elif ms < lo and spec.case_file and \
                 sum(case_bytes(c) for c in current.cases) >= 0.9 * CASES_BYTES_BUDGET:
             why, reason = (f"its {len(current.cases)} cases are at their memory budget "

@@ -234,11 +234,22 @@ class Session:
                       limit: int | None = 500) -> tuple[list[dict[str, Any]], int]:
         """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and
         how many pass in all."""
-        from core.memory import summary
+        from core.memory import numbered_summaries
 
         active: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
         items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
-        return [summary(e) for e in items], self.store.count(**active)
+        return numbered_summaries(self.store, items), self.store.count(**active)
+
+    def experience(self, exp_id: str) -> tuple[Experience | None, int | None, dict[str, Any] | None,
+                                                list[dict[str, Any]]]:
+        """One experience in full for the memory browser: it, its ``#n`` among its task's attempts (None
+        for knowledge), its parent's summary and its children's (numbered the same way)."""
+        from core.memory import family
+
+        exp = self.store.get(exp_id)
+        if exp is None:
+            return None, None, None, []
+        return (exp, *family(self.store, exp))
 
     def memory_backends(self) -> list[str]:
         """The backends the memory holds experiences for ("" is backend-agnostic knowledge)."""

@@ -50,8 +50,9 @@ __all__ = ["Outcome", "Verifier", "open_verifier", "recorded_best", "time_refere
 
 def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
     """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt's id, the best's files). Passing the same best to the verifier finds the
-    verdict it recorded for that window."""
+    best: (that attempt as the workbench names it, ``#n``, the best's files). Passing the same best to
+    the verifier finds the verdict it recorded for that window."""
+    from core.attempts import attempt_numbers
     from core.workspace_files import files_hash, read_candidate_files
     from store import Store
     from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
@@ -66,7 +67,8 @@ def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tu
                 if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
                     best = store.get(best_id)
                     if best is not None and best.files:
-                        return exp.id, dict(best.files)
+                        number = attempt_numbers(store, [task_id]).get(exp.id)
+                        return (f"#{number}" if number else exp.id), dict(best.files)
     except (StoreNotFound, StoreUnreadable, SchemaMismatch):
         return None   # a memory that cannot be read: verify as if none was recorded
     return None

@@ -45,14 +45,16 @@ class EditWatcher:
         self.ready = asyncio.Event()              # set once the watch is in place
 
     def task_of(self, path: Path) -> str | None:
-        """The task a changed path belongs to: kernels/<task>/<file>, or a file in a sub-folder of it (a custom-op
-        project's op_host/...), not in best/, not hidden."""
+        """The task a changed path belongs to: kernels/<task>/<file>, or a file in a sub-folder of it (a
+        custom-op project's op_host/...), not in best/, not hidden; or the folder kernels/<task> itself: a
+        folder that arrives with its files (moved in, or made and written at once) is heard only as the
+        folder, its files landing before any watch on it."""
         try:
             rel = Path(path).resolve().relative_to(self.kernels_dir.resolve())
         except ValueError:
             return None
-        if (len(rel.parts) < 2 or any(p.startswith(".") for p in rel.parts[1:]) or rel.parts[0] not in self.task_ids
-                or (len(rel.parts) > 2 and rel.parts[1] == "best")):
+        if (not rel.parts or any(p.startswith(".") for p in rel.parts) or rel.parts[0] not in self.task_ids
+                or (len(rel.parts) > 1 and rel.parts[1] == "best")):
             return None
         return rel.parts[0]
 

@@ -125,12 +125,13 @@ class EvoKernelApp(RunControl, Readers, App):
         """After a restart: each task's status is its latest attempt's verdict, and the log lists the
         latest attempts again, at the time they were made."""
         table = self.main.query_one("#tasks", TaskTable)
-        for exp in recent:
+        for exp, number in recent:
             result = exp.result
-            label = "edit" if exp.source == "human" else f"#{(exp.iteration or 0) + 1}"
+            human = exp.source == "human"
             verdict = marks.verdict(result)
-            table.set_status(exp.task_id, f"{label} {verdict}", "ok" if result.feasible else "fail")
-            who = "hand edit" if exp.source == "human" else f"#{(exp.iteration or 0) + 1} {exp.stage}"
+            table.set_status(exp.task_id, f"{marks.attempt_label(number, human)} {verdict}",
+                             "ok" if result.feasible else "fail")
+            who = marks.attempt_label(number, human, exp.stage)
             short = marks.short_verdict(result) if not result.feasible else verdict
             self.main.note(f"earlier: {exp.task_id} {who}: {short}", "dim", exp.created_at)
 

@@ -123,18 +123,18 @@ def run_list(args: argparse.Namespace) -> int:
     items = data["items"]
     terminal = to_terminal()
     wide = not terminal or shutil.get_terminal_size().columns >= 140   # a pipe gets every column
-    cols = [Column("id"), Column("task"), Column("kind"), Column("backend"), Column("reward", "right"),
-            Column("Q1", "right"), Column("Q2", "right")]
+    cols = [Column("id"), Column("#", "right"), Column("task"), Column("kind"), Column("backend"),
+            Column("reward", "right"), Column("Q1", "right"), Column("Q2", "right")]
     if wide:
-        cols[3:3] = [Column("stage")]
+        cols[4:4] = [Column("stage")]
         cols += [Column("src"), Column("n", "right"), Column("adopt", "right"), Column("created")]
     cols.append(Column("title", cut=True, min_width=10))
     rows = []
     for it in items:
-        row = [it["id"], it["task"], it["kind"], it["backend"] or "(any)", _num(it["reward"]), _num(it["q1"]),
-               _num(it["q2"])]
+        row = [it["id"], _number(it), it["task"], it["kind"], it["backend"] or "(any)", _num(it["reward"]),
+               _num(it["q1"]), _num(it["q2"])]
         if wide:
-            row[3:3] = [it["stage"] or "–"]
+            row[4:4] = [it["stage"] or "–"]
             row += [it["source"], str(it["n1"] + it["n2"]), str(it["adoptions"]), _when(it["created_at"])]
         rows.append([*row, it["title"]])
     title = (f"{len(items)} of {data['total']:,} experience{'' if data['total'] == 1 else 's'} by {args.sort}"
@@ -143,6 +143,11 @@ def run_list(args: argparse.Namespace) -> int:
         print(f"evokernel: {title}", file=sys.stderr)
     print_table(cols, rows, title=title)
     return 0
+
+
+def _number(item: dict) -> str:
+    """An attempt's ``#n`` among its task's attempts, as the workbench's tree shows it ("" for knowledge)."""
+    return f"#{item['number']}" if item.get("number") is not None else ""
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -162,7 +167,8 @@ def run_show(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     console = Console()
-    console.print(f"[bold]{data['id']}[/] · {escape(data['task_id'])} · {data['kind']} · "
+    number = f"{_number(data)} · " if data["number"] else ""
+    console.print(f"[bold]{number}{data['id']}[/] · {escape(data['task_id'])} · {data['kind']} · "
                   f"{data['stage'] or 'seed'} · {data['backend'] or 'any backend'} · {data['source']}"
                   f"{' · ' + escape(data['model']) if data['model'] else ''} · {_when(data['created_at'])}")
     if data["title"]:
@@ -184,9 +190,11 @@ def run_show(args: argparse.Namespace) -> int:
         if out.get("message"):
             console.print(f"  {escape(str(out['message']))}")
     if data["parent"]:
-        console.print(f"parent: {data['parent']['id']} {escape(data['parent']['title'])}")
+        parent = data["parent"]
+        console.print(f"parent: {_number(parent) or '–':>4} {parent['id']} {escape(parent['title'])}")
     for child in data["children"]:
-        console.print(f"child:  {child['id']} reward {_num(child['reward'])} {escape(child['title'])}")
+        console.print(f"child:  {_number(child) or '–':>4} {child['id']} reward {_num(child['reward'])} "
+                      f"{escape(child['title'])}")
     if data["q_history"]:
         hist = Table(title="value history", box=None, header_style="bold")
         for col in ("when", "stage", "reward", "Q", "task"):

@@ -192,7 +192,8 @@ class Reporter:
             row["last"] = "feasible" if event.feasible else f"{event.failed_gate}"
             if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
                 row["best"], row["speedup"] = event.latency_ms, event.speedup
-            line = (f"{time.strftime('%H:%M:%S')} {event.task} #{event.iteration + 1} {event.stage}: "
+            number = f"#{event.number} " if event.number is not None else ""   # as the workbench's tree numbers it
+            line = (f"{time.strftime('%H:%M:%S')} {event.task} {number}{event.stage}: "
                     + (attempt_words(event) if event.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}: "
                     + policy.reward_reason(event.stage, event.feasible, event.vs_best, slip=event.slip,

@@ -91,8 +91,8 @@ def _verify(args: argparse.Namespace) -> int:
         isolation = verifier.isolation
     not_reused = ""
     if recorded and not outcome.from_cache:
-        not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]}) was measured with other "
-                      "settings (threads, sizes, verifier options or machine): verified again")
+        not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]} of {task.id}) was measured "
+                      "with other settings (threads, sizes, verifier options or machine): verified again")
     data = outcome.to_dict()
     if args.json:
         data["scaled"] = task.scale_note() or None

@@ -40,15 +40,17 @@ RECENT = 12   # attempts the log shows again after a restart
 
 
 def recent_attempts(store: Any, limit: int = RECENT) -> list:
-    """The latest attempt of every task and the ``limit`` latest overall, oldest first: what the task
-    statuses and the log showed before the workbench was closed."""
-    from core.attempts import ATTEMPT_KINDS
+    """The latest attempt of every task and the ``limit`` latest overall, oldest first, each with its
+    ``#n`` in its task's tree: what the task statuses and the log showed before the workbench was closed."""
+    from core.attempts import ATTEMPT_KINDS, attempt_numbers
 
     exps = [e for kind in ATTEMPT_KINDS for e in store.iter_experiences(kind=kind)]
     exps.sort(key=lambda e: (e.created_at, e.id))
     latest = {e.task_id: e for e in exps}
     keep = {e.id for e in exps[-limit:]} | {e.id for e in latest.values()}
-    return [e for e in exps if e.id in keep]
+    kept = [e for e in exps if e.id in keep]
+    numbers = attempt_numbers(store, {e.task_id for e in kept})
+    return [(e, numbers.get(e.id)) for e in kept]
 
 
 class EngineHost:

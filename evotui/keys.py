@@ -79,6 +79,8 @@ KEYS: tuple[Key, ...] = (
     Key("slash", "open_filter", "Filter", "memory", shown_as="/",
         help="in the memory browser: open the task filter (arrows and enter choose; tab: the next filter)"),
     Key("question_mark,f1", "show_help", "Help", "memory", show=False),
+    Key("enter", "select", "Open", "textual", show=False, help="in the memory browser: open the parent or child "
+        "under the cursor (tab reaches them, below the experience's facts); attempts are #n as in the tree"),
     # dialogs
     Key("escape", "close", "Close", "help"),
     Key("question_mark", "close", "Close", "help", show=False),
@@ -90,6 +92,7 @@ KEYS: tuple[Key, ...] = (
     Key("escape", "answer(False)", "Cancel", "confirm"),
     Key("escape", "close", "Close", "first_run"),
     Key("enter", "close", "Close", "first_run", show=False),
+    Key("q", "app.quit", "Quit", "first_run"),    # the first screen of `make run`: q quits there too
 )
 
 

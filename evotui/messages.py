@@ -37,7 +37,7 @@ class WorkspaceOpened(WorkbenchMessage):
     tasks: list[TaskRow]
     llm_problem: str | None
     resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
-    recent: list = field(default_factory=list)   # the latest attempts (Experience), newest last: statuses and log
+    recent: list = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
 
 
 @dataclass(eq=False)
@@ -111,6 +111,13 @@ class ExperienceHighlighted(WorkbenchMessage):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceHighlighted)
+
+
+@dataclass(eq=False)
+class RelativeChosen(WorkbenchMessage):
+    """``exp_id`` (a parent or child of the experience shown) was chosen in the detail pane: show it."""
+
+    exp_id: str
 
 
 # -- from workers -----------------------------------------------------------------------------------
@@ -195,9 +202,13 @@ class MemoryLoaded(WorkbenchMessage):
 
 @dataclass(eq=False)
 class ExperienceLoaded(WorkbenchMessage):
-    """One experience in full, for the memory browser's detail pane."""
+    """One experience in full, for the memory browser's detail pane: with its ``#n`` among its task's
+    attempts (None for knowledge) and its parent's and children's summaries (``core.memory.summary``)."""
 
     exp: Any
+    number: int | None = None
+    parent: dict | None = None
+    children: list[dict] = field(default_factory=list)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceLoaded)

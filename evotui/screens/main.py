@@ -341,16 +341,17 @@ class MainScreen(Screen):
         elif isinstance(e, ev.TaskStageChanged):
             table.update_task(e.task, stage=e.stage)
         elif isinstance(e, ev.PromptSent):
-            table.set_status(e.task, f"#{e.iteration + 1} {e.stage}: asking", "busy")
+            # no #n before the attempt is recorded (the tree gives it then); the iter column counts the run
+            table.set_status(e.task, f"{e.stage}: asking", "busy")
         elif isinstance(e, ev.ResponseReceived):
             if e.problem:
-                table.set_status(e.task, f"#{e.iteration + 1} answer unusable", "fail")
+                table.set_status(e.task, "answer unusable", "fail")
             else:
-                table.set_status(e.task, f"#{e.iteration + 1} verifying", "busy")
+                table.set_status(e.task, "verifying", "busy")
         elif isinstance(e, ev.GateChecked):
-            label = "edit" if e.iteration < 0 else f"#{e.iteration + 1}"
+            label = "edit " if e.iteration < 0 else ""
             failed = e.status == "failed"
-            table.set_status(e.task, f"{label} {marks.GATE_LABELS.get(e.gate, e.gate)} {marks.mark(e.status)}",
+            table.set_status(e.task, f"{label}{marks.GATE_LABELS.get(e.gate, e.gate)} {marks.mark(e.status)}",
                              "fail" if failed else "busy")
         elif isinstance(e, ev.AttemptRecorded):
             self._attempt_recorded(e)
@@ -380,7 +381,7 @@ class MainScreen(Screen):
     def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
         table = self.query_one(TaskTable)
         human = e.source == "human"
-        label = "edit" if human else f"#{e.iteration + 1}"
+        label = marks.attempt_label(e.number, human)
         verdict = marks.verdict(OutcomeSummary(feasible=e.feasible, failed_gate=e.failed_gate, message=e.message,
                                                latency_ms=e.latency_ms, speedup=e.speedup,
                                                vs_reference=e.vs_reference, vs_best=e.vs_best,
@@ -398,12 +399,12 @@ class MainScreen(Screen):
             row = table.rows_by_id.get(e.task, self.tasks.get(e.task))
             if row is not None:
                 self.tasks[e.task] = row
-        who = "hand edit" if human else f"#{e.iteration + 1} {e.stage}"
+        who = marks.attempt_label(e.number, human, e.stage)
         best = " · new best" if e.new_best else ""
         if e.duplicate:
             # Not stored again (the same code as an attempt in memory, comments and spacing aside): say
             # which one, and that the tree keeps that attempt's own verdict and reward.
-            same = self._index_of(e.task, e.experience_id)
+            same = f"#{e.number}" if e.number is not None else self._index_of(e.task, e.experience_id)
             self.repeats[e.task] = e.experience_id
             credited = "" if human else f"; this answer's reward {marks.reward(e.reward)} went to its context"
             self.note(f"{e.task} {who}: {verdict} · the same code as {same} (comments and spacing aside): "

@@ -1,6 +1,7 @@
 """The memory browser: on the left the experiences, filterable by task, kind, stage, backend and source
 and sortable by Q1, Q2, reward, recency or adoptions; on the right the selected one's outcome, values,
-Q history, the tasks that retrieved or adopted it, and its code."""
+Q history, the tasks that retrieved or adopted it, its parent and children (enter opens one), and its
+code. Attempts are numbered ``#n`` as in the main screen's attempt tree."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from textual.widgets import Footer, Select
 
 from core.memory import KINDS, SORTS, SOURCES
 from evotui import keys
-from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged
+from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged, RelativeChosen
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
@@ -67,6 +68,7 @@ class MemoryScreen(Screen):
         self.sort = "recency"
         self.filters: dict[str, str | None] = {name: None for name in FILTERS}
         self.shown_id: str | None = None
+        self.opened_id: str | None = None    # a parent or child opened from the detail (not in the list)
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
@@ -145,10 +147,23 @@ class MemoryScreen(Screen):
 
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
+            self.opened_id = None
             self.workbench.load_experience(message.exp_id, self)
 
+    def on_relative_chosen(self, message: RelativeChosen) -> None:
+        """A parent or child chosen in the detail: the list's cursor goes to it when the list holds it,
+        else the detail shows it alone (the list keeps its filters and its cursor)."""
+        listing = self.query_one(MemoryList)
+        ids = [item["id"] for item in listing.items]
+        if message.exp_id in ids:
+            listing.move_cursor(row=ids.index(message.exp_id), animate=False)
+            if listing.current_id == self.shown_id:   # already there: nothing else will load it
+                return
+        self.opened_id = message.exp_id
+        self.workbench.load_experience(message.exp_id, self)
+
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
-        if message.exp is None or message.exp.id != self.query_one(MemoryList).current_id:
+        if message.exp is None or message.exp.id not in (self.query_one(MemoryList).current_id, self.opened_id):
             return
         self.shown_id = message.exp.id
-        self.query_one(ExperienceDetail).show(message.exp)
+        self.query_one(ExperienceDetail).show(message.exp, message.number, message.parent, message.children)

@@ -1,5 +1,6 @@
 """The memory browser's detail pane: one experience's outcome, values, Q history, who retrieved or
-adopted it, its text and its code."""
+adopted it, its text and its code; between its facts and its outcome, its parent and its children as
+a list to open (``RelativeChosen``), each by its ``#n`` as the attempt tree numbers it."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 from textual.containers import VerticalScroll
-from textual.widgets import Static
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
 
+from evotui.messages import RelativeChosen
 from evotui.widgets import marks
 from evotui.widgets.code_view import LEXERS, file_order, highlight, pane_background
 
@@ -58,36 +61,79 @@ class ExperienceDetail(VerticalScroll):
                          "experience-detail--fail"}
     DEFAULT_CSS = """
     ExperienceDetail { height: 1fr; }
-    ExperienceDetail > #detail { width: 100%; }
+    ExperienceDetail > #detail, ExperienceDetail > #body { width: 100%; }
+    ExperienceDetail > #family { height: auto; max-height: 8; border: none; padding: 0; margin: 1 0 0 0;
+                                 text-wrap: nowrap; text-overflow: ellipsis; }
+    ExperienceDetail > #family.-empty { display: none; }
     """
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self.can_focus = True
         self.exp = None
+        self.number: int | None = None
+        self.relatives: list[tuple[str, dict]] = []    # ("parent" | "child", summary), in the list's order
 
     def compose(self):
         yield Static(Text("Select an experience.", style="dim"), id="detail")
+        yield OptionList(id="family", classes="-empty")
+        yield Static(id="body")
 
     def show_message(self, text: str) -> None:
         self.exp = None
+        self.relatives = []
         self.query_one("#detail", Static).update(Text(text, style="dim"))
+        self._show_family()
+        self.query_one("#body", Static).update("")
 
-    def show(self, exp) -> None:
-        self.exp = exp
-        self.query_one("#detail", Static).update(self._renderable(exp))
+    def show(self, exp, number: int | None = None, parent: dict | None = None,
+             children: list[dict] | None = None) -> None:
+        """Show ``exp`` (``number``: its ``#n`` among its task's attempts) with its parent and children."""
+        self.exp, self.number = exp, number
+        self.relatives = [*((("parent", parent),) if parent else ()), *(("child", c) for c in children or [])]
+        self.query_one("#detail", Static).update(self._head(exp))
+        self._show_family()
+        self.query_one("#body", Static).update(self._body(exp))
         self.scroll_home(animate=False)
 
     def restyle(self) -> None:
         if self.exp is not None:
-            self.show(self.exp)
+            family = dict(self.relatives)
+            self.show(self.exp, self.number, family.get("parent"), [s for r, s in self.relatives if r == "child"])
+
+    def _show_family(self) -> None:
+        family = self.query_one("#family", OptionList)
+        family.clear_options()
+        family.add_options([Option(self._relative(relation, item), id=item["id"]) for relation, item in self.relatives])
+        family.set_class(not self.relatives, "-empty")
+        if self.relatives:
+            family.highlighted = 0
+
+    def _relative(self, relation: str, item: dict) -> Text:
+        """One line of the family list: "parent #4  relu draft: feasible · reward +1"."""
+        dim = self._style("dim")
+        label = f"#{item['number']}" if item.get("number") is not None else item["kind"]
+        line = Text.assemble((f"{relation:<6} ", dim), (f"{label} ", self._style("title")), item["title"] or item["id"])
+        if item.get("reward") is not None:
+            line.append(f" · reward {marks.reward(item['reward'])}", style=dim)
+        line.no_wrap, line.overflow = True, "ellipsis"
+        return line
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        if event.option.id is not None:
+            self.post_message(RelativeChosen(event.option.id))
 
     def _style(self, name: str):
         return self.get_component_rich_style(f"experience-detail--{name}", partial=True)
 
-    def _renderable(self, exp) -> RenderableType:
+    def _head(self, exp) -> RenderableType:
+        """The title (an attempt by its number first) and the facts; the hex id is one of them."""
         dim = self._style("dim")
-        parts: list[RenderableType] = [Text(exp.title or exp.id, style=self._style("title"))]
+        title = Text(exp.title or exp.id, style=self._style("title"))
+        if self.number is not None:
+            title = Text(f"#{self.number} · ", style=self._style("title")) + title
+        parts: list[RenderableType] = [title]
         facts = Table.grid(padding=(0, 1))
         facts.add_column(style=dim, no_wrap=True)
         facts.add_column()
@@ -97,14 +143,20 @@ class ExperienceDetail(VerticalScroll):
         if exp.model:
             facts.add_row("model", exp.model)
         facts.add_row("created", utc(exp.created_at))
-        if exp.parent_id:
-            facts.add_row("parent", exp.parent_id)
+        if exp.parent_id and not any(r == "parent" for r, _ in self.relatives):
+            facts.add_row("parent", f"{exp.parent_id} (no longer in the memory)")
         facts.add_row("values", f"Q1 {marks.q(exp.q1)} ({exp.n1} updates) · Q2 {marks.q(exp.q2)} ({exp.n2} updates)"
                                 f" · reward {marks.reward(exp.reward)}")
         retrieved = ", ".join(f"{t} ×{n}" for t, n in sorted(exp.retrieved_by.items(), key=lambda kv: (-kv[1], kv[0])))
         facts.add_row("retrieved by", retrieved or "no task yet")
         facts.add_row("adopted by", ", ".join(exp.adopted_by) or "no task yet")
         parts.append(facts)
+        return Group(*parts)
+
+    def _body(self, exp) -> RenderableType:
+        """The outcome gate by gate, the Q history, the text and the code."""
+        dim = self._style("dim")
+        parts: list[RenderableType] = []
 
         if exp.outcome:
             parts.append(Rule("outcome", align="left", style=dim))

@@ -17,6 +17,14 @@ def mark(status: str) -> str:
     return MARKS.get(status, "·")
 
 
+def attempt_label(number: int | None, human: bool, stage: str | None = None) -> str:
+    """An attempt as the task table's status (``stage`` None: "#7", "#7 edit") and the log ("#7 refine",
+    "#7 hand edit") name it: by its ``#n`` in the task's attempt tree, never the run's iteration."""
+    n = f"#{number}" if number is not None else ""
+    what = ("hand edit" if stage is not None else "edit") if human else (stage or "")
+    return " ".join(part for part in (n, what) if part)
+
+
 def ms(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 

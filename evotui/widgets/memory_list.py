@@ -1,4 +1,5 @@
-"""The memory browser's list: one row per experience with its filters' fields and its values."""
+"""The memory browser's list: one row per experience with its filters' fields and its values, an
+attempt first by its ``#n`` (the number the attempt tree gives it)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,16 @@ from evotui.messages import ExperienceHighlighted
 from evotui.widgets import marks
 from evotui.widgets.table import Table, fit
 
-LABELS = {"task": "task", "kind": "kind", "stage": "stage", "source": "src", "q1": "Q1", "q2": "Q2",
+LABELS = {"number": "#", "task": "task", "kind": "kind", "stage": "stage", "source": "src", "q1": "Q1", "q2": "Q2",
           "reward": "reward", "adoptions": "adopt", "title": "title"}
 WIDTHS = {"kind": 13, "stage": 6, "source": 5, "q1": 5, "q2": 5, "reward": 6, "adoptions": 5}
 MIN_TITLE = 24        # below this the other columns give way (the title names the task and stage too)
 DROPS = ("adoptions", "stage", "source", "task", "kind")
+
+
+def _number(item: dict) -> str:
+    """An attempt's ``#n`` as its task's attempt tree shows it; "" for knowledge (seeds, rules)."""
+    return f"#{item['number']}" if item.get("number") is not None else ""
 
 
 class MemoryList(Table):
@@ -46,7 +52,8 @@ class MemoryList(Table):
     def _plan(self) -> list[tuple[str, int]]:
         width = self.scrollable_content_region.width or 200
         padding = 2 * self.cell_padding
-        natural = {**WIDTHS, "task": max([len(i["task"]) for i in self.items] + [8])}
+        natural = {**WIDTHS, "task": max([len(i["task"]) for i in self.items] + [8]),
+                   "number": max([len(_number(i)) for i in self.items] + [2])}
         cols = fit([(k, natural[k]) for k in LABELS if k != "title"], width - MIN_TITLE - padding, padding, DROPS)
         title = max(MIN_TITLE, width - sum(w + padding for _, w in cols) - padding)
         return [*cols, ("title", title)]
@@ -71,7 +78,8 @@ class MemoryList(Table):
         else:
             self.clear()
         for item in items:
-            cells = {"task": Text(item["task"], no_wrap=True, overflow="ellipsis"), "kind": item["kind"],
+            cells = {"number": Text(_number(item), justify="right"),
+                     "task": Text(item["task"], no_wrap=True, overflow="ellipsis"), "kind": item["kind"],
                      "stage": item["stage"] or "–", "source": item["source"],
                      "q1": Text(marks.q(item["q1"]), justify="right"), "q2": Text(marks.q(item["q2"]), justify="right"),
                      "reward": Text(marks.reward(item["reward"]), justify="right"),

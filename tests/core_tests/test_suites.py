@@ -391,6 +391,15 @@ def test_a_gigabyte_parameter_is_sized_on_the_meta_device_first(tmp_path):
     assert not fixed.ok and "--size-scale auto" in fixed.problem
 
 
+def test_a_task_held_at_the_memory_cap_says_the_cap_would_be_exceeded(tmp_path):
+    """Issue 27, item 10: "larger sizes would pass the memory cap" read as if they would be allowed."""
+    task = load_suite(write(tmp_path / "s", {"blocks.py": DIVISIBLE})).get("blocks")
+    cap = 4 << 20    # tensors this small are timed in microseconds: no size within it reaches the window
+    grown = probe_task(task, "auto", window=(1e3, 1e4), bytes_cap=cap, timeout_s=120)
+    assert grown.ok and grown.bytes <= cap
+    assert "larger sizes would exceed the 4 MiB memory cap" in grown.problem, grown.problem
+
+
 @pytest.mark.slow
 def test_auto_grows_a_fast_task_by_measured_time_up_to_the_memory_cap(tmp_path):
     task = load_suite(write(tmp_path / "s", {"blocks.py": DIVISIBLE})).get("blocks")

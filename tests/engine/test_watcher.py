@@ -124,3 +124,36 @@ def test_a_project_keeps_its_folders_and_links_are_never_followed(tmp_path):
     assert watcher.task_of(folder / "op_host/add_custom.cpp") == "add"
     assert watcher.task_of(folder / "best/op_host/old.cpp") is None
     assert watcher.task_of(folder / "op_host/.x.cpp.tmp") is None
+
+
+def test_a_folder_made_with_its_files_at_once_is_verified(tmp_path):
+    """kernels/<task>/ arriving with its files already in it (moved in, or made and written at once, as
+    a script does): the files land before any watch on the new folder, and the folder's creation is all
+    the watcher hears. Seen in the fresh-clone walk-through of issue 27: such a save waited for the next."""
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    calls: list[dict] = []
+
+    async def verify(task_id, files, parent):
+        calls.append(files)
+
+    async def scenario():
+        watcher = EditWatcher(kernels, {"relu", "softmax"}, verify, EventBus())
+        runner = asyncio.create_task(watcher.run())
+        await asyncio.wait_for(watcher.ready.wait(), 10)
+        drafted = tmp_path / "drafted"
+        drafted.mkdir()
+        (drafted / "model.py").write_text("x = 1\n")
+        (drafted / "kernel.cpp").write_text("// moved in\n")
+        drafted.rename(kernels / "relu")                    # one event: the folder's creation
+        assert await _until(lambda: len(calls) == 1, timeout=8), "a folder moved in was not verified"
+        folder = kernels / "softmax"
+        folder.mkdir()
+        (folder / "model.py").write_text("x = 2\n")
+        (folder / "kernel.cpp").write_text("// made and written at once\n")
+        assert await _until(lambda: len(calls) == 2, timeout=8), "a folder made and written at once was not verified"
+        watcher.stop_event.set()
+        await runner
+
+    asyncio.run(scenario())
+    assert calls[0]["kernel.cpp"] == "// moved in\n" and calls[1]["kernel.cpp"] == "// made and written at once\n"

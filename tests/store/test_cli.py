@@ -52,7 +52,7 @@ def test_list_filters_sorts_and_pages(workspace, capsys):
     assert [it["id"] for it in data["items"]] == ids[1:3]
     assert main(["-w", str(ws), "memory", "list", "--source", "human"]) == 0
     said = capsys.readouterr()   # piped: the table on stdout as TSV, its title on stderr
-    assert "experiences by recency" in said.err and said.out.startswith("id\ttask\t")
+    assert "experiences by recency" in said.err and said.out.startswith("id\t#\ttask\t")   # #: an attempt as the tree numbers it
 
 
 def test_show_by_id_and_prefix(workspace, capsys):

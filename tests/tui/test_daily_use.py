@@ -300,7 +300,7 @@ async def test_memory_browser_titles_use_the_width_and_files_start_on_their_own_
         # an attempt with two files: the second file's rule is on its own line
         listing.move_cursor(row=listing.get_row_index(_id(5)))
         await wait_for(pilot, lambda: browser.shown_id == _id(5), what="the attempt")
-        text = plain(browser.query_one(ExperienceDetail).query_one("#detail").content)
+        text = plain(browser.query_one(ExperienceDetail).query_one("#body").content)   # the outcome and code
         rules = [line for line in text.splitlines() if "model.py" in line and "─" in line]
         assert rules and all(line.strip().startswith("model.py") for line in rules)
         await pilot.press("q")

@@ -72,3 +72,18 @@ def test_a_broken_config_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert cli.main([]) == 2
     assert "evokernel.toml" in capsys.readouterr().err
+
+
+async def test_q_on_the_welcome_screen_quits(tmp_path):
+    """Issue 27's walk-through: `make run` on a fresh clone opens on this screen, and q (quit, as the
+    footer says everywhere else) did nothing there."""
+    from core.workspace import Workspace
+    from evotui.app import make_app
+    from evotui.screens.first_run import FirstRunScreen
+
+    ws = Workspace(tmp_path / "ws")
+    app = make_app(ws.root, created=ws.init(), watch=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, FirstRunScreen), what="the first-run screen")
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, what="the workbench to quit", timeout=10)

@@ -61,9 +61,10 @@ async def test_saved_edits_are_reverified_and_become_human_experiences(workspace
         row = [str(c) for c in tree.get_row_at(tree.get_row_index(failed.experience_id))]
         assert row[2:7] == ["✓", "✓", "✗", "·", "·"] and row[-1] == "human"
         status = app.main.query_one("#tasks").status["relu"]
-        assert status[0].startswith("edit ✗ build") and status[1] == "fail"
+        # named by their numbers in the tree, as the memory browser names them
+        assert status[0].startswith(f"#{by_id[failed.experience_id].index} edit ✗ build") and status[1] == "fail"
         log = "\n".join(app.main.query_one("#log").lines_written)
-        assert "relu: hand edit saved" in log and "relu hand edit: ✓" in log
+        assert "relu: hand edit saved" in log and f"relu #{by_id[last.experience_id].index} hand edit: ✓" in log
 
         # and in the memory browser, filtered to what people wrote
         await pilot.press("m")

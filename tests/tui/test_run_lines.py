@@ -60,9 +60,10 @@ def test_a_refusal_says_its_reason_in_its_one_line():
     message = ("anti_hack: private attribute _version is not allowed: model.py may use only public names (its own\n"
                "self._name attributes aside)")
     reporter.on_event(ev.AttemptRecorded("gemm", 4, "e4", None, "refine", "llm", False, "anti_hack", message, None,
-                                         None, -1.0))
+                                         None, -1.0, number=7))
     line = reporter.lines[-1]
-    assert "#5 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line
+    # #7: the attempt as the workbench's tree and `memory list` number it (the run's iteration was 5)
+    assert "gemm #7 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line
     assert "reward -1.00: " in line
 
 

@@ -86,4 +86,14 @@ def test_main_screen_at_100x30(snap_compare, filled_workspace):
 
 
 def test_memory_browser_at_100x30(snap_compare, filled_workspace):
-    assert snap_compare(workbench(filled_workspace, "dark"), terminal_size=SMALL, run_before=open_memory)
+    """An attempt in the detail: its #n as in the tree, its parent and children to open."""
+    async def run_before(pilot):
+        from memory_content import _id
+
+        await open_memory(pilot)
+        browser = pilot.app.screen
+        listing = browser.query_one("#memory")
+        listing.move_cursor(row=listing.get_row_index(_id(5)))
+        await wait_for(pilot, lambda: browser.shown_id == _id(5), what="the refinement #3")
+
+    assert snap_compare(workbench(filled_workspace, "dark"), terminal_size=SMALL, run_before=run_before)
