@@ -40,3 +40,14 @@ def test_every_rule_is_in_every_prompt_and_in_the_readme():
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     for line in contract_text().splitlines():
         assert line in readme, line
+
+
+def test_what_the_rules_call_fine_passes_the_gate():
+    """A model that read "call no ... thread ... functions" avoided `omp_get_thread_num`; the rules now
+    name OpenMP's own functions as fine, and the gate agrees."""
+    assert "omp_get_thread_num()" in contract_text() and "call no process, thread," not in contract_text()
+    files = C.elementwise(C.RELU)
+    files["kernel.cpp"] = ("#include <omp.h>\nstatic int team() { int n = 0;\n#pragma omp parallel\n"
+                           "{ if (omp_get_thread_num() == 0) n = omp_get_num_threads(); }\nreturn n; }\n"
+                           + files["kernel.cpp"])
+    assert check_candidate(files, (".cpp",), (".h",)) is None

@@ -44,3 +44,25 @@ def test_a_feasible_outcome_with_a_noisy_window_says_so():
     assert "could not tell against the reference (3.480 ms in the same window): too noisy (speedup interval [0.97, 2.63], above 1 = faster)" \
         in message
     assert "could not tell against the best: too noisy" in message and "same speed" not in message
+
+
+def test_a_window_whose_medians_contradict_its_paired_ratio_is_noisy():
+    """Seen in a run under load: "1.16x faster than the best" printed beside the best's median 11.917 ms
+    and the candidate's 13.219 ms. Rounds where load hit one side's call and not the other's part the
+    two statistics; such a window is measured again, never a verdict."""
+    from verifier.timing import paired_ratio
+
+    # 8 quiet rounds and 8 loaded ones at a steady 1.16x, and 4 rounds where the load changed inside
+    # the round: the medians of each side come from different rounds
+    cand = [10.0] * 8 + [20.0] * 8 + [14.0] * 4
+    best = [11.6] * 8 + [23.2] * 8 + [13.5] * 4
+    gain = paired_ratio(best, cand, seed=1)
+    assert round(gain.value, 2) == 1.16 and gain.low > 1.1       # the paired statistic alone: "faster"
+    assert gain.of_medians is not None and gain.of_medians < 1.0  # the medians: 13.5 / 14.0
+    assert gain.verdict(0.03) == "noisy"
+    # the same rounds, each pair shifted alike: the statistics agree and the verdict stands
+    steady = paired_ratio([x * 1.16 for x in cand], cand, seed=1)
+    assert abs(steady.of_medians - steady.value) < 1e-9 and steady.verdict(0.03) == "faster"
+    # a small disagreement (within min_change of the interval) is not noise
+    assert Ratio(1.20, 1.10, 1.30, of_medians=1.08).verdict(0.03) == "faster"
+    assert Ratio(1.20, 1.10, 1.30, of_medians=1.05).verdict(0.03) == "noisy"

@@ -43,7 +43,7 @@ RULES: tuple[Rule, ...] = (
     Rule("no patching of torch, the runtime or the harness (assigning to their attributes)", "model",
          "torch.empty = None"),
     Rule("kernel sources include no torch, BLAS or Python headers", "kernel", "#include <cblas.h>"),
-    Rule("kernel sources call no process, thread, file, network, environment, timer or signal functions, and "
+    Rule("kernel sources call no process, file, network, environment, timer or signal functions, and "
          "name none of them anywhere (never a variable called `time`, `clock`, `signal` or `open`)", "kernel",
          "static int started = time(0);"),
     Rule("no inline assembly in kernel sources", "kernel", 'static void pause_cpu() { asm("pause"); }'),
@@ -51,8 +51,8 @@ RULES: tuple[Rule, ...] = (
          "__attribute__((constructor)) static void at_load() {}"),
     Rule("no system paths (`/proc`, `/sys`) in kernel strings", "kernel",
          'static const char* where = "/proc/self/status";'),
-    Rule("threads only through OpenMP, never threads of the kernel's own (`std::thread`, `pthread_create`)",
-         "kernel", "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }"),
+    Rule("threads only through OpenMP (`#pragma omp`, and `omp.h`'s `omp_get_thread_num()` and the like are "
+         "fine), never threads of the kernel's own (`std::thread`, `pthread_create`)", "kernel", "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }"),
     Rule("every timed call runs your kernels: a `forward` that skips the library, runs PyTorch compute, or "
          "returns results kept from an earlier call is refused", "dynamic"),
     Rule("kernels may not install signal handlers or timers", "dynamic"),
