@@ -655,7 +655,9 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                            f"({CASES_BYTES_BUDGET / 2**20:.0f} MiB of inputs in all: a verification keeps "
                            "every trial's results of every case)"), "memory_cap"
         elif ms < lo and capped:
-            why, reason = f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
+            why, reason = (f"larger sizes would pass the {cap / 2**20:.0f} MiB memory cap"
+                           + (f" or the cases' {CASES_BYTES_BUDGET / 2**20:.0f} MiB budget" if spec.case_file else "")
+                           ), "memory_cap"
         elif stuck and reason == "cliff" and (slowed := nearest_over()) is not None and slowed.on_cpu < BUSY_ON_CPU:
             why, reason = (stuck.split(" (")[0] + ", and the calls over the window ran on a CPU for "
                            f"{slowed.on_cpu:.0%} of their time: the machine's other load"), "busy"
