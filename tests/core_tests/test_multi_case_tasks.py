@@ -610,3 +610,17 @@ def test_tasks_check_puts_a_deliberate_shrink_under_notes_and_only_problems_unde
     assert "shrunk to fit 1.0 GiB before timing" in out
     assert row.index("shrunk") >= notes_at or "shrunk" not in row, (header, row)
     assert row[header.index("problems"):notes_at].strip() == "", (header, row)  # no problem: it is in the window
+
+
+def test_an_output_size_attribute_scales_with_the_inputs_so_a_shrunk_case_does_less_work():
+    """interpolate's ``size`` is the output's extents: left as written, a case shrunk for time or memory
+    would still produce the full-size output (its work unchanged) and time out as before."""
+    from core.sizing import scale_cases
+
+    case = {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 256, 256]},
+                       {"name": "size", "value": [512, 384]}, {"name": "mode", "value": "bilinear"}]}
+    (half,) = scale_cases((case,), 0.5)
+    assert half["inputs"][0]["shape"] == [1, 3, 128, 128]
+    assert half["inputs"][1]["value"] == [256, 192] and half["inputs"][2]["value"] == "bilinear"
+    repeat = {"inputs": [{"name": "x", "dtype": "float32", "shape": [64, 64]}, {"name": "repeats", "value": [2, 3]}]}
+    assert scale_cases((repeat,), 0.5)[0]["inputs"][1]["value"] == [2, 3]   # counts, not extents: kept
