@@ -21,9 +21,13 @@ from core.sizing import (
     CASES_BYTES_BUDGET,
     MAX_GROWTH,
     MAX_STEPS,
+    NOMINAL_GBPS,
+    NOMINAL_GFLOPS,
+    RATE_STEP,
     START_BYTES,
     WINDOW_MS,
     case_bytes,
+    case_cap_ms,
     fit_cases,
     fixed_divisors,
     scale_cases,
@@ -60,15 +64,18 @@ class _Progress:
             f.write(json.dumps(record) + "\n")
 
 
-def spec_at(spec: TaskSpec, factor: float, pinned: dict[int, str] | None = None) -> tuple[TaskSpec, dict[str, int]]:
+def spec_at(spec: TaskSpec, factor: float, pinned: dict[int, str] | None = None,
+            each: dict[int, float] | None = None) -> tuple[TaskSpec, dict[str, int]]:
     """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides.
-    ``pinned``: cases by index whose reference failed at scaled sizes, "keep" (as written) or "drop"."""
+    ``pinned``: cases by index whose reference failed at scaled sizes, "keep" (as written) or "drop";
+    ``each``: a further factor for cases by index (shrunk to the time limit of one case)."""
     pinned = pinned or {}
     sizes = size_constants(spec.source)
     scaled = scale_values(sizes, factor, fixed=fixed_divisors(spec.source)) if sizes and factor != 1.0 else dict(sizes)
     overrides = {k: v for k, v in scaled.items() if v != sizes[k]}
     # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
-    cases = scale_cases(spec.cases, factor) if spec.cases and spec.case_file and factor != 1.0 else spec.cases
+    cases = scale_cases(spec.cases, factor, each) if spec.cases and spec.case_file and (factor != 1.0 or each) \
+        else spec.cases
     if spec.case_file:  # never grown past the cases' memory budget (the largest shrink back to fit it)
         # a case kept as written that alone is over the budget cannot run here at all
         pinned = {k: ("drop" if how == "keep" and case_bytes(spec.cases[k]) > CASES_BYTES_BUDGET else how)
@@ -118,6 +125,48 @@ def meta_bytes(spec: TaskSpec) -> int | None:
     return state + max(per_case)
 
 
+def counted_ms(spec: TaskSpec) -> list[float] | None:
+    """Each case's least work, counted on the meta device (``verifier.machine.roofline.count_forward``:
+    bytes moved and FLOPs), as milliseconds at the nominal rates (NOMINAL_GBPS, NOMINAL_GFLOPS); None when
+    a forward cannot run there (an op without a meta kernel, a reference that reads values)."""
+    import torch
+
+    from verifier.machine.roofline import count_forward
+
+    def on_meta(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.to("meta")
+        if isinstance(value, (list, tuple)):
+            return type(value)(on_meta(v) for v in value)
+        return value
+
+    try:
+        module = load_task_module(spec)
+        out = []
+        with torch.device("meta"):
+            model = module.Model(*module.get_init_inputs())
+        for k in range(max(1, len(spec.cases))):
+            try:
+                with torch.device("meta"):
+                    inputs = _case_inputs(module, k)
+            except Exception:
+                if not spec.case_file:
+                    raise
+                # a case maker that reads values (a random mean drawn with .item()): the case's inputs are made
+                # for real (a multi-case task's cases are within their memory budget), the forward on meta
+                inputs = on_meta(_case_inputs(module, k))
+            with torch.device("meta"):
+                work = count_forward(model, inputs)
+            out.append(1e3 * (work["bytes"] / (NOMINAL_GBPS * 1e9) + work["flops"] / (NOMINAL_GFLOPS * 1e9)))
+    except Exception:
+        return None
+    return out
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(max(v, 1e-9)) for v in values) / len(values)) if values else 0.0
+
+
 def _case_inputs(module: ModuleType, k: int | None) -> list[Any]:
     from verifier.cases import inputs_for
 
@@ -151,17 +200,21 @@ def time_reference(spec: TaskSpec, threads: int, call_cap_s: float, trace: bool 
         with torch.no_grad():
             calls = [first]
             if first[0] < call_cap_s:
-                # calls for at least 0.4 s: a first few slow calls (an operator's warm-up) and a moment of the
-                # machine's other load both pass, and the best call is the operator's own time
-                budget = time.perf_counter() + min(4.0, max(0.4, 3 * first[0]))
+                # calls for at least 0.4 s in all (shared by the cases): a first few slow calls (an operator's
+                # warm-up) and a moment of the machine's other load both pass, and the best call is the
+                # operator's own time
+                span = min(4.0, max(0.4 / max(1, len(spec.cases)), 3 * first[0]))
+                budget = time.perf_counter() + span
                 while len(calls) < 200 and (time.perf_counter() < budget or len(calls) < 3):
                     calls.append(_call(model, inputs))
                 calls = calls[1:]  # the first call warms caches and allocators
             if trace and k == 0:
                 ops = trace_ops(model, inputs)
-        # the best of a few calls: on a shared machine the median moves with whatever else runs
+        # the best of a few calls: on a shared machine the median moves with whatever else runs. A call's time
+        # is the CPU time its threads ran (never more than its wall time): a call preempted by the machine's
+        # other load waits without running, so its CPU time is the operator's own, whatever the load
         wall, cpu = min(calls)
-        case_ms.append(wall * 1e3)
+        case_ms.append(min(min(w, c if c > 0 else w) for w, c in calls) * 1e3)
         on_cpu.append(min(1.0, cpu / wall) if wall > 0 else 1.0)
     geo = math.exp(sum(math.log(max(t, 1e-6)) for t in case_ms) / len(case_ms))
     return {"ms": geo, "case_ms": case_ms, "ops": ops, "on_cpu": min(on_cpu)}
@@ -240,9 +293,10 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     has_sizes = bool(size_constants(spec.source)) or bool(spec.cases)
 
     pinned: dict[int, str] = {}   # cases whose reference failed at scaled sizes: kept as written, or dropped
+    each: dict[int, float] = {}   # cases shrunk further to the time limit of one case, by their factor
 
     def at(f: float) -> tuple[TaskSpec, dict[str, int]]:
-        return spec_at(spec, f, pinned)
+        return spec_at(spec, f, pinned, each)
 
     current, overrides = at(factor)
     load_task_module(current)  # a task that does not load fails here, before any sizing
@@ -271,8 +325,56 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         notes.append(f"shrunk to fit {cap / 2**30:.1f} GiB before timing")
         progress.write({"factor": factor, "bytes": nbytes})
 
-    if auto and has_sizes and nbytes is not None and nbytes > START_BYTES:
-        # start small and grow by measured time: a GPU-sized call can take seconds on a CPU
+    capped = False
+    target = math.sqrt(lo * hi)
+    # sizes from counted work: the factor whose counted work, at the nominal rates times ``rate``, takes the
+    # window's middle (the largest the memory caps allow at most); no timing decides them unless it disagrees
+    rate = 1.0
+    counted = auto and has_sizes and counted_ms(current) is not None
+    f_max = factor
+
+    def fits(f: float) -> bool:
+        """Within the memory cap, and a multi-case task's cases within their budget as scaled (the budget
+        would shrink them to a common cap otherwise: sizes that move with the factor, not the count)."""
+        got = meta_bytes(at(f)[0])
+        if got is None or got > cap:
+            return False
+        return not spec.case_file or sum(case_bytes(c) for c in scale_cases(spec.cases, f, each)) <= \
+            CASES_BYTES_BUDGET
+
+    if counted and fits(factor):
+        if fits(MAX_GROWTH):
+            f_max = MAX_GROWTH
+        else:
+            a, b = math.log(factor), math.log(MAX_GROWTH)
+            for _ in range(16):
+                mid = (a + b) / 2
+                a, b = (mid, b) if fits(math.exp(mid)) else (a, mid)
+            f_max = math.exp(a)
+
+    def predicted(f: float) -> float | None:
+        got = counted_ms(at(f)[0])
+        return _geomean(got) if got else None
+
+    def by_count(r: float) -> float:
+        """The largest factor up to ``f_max`` whose counted work takes at most the window's middle at ``r``."""
+        top = predicted(f_max)
+        if top is not None and top * r <= target:
+            return f_max
+        a, b = math.log(1e-4), math.log(f_max)
+        for _ in range(14):   # to 0.06 % of the factor: sizes move in whole steps long before that
+            mid = (a + b) / 2
+            got = predicted(math.exp(mid))
+            a, b = (mid, b) if got is not None and got * r <= target else (a, mid)
+        return math.exp(a)
+
+    if counted:
+        factor = by_count(rate)
+        current, overrides = at(factor)
+        nbytes = meta_bytes(current)
+        capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
+    elif auto and has_sizes and nbytes is not None and nbytes > START_BYTES:
+        # no count: start small and grow by measured time (a GPU-sized call can take seconds on a CPU)
         a, b = math.log(1e-4), math.log(factor)
         for _ in range(20):
             mid = (a + b) / 2
@@ -281,10 +383,10 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         factor = math.exp(a)
         current, overrides = at(factor)
         nbytes = meta_bytes(current)
+    confirming = counted   # the sizes are the count's until a timing disagrees by more than the window
+    calibrations = 0
 
-    capped = False
     reason = ""
-    target = math.sqrt(lo * hi)
     inner = (lo * (hi / lo) ** 0.15, hi / (hi / lo) ** 0.15)  # 2-50 ms: about 3.2-31 ms
     tried: dict[str, _Tried] = {}  # by sizes: the best time measured at them (a shared machine only slows)
     previous: tuple[float, float] | None = None
@@ -327,6 +429,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                              "kept the sizes it ran at")
                 break
             failures += 1
+            confirming = False   # the count did not foresee it: the measured time decides from here
             if oom:
                 too_big = factor if too_big is None else min(too_big, factor)
                 notes.append(f"at scale {factor:.3g} the reference ran out of memory: shrunk")
@@ -347,6 +450,37 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             current, overrides = at(factor)
             nbytes = meta_bytes(current)
             continue
+        if auto and spec.case_file and len(current.cases) > 1:
+            limit = case_cap_ms(len(current.cases))
+            slow_cases = [(i, t) for i, t in enumerate(result.get("case_ms", [])) if t > limit]
+            if slow_cases:
+                # a case the machine cannot run within the time limit of one case: shrunk (to a quarter of the
+                # limit, by the work its sizes grow with), dropped if it is at its smallest sizes already
+                changed = False
+                left = [n for n in range(len(spec.cases)) if pinned.get(n) != "drop"]
+                for i, t in slow_cases:
+                    k = _original_case(i, len(spec.cases), pinned)
+                    if k < 0:
+                        continue
+                    before = current.cases[i]
+                    each[k] = each.get(k, 1.0) * (0.25 * limit / t) ** 0.5
+                    shrunk = at(factor)[0].cases
+                    j = left.index(k)
+                    if pinned.get(k) != "keep" and j < len(shrunk) and shrunk[j] != before:
+                        notes.append(f"case {k} shrunk to the {limit:.0f} ms time limit of one case "
+                                     f"(one call took {t:.0f} ms)")
+                        changed = True
+                    elif len([n for n in left if pinned.get(n) != "drop"]) > 1:
+                        pinned[k] = "drop"
+                        notes.append(f"case {k} dropped: one call takes {t:.0f} ms at its smallest sizes, over "
+                                     f"the {limit:.0f} ms time limit of one case")
+                        changed = True
+                if changed:
+                    current, overrides = at(factor)
+                    nbytes = meta_bytes(current)
+                    tried.clear()
+                    previous = None
+                    continue
         key = _sizes_key(current)
         entry = tried.get(key)
         if entry is None:
@@ -361,6 +495,29 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         progress.write({"factor": factor, "bytes": nbytes, "ms": result["ms"]})
         if not auto or not has_sizes:
             break
+        if confirming:
+            if lo <= ms <= hi or (ms < lo and capped):
+                break   # the count's sizes, confirmed (or as large as the memory caps allow)
+            if entry.calls < 2:
+                continue   # outside: measured again before the rate is corrected (a busy moment only slows)
+            nominal = predicted(factor)
+            confirming = False
+            if nominal and calibrations < 3:
+                # the operator runs at another rate than the nominal one: correct it in steps of RATE_STEP (a
+                # load that slows a call less than that leaves the same sizes) and size from the count again
+                step_rate = RATE_STEP ** round(math.log(ms / nominal) / math.log(RATE_STEP))
+                if step_rate != rate:
+                    calibrations += 1
+                    rate = step_rate
+                    wanted = by_count(rate)
+                    if _sizes_key(at(wanted)[0]) != key:
+                        factor = wanted
+                        current, overrides = at(factor)
+                        nbytes = meta_bytes(current)
+                        capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
+                        confirming = True
+                        continue
+            # the count cannot place it: the measured time decides from here
         if inner[0] <= ms <= 3 * hi and entry.calls < (2 if entry.on_cpu >= BUSY_ON_CPU else 3):
             continue  # near or in the window: measure the same sizes again before trusting one noisy measurement
         if inner[0] <= ms <= inner[1] or (lo <= ms <= hi and step >= 5):
@@ -429,7 +586,8 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                 break
         factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
     else:
-        notes.append(f"stopped after {MAX_STEPS} sizing steps")
+        if auto and has_sizes:
+            notes.append(f"stopped after {MAX_STEPS} sizing steps")
     if not tried:
         raise RuntimeError(f"the reference failed at every size tried ({'; '.join(notes)})")
 
@@ -464,7 +622,9 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
     out: dict[str, Any] = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
-           "bytes": nbytes, "notes": notes, "on_cpu": round(best.on_cpu, 3)}
+           "bytes": nbytes, "notes": notes, "on_cpu": round(best.on_cpu, 3),
+           "sized_by": ("" if not (auto and has_sizes) else "counted work" + (f" at {rate:g}x the nominal time"
+                        if rate != 1 else "") if confirming else "measured time")}
     if job.get("trace", True):
         try:
             out["ops"] = measure(current, threads, call_cap, trace=True)["ops"] if ms and ms < 5000 else {}
@@ -489,13 +649,15 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             why, reason = ("one call takes this long at its smallest sizes (each size at its floor or fixed"
                            + (", or the reference fails below them" if smallest_ran else "")
                            + "): its least work is over the window on this machine"), "at_floor"
-        elif ms < lo and capped:
-            why, reason = f"larger sizes would exceed the {cap / 2**20:.0f} MiB memory cap", "memory_cap"
         elif ms < lo and spec.case_file and \
                 sum(case_bytes(c) for c in current.cases) >= 0.9 * CASES_BYTES_BUDGET:
             why, reason = (f"its {len(current.cases)} cases are at their memory budget "
                            f"({CASES_BYTES_BUDGET / 2**20:.0f} MiB of inputs in all: a verification keeps "
                            "every trial's results of every case)"), "memory_cap"
+        elif ms < lo and capped:
+            why, reason = (f"larger sizes would exceed the {cap / 2**20:.0f} MiB memory cap"
+                           + (f" or the cases' {CASES_BYTES_BUDGET / 2**20:.0f} MiB budget" if spec.case_file else "")
+                           ), "memory_cap"
         elif stuck and reason == "cliff" and (slowed := nearest_over()) is not None and slowed.on_cpu < BUSY_ON_CPU:
             why, reason = (stuck.split(" (")[0] + ", and the calls over the window ran on a CPU for "
                            f"{slowed.on_cpu:.0%} of their time: the machine's other load"), "busy"

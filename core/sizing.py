@@ -35,7 +35,18 @@ CALL_CAP_S = 2.0              # one reference call longer than this is not repea
 PROBE_TIMEOUT_S = 120.0       # a probe (sizing + timing one task) is killed after this
 MAX_GROWTH = 64.0             # "auto" grows a small task by at most this factor per size
 MAX_STEPS = 20               # "auto" measures at most this many times (a size near the window is measured twice)
-START_BYTES = 32 << 20        # "auto" times a large task first at this size, then grows it by measured time
+START_BYTES = 32 << 20        # "auto" starts here when a task's work cannot be counted on the meta device
+# "auto" chooses sizes from the work counted on the meta device (bytes moved, FLOPs: the roofline's count),
+# at these nominal rates of one core running PyTorch, so the same task gets the same sizes whatever the
+# machine's load; a timing only confirms, and corrects the rate in steps of RATE_STEP when it disagrees
+NOMINAL_GBPS = 8.0
+NOMINAL_GFLOPS = 50.0
+RATE_STEP = 4.0
+# The time limit of a multi-case task's reference, per call of one case: a verification runs every case's
+# trials (about seven each) and a timing window per case, so all the cases' calls together stay within
+# CASES_TIME_MS and no case over CASE_CAP_MS (a case over it is shrunk, or dropped at its smallest sizes)
+CASE_CAP_MS = 1000.0
+CASES_TIME_MS = 20_000.0
 
 
 def scale_values(values: dict[str, int], factor: float, floor: int = MIN_SIZE,
@@ -82,6 +93,10 @@ def fixed_divisors(source: str) -> tuple[int, ...]:
                          and any(w in k.lower() for w in _FIXED_DIVISOR_WORDS)}))
 
 
+# list attributes that are an output's extents: scaled with the inputs' (interpolate's output size)
+_OUTPUT_SIZE_NAMES = ("size", "output_size")
+
+
 def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
     """The scalable extents of a multi-case task's cases, keyed ``case/input/dim`` (``case/input.j/dim``
     for the j-th tensor of an input that is a list of tensors)."""
@@ -95,9 +110,10 @@ def case_sizes(cases: tuple[dict[str, Any], ...]) -> dict[str, int]:
             if isinstance(value, list) and value and all(type(v) is int for v in value):
                 # a list of extents given as an attribute (LayerNorm's normalized_shape): the numbers that
                 # are a tensor's extents too are scaled with them (equal ones stay equal); others (repeat
-                # counts, permutations) are not sizes
+                # counts, permutations) are not sizes, except an output size (interpolate's ``size``)
+                output = str(entry.get("name", "")).lower() in _OUTPUT_SIZE_NAMES
                 for d, n in enumerate(value):
-                    if n >= MIN_SIZE and n in extents:
+                    if n >= MIN_SIZE and (n in extents or output):
                         out[f"{c}/{i}v/{d}"] = n
                 continue
             listed = "shape" not in entry
@@ -126,14 +142,22 @@ def _with_sizes(case: dict[str, Any], new: dict[str, int]) -> dict[str, Any]:
     return {**case, "inputs": inputs}
 
 
-def scale_cases(cases: tuple[dict[str, Any], ...], factor: float) -> tuple[dict[str, Any], ...]:
+def scale_cases(cases: tuple[dict[str, Any], ...], factor: float,
+                each: dict[int, float] | None = None) -> tuple[dict[str, Any], ...]:
     """The cases with every tensor extent scaled by ``factor`` (per case, so a case's matching extents,
-    like a matmul's inner dimensions, stay matching)."""
+    like a matmul's inner dimensions, stay matching); ``each``: a further factor for some cases by index
+    (a case shrunk to its time limit)."""
     out = []
-    for case in cases:
+    for k, case in enumerate(cases):
         sizes = case_sizes((case,))
-        out.append(_with_sizes(case, scale_values(sizes, factor, fixed=case_divisors(case)) if sizes else {}))
+        f = factor * (each or {}).get(k, 1.0)
+        out.append(_with_sizes(case, scale_values(sizes, f, fixed=case_divisors(case)) if sizes else {}))
     return tuple(out)
+
+
+def case_cap_ms(cases: int) -> float:
+    """The time limit of one call of one case of a task with ``cases`` cases (see CASE_CAP_MS)."""
+    return min(CASE_CAP_MS, CASES_TIME_MS / max(1, cases))
 
 
 def case_divisors(case: dict[str, Any]) -> tuple[int, ...]:
@@ -244,6 +268,7 @@ class Probe:
     on_cpu: float | None = None  # the share of the best call's wall time the reference's threads ran
     source: str = ""        # the source the overrides refer to, when it is not the task's own (literals lifted)
     steps: list[dict[str, Any]] = field(default_factory=list)  # the probe's progress lines, as JSON
+    sized_by: str = ""      # "counted work" (at a rate corrected by a timing) or "measured time"; "" not sized
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Probe:

@@ -60,7 +60,7 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
             "ms": probe.ms, "case_ms": probe.case_ms, "in_window": in_window,
             "sizes": sized.sizes, "scaled": sized.scale_note(), "bytes": probe.bytes,
             "cases": len(task.original_cases), "problems": problems,
-            "notes": [*task.notes, *probe.notes, *sized.case_notes], "recorded": recorded,
+            "notes": [*task.notes, *probe.notes, *sized.case_notes], "recorded": recorded, "sized_by": probe.sized_by,
             "outside": "" if in_window else probe.reason or ("failed" if probe.ms is None else "not_sized"),
             "path": str(task.path),
         })

@@ -146,13 +146,16 @@ def _check(args: argparse.Namespace, suite, scale, probe_options: ProbeOptions) 
     from rich.table import Table
 
     table = Table(title=f"{suite.name}: check", box=None, header_style="bold")
-    for col in ("id", "lvl", "category", "loaded", "sized", "ref ms", "problems"):
+    # problems: what keeps a task from running or from its window; notes: what sizing did on purpose (a
+    # shrink to the memory cap, a case fitted to its time limit, the sizes scaled), which is no problem
+    for col in ("id", "lvl", "category", "loaded", "sized", "ref ms", "problems", "notes"):
         table.add_column(col, overflow="fold")
     for r in report["rows"]:
         ms = f"{r['ms']:.3g}" if r["ms"] is not None else "-"
-        said = "; ".join([*r["problems"], *r["notes"]]) or (r.get("scaled") or "")
+        notes = [*([f"sized by {r['sized_by']}"] if r.get("sized_by") else []), *r["notes"],
+                 *([r["scaled"]] if r.get("scaled") else [])]
         table.add_row(r["id"], str(r["level"] or "-"), r["category"] or "-", "yes" if r["loaded"] else "no",
-                      "yes" if r["sized"] else "no", ms, said)
+                      "yes" if r["sized"] else "no", ms, "; ".join(r["problems"]), "; ".join(notes))
     Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None).print(table)
     print(report["line"])
     return 0

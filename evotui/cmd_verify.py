@@ -15,9 +15,11 @@ import argparse
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from core.tasks import Suite
 
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
@@ -117,12 +119,35 @@ def _verify(args: argparse.Namespace) -> int:
     cached = " · [dim]recorded verdict (same files verified before; --fresh to re-run)[/]" if outcome.from_cache else ""
     console.print(f"[bold]{escape(task.id)}[/] · {outcome.backend} · {outcome.threads} threads{cached}")
     console.print(table)
+    if outcome.cases:
+        console.print(case_table(outcome.cases))
     verdict = "[green]✓[/]" if outcome.feasible else "[red]✗[/]"
     console.print(f"{verdict} {escape(outcome.message)}")
     for flag in outcome.flags:
         console.print(f"[yellow]flag:[/] {escape(flag)}")
     console.print(f"[dim]sandbox: {escape(isolation)}[/]")
     return 0
+
+
+def case_table(cases: list[dict[str, Any]]) -> Table:
+    """A multi-case task's verdict per case: its inputs, correct or not (with the largest error or the first
+    failure), and once timed its time, the reference's in the same window and the speedup."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title="per case", box=None, title_justify="left")
+    for name, justify in (("case", "right"), ("inputs", "left"), ("correct", "left"), ("ms", "right"),
+                          ("ref ms", "right"), ("speedup", "right")):
+        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for c in cases:
+        correct = c.get("correct")
+        mark = ("[green]✓[/]" + (f" {c['max_abs_error']:.1e}" if c.get("max_abs_error") is not None else "")
+                if correct else "[red]✗[/] " + escape(str(c.get("message", ""))[:160]) if correct is False else "")
+        ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
+        table.add_row(str(int(c.get("case", 0)) + 1), escape(str(c.get("inputs", ""))), mark,
+                      f"{ms:.3f}" if ms is not None else "", f"{ref:.3f}" if ref is not None else "",
+                      f"{speed:.2f}x" if speed is not None else "")
+    return table
 
 
 def task_of_folder(folder: Path, suite: Suite) -> str:

@@ -173,6 +173,7 @@ class OutcomeSummary:
     roofline: dict[str, Any] | None = None
     flags: list[str] = field(default_factory=list)
     gates: list[GateSummary] = field(default_factory=list)
+    cases: list[dict[str, Any]] = field(default_factory=list)  # a multi-case task's verdict per case
     verified: bool = True        # False: no outcome was stored (knowledge, an attempt never verified)
 
     @classmethod

@@ -69,6 +69,10 @@ class Outcome:
     created_at: float = 0.0
     from_cache: bool = False
     node: dict[str, Any] = field(default_factory=dict)  # the cluster node that verified it (empty: this machine)
+    # a multi-case task's verdict per case, in case order: {"case" (0-based), "inputs" (shapes, dtypes,
+    # attributes in words), "correct", "max_abs_error", "max_rel_error", "trials", "message" (its first
+    # failure), and once timed "latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds"}
+    cases: list[dict[str, Any]] = field(default_factory=list)
     listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -115,6 +119,18 @@ class Outcome:
                 parts.append("flagged: " + "; ".join(self.flags))
             self.message = ", ".join(parts)
         return self
+
+    def add_case_times(self, timed: list[dict[str, Any]]) -> None:
+        """Each case's time and speedup from its own window (the performance gate's ``cases``) beside its
+        correctness verdict in ``cases``."""
+        by_case = {int(c["case"]): c for c in self.cases if "case" in c}
+        for t in timed:
+            entry = by_case.get(int(t["case"]))
+            if entry is None:
+                entry = by_case[int(t["case"])] = {"case": int(t["case"])}
+                self.cases.append(entry)
+            entry.update({k: t[k] for k in ("latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds") if k in t})
+        self.cases.sort(key=lambda c: int(c.get("case", 0)))
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

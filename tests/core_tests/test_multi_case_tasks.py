@@ -512,3 +512,115 @@ def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
     out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
     assert out["ok"] and out["reason"] == "memory_cap", out
     assert "3 cases are at their memory budget (48 MiB" in out["problem"]
+
+
+# |x| for fp32 and 16-bit cases: our own kernels, one right for every dtype, one whose 16-bit launcher
+# forgets to clear the sign bit (right for fp32, wrong for every fp16 case)
+ABS_MODEL = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        if x.dtype == torch.float32:
+            lib.abs_f32(x, out, x.numel())
+        else:
+            lib.abs_16(x, out, x.numel())
+        return out
+'''
+
+ABS_KERNEL = '''
+#include <cstdint>
+#include <cmath>
+extern "C" void abs_f32(const float* x, float* out, int64_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = std::fabs(x[i]);
+}
+// float16 and bfloat16 alike: the sign is the top bit
+extern "C" void abs_16(const uint16_t* x, uint16_t* out, int64_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] & 0x7FFFu;
+}
+'''
+
+
+@pytest.mark.slow   # real builds, sandboxed trials and a timing window per case, through the CLI
+def test_verify_json_gives_each_cases_verdict_the_failing_cases_shapes_and_dtypes_and_each_cases_time(tmp_path):
+    cases = [unary_case([64, 100]), unary_case([32, 48], "float16"), unary_case([1000]),
+             unary_case([16, 3, 40], "float16")]
+    suite = write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)})
+    write(tmp_path / "good", {"model.py": ABS_MODEL, "kernel.cpp": ABS_KERNEL})
+    write(tmp_path / "bad", {"model.py": ABS_MODEL, "kernel.cpp": ABS_KERNEL.replace("x[i] & 0x7FFFu", "x[i]")})
+
+    bad = json.loads(evokernel("verify", "bad", "--task", "unary", "--suite", str(suite), "--json",
+                               cwd=tmp_path).stdout)
+    assert bad["feasible"] is False and bad["failed_gate"] == "correctness"
+    assert [c["correct"] for c in bad["cases"]] == [True, False, True, False], bad["cases"]
+    assert [c["inputs"] for c in bad["cases"]] == ["x float32[64, 100]", "x float16[32, 48]", "x float32[1000]",
+                                                   "x float16[16, 3, 40]"]
+    assert "case 2 (x float16[32, 48])" in bad["message"] and "2 of 4 cases failed" in bad["message"], bad["message"]
+    assert "case 4 (x float16[16, 3, 40])" in bad["message"]
+    assert all(c["message"].startswith(f"case {c['case'] + 1} (") for c in bad["cases"] if not c["correct"])
+
+    proc = evokernel("verify", "good", "--task", "unary", "--suite", str(suite), "--json", cwd=tmp_path)
+    good = json.loads(proc.stdout)
+    assert good["feasible"] is True, good["message"]
+    assert [c["case"] for c in good["cases"]] == [0, 1, 2, 3]
+    for c in good["cases"]:
+        assert c["correct"] and c["trials"] > 0 and c["latency_ms"] > 0 and c["reference_ms"] > 0, c
+        assert c["speedup"] > 0 and c["rounds"] >= 3, c
+    # the same per case in words
+    text = evokernel("verify", "good", "--task", "unary", "--suite", str(suite), cwd=tmp_path).stdout
+    assert "per case" in text and "float16[16, 3, 40]" in text
+
+
+BIG = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+rows = 20000
+cols = 16000
+
+def get_inputs():
+    return [torch.rand(rows, cols)]  # 1.2 GiB: over the memory cap, shrunk before any timing
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow   # a real probe through the CLI
+def test_tasks_check_puts_a_deliberate_shrink_under_notes_and_only_problems_under_problems(tmp_path):
+    suite = write(tmp_path / "s", {"big.py": BIG})
+    out = evokernel("tasks", "--suite", str(suite), "--check", "--size-scale", "auto", cwd=tmp_path).stdout
+    lines = out.splitlines()
+    header = next(line for line in lines if " problems " in line and line.rstrip().endswith("notes"))
+    row = next(line for line in lines if line.lstrip().startswith("big "))
+    notes_at = header.index("notes")
+    assert "shrunk to fit 1.0 GiB before timing" in out
+    assert row.index("shrunk") >= notes_at or "shrunk" not in row, (header, row)
+    assert row[header.index("problems"):notes_at].strip() == "", (header, row)  # no problem: it is in the window
+
+
+def test_an_output_size_attribute_scales_with_the_inputs_so_a_shrunk_case_does_less_work():
+    """interpolate's ``size`` is the output's extents: left as written, a case shrunk for time or memory
+    would still produce the full-size output (its work unchanged) and time out as before."""
+    from core.sizing import scale_cases
+
+    case = {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 256, 256]},
+                       {"name": "size", "value": [512, 384]}, {"name": "mode", "value": "bilinear"}]}
+    (half,) = scale_cases((case,), 0.5)
+    assert half["inputs"][0]["shape"] == [1, 3, 128, 128]
+    assert half["inputs"][1]["value"] == [256, 192] and half["inputs"][2]["value"] == "bilinear"
+    repeat = {"inputs": [{"name": "x", "dtype": "float32", "shape": [64, 64]}, {"name": "repeats", "value": [2, 3]}]}
+    assert scale_cases((repeat,), 0.5)[0]["inputs"][1]["value"] == [2, 3]   # counts, not extents: kept

@@ -74,11 +74,18 @@ def notes(ref: Reference) -> list[str]:
 
 
 def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
-          tolerance: Callable[[str], tuple[float, float]]) -> Verdict:
-    """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``."""
+          tolerance: Callable[[str], tuple[float, float]], cases: tuple[dict[str, Any], ...] = ()) -> Verdict:
+    """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``.
+    A multi-case task (``cases``, the spec's) is judged case by case: every case's trials are compared,
+    the verdict's ``details["cases"]`` holds each case's own verdict (its inputs, correct or not, its largest
+    error, the first failure's words), and a failure names its case with its shapes and dtypes."""
+    from verifier.cases import describe_case
+
     max_abs = max_rel = 0.0
     said = notes(ref)
     suffix = ("; " + "; ".join(said)) if said else ""
+    per_case: dict[int, dict[str, Any]] = {}
+    first_failure: Verdict | None = None
     for i, (trial, report) in enumerate(zip(ref.trials, result.trials)):
         what = f"trial {i + 1} ({trial.describe()})"
         if report.signals_changed:
@@ -95,18 +102,51 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
             return Verdict(False, f"{what}: output {report.escaped_stream[0]} changed after the current stream had "
                                   "finished: the kernel's work ran outside the stream passed to the launcher (a side "
                                   "stream or the per-thread default stream); launch on that stream", "anti_hack", i)
+        k = trial.case if cases and trial.case is not None and 0 <= trial.case < len(cases) else None
+        if k is not None and k not in per_case:
+            per_case[k] = {"case": k, "inputs": describe_case(cases[k]), "correct": True, "max_abs_error": 0.0,
+                           "max_rel_error": 0.0, "trials": 0}
+        entry = per_case.get(k) if k is not None else None
+        if entry is not None and not entry["correct"]:
+            continue   # this case has failed already: its first failure is what it says
+        where = f"case {k + 1} ({per_case[k]['inputs']}), " if k is not None else ""
+        failure: Verdict | None = None
         if report.inputs_changed:
-            return Verdict(False, f"{what}: forward modified input {report.inputs_changed[0]} in place; inputs must be "
-                                  "left unchanged", trial=i)
-        ignore = ref.ignore[i] if i < len(ref.ignore) else None
-        verdict = compare_outputs(ref.outputs[i], outputs["trials"][i], ref.noise[i], tolerance, what=what,
-                                  ignore=ignore, undefined_ok=trial.widened)
-        if not isinstance(verdict, Agreement):
-            return Verdict(False, verdict.message + suffix, trial=i, max_abs_error=verdict.max_abs_error,
-                           max_rel_error=verdict.max_rel_error)
-        max_abs, max_rel = max(max_abs, verdict.max_abs_error), max(max_rel, verdict.max_rel_error)
+            failure = Verdict(False, f"{where}{what}: forward modified input {report.inputs_changed[0]} in place; "
+                                     "inputs must be left unchanged", trial=i)
+        else:
+            ignore = ref.ignore[i] if i < len(ref.ignore) else None
+            verdict = compare_outputs(ref.outputs[i], outputs["trials"][i], ref.noise[i], tolerance, what=what,
+                                      ignore=ignore, undefined_ok=trial.widened)
+            if isinstance(verdict, Agreement):
+                max_abs, max_rel = max(max_abs, verdict.max_abs_error), max(max_rel, verdict.max_rel_error)
+                if entry is not None:
+                    entry["trials"] += 1
+                    entry["max_abs_error"] = max(entry["max_abs_error"], verdict.max_abs_error)
+                    entry["max_rel_error"] = max(entry["max_rel_error"], verdict.max_rel_error)
+            else:
+                failure = Verdict(False, where + verdict.message, trial=i, max_abs_error=verdict.max_abs_error,
+                                  max_rel_error=verdict.max_rel_error)
+        if failure is None:
+            continue
+        if entry is None:
+            failure.message += suffix
+            return failure
+        entry.update(correct=False, message=failure.message, max_abs_error=failure.max_abs_error,
+                     max_rel_error=failure.max_rel_error, trial=i)
+        first_failure = first_failure or failure
+    verdicts = [per_case[k] for k in sorted(per_case)]
+    if first_failure is not None:
+        bad = [c for c in verdicts if not c["correct"]]
+        first_failure.message += (f"; {len(bad)} of {len(verdicts)} cases failed: "
+                                  + ", ".join(f"case {c['case'] + 1} ({c['inputs']})" for c in bad[:6])
+                                  + (", ..." if len(bad) > 6 else "") + suffix)
+        first_failure.details = {"cases": verdicts}
+        return first_failure
     if len(result.trials) < len(ref.trials):
         return Verdict(False, f"the candidate's job reported {len(result.trials)} of {len(ref.trials)} trials")
+    details: dict[str, Any] = {"trials": len(ref.trials), "reference_notes": said}
+    if verdicts:
+        details["cases"] = verdicts
     return Verdict(True, f"{len(ref.trials)} trials agree; max abs error {max_abs:.2e}{suffix}",
-                   max_abs_error=max_abs, max_rel_error=max_rel,
-                   details={"trials": len(ref.trials), "reference_notes": said})
+                   max_abs_error=max_abs, max_rel_error=max_rel, details=details)

@@ -427,8 +427,9 @@ class Verifier:
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        verdict = judge(ref, CandidateResult.from_dict(result), outputs, self.tolerance_for(task))
+        verdict = judge(ref, CandidateResult.from_dict(result), outputs, self.tolerance_for(task), task.cases)
         out.max_abs_error, out.max_rel_error = verdict.max_abs_error, verdict.max_rel_error
+        out.cases = verdict.details.pop("cases", [])
         if not verdict.passed:
             out.fail(verdict.gate, verdict.message, trial=verdict.trial, **verdict.details)
             return False
@@ -463,6 +464,7 @@ class Verifier:
                         return
                     judged.append((k, *got, sub))
                 judge_cases(judged, self.tolerance_for(task), out, **settings)
+                out.add_case_times(out.gate("performance").details.get("cases") or [])
             else:
                 base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])
                 got = self._perf_job(task, files, build, base, out, best_pair)

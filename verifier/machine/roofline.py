@@ -67,19 +67,11 @@ NO_FLOPS = {"copy_", "clone", "_to_copy", "contiguous", "fill_", "zero_", "empty
 # -- the task profile (runs in the subprocess) ----------------------------------------------------
 
 
-def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
-    """The profile of one task; runs in a fresh interpreter (``python -m verifier.machine.roofline``)."""
+def _elementwise_mode(counted_names: set[str]) -> Any:
+    """A dispatch mode that counts the elementwise FLOPs the matmul counter does not: one per output
+    element of a pointwise op, per input element (times a factor) of a reduction."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from verifier.task import TaskSpec, load_task_module
-
-    try:
-        from torch.utils.flop_counter import _FLOP_REGISTRY as counted  # type: ignore[attr-defined]
-    except ImportError:  # pragma: no cover - older torch
-        counted = {}
-    counted_names = {getattr(k, "__name__", str(k)).split(".")[-1] for k in counted}
 
     # torch's TorchDispatchMode has no annotations (its __init_subclass__ and __init__ are untyped calls)
     class Elementwise(TorchDispatchMode):  # type: ignore[no-untyped-call]
@@ -106,17 +98,58 @@ def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
                 self.by_op[name] = self.by_op.get(name, 0) + flops
             return out
 
-    def tensors(value: Any) -> list[torch.Tensor]:
-        if isinstance(value, torch.Tensor):
-            return [value]
-        if isinstance(value, (list, tuple)):
-            return [t for v in value for t in tensors(v)]
-        if isinstance(value, dict):
-            return [t for v in value.values() for t in tensors(v)]
-        return []
+    return Elementwise()
 
-    def nbytes(ts: list[torch.Tensor]) -> int:
-        return sum(t.numel() * t.element_size() for t in ts)
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _nbytes(ts: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
+    """The least work of one forward of ``model`` on ``inputs`` (meta tensors, or real ones): bytes of
+    the inputs, parameters, buffers and outputs, each moved once, and FLOPs (matmuls and convolutions by
+    ``torch.utils.flop_counter``, elementwise work as documented above). The roofline's task profile and
+    the sizer's choice of sizes (``core.probe``) both count with it. Raises what the forward raises."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    try:
+        from torch.utils.flop_counter import _FLOP_REGISTRY as counted  # type: ignore[attr-defined]
+    except ImportError:  # pragma: no cover - older torch
+        counted = {}
+    counted_names = {getattr(k, "__name__", str(k)).split(".")[-1] for k in counted}
+    elementwise = _elementwise_mode(counted_names)
+    with torch.no_grad(), FlopCounterMode(display=False) as flop_counter, elementwise:
+        out = model(*inputs)
+    state = {id(t): t for t in [*model.parameters(), *model.buffers()]} if hasattr(model, "parameters") else {}
+    matmul = int(flop_counter.get_total_flops())
+    by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
+    by_op.update(elementwise.by_op)
+    ew = sum(elementwise.by_op.values())
+    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)),
+                              "param_bytes": _nbytes(list(state.values())), "output_bytes": _nbytes(_tensors(out)),
+                              "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew, "by_op": by_op}
+    result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
+    return result
+
+
+def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
+    """The profile of one task; runs in a fresh interpreter (``python -m verifier.machine.roofline``)."""
+    import torch
+
+    from verifier.task import TaskSpec, load_task_module
 
     spec = TaskSpec.from_dict(spec_dict)
     module = load_task_module(spec)
@@ -127,20 +160,7 @@ def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
             with torch.device(device):
                 model = module.Model(*module.get_init_inputs())
                 inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-            elementwise = Elementwise()
-            with torch.no_grad(), FlopCounterMode(display=False) as flop_counter, elementwise:
-                out = model(*inputs)
-            state = {id(t): t for t in [*model.parameters(), *model.buffers()]}
-            matmul = int(flop_counter.get_total_flops())
-            by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
-            by_op.update(elementwise.by_op)
-            ew = sum(elementwise.by_op.values())
-            result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": nbytes(tensors(inputs)),
-                      "param_bytes": nbytes(list(state.values())), "output_bytes": nbytes(tensors(out)),
-                      "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew,
-                      "by_op": by_op, "device": device}
-            result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
-            return result
+            return {**count_forward(model, inputs), "device": device}
         except Exception as exc:  # no meta kernel for some op: count on real tensors
             problem = f"{type(exc).__name__}: {exc}"
     raise RuntimeError(f"could not count the reference of {spec.id}: {problem}")
