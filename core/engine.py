@@ -24,7 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import first_change, summarize
+from core.attempts import first_change, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -296,7 +296,7 @@ class Engine:
             return 0.0   # the verifier's own failure says nothing about the kernel
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
-        gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
+        gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
         raw = policy.refine_reward_raw(out.feasible, gain, verdict)
         if not out.feasible or raw == 0.0:
             return raw
@@ -330,7 +330,7 @@ class Engine:
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
                 title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}"
                       + (f" · {change}" if (change := self._change_words(attempt)) else ""),
-                text=prompts.attempt_text(summarize(out)), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(), reward=reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
                            else None),
@@ -361,13 +361,9 @@ class Engine:
         if changes:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
-                                         attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
-                                         out.speedup, reward, new_best, duplicate=not created,
-                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
-                                         speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
-                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None,
-                                         slip=slip, reference_ms=out.reference_ms,
-                                         latency_spread_ms=out.latency_spread_ms))
+                                         attempt.source, out, reward, new_best, duplicate=not created,
+                                         replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
+                                         slip=slip))
         if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -430,7 +426,7 @@ class Engine:
                 state.iterations_used += 1
                 self.store.put_task(state)
             return False
-        _gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
+        _gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
         had_best = state.best_id is not None if shared else bool(progress and progress.best_id)
         new_best = policy.is_new_best(True, had_best, verdict)
         if progress is not None:
@@ -471,7 +467,8 @@ class Engine:
                 raise RunStopped("stopped")
             if task is None or progress is None or not progress.best_id or ("final" in progress.extra and not again):
                 continue
-            first = next((e for e in self.store.get_many(progress.attempts) if e is not None and e.result.timed), None)
+            first = next((e for e in self.store.get_many(progress.attempts)
+                          if e is not None and outcome_of(e).timed), None)
             best = self.store.get(progress.best_id)
             if first is None or best is None or first.id == best.id or not best.files or not first.files:
                 continue

@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from core.attempts import outcome_of
 from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
 from store.protocol import Memory
@@ -26,7 +27,7 @@ __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_m
 
 def summary(exp: Experience) -> dict[str, Any]:
     """The one-line view of an experience: identity, filters, values and the outcome's headline."""
-    outcome = exp.result
+    outcome = outcome_of(exp)
     return {
         "id": exp.id, "task": exp.task_id, "kind": exp.kind, "stage": exp.stage, "backend": exp.backend,
         "source": exp.source, "title": exp.title, "reward": exp.reward, "q1": exp.q1, "q2": exp.q2,
@@ -145,8 +146,8 @@ def _lesson(exp: Experience) -> str:
         return exp.text
     from core.prompts import change_of, roofline_line, verdict
 
-    parts = [change_of(exp) or exp.title, verdict(exp.result)]
-    roof = roofline_line(exp.result)
+    parts = [change_of(exp) or exp.title, verdict(outcome_of(exp))]
+    roof = roofline_line(outcome_of(exp))
     return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
 
 

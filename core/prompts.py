@@ -22,10 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.attempts import outcome_of
 from core.tasks import Task, cases_section
-from store import Experience, OutcomeSummary
+from store import Experience
 from verifier.backends import backend_device, display_name, source_suffix
-from verifier.outcome import speed_words
+from verifier.outcome import Outcome, speed_words
 from verifier.task import TaskSpec
 
 if TYPE_CHECKING:
@@ -259,14 +260,14 @@ def key_lines(text: str, max_lines: int) -> list[str]:
     return out
 
 
-def _ms(outcome: OutcomeSummary) -> str:
+def _ms(outcome: Outcome) -> str:
     text = f"{outcome.latency_ms or 0:.3f} ms"
     if outcome.latency_spread_ms is not None:
         text += f" ± {outcome.latency_spread_ms:.3f} (IQR)"
     return text
 
 
-def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
+def verdict(outcome: Outcome, best_name: str = "the best then") -> str:
     """One line: feasible with its own latency ± noise, and what its window's paired ratios say
     (``speed_words``: against PyTorch, and against ``best_name`` when a best was timed beside it), or the
     failing gate and why. The only time shown is the kernel's own: PyTorch's and the best's times in that
@@ -286,13 +287,13 @@ def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
     return f"failed at {outcome.failed_gate}: {message[:400]}"
 
 
-def roofline_line(outcome: OutcomeSummary) -> str:
+def roofline_line(outcome: Outcome) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
     point = outcome.roofline
     return f"Roofline: {point['summary']}" if isinstance(point, dict) and point.get("summary") else ""
 
 
-def attempt_text(outcome: OutcomeSummary) -> str:
+def attempt_text(outcome: Outcome) -> str:
     """What an attempt teaches, in memory: its verdict (the code travels with it)."""
     return verdict(outcome)
 
@@ -309,7 +310,7 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
-    result = exp.result
+    result = outcome_of(exp)
     body = head + f"{exp.title or where} ({where}, {who}): {verdict(result)}"
     change = change_of(exp)
     if change:
@@ -444,7 +445,7 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
     ideas = sorted(groups.values(), key=lambda g: g[-1].created_at)[-HISTORY_IDEAS:]
     if not ideas:
         return ""
-    start_hash = start.result.candidate_hash if start is not None else ""
+    start_hash = outcome_of(start).candidate_hash if start is not None else ""
     rows = []
     for tries in ideas:
         last = tries[-1]
@@ -458,9 +459,9 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
         head = f"- {tag}Change: {change_of(last) or '(no summary given)'} ({where})"
         said = []
         for t in tries:
-            named = "the start point" if start_hash and t.result.best_hash == start_hash else "the best then"
+            named = "the start point" if start_hash and outcome_of(t).best_hash == start_hash else "the best then"
             reward = f"; reward {t.reward:+.2f}" if t.reward is not None else ""
-            said.append(f"{verdict(t.result, named)}{reward}")
+            said.append(f"{verdict(outcome_of(t), named)}{reward}")
         if len(tries) == 1:
             rows.append(f"{head}\n  -> {said[0]}")
         else:
@@ -513,29 +514,30 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
     they came from). Every kernel is shown with one time, its own; the goal is a paired verdict."""
     facts = _facts(facts, backend)
-    start_text = f"## Start point [mem:{start.id}]: {verdict(start.result)}\n{WINDOWS}"
-    quicker = [h.result.latency_ms for h in history if h.result.timed and h.id != start.id]
-    if best is not None and best.id == start.id and start.result.latency_ms and quicker \
-            and start.result.latency_ms > min(t for t in quicker if t):
+    start_out = outcome_of(start)
+    start_text = f"## Start point [mem:{start.id}]: {verdict(start_out)}\n{WINDOWS}"
+    quicker = [outcome_of(h).latency_ms for h in history if outcome_of(h).timed and h.id != start.id]
+    if best is not None and best.id == start.id and start_out.latency_ms and quicker \
+            and start_out.latency_ms > min(t for t in quicker if t):
         start_text += ("\nIt is the best although some earlier attempts below show a lower time: those were verified "
                        "in other windows (other load); it became the best by being faster than the best before it, "
                        "timed together in one window.")
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
-    if roofline_line(start.result):
-        start_text += f"\n{roofline_line(start.result)}"
+    if roofline_line(start_out):
+        start_text += f"\n{roofline_line(start_out)}"
     start_text += "\n" + _code(start.files)
     tried = _history([h for h in history if h.id != start.id and (best is None or h.id != best.id)], start)
     if tried:
         start_text += "\n" + tried
     if best is not None and best.id != start.id and best.files:
         note = ""
-        slow, fast = best.result.latency_ms, start.result.latency_ms
+        slow, fast = outcome_of(best).latency_ms, start_out.latency_ms
         if slow and fast and slow > fast:
             note = ("\nIts time is above the start point's because the two were verified in different windows "
                     "(different load); it became the best by being faster than the best before it in one window.")
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(best.result)}{note}"
-                     + (f"\n{roofline_line(best.result)}" if roofline_line(best.result) else "")
+        best_text = (f"## Best kernel so far [mem:{best.id}]: {verdict(outcome_of(best))}{note}"
+                     + (f"\n{roofline_line(outcome_of(best))}" if roofline_line(outcome_of(best)) else "")
                      + "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
         goal = "it is timed beside the best so far in one window and counts only if faster there"
     elif best is not None and best.id == start.id:
@@ -544,7 +546,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     else:
         best_text = ""
         goal = "make it faster"
-    point = start.result.roofline or {}
+    point = start_out.roofline or {}
     hint = ""
     if point.get("bound") == "memory":
         hint = " It is memory-bound: cut bytes moved (fuse passes, avoid re-reading, stream once) before adding FLOPs."
@@ -565,11 +567,11 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
-        roof = roofline_line(best.result)
-        head.append(f"## Your best kernel so far: {verdict(best.result)}\n{WINDOWS}" + (f"\n{roof}" if roof else "")
+        roof, best_out = roofline_line(outcome_of(best)), outcome_of(best)
+        head.append(f"## Your best kernel so far: {verdict(best_out)}\n{WINDOWS}" + (f"\n{roof}" if roof else "")
                     + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {verdict(last.result, 'your best')}\n" + _code(last.files))
+        head.append(f"## Your last attempt: {verdict(outcome_of(last), 'your best')}\n" + _code(last.files))
     shown = {e.id for e in (last, best) if e is not None}
     tried = _history([h for h in history if h.id not in shown], None, tagged=False)
     if tried:
@@ -577,8 +579,8 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     if last is None:
         ask = "Write a first correct kernel."
     elif best is None:
-        ask = "Fix the last attempt: it " + (f"failed at {last.result.failed_gate}." if last.result.failed_gate
-                                             else "was not feasible.")
+        failed = outcome_of(last).failed_gate
+        ask = "Fix the last attempt: it " + (f"failed at {failed}." if failed else "was not feasible.")
     else:
         ask = "Write a faster variant of your best kernel."
     return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask]))
