@@ -11,12 +11,12 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from store import Experience, OutcomeSummary, RunRecord, Store, TaskState
+from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
-
-__all__ = ["ATTEMPT_KINDS", "AttemptLine", "OutcomeSummary", "TaskRow", "attempt_lines", "attempt_numbers",
-           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "task_rows"]
 from verifier.outcome import GATES, Outcome
+
+__all__ = ["ATTEMPT_KINDS", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
+           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "outcome_of", "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
@@ -65,12 +65,13 @@ class AttemptLine:
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
 
 
-def summarize(out: Outcome) -> OutcomeSummary:
-    """The typed summary of a verifier outcome: what is read of it once it is stored with an experience."""
-    return OutcomeSummary.from_dict(out.to_dict())
+def outcome_of(exp: Experience) -> Outcome:
+    """The verifier's Outcome stored with an experience (the store keeps it as plain data), read back in
+    the one shape the verifier wrote; knowledge and attempts never verified read as unverified."""
+    return Outcome.from_dict(exp.outcome)
 
 
-def gate_states(outcome: OutcomeSummary) -> tuple[tuple[str, str], ...]:
+def gate_states(outcome: Outcome) -> tuple[tuple[str, str], ...]:
     """Every gate's status, in order; gates an outcome does not mention count as skipped."""
     found = {g.name: g.status for g in outcome.gates}
     return tuple((g, found.get(g, "skipped")) for g in GATES)
@@ -96,7 +97,8 @@ def task_rows(store: Store, tasks: Sequence[Task], budget: int, runs: list[RunRe
             id=task.id, level=task.level, category=task.category, stage=state.stage if state.feasible else "draft",
             used=progress.iterations_used if progress else 0,
             budget=int(last_run.config.get("iterations", budget)) if last_run else budget,
-            best_speedup=exp.result.speedup if exp else None, best_ms=state.best_latency_ms, feasible=state.feasible,
+            best_speedup=outcome_of(exp).speedup if exp else None, best_ms=state.best_latency_ms,
+            feasible=state.feasible,
             attempts=len(progress.attempts) if progress else 0,
         ))
     return rows
@@ -134,7 +136,7 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
         kids = children.get(parent, [])
         for n, e in enumerate(kids):
             last = n == len(kids) - 1
-            out = e.result
+            out = outcome_of(e)
             lines.append(AttemptLine(
                 id=e.id, index=index[e.id], parent_id=e.parent_id if e.parent_id in index else None,
                 parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,

@@ -24,11 +24,11 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import attempt_numbers, first_change, summarize
+from core.attempts import attempt_numbers, first_change, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
-from core.methods import METHODS, Attempt
+from core.methods import HAND_EDIT, METHODS, Attempt, Teaching
 from core.responses import parse_answer
 from core.seeds import ensure_seeded
 from core.tasks import Task
@@ -41,7 +41,6 @@ from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
 from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
 
-BASELINE_KIND = "baseline_trace"
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
 RULE_MIN_Q = 0.3
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
@@ -298,7 +297,7 @@ class Engine:
             return 0.0   # the verifier's own failure says nothing about the kernel
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible)
-        gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
+        gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
         raw = policy.refine_reward_raw(out.feasible, gain, verdict)
         if not out.feasible or raw == 0.0:
             return raw
@@ -313,13 +312,13 @@ class Engine:
         and the run's progress, in one transaction; then the events and the workspace's best."""
         task, out = attempt.task, attempt.verified
         progress = run.progress[task.id] if run is not None else None
-        evokernel = run is None or METHODS[run.method].learns   # a person's edit always teaches
+        teaching = self._teaching(run)
         human = attempt.source == "human"
         slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
             reward = 0.0 if slip else self._reward(attempt)
-            kind = "human_edit" if human else f"{attempt.stage}_trace" if evokernel else BASELINE_KIND
+            kind = teaching.kind(attempt.stage)
             # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
             # and the run's iteration here would give the same attempt a second, different one
             what = "hand edit" if human else attempt.stage
@@ -334,7 +333,7 @@ class Engine:
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
                 title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}"
                       + (f" · {change}" if (change := self._change_words(attempt)) else ""),
-                text=prompts.attempt_text(summarize(out)), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(), reward=reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
                            else None),
@@ -349,13 +348,13 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if evokernel and not repeat and not slip and not attempt.ours:
+            if teaching.credits and not repeat and not slip and not attempt.ours:
                 changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
                     self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
-            new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, evokernel)
+            new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, teaching.shared)
             if progress is not None and run is not None:
                 progress.iterations_used += 1
                 progress.attempts.append(exp_id)
@@ -365,15 +364,10 @@ class Engine:
         if changes:
             self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
-                                         attempt.source, out.feasible, out.failed_gate, out.message, out.latency_ms,
-                                         out.speedup, reward, new_best, duplicate=not created,
-                                         vs_reference=out.vs_reference, gain=out.gain, vs_best=out.vs_best,
-                                         speedup_ci=out.speedup_ci, gain_ci=out.gain_ci, best_ms=out.best_ms,
-                                         replaced_ms=attempt.best.result.latency_ms if attempt.best else None,
-                                         slip=slip, reference_ms=out.reference_ms,
-                                         latency_spread_ms=out.latency_spread_ms,
-                                         number=attempt_numbers(self.store, [task.id]).get(exp_id)))
-        if new_best and evokernel and not human:
+                                         attempt.source, out, reward, new_best, duplicate=not created,
+                                         replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
+                                         slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id)))
+        if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
             if human:
@@ -381,6 +375,12 @@ class Engine:
             else:
                 self._write_workspace(task, attempt.files, exp_id)
         return exp, reward, new_best
+
+    @staticmethod
+    def _teaching(run: RunRecord | None) -> Teaching:
+        """What the attempt does to the memory: its run's method decides (core.methods.Teaching); a person's
+        edit (no run) always teaches."""
+        return METHODS[run.method].teaching if run is not None else HAND_EDIT
 
     @staticmethod
     def _change_words(attempt: Attempt) -> str:
@@ -415,30 +415,30 @@ class Engine:
         return [(i, before.get(i, 0.0), q) for i, q in after.items()]
 
     def _update_state(self, run: RunRecord | None, state: TaskState, progress: TaskProgress | None, attempt: Attempt,
-                      exp: Experience, evokernel: bool) -> bool:
+                      exp: Experience, shared: bool) -> bool:
         """Task state and run progress after an attempt; returns whether it is the new best (feasible,
-        and significantly faster than the best it was timed beside, or the first feasible one)."""
+        and significantly faster than the best it was timed beside, or the first feasible one). ``shared``
+        (the method's teaching): the task's state across runs keeps the attempt and holds the best it is
+        judged against; otherwise the best is the run's own and the task's state is left as it was."""
         out = attempt.verified
         counts = attempt.source != "human"   # a person's edit spends no budget
         if progress is not None and out.reference_ms:
             progress.reference_ms = out.reference_ms
         if not out.feasible or out.latency_ms is None:
-            if evokernel and counts:
+            if shared and counts:
                 state.iterations_used += 1
                 self.store.put_task(state)
             return False
-        _gain, verdict = policy.gain_over_best(summarize(out), attempt.best.result if attempt.best else None)
-        if evokernel:
-            new_best = policy.is_new_best(True, state.best_id is not None, verdict)
-        else:
-            new_best = policy.is_new_best(True, bool(progress and progress.best_id), verdict)
+        _gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
+        had_best = state.best_id is not None if shared else bool(progress and progress.best_id)
+        new_best = policy.is_new_best(True, had_best, verdict)
         if progress is not None:
             progress.feasible = True
             if progress.first_ms is None:
                 progress.first_ms = out.latency_ms
             if new_best or progress.best_ms is None:
                 progress.best_ms, progress.best_id = out.latency_ms, exp.id
-        if evokernel:
+        if shared:
             state.iterations_used += 1 if counts else 0
             state.feasible = True
             state.stage = "refine"
@@ -470,7 +470,8 @@ class Engine:
                 raise RunStopped("stopped")
             if task is None or progress is None or not progress.best_id or ("final" in progress.extra and not again):
                 continue
-            first = next((e for e in self.store.get_many(progress.attempts) if e is not None and e.result.timed), None)
+            first = next((e for e in self.store.get_many(progress.attempts)
+                          if e is not None and outcome_of(e).timed), None)
             best = self.store.get(progress.best_id)
             if first is None or best is None or first.id == best.id or not best.files or not first.files:
                 continue
@@ -494,7 +495,7 @@ class Engine:
 
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
-        if METHODS[run.method].learns:
+        if self._teaching(run).credits:
             memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
 
     # -- the workspace ----------------------------------------------------------------------------

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from verifier.outcome import Outcome
+
 
 @dataclass(frozen=True)
 class Event:
@@ -81,32 +83,27 @@ class GateChecked(Event):
 
 @dataclass(frozen=True)
 class AttemptRecorded(Event):
+    """An attempt committed: what the verifier found is its ``outcome``, the same record the store keeps
+    (verifier.outcome.Outcome: feasibility, the failing gate and why, latencies, paired ratios with their
+    intervals and verdicts), never a copy of some of its fields."""
+
     task: str
     iteration: int
     experience_id: str
     parent_id: str | None
     stage: str
     source: str
-    feasible: bool
-    failed_gate: str | None
-    message: str
-    latency_ms: float | None
-    speedup: float | None
+    outcome: Outcome
     reward: float
     new_best: bool = False
     duplicate: bool = False   # the answer repeated an attempt already in memory (same normalised code)
-    vs_reference: str = ""    # "faster", "slower", "same", "noisy": the speedup's verdict in its own window
-    gain: float | None = None  # over the task's best, timed beside it in the same window (refinements)
-    vs_best: str = ""         # its verdict ("noisy": no verdict); "" when no best was timed beside it
-    speedup_ci: list[float] | None = None   # the intervals the verdicts were read from (verifier.outcome.speed_words)
-    gain_ci: list[float] | None = None
-    best_ms: float | None = None        # the task's best as timed in this attempt's window
     replaced_ms: float | None = None    # the best's own time, from the window it was verified in
     slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
-    reference_ms: float | None = None          # the reference's median in the same window
-    latency_spread_ms: float | None = None     # the attempt's interquartile range
     number: int | None = None   # its #n among the task's attempts, as the attempt tree numbers it (a repeat: the
                                 # attempt it repeats); the iteration is the run's, a different count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "outcome": self.outcome.to_dict()}
 
 
 @dataclass(frozen=True)

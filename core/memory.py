@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.attempts import ATTEMPT_KINDS, attempt_numbers
+from core.attempts import ATTEMPT_KINDS, attempt_numbers, outcome_of
 from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
 from store.protocol import Memory
@@ -28,7 +28,7 @@ __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_m
 def summary(exp: Experience, number: int | None = None) -> dict[str, Any]:
     """The one-line view of an experience: identity (``number``: its ``#n`` among its task's attempts,
     None for knowledge), filters, values and the outcome's headline."""
-    outcome = exp.result
+    outcome = outcome_of(exp)
     return {
         "id": exp.id, "number": number, "task": exp.task_id, "kind": exp.kind, "stage": exp.stage,
         "backend": exp.backend,
@@ -161,8 +161,8 @@ def _lesson(exp: Experience) -> str:
         return exp.text
     from core.prompts import change_of, in_window, roofline_line
 
-    parts = [change_of(exp) or exp.title, in_window(exp.result)]
-    roof = roofline_line(exp.result)
+    parts = [change_of(exp) or exp.title, in_window(outcome_of(exp))]
+    roof = roofline_line(outcome_of(exp))
     return ". ".join(p.rstrip(".") for p in parts if p) + "." + (f"\n{roof}" if roof else "")
 
 

@@ -6,8 +6,10 @@ start point, the context) and whether its attempts teach the shared memory.
 - ``passk``: independent drafts, no memory; kept for reports, never retrieved.
 - ``refinement``: feedback from the last attempt and the run's best only, no shared memory.
 
-The engine (core.engine) runs the loop and commits every attempt through one path; a method only
-decides what the next attempt is.
+The engine (core.engine) runs the loop and commits every attempt through one path; a method decides
+what the next attempt is and, through its ``teaching``, what a committed attempt does to the memory
+(what it is stored as, which values its reward moves, whether it becomes one of the task's start
+points). The commit applies it and asks nothing else of the method.
 """
 
 from __future__ import annotations
@@ -28,6 +30,35 @@ if TYPE_CHECKING:
     from store.protocol import Memory
 
 MAX_RULES = 5
+BASELINE_KIND = "baseline_trace"
+
+
+@dataclass(frozen=True)
+class Teaching:
+    """What a method's committed attempts do to the memory. The method decides it; the engine's one
+    commit (core.engine.Engine._commit) applies it for every attempt of the method's runs."""
+
+    stored_as: str = ""
+    """The kind its attempts are stored as; "" for ``<stage>_trace``, the kinds retrieval shows as memory."""
+    credits: bool = True
+    """The reward moves the values of what the attempt was shown (Q1 when drafting, Q2 when refining) and
+    of the start point it refined; a feasible refinement's own Q2 starts at its reward; items adopted with
+    value by several tasks become resident rules after each iteration."""
+    shared: bool = True
+    """The task's state across runs keeps the attempt: its budget, its start points P(x) (a feasible
+    attempt becomes one) and its best; otherwise the best is the run's own and the task state is left."""
+
+    def kind(self, stage: str) -> str:
+        """The kind an attempt at ``stage`` is stored as."""
+        return self.stored_as or f"{stage}_trace"
+
+
+TEACHES = Teaching()
+"""The paper's: attempts become memory, are credited and become start points."""
+BASELINE = Teaching(stored_as=BASELINE_KIND, credits=False, shared=False)
+"""A baseline's: attempts are kept for reports, never retrieved; nothing learned, the best is the run's own."""
+HAND_EDIT = Teaching(stored_as="human_edit")
+"""A person's edit, whatever run is going on: it always teaches, like the paper's attempts."""
 
 
 @dataclass
@@ -76,10 +107,10 @@ class Engine(Protocol):
 
 
 class Method(Protocol):
-    """A run's method: its name, whether its attempts teach the shared memory, and its next attempt."""
+    """A run's method: its name, what its committed attempts do to the memory, and its next attempt."""
 
     name: str
-    learns: bool   # credits memory values, keeps the task's shared state (P(x), best), attempts retrievable
+    teaching: Teaching
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         """The task's next attempt with its prompt (nothing written anywhere)."""
@@ -93,7 +124,7 @@ def _words(task: Task) -> set[str]:
 
 class PassK:
     name = "passk"
-    learns = False
+    teaching = BASELINE
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         progress = run.progress[task.id]
@@ -106,7 +137,7 @@ class PassK:
 
 class Refinement:
     name = "refinement"
-    learns = False
+    teaching = BASELINE
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         store, progress = engine.store, run.progress[task.id]
@@ -122,7 +153,7 @@ class Refinement:
 
 class EvoKernel:
     name = "evokernel"
-    learns = True
+    teaching = TEACHES
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         cfg, store, backend = engine.config.engine, engine.store, engine.backend

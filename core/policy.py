@@ -27,8 +27,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from store import Experience, OutcomeSummary
+from core.attempts import outcome_of
+from store import Experience
 from verifier.outcome import UNJUDGED as UNJUDGED  # the workbench reads these from here (evotui -> core)
+from verifier.outcome import Outcome
 from verifier.outcome import speed_words as speed_words
 from verifier.outcome import verdict_word as verdict_word
 
@@ -84,7 +86,7 @@ def choose_start_point(points: Sequence[Experience], epsilon: float, rng: random
 
 
 def latency_of(exp: Experience) -> float | None:
-    return exp.result.latency_ms
+    return outcome_of(exp).latency_ms
 
 
 def draft_reward(feasible: bool) -> float:
@@ -96,7 +98,7 @@ def draft_reward(feasible: bool) -> float:
 UNPAIRED_BAND = 0.15
 
 
-def gain_over_best(outcome: OutcomeSummary, best_outcome: OutcomeSummary | None) -> tuple[float | None, str]:
+def gain_over_best(outcome: Outcome, best_outcome: Outcome | None) -> tuple[float | None, str]:
     """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
     timing window when the best was timed beside it, else the ratio of the two speedups over the
     reference (each from its own window) with a wide noise band; (None, "") with nothing to compare.

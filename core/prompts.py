@@ -24,10 +24,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core.attempts import outcome_of
 from core.tasks import Task, cases_section
-from store import Experience, OutcomeSummary
+from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
-from verifier.outcome import speed_words
+from verifier.outcome import Outcome, speed_words
 from verifier.task import TaskSpec
 
 if TYPE_CHECKING:
@@ -279,14 +280,14 @@ def key_lines(text: str, max_lines: int) -> list[str]:
     return out
 
 
-def _ms(outcome: OutcomeSummary) -> str:
+def _ms(outcome: Outcome) -> str:
     text = f"{outcome.latency_ms or 0:.3f} ms"
     if outcome.latency_spread_ms is not None:
         text += f" ± {outcome.latency_spread_ms:.3f} (IQR)"
     return text
 
 
-def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
+def verdict(outcome: Outcome, best_name: str = "the best then") -> str:
     """One line: feasible with its own latency ± noise, and what its window's paired ratios say
     (``speed_words``: against PyTorch, and against ``best_name`` when a best was timed beside it), or the
     failing gate and why. The only time shown is the kernel's own: PyTorch's and the best's times in that
@@ -306,7 +307,7 @@ def verdict(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
     return f"failed at {outcome.failed_gate}: {message[:400]}"
 
 
-def in_window(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
+def in_window(outcome: Outcome, best_name: str = "the best then") -> str:
     """A kernel as a prompt states it: feasible with the paired ratios of the one window it was verified
     in ("1.17x faster than PyTorch [1.14, 1.24]; 1.07x slower than the start point [1.05, 1.08]"), or
     the failing gate and why. No absolute time: times from different windows are not comparable (the
@@ -322,18 +323,18 @@ def in_window(outcome: OutcomeSummary, best_name: str = "the best then") -> str:
     return "feasible" + (": " + "; ".join(said) if said else "")
 
 
-def own_time(outcome: OutcomeSummary) -> str:
+def own_time(outcome: Outcome) -> str:
     """The kernel's own median and spread, said with the window it comes from (or "" when untimed)."""
     return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
 
 
-def roofline_line(outcome: OutcomeSummary) -> str:
+def roofline_line(outcome: Outcome) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
     point = outcome.roofline
     return f"Roofline: {point['summary']}" if isinstance(point, dict) and point.get("summary") else ""
 
 
-def attempt_text(outcome: OutcomeSummary) -> str:
+def attempt_text(outcome: Outcome) -> str:
     """What an attempt teaches, in memory: its verdict (the code travels with it)."""
     return verdict(outcome)
 
@@ -370,7 +371,7 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
     category = (exp.signature or {}).get("category")
-    result = exp.result
+    result = outcome_of(exp)
     if exp.kind in TRACE_KINDS:
         body = head + f"{where}{f' ({category})' if category else ''}, {who}: {in_window(result)}"
     else:
@@ -516,7 +517,7 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
     ideas = sorted(groups.values(), key=lambda g: g[-1].created_at)[-HISTORY_IDEAS:]
     if not ideas:
         return ""
-    start_hash = start.result.candidate_hash if start is not None else ""
+    start_hash = outcome_of(start).candidate_hash if start is not None else ""
     rows = []
     for tries in ideas:
         last = tries[-1]
@@ -533,9 +534,9 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
         head = f"- {tag}Change: {change_of(last) or '(no summary given)'} ({where})"
         said = []
         for t in tries:
-            named = "the start point" if start_hash and t.result.best_hash == start_hash else "the best then"
+            named = "the start point" if start_hash and outcome_of(t).best_hash == start_hash else "the best then"
             reward = f"; reward {t.reward:+.2f}" if t.reward is not None else ""
-            said.append(f"{in_window(t.result, named)}{reward}")
+            said.append(f"{in_window(outcome_of(t), named)}{reward}")
         if len(tries) == 1:
             rows.append(f"{head}\n  -> {said[0]}")
         else:
@@ -612,9 +613,9 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     own window; everything else as paired ratios. The prompt says what the variant is judged against:
     the best, timed beside it in one window (``core.methods``: the best is timed beside every attempt)."""
     facts = _facts(facts, backend)
-    start_text = f"## Start point [mem:{start.id}]: {in_window(start.result)}"
-    if own_time(start.result):
-        start_text += f"\nIts own time: {own_time(start.result)}."
+    start_text = f"## Start point [mem:{start.id}]: {in_window(outcome_of(start))}"
+    if own_time(outcome_of(start)):
+        start_text += f"\nIts own time: {own_time(outcome_of(start))}."
     start_text += "\n" + windows("this prompt shows one absolute time, the start point's above")
     if best is not None and best.id == start.id:
         start_text += "\nIt is the best kernel so far."
@@ -628,8 +629,8 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         goal = "it is timed beside PyTorch"
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
-    if roofline_line(start.result):
-        start_text += f"\n{roofline_line(start.result)} (from its own time above)"
+    if roofline_line(outcome_of(start)):
+        start_text += f"\n{roofline_line(outcome_of(start))} (from its own time above)"
     start_text += "\n" + _code(start.files)
     marks = {start.id: "the start point"}
     if best is not None:
@@ -641,9 +642,9 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         start_text += "\n" + tried
     best_text = ""
     if best is not None and best.id != start.id and best.files:
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {in_window(best.result)}"
+        best_text = (f"## Best kernel so far [mem:{best.id}]: {in_window(outcome_of(best))}"
                      "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
-    hint = _bound_hint(start.result.roofline or {})
+    hint = _bound_hint(outcome_of(start).roofline or {})
     ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint}"
            " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
@@ -660,13 +661,13 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
-        roof = roofline_line(best.result)
-        mine = f"\nIts own time: {own_time(best.result)}." if own_time(best.result) else ""
-        head.append(f"## Your best kernel so far: {in_window(best.result, 'your best then')}{mine}\n"
+        roof = roofline_line(outcome_of(best))
+        mine = f"\nIts own time: {own_time(outcome_of(best))}." if own_time(outcome_of(best)) else ""
+        head.append(f"## Your best kernel so far: {in_window(outcome_of(best), 'your best then')}{mine}\n"
                     + windows("this prompt shows one absolute time, your best kernel's above")
                     + (f"\n{roof} (from its own time above)" if roof else "") + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {in_window(last.result, 'your best')}\n" + _code(last.files))
+        head.append(f"## Your last attempt: {in_window(outcome_of(last), 'your best')}\n" + _code(last.files))
     marks = {e.id: name for e, name in ((last, "your last attempt, shown above"),
                                         (best, "your best kernel, shown above")) if e is not None}
     tried = _history(list({e.id: e for e in history}.values()), None, tagged=False, marks=marks)
@@ -675,8 +676,8 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     if last is None:
         ask = "Write a first correct kernel."
     elif best is None:
-        ask = "Fix the last attempt: it " + (f"failed at {last.result.failed_gate}." if last.result.failed_gate
-                                             else "was not feasible.")
+        failed = outcome_of(last).failed_gate
+        ask = "Fix the last attempt: it " + (f"failed at {failed}." if failed else "was not feasible.")
     else:
         ask = ("Write a faster variant of your best kernel (it is timed beside your best in one window and counts "
                "only if faster there).")

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from store import Experience, OutcomeSummary, RunRecord, Store, TaskProgress
+from core.attempts import outcome_of
+from store import Experience, RunRecord, Store, TaskProgress
+from verifier.outcome import Outcome
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -73,7 +75,7 @@ class RunMetrics:
 
 
 def _gate_passed(exp: Experience, gate: str) -> bool:
-    found = exp.result.gate(gate)
+    found = outcome_of(exp).gate_or_none(gate)
     return found is not None and found.status == "passed"
 
 
@@ -95,7 +97,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
             if e.files:
                 generated += 1
                 built += _gate_passed(e, "build")
-            result = e.result
+            result = outcome_of(e)
             if result.timed:
                 feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
                 first = first or result
@@ -145,7 +147,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     )
 
 
-def over_first_paired(best: OutcomeSummary, first: OutcomeSummary) -> tuple[float, list[float] | None] | None:
+def over_first_paired(best: Outcome, first: Outcome) -> tuple[float, list[float] | None] | None:
     """(gain, interval) of the best over the first feasible kernel from one window: 1 when they are the
     same kernel, the best's paired gain when the first was the best it was timed beside, else None."""
     if best is first or (best.candidate_hash and best.candidate_hash == first.candidate_hash):
@@ -318,7 +320,7 @@ def hand_rows(workspace: Workspace) -> dict[str, dict[str, Any]]:
         for task_id, exps in sorted(edits.items()):
             exps.sort(key=lambda e: (e.created_at, e.id))
             state = store.get_task(task_id)
-            correct = [e for e in exps if e.result.timed]
+            correct = [e for e in exps if outcome_of(e).timed]
             first = correct[0] if correct else None
             best = next((e for e in correct if state is not None and e.id == state.best_id), first)
             row: dict[str, Any] = {"edits": len(exps), "typos": sum(1 for e in exps if (e.extra or {}).get("slip")),
@@ -326,10 +328,10 @@ def hand_rows(workspace: Workspace) -> dict[str, dict[str, Any]]:
                                    "best_is_the_tasks": best is not None and state is not None
                                    and best.id == state.best_id}
             for name, chosen in (("first", first), ("best", best)):
-                result = chosen.result if chosen is not None else None
+                result = outcome_of(chosen) if chosen is not None else None
                 row[f"{name}_ms"] = result.latency_ms if result else None
                 row[f"{name}_speedup"] = result.speedup if result else None
-            paired = over_first_paired(best.result, first.result) if best and first else None
+            paired = over_first_paired(outcome_of(best), outcome_of(first)) if best and first else None
             row["best_over_first"] = paired[0] if paired else None
             row["best_over_first_ci"] = paired[1] if paired else None
             row["over_first"] = ("" if paired or not (best and first) else "not measured together")

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.worker import WorkerState
 
 from core import events as ev
+from core.attempts import outcome_of
 from core.errors import EvoKernelError
 from core.workspace import Workspace
 from evotui import appearance, keys
@@ -126,7 +127,7 @@ class EvoKernelApp(RunControl, Readers, App):
         latest attempts again, at the time they were made."""
         table = self.main.query_one("#tasks", TaskTable)
         for exp, number in recent:
-            result = exp.result
+            result = outcome_of(exp)
             human = exp.source == "human"
             verdict = marks.verdict(result)
             table.set_status(exp.task_id, f"{marks.attempt_label(number, human)} {verdict}",

@@ -103,15 +103,16 @@ def attempt_words(event) -> str:
     from different windows."""
     from core.policy import speed_words
 
-    words = f"✓ {event.latency_ms:.3f} ms"
-    if event.speedup is not None:
-        words += ", " + speed_words(event.vs_reference, event.speedup, event.speedup_ci, "PyTorch")
-    if event.gain is not None and event.vs_best:
-        words += "; " + speed_words(event.vs_best, event.gain, event.gain_ci, "the best")
+    out = event.outcome
+    words = f"✓ {out.latency_ms:.3f} ms"
+    if out.speedup is not None:
+        words += ", " + speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")
+    if out.gain is not None and out.vs_best:
+        words += "; " + speed_words(out.vs_best, out.gain, out.gain_ci, "the best")
     if not event.new_best:
         return words
-    if event.replaced_ms and event.latency_ms > event.replaced_ms:
-        here = f" took {event.best_ms:.3f} ms" if event.best_ms else " was slower"
+    if event.replaced_ms and out.latency_ms > event.replaced_ms:
+        here = f" took {out.best_ms:.3f} ms" if out.best_ms else " was slower"
         return words + (f", new best (the best it replaced took {event.replaced_ms:.3f} ms in another window; "
                         f"timed beside this one it{here})")
     return words + ", new best"
@@ -125,13 +126,14 @@ def refusal_words(event) -> str:
     attribute _version is not allowed: ..."), never the gate's name alone."""
     from rich.markup import escape
 
-    message = " ".join(str(event.message or "").split())
-    prefix = f"{event.failed_gate}: "
+    out = event.outcome
+    message = " ".join(str(out.message or "").split())
+    prefix = f"{out.failed_gate}: "
     if message.startswith(prefix):
         message = message[len(prefix):]
     if len(message) > REFUSAL_CHARS:
         message = message[:REFUSAL_CHARS].rsplit(" ", 1)[0] + " ..."
-    return f"✗ {event.failed_gate}" + (f": {escape(message)}" if message else "")
+    return f"✗ {out.failed_gate}" + (f": {escape(message)}" if message else "")
 
 
 class Reporter:
@@ -189,16 +191,17 @@ class Reporter:
             row = self.rows.setdefault(event.task, {})
             row["iter"] = event.iteration + 1
             row["stage"] = event.stage
-            row["last"] = "feasible" if event.feasible else f"{event.failed_gate}"
+            out = event.outcome
+            row["last"] = "feasible" if out.feasible else f"{out.failed_gate}"
             if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
-                row["best"], row["speedup"] = event.latency_ms, event.speedup
+                row["best"], row["speedup"] = out.latency_ms, out.speedup
             number = f"#{event.number} " if event.number is not None else ""   # as the workbench's tree numbers it
             line = (f"{time.strftime('%H:%M:%S')} {event.task} {number}{event.stage}: "
-                    + (attempt_words(event) if event.feasible else refusal_words(event)) +
+                    + (attempt_words(event) if out.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}: "
-                    + policy.reward_reason(event.stage, event.feasible, event.vs_best, slip=event.slip,
-                                           has_gain=event.gain is not None,
-                                           gain_ci=list(event.gain_ci) if event.gain_ci else None))
+                    + policy.reward_reason(event.stage, out.feasible, out.vs_best, slip=event.slip,
+                                           has_gain=out.gain is not None,
+                                           gain_ci=list(out.gain_ci) if out.gain_ci else None))
             self._line(line)
         elif isinstance(event, ev.FinalWindow):   # best, first and PyTorch in one window, for the report
             self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from textual.message import Message
 
 from core import events as ev
-from core.attempts import OutcomeSummary, summarize
+from core.attempts import Outcome
 from core.errors import LLMError
 from core.workspace import Workspace
 from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
@@ -201,13 +201,12 @@ class EngineHost:
         if self.loop is not None and self.session is not None:
             self.loop.call_soon_threadsafe(self.session.stop_run)
 
-    async def verify(self, task_id: str, files: dict[str, str]) -> OutcomeSummary:
-        """Verify files for a task without recording anything; the outcome's typed summary."""
-        async def go() -> OutcomeSummary:
+    async def verify(self, task_id: str, files: dict[str, str]) -> Outcome:
+        """Verify files for a task without recording anything; what the verifier found."""
+        async def go() -> Outcome:
             session = self.opened
             _ = session.verifier      # created here, on this loop's thread, never in a worker
-            outcome = await asyncio.to_thread(session.verify_files, task_id, files)
-            return summarize(outcome)
+            return await asyncio.to_thread(session.verify_files, task_id, files)
 
         return await self.call(go)
 

@@ -16,7 +16,7 @@ from typing import Any
 from textual.message import Message
 
 from core import events as ev
-from core.attempts import AttemptLine, OutcomeSummary, TaskRow
+from core.attempts import AttemptLine, Outcome, TaskRow
 
 
 @dataclass(eq=False)
@@ -175,7 +175,7 @@ class VerifyFinished(WorkbenchMessage):
 
     task_id: str
     label: str
-    outcome: OutcomeSummary
+    outcome: Outcome
 
 
 @dataclass(eq=False)

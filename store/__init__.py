@@ -7,8 +7,7 @@ BM25 retrieval index over experiences. It knows nothing of LLMs, Textual or veri
 from __future__ import annotations
 
 from store.errors import SchemaMismatch, StoreError
-from store.records import Experience, GateSummary, OutcomeSummary, RunRecord, TaskProgress, TaskState
+from store.records import Experience, RunRecord, TaskProgress, TaskState
 from store.store import Store
 
-__all__ = ["Experience", "GateSummary", "OutcomeSummary", "RunRecord", "SchemaMismatch", "Store", "StoreError",
-           "TaskProgress", "TaskState"]
+__all__ = ["Experience", "RunRecord", "SchemaMismatch", "Store", "StoreError", "TaskProgress", "TaskState"]

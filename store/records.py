@@ -71,7 +71,7 @@ class Experience:
     title: str = ""
     text: str = ""
     files: dict[str, str] = field(default_factory=dict)
-    outcome: dict[str, Any] | None = None
+    outcome: dict[str, Any] | None = None   # the verifier's Outcome as plain data; core reads it (core.attempts)
     reward: float | None = None
     parent_id: str | None = None
     source: str = "llm"
@@ -105,11 +105,6 @@ class Experience:
         """The value for ``stage``: Q1 when drafting, Q2 when refining."""
         return self.q1 if stage == "draft" else self.q2
 
-    @property
-    def result(self) -> OutcomeSummary:
-        """The verifier outcome stored with this experience, typed."""
-        return OutcomeSummary.from_dict(self.outcome)
-
 
 @dataclass
 class TaskState:
@@ -135,64 +130,6 @@ class TaskState:
     def from_dict(cls, data: dict[str, Any]) -> TaskState:
         """A task state from ``to_dict`` output; unknown keys are ignored."""
         return _from_dict(cls, data)
-
-
-@dataclass
-class GateSummary:
-    """One gate of a stored outcome: its name, status ("passed", "failed", "skipped") and message."""
-
-    name: str = ""
-    status: str = "skipped"
-    message: str = ""
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> GateSummary:
-        return _from_dict(cls, data)
-
-
-@dataclass
-class OutcomeSummary:
-    """What core and the workbench read of a verifier outcome stored with an experience (``outcome``,
-    a plain dict so the store needs no verifier): typed, every field optional, unknown keys ignored."""
-
-    feasible: bool = False
-    failed_gate: str | None = None
-    message: str = ""
-    latency_ms: float | None = None
-    latency_spread_ms: float | None = None
-    reference_ms: float | None = None
-    speedup: float | None = None
-    speedup_ci: list[float] | None = None
-    vs_reference: str = ""
-    best_ms: float | None = None
-    gain: float | None = None
-    gain_ci: list[float] | None = None
-    vs_best: str = ""
-    best_hash: str = ""
-    candidate_hash: str = ""
-    roofline: dict[str, Any] | None = None
-    flags: list[str] = field(default_factory=list)
-    gates: list[GateSummary] = field(default_factory=list)
-    cases: list[dict[str, Any]] = field(default_factory=list)  # a multi-case task's verdict per case
-    verified: bool = True        # False: no outcome was stored (knowledge, an attempt never verified)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> OutcomeSummary:
-        """The summary of an outcome dict (an empty, infeasible, unverified one for None or {})."""
-        if not data:
-            return cls(verified=False)
-        summary = _from_dict(cls, {k: v for k, v in data.items() if k != "verified"})
-        summary.gates = [g if isinstance(g, GateSummary) else GateSummary.from_dict(g) for g in data.get("gates") or []]
-        return summary
-
-    def gate(self, name: str) -> GateSummary | None:
-        """The gate called ``name``, None when the outcome does not mention it."""
-        return next((g for g in self.gates if g.name == name), None)
-
-    @property
-    def timed(self) -> bool:
-        """Feasible with a latency: a kernel that counts for speed."""
-        return self.feasible and self.latency_ms is not None
 
 
 @dataclass

@@ -1,7 +1,11 @@
-"""The verifier's verdict: a plain, serialisable record that the store and the engine reuse.
+"""The verifier's verdict: a plain, serialisable record, the one shape of an outcome from the verifier
+to the store to the screen.
 
 An ``Outcome`` holds one ``GateResult`` per gate, in order. A failed build or a wrong kernel is an
-Outcome, never an exception; only the harness's own bugs raise.
+Outcome, never an exception; only the harness's own bugs raise. The store keeps ``to_dict()`` as plain
+data with an experience and knows nothing of its fields; core reads it back with ``from_dict`` (records
+of earlier versions included: missing fields take their defaults, unknown ones are ignored), and the
+engine's events and the workbench carry the Outcome itself, so a field added here reaches them all.
 """
 
 from __future__ import annotations
@@ -38,8 +42,8 @@ class GateResult:
 class Outcome:
     """Everything one verification found. ``to_dict``/``from_dict`` round-trip through JSON and msgpack."""
 
-    task: str
-    backend: str
+    task: str = ""
+    backend: str = ""
     feasible: bool = False
     failed_gate: str | None = None
     message: str = ""
@@ -74,6 +78,9 @@ class Outcome:
     # failure), and once timed "latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds"}
     cases: list[dict[str, Any]] = field(default_factory=list)
     listener: Callable[[GateResult], None] | None = field(default=None, repr=False, compare=False)
+    verified: bool = field(default=True, repr=False, compare=False)
+    """False only for an outcome read back from nothing (``from_dict(None)``: knowledge, an attempt never
+    verified); never stored."""
 
     @classmethod
     def start(cls, task: str, backend: str) -> Outcome:
@@ -132,20 +139,34 @@ class Outcome:
             entry.update({k: t[k] for k in ("latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds") if k in t})
         self.cases.sort(key=lambda c: int(c.get("case", 0)))
 
+    @property
+    def timed(self) -> bool:
+        """Feasible with a latency: a kernel that counts for speed."""
+        return self.feasible and self.latency_ms is not None
+
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("listener", None)
+        data.pop("verified", None)
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Outcome:
-        known = {f.name for f in fields(cls)}
+    def from_dict(cls, data: dict[str, Any] | None) -> Outcome:
+        """The outcome of a ``to_dict`` record, as stored by this version or an earlier one: fields it lacks
+        take their defaults, keys it does not know are ignored; None or {} reads as an unverified,
+        infeasible outcome."""
+        if not data:
+            return cls(verified=False)
+        known = {f.name for f in fields(cls)} - {"listener", "verified"}
         kwargs = {k: v for k, v in data.items() if k in known}
-        kwargs["gates"] = [
-            GateResult(**{k: v for k, v in g.items() if k in {f.name for f in fields(GateResult)}})
-            for g in data.get("gates", [])
-        ]
+        gate_fields = {f.name for f in fields(GateResult)}
+        kwargs["gates"] = [GateResult(**{k: v for k, v in g.items() if k in gate_fields})
+                           for g in data.get("gates") or []]
         return cls(**kwargs)
+
+    def gate_or_none(self, name: str) -> GateResult | None:
+        """The gate called ``name``, None when the outcome does not mention it."""
+        return next((g for g in self.gates if g.name == name), None)
 
 
 def _interval(ci: list[float] | None) -> str:

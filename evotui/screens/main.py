@@ -16,7 +16,7 @@ from textual.widgets import Footer, Input
 
 from core import events as ev
 from core import policy
-from core.attempts import AttemptLine, OutcomeSummary, TaskRow
+from core.attempts import AttemptLine, TaskRow, outcome_of
 from evotui import keys
 from evotui.messages import (
     AnswerLoaded,
@@ -300,7 +300,7 @@ class MainScreen(Screen):
         if self.shown_exp is None or line is None:
             return
         here = f"#{line.index}"
-        result = self.shown_exp.result
+        result = outcome_of(self.shown_exp)
         view.border_subtitle = marks.short_verdict(result)
         failure = "" if result.feasible or not result.verified else marks.failure_text(result)
         if self.mode == "diff" and self.parent_exp is not None:
@@ -382,18 +382,16 @@ class MainScreen(Screen):
         table = self.query_one(TaskTable)
         human = e.source == "human"
         label = marks.attempt_label(e.number, human)
-        verdict = marks.verdict(OutcomeSummary(feasible=e.feasible, failed_gate=e.failed_gate, message=e.message,
-                                               latency_ms=e.latency_ms, speedup=e.speedup,
-                                               vs_reference=e.vs_reference, vs_best=e.vs_best,
-                                               speedup_ci=e.speedup_ci))
-        table.set_status(e.task, f"{label} {verdict}", "ok" if e.feasible else "fail")
+        out = e.outcome
+        verdict = marks.verdict(out)
+        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "fail")
         changes: dict = {}
         if not human:
             changes["used"] = e.iteration + 1
-        if e.feasible:
+        if out.feasible:
             changes["stage"] = "refine"
         if e.new_best:
-            changes.update(best_speedup=e.speedup, best_ms=e.latency_ms)
+            changes.update(best_speedup=out.speedup, best_ms=out.latency_ms)
         if changes:
             table.update_task(e.task, **changes)
             row = table.rows_by_id.get(e.task, self.tasks.get(e.task))
@@ -412,18 +410,14 @@ class MainScreen(Screen):
             self._attempt_shown(e)
             return
         self.repeats.pop(e.task, None)
-        full = marks.full_verdict(OutcomeSummary(
-            feasible=e.feasible, failed_gate=e.failed_gate, message=e.message, latency_ms=e.latency_ms,
-            latency_spread_ms=e.latency_spread_ms, reference_ms=e.reference_ms, speedup=e.speedup,
-            speedup_ci=list(e.speedup_ci) if e.speedup_ci else None, vs_reference=e.vs_reference, gain=e.gain,
-            gain_ci=list(e.gain_ci) if e.gain_ci else None, vs_best=e.vs_best))
-        reason = policy.reward_reason(e.stage, e.feasible, e.vs_best, slip=e.slip, has_gain=e.gain is not None,
-                                      gain_ci=list(e.gain_ci) if e.gain_ci else None)
+        full = marks.full_verdict(out)
+        reason = policy.reward_reason(e.stage, out.feasible, out.vs_best, slip=e.slip, has_gain=out.gain is not None,
+                                      gain_ci=list(out.gain_ci) if out.gain_ci else None)
         if e.slip:
             parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
             reason += f"; the next save's parent stays {parent}"
         self.note(f"{e.task} {who}: {full} · reward {marks.reward(e.reward)}: {reason}{best}",
-                  "ok" if e.feasible else "fail", e.at)
+                  "ok" if out.feasible else "fail", e.at)
         self._attempt_shown(e)
 
     def _attempt_shown(self, e: ev.AttemptRecorded) -> None:

@@ -15,6 +15,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from core.attempts import outcome_of
 from evotui.messages import RelativeChosen
 from evotui.widgets import marks
 from evotui.widgets.code_view import LEXERS, file_order, highlight, pane_background
@@ -160,11 +161,12 @@ class ExperienceDetail(VerticalScroll):
 
         if exp.outcome:
             parts.append(Rule("outcome", align="left", style=dim))
-            parts.append(Text(marks.verdict(exp.result), style=self._style("pass" if exp.result.feasible else "fail")))
+            out = outcome_of(exp)
+            parts.append(Text(marks.verdict(out), style=self._style("pass" if out.feasible else "fail")))
             gates = Table.grid(padding=(0, 1))
             for _ in range(3):
                 gates.add_column(no_wrap=False)
-            for g in exp.result.gates:
+            for g in out.gates:
                 tone = {"passed": "pass", "failed": "fail"}.get(g.status, "dim")
                 gates.add_row(Text(marks.mark(g.status), style=self._style(tone)), g.name, Text(g.message, style=dim))
             parts.append(gates)

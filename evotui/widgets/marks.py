@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.attempts import OutcomeSummary
+from core.attempts import Outcome
 from core.policy import UNJUDGED
 from core.prompts import verdict as core_verdict
 
@@ -47,11 +47,11 @@ NOISY = "timing too noisy to judge"
 """What a window too disturbed for a verdict ("noisy", verifier.timing) reads as, beside its numbers."""
 
 
-def noisy(r: OutcomeSummary) -> bool:
+def noisy(r: Outcome) -> bool:
     return bool({r.vs_reference, r.vs_best} & set(UNJUDGED))
 
 
-def verdict(r: OutcomeSummary) -> str:
+def verdict(r: Outcome) -> str:
     """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>". The speedup
     shows as a ratio only when its window says faster or slower; otherwise in the words every surface
     uses (``verifier.outcome.verdict_word``): "✓ 0.190 ms, same speed", "✓ 0.190 ms, too noisy"; a
@@ -74,7 +74,7 @@ def verdict(r: OutcomeSummary) -> str:
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
 
 
-def full_verdict(r: OutcomeSummary) -> str:
+def full_verdict(r: Outcome) -> str:
     """The verdict in the core's words (the same as the prompts and the CLI): the latency with its
     spread, the speed against PyTorch with its interval and the reference's time in the same window,
     the gain over the best with its interval; a failure as ``verdict`` writes it."""
@@ -117,12 +117,12 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n:,} {noun if n == 1 else (nouns or noun + 's')}"
 
 
-def short_verdict(r: OutcomeSummary) -> str:
+def short_verdict(r: Outcome) -> str:
     """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
     return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 
-def failure_text(r: OutcomeSummary) -> str:
+def failure_text(r: Outcome) -> str:
     """The whole failure, line breaks kept (compiler output is many lines): the gate, its message, and
     every gate's own message that says more."""
     message = r.message.rstrip()

@@ -135,10 +135,12 @@ def test_a_noisy_window_earns_nothing_and_never_makes_a_new_best(loop):
     the best stays; a clean 2x afterwards is the new best."""
     answers = {"relu": [kernel(10.0, 1), kernel("noisy:8.0", 2), kernel(5.0, 3)]}
     record, store, _verifier, events = loop(["relu"], answers, iterations=3)
+    from core.attempts import outcome_of
+
     draft, noisy, faster = _attempts(store, record, "relu")
-    assert noisy.result.vs_best == "noisy" and noisy.reward == 0.0 and faster.reward > 0.0
+    assert outcome_of(noisy).vs_best == "noisy" and noisy.reward == 0.0 and faster.reward > 0.0
     recorded = [e for e in events if type(e).__name__ == "AttemptRecorded"]
-    assert [e.new_best for e in recorded] == [True, False, True] and recorded[1].vs_best == "noisy"
+    assert [e.new_best for e in recorded] == [True, False, True] and recorded[1].outcome.vs_best == "noisy"
     assert faster.parent_id == draft.id                   # the noisy one never became a start point above it
 
 

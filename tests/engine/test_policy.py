@@ -8,7 +8,8 @@ import random
 import pytest
 
 from core import policy
-from store import Experience, OutcomeSummary
+from store import Experience
+from verifier.outcome import Outcome
 
 
 def exp(i: str, q1=0.0, q2=0.0, latency=None, names=()):
@@ -88,7 +89,7 @@ def test_refine_rewards_keep_the_sign_of_the_gain_whatever_came_before(history):
 
 def test_gain_over_best_prefers_the_paired_window_and_falls_back_with_a_wide_band():
     def o(**fields):
-        return OutcomeSummary(feasible=True, **fields)
+        return Outcome(feasible=True, **fields)
 
     paired = o(gain=1.3, vs_best="faster", speedup=0.5)
     assert policy.gain_over_best(paired, o(speedup=2.0)) == (1.3, "faster")
@@ -146,7 +147,7 @@ def test_pool_grows_with_iterations():
 
 def test_a_noisy_window_is_no_verdict_reward_zero_and_never_a_new_best():
     def o(**fields):
-        return OutcomeSummary(feasible=True, **fields)
+        return Outcome(feasible=True, **fields)
 
     paired = o(gain=1.7, gain_ci=[0.97, 2.63], vs_best="noisy", speedup=3.0)
     assert policy.gain_over_best(paired, o(speedup=2.0)) == (1.7, "noisy")

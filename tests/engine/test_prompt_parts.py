@@ -98,11 +98,11 @@ def test_rules_keep_whole_sentences_and_true_counts():
 
 def test_the_model_reads_a_noisy_window_as_an_unknown_speed():
     from core.prompts import verdict
-    from store import OutcomeSummary
+    from verifier.outcome import Outcome
 
-    noisy = OutcomeSummary(verified=True, feasible=True, latency_ms=2.0, reference_ms=3.48, speedup=1.74,
-                           speedup_ci=[0.969, 2.626], vs_reference="noisy", gain=1.1, gain_ci=[0.6, 2.0],
-                           vs_best="noisy")
+    noisy = Outcome(feasible=True, latency_ms=2.0, reference_ms=3.48, speedup=1.74,
+                    speedup_ci=[0.969, 2.626], vs_reference="noisy", gain=1.1, gain_ci=[0.6, 2.0],
+                    vs_best="noisy")
     line = verdict(noisy)
     assert "could not tell against PyTorch: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict" in line
     assert "could not tell against the best then: too noisy" in line

@@ -146,7 +146,7 @@ def test_verdict_words_follow_the_interval_in_prompts_and_run_lines(scripted):
     # a 1.02x gain in a clean window is "same speed"; 1.3x in a window whose interval holds 1 is unknown
     answers = {"relu": [kernel(10.0, 1), kernel("span:1.02:9.8", 2), kernel("span:1.6:7.7", 3), kernel(8.0, 4)]}
     _record, _store, prompts, events = scripted(["relu"], answers, iterations=4)
-    lines = [attempt_words(e) for e in _recorded(events) if e.feasible]
+    lines = [attempt_words(e) for e in _recorded(events) if e.outcome.feasible]
     for line in lines:
         assert not _contradictions(line), line
     assert "same speed as the best within ±" in lines[1] and "x vs the best" not in lines[1]
@@ -164,7 +164,7 @@ def test_a_new_best_slower_in_absolute_time_says_why(scripted):
     answers = {"relu": [kernel(10.0, 1), kernel(5.0, 2), kernel(6.0, 3)]}
     _record, _store, prompts, events = scripted(["relu"], answers, iterations=3, load=[1.0, 3.0, 1.0])
     draft, variant, _third = _recorded(events)
-    assert variant.new_best and variant.latency_ms == pytest.approx(15.0)
+    assert variant.new_best and variant.outcome.latency_ms == pytest.approx(15.0)
     line = attempt_words(variant)
     assert "new best" in line and "2.00x faster than the best" in line
     assert "10.000 ms" in line and "another window" in line

@@ -91,8 +91,8 @@ def test_a_saved_edit_becomes_a_human_experience(workspace, monkeypatch):
         asyncio.run(scenario(session))
         recorded = [e for e in seen if type(e).__name__ == "AttemptRecorded"]
         assert [r.source for r in recorded] == ["human", "human"]
-        assert recorded[0].failed_gate == "format" and "syntax error" in recorded[0].message
-        assert recorded[1].feasible and recorded[1].new_best
+        assert recorded[0].outcome.failed_gate == "format" and "syntax error" in recorded[0].outcome.message
+        assert recorded[1].outcome.feasible and recorded[1].new_best
         exp = session.store.get(recorded[1].experience_id)
         assert exp.kind == "human_edit" and exp.source == "human" and exp.reward == 1.0
         state = session.store.get_task("relu")

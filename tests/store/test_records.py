@@ -167,26 +167,3 @@ def test_run_progress_is_typed_and_reads_runs_stored_as_plain_dicts(store, store
     store.close()
     with Store.open(store_path, readonly=True) as again:
         assert again.get_run("old").progress == run.progress
-
-
-def test_outcome_summary_reads_what_it_knows():
-    from store import Experience, OutcomeSummary
-
-    e = Experience(task_id="t", kind="draft_trace", backend="cpu",
-                   outcome={"feasible": True, "latency_ms": 0.5, "speedup": 1.2, "gates": [], "new_field": 3})
-    assert e.result.timed and e.result.latency_ms == 0.5 and e.result.speedup == 1.2
-    assert not OutcomeSummary.from_dict(None).timed
-    assert not OutcomeSummary.from_dict({"feasible": True}).timed       # feasible but never timed
-
-
-def test_outcome_summary_types_the_gates_and_tells_an_unverified_item():
-    from store import GateSummary, OutcomeSummary
-
-    stored = {"feasible": False, "failed_gate": "build", "message": "build: error",
-              "gates": [{"name": "format", "status": "passed", "message": "", "seconds": 0.1, "details": {}},
-                        {"name": "build", "status": "failed", "message": "g++: error", "details": {"log": "..."}}]}
-    r = OutcomeSummary.from_dict(stored)
-    assert r.verified and r.gates == [GateSummary("format", "passed", ""), GateSummary("build", "failed", "g++: error")]
-    assert r.gate("build") == GateSummary("build", "failed", "g++: error") and r.gate("performance") is None
-    assert not OutcomeSummary.from_dict(None).verified and not OutcomeSummary.from_dict({}).verified
-    assert OutcomeSummary.from_dict({"feasible": True, "verified": False}).verified   # only what was stored says

@@ -268,11 +268,11 @@ async def test_a_failed_attempt_shows_its_whole_message_and_d_reaches_the_models
 
 
 def test_compiler_output_keeps_its_lines():
+    from core.attempts import Outcome
     from evotui.widgets.marks import failure_text
-    from store import OutcomeSummary
 
     message = "build: kernel.cpp:5:50: error: expected ';'\n    5 |     out[i] = x\n      |        ^"
-    text = failure_text(OutcomeSummary(feasible=False, failed_gate="build", message=message))
+    text = failure_text(Outcome(feasible=False, failed_gate="build", message=message))
     assert text.splitlines()[1:] == message.splitlines()
 
 

@@ -41,16 +41,17 @@ async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(worksp
         second = await save_and_wait(pilot, messages, folder, relu(2), 2)
         third = await save_and_wait(pilot, messages, folder, relu(3), 3)
 
-        assert all(e.feasible and not e.duplicate for e in (first, second, third))
+        assert all(e.outcome.feasible and not e.duplicate for e in (first, second, third))
         assert first.parent_id is None and first.stage == "draft" and first.reward == 1.0
         assert second.parent_id == first.experience_id and third.parent_id == second.experience_id
         assert second.stage == third.stage == "refine"
         # the model's refinement reward: tanh(log gain) over the best so far, the gain measured in the
         # attempt's own window beside the best (0 inside the noise), under too few samples to scale by
+        from core.attempts import outcome_of
         from store import Store
 
         with Store.open(workspace.memory_path, readonly=True) as store:
-            outcomes = {e.experience_id: store.get(e.experience_id).result for e in (first, second, third)}
+            outcomes = {e.experience_id: outcome_of(store.get(e.experience_id)) for e in (first, second, third)}
         best = outcomes[first.experience_id]
         for e in (second, third):
             gain, verdict = policy.gain_over_best(outcomes[e.experience_id], best)

@@ -36,20 +36,20 @@ async def test_saved_edits_are_reverified_and_become_human_experiences(workspace
         save(folder, C.elementwise(C.IDENTITY))
         save(folder, {"kernel.cpp": C.RELU.replace("out[i] =", "out[i] = = ")})
         save(folder, good)
-        await wait_for(pilot, lambda: any(e.feasible for e in human_attempts(messages)), timeout=300,
+        await wait_for(pilot, lambda: any(e.outcome.feasible for e in human_attempts(messages)), timeout=300,
                        what="the good edit to be verified")
         assert len(edits_detected(messages)) < 3
         last = human_attempts(messages)[-1]
-        assert last.feasible and last.task == "relu" and last.iteration == -1 and last.stage == "draft"
+        assert last.outcome.feasible and last.task == "relu" and last.iteration == -1 and last.stage == "draft"
         assert last.reward == 1.0 and last.new_best
 
         # a syntax error is an outcome with the compiler's message, not a crash
         broken = {**good, "kernel.cpp": good["kernel.cpp"].replace("out[i] = x[i]", "out[i] = x[i] +* ")}
         save(folder, broken)
-        await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2 and not human_attempts(messages)[-1].feasible,
+        await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2 and not human_attempts(messages)[-1].outcome.feasible,
                        timeout=300, what="the broken edit to be verified")
         failed = human_attempts(messages)[-1]
-        assert failed.failed_gate == "build" and "error" in failed.message
+        assert failed.outcome.failed_gate == "build" and "error" in failed.outcome.message
         assert failed.parent_id is None or failed.parent_id != failed.experience_id
 
         # both show in the attempt tree as human attempts with their gate marks

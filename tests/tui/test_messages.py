@@ -5,6 +5,7 @@ from __future__ import annotations
 
 def test_usage_and_gate_progress_coalesce_but_attempts_never_do():
     from core import events as ev
+    from core.attempts import Outcome
     from evotui.messages import EngineEvent, TaskHighlighted
 
     usage = [EngineEvent(ev.UsageUpdated(10 * i, i, 0.0)) for i in range(2)]
@@ -13,9 +14,9 @@ def test_usage_and_gate_progress_coalesce_but_attempts_never_do():
     assert gate("relu", 0, "format").can_replace(gate("relu", 0, "build"))
     assert not gate("relu", 0, "format").can_replace(gate("relu", 1, "format"))      # another attempt
     assert not gate("relu", 0, "format").can_replace(gate("softmax", 0, "format"))   # another task
-    attempt = EngineEvent(ev.AttemptRecorded("relu", 0, "e1", None, "draft", "llm", True, None, "", 1.0, 1.0, 1.0))
-    assert not attempt.can_replace(EngineEvent(ev.AttemptRecorded("relu", 1, "e2", None, "draft", "llm", True, None,
-                                                                  "", 1.0, 1.0, 1.0)))
+    out = Outcome(feasible=True, latency_ms=1.0, speedup=1.0)
+    attempt = EngineEvent(ev.AttemptRecorded("relu", 0, "e1", None, "draft", "llm", out, 1.0))
+    assert not attempt.can_replace(EngineEvent(ev.AttemptRecorded("relu", 1, "e2", None, "draft", "llm", out, 1.0)))
     assert not usage[0].can_replace(attempt)
     assert TaskHighlighted("relu").can_replace(TaskHighlighted("softmax"))
 

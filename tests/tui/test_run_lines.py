@@ -7,10 +7,11 @@ from __future__ import annotations
 def _recorded(iteration, latency, speedup, *, stage="refine", new_best=False, gain=None, vs_best="",
               vs_reference="same", speedup_ci=None, gain_ci=None):
     from core import events as ev
+    from core.attempts import Outcome
 
-    return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", True, None, "", latency,
-                              speedup, 0.0, new_best, vs_reference=vs_reference, gain=gain, vs_best=vs_best,
-                              speedup_ci=speedup_ci, gain_ci=gain_ci)
+    out = Outcome(feasible=True, latency_ms=latency, speedup=speedup, vs_reference=vs_reference, gain=gain,
+                  vs_best=vs_best, speedup_ci=speedup_ci, gain_ci=gain_ci)
+    return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", out, 0.0, new_best)
 
 
 def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency():
@@ -33,7 +34,7 @@ def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency(
 
 
 def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
-    from core.attempts import OutcomeSummary
+    from core.attempts import Outcome
     from evotui.cmd_run import Reporter
     from evotui.widgets import marks
 
@@ -42,25 +43,26 @@ def test_a_noisy_window_reads_too_noisy_to_judge_in_every_line():
                                 speedup_ci=[0.969, 2.626], gain_ci=[0.6, 2.0]))
     assert ("could not tell against PyTorch: too noisy (speedup interval [0.97, 2.63], above 1 = faster), no verdict; could not tell against "
             "the best: too noisy (speedup interval [0.60, 2.00], above 1 = faster), no verdict") in reporter.lines[-1]
-    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
+    line = marks.verdict(Outcome(feasible=True, latency_ms=2.0, speedup=1.74, vs_best="noisy"))
     assert line == "✓ 2.000 ms, 1.74×, timing too noisy to judge"
-    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.74, speedup_ci=[0.969, 2.626],
+    line = marks.verdict(Outcome(feasible=True, latency_ms=2.0, speedup=1.74, speedup_ci=[0.969, 2.626],
                                         vs_reference="noisy"))
     assert line == "✓ 2.000 ms, too noisy"                       # never the ratio beside it
-    line = marks.verdict(OutcomeSummary(feasible=True, latency_ms=2.0, speedup=1.02, speedup_ci=[0.98, 1.06],
+    line = marks.verdict(Outcome(feasible=True, latency_ms=2.0, speedup=1.02, speedup_ci=[0.98, 1.06],
                                         vs_reference="same"))
     assert line == "✓ 2.000 ms, same speed"
 
 
 def test_a_refusal_says_its_reason_in_its_one_line():
     from core import events as ev
+    from core.attempts import Outcome
     from evotui.cmd_run import Reporter
 
     reporter = Reporter(quiet=False)
     message = ("anti_hack: private attribute _version is not allowed: model.py may use only public names (its own\n"
                "self._name attributes aside)")
-    reporter.on_event(ev.AttemptRecorded("gemm", 4, "e4", None, "refine", "llm", False, "anti_hack", message, None,
-                                         None, -1.0, number=7))
+    refused = Outcome(feasible=False, failed_gate="anti_hack", message=message)
+    reporter.on_event(ev.AttemptRecorded("gemm", 4, "e4", None, "refine", "llm", refused, -1.0, number=7))
     line = reporter.lines[-1]
     # #7: the attempt as the workbench's tree and `memory list` number it (the run's iteration was 5)
     assert "gemm #7 refine: ✗ anti_hack: private attribute _version is not allowed" in line and "\n" not in line

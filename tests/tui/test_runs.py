@@ -86,7 +86,7 @@ async def test_a_run_paused_and_resumed_shows_attempts_then_memory_and_theme(wor
         assert [f.status for f in finished] == ["stopped", "finished"]
         for task in ("relu", "sum_dim"):
             attempts = [e for e in recorded() if e.task == task]
-            assert len(attempts) == 2 and all(e.feasible for e in attempts), attempts
+            assert len(attempts) == 2 and all(e.outcome.feasible for e in attempts), attempts
             gates = [m.event.gate for m in posted(messages, EngineEvent)
                      if type(m.event).__name__ == "GateChecked" and m.event.task == task]
             assert "performance" in gates   # live gate progress reached the app (some may be coalesced)

@@ -36,14 +36,14 @@ async def test_a_save_that_fails_to_build_moves_no_value_and_parents_nothing(wor
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
         good = await save_and_wait(pilot, messages, folder, relu(1), 1)
-        assert good.feasible
+        assert good.outcome.feasible
         with Store.open(workspace.memory_path, readonly=True) as store:
             q2_before = store.get(good.experience_id).q2
 
         typo = relu(2)
         typo["kernel.cpp"] = typo["kernel.cpp"].replace("out[i] = x[i]", "out[i] = x[i] +* ")
         slip = await save_and_wait(pilot, messages, folder, typo, 2)
-        assert slip.failed_gate == "build" and slip.parent_id == good.experience_id
+        assert slip.outcome.failed_gate == "build" and slip.parent_id == good.experience_id
         assert slip.reward == 0.0 and not slip.new_best
         with Store.open(workspace.memory_path, readonly=True) as store:
             assert store.get(good.experience_id).q2 == q2_before   # the good draft's Q2 is untouched
@@ -52,10 +52,10 @@ async def test_a_save_that_fails_to_build_moves_no_value_and_parents_nothing(wor
 
         # a second typo in a row: a sibling of the first, not its child
         again = await save_and_wait(pilot, messages, folder, {**typo, "kernel.cpp": typo["kernel.cpp"] + "}"}, 3)
-        assert again.failed_gate == "build" and again.parent_id == good.experience_id
+        assert again.outcome.failed_gate == "build" and again.parent_id == good.experience_id
 
         fixed = await save_and_wait(pilot, messages, folder, relu(3), 4)
-        assert fixed.feasible and fixed.parent_id == good.experience_id
+        assert fixed.outcome.feasible and fixed.parent_id == good.experience_id
 
         tree = app.main.query_one(AttemptTree)
         await wait_for(pilot, lambda: len(tree.attempt_lines) == 4, what="the tree")

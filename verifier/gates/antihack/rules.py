@@ -52,7 +52,8 @@ RULES: tuple[Rule, ...] = (
     Rule("no system paths (`/proc`, `/sys`) in kernel strings", "kernel",
          'static const char* where = "/proc/self/status";'),
     Rule("threads only through OpenMP (`#pragma omp`, and `omp.h`'s `omp_get_thread_num()` and the like are "
-         "fine), never threads of the kernel's own (`std::thread`, `pthread_create`)", "kernel", "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }"),
+         "fine), never threads of the kernel's own (`std::thread`, `pthread_create`)", "kernel",
+         "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }"),
     Rule("every timed call runs your kernels: a `forward` that skips the library, runs PyTorch compute, or "
          "returns results kept from an earlier call is refused", "dynamic"),
     Rule("kernels may not install signal handlers or timers", "dynamic"),
