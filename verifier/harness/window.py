@@ -192,7 +192,6 @@ class _Run:
         self.layout: list[dict[str, Any]] = []
         self.source: mmap.mmap | None = None
         self.checks: list[dict[str, Any]] = []
-        self.instance = 0
 
     def close(self) -> None:
         if self.source is not None:
@@ -224,27 +223,19 @@ class _Run:
             self.observe("inputs", bytes(self.source))
 
     def stage(self, instance: int) -> None:
-        """Fresh inputs for the next calls, instance ``instance``; then every untrusted side stopped.
-
-        Each side copies them into its own buffers right before its own call (``timed``), not all sides
-        at the start of the round: otherwise the side called first finds its inputs where the copy left
-        them (a share of a large last-level cache that the bounded flush does not reach) and the sides
-        called after it find them evicted by the others' calls and copies, so a side's time depends on
-        its place in the round's shuffled order."""
-        if self.source is None:      # the first draw: the sides map their input files ("layout")
-            for s in self.untrusted:
-                s.pause(False)
+        """Fresh inputs into every side's buffers; then every untrusted side stopped."""
+        for s in self.sides.values():
+            s.pause(False)
         self.fresh_inputs(instance)
-        self.instance = instance
+        for s in self.sides.values():
+            s.call(f"stage {instance}")
         for s in self.untrusted:
             s.pause(True)
 
     def timed(self, name: str) -> tuple[float, float | None, bool]:
-        """One side's call, the others stopped: its inputs copied into its buffers, the caches flushed,
-        then the call. (harness ms, the side's event ms or None, preempted)."""
+        """One side's call, the others stopped: (harness ms, the side's event ms or None, preempted)."""
         s = self.sides[name]
         s.pause(False)
-        s.call(f"stage {self.instance}")
         if self.flush is not None:
             self.flush()
         if self.observe is not None:
