@@ -373,6 +373,8 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         current, overrides = at(factor)
         nbytes = meta_bytes(current)
         capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
+        if capped and factor > 1.0:
+            notes.append("growth stopped at the memory cap")
     elif auto and has_sizes and nbytes is not None and nbytes > START_BYTES:
         # no count: start small and grow by measured time (a GPU-sized call can take seconds on a CPU)
         a, b = math.log(1e-4), math.log(factor)
@@ -515,6 +517,8 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                         current, overrides = at(factor)
                         nbytes = meta_bytes(current)
                         capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
+                        if capped and factor > 1.0 and "growth stopped at the memory cap" not in notes:
+                            notes.append("growth stopped at the memory cap")
                         confirming = True
                         continue
             # the count cannot place it: the measured time decides from here

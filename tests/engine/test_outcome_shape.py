@@ -28,7 +28,8 @@ def _full_outcome():
               "best_ms": 1.8, "gain": 1.2, "gain_ci": [1.1, 1.3], "vs_best": "faster", "best_hash": "b" * 8,
               "timing_rounds": 7, "flags": ["implausible?"], "candidate_hash": "c" * 8, "build_cached": True,
               "size_overrides": {"N": 64}, "threads": 2, "roofline": {"fraction": 0.4, "bound": "memory"},
-              "seconds": 2.5, "created_at": 1.0e9, "from_cache": True, "node": {"id": "n1"}}
+              "seconds": 2.5, "created_at": 1.0e9, "from_cache": True, "node": {"id": "n1"},
+              "cases": [{"case": 0, "correct": True, "latency_ms": 1.5, "speedup": 2.0}]}
     for name, value in values.items():
         setattr(out, name, value)
     out.finish()

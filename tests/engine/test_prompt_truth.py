@@ -445,7 +445,7 @@ def test_a_noisy_same_verdict_is_never_called_the_same_speed_in_the_run_line(scr
 
     answers = {"relu": [kernel(10.0, 1), kernel("span:1.15:11.111", 2)]}
     _record, _store, _prompts, events = scripted(["relu"], answers, iterations=2)
-    assert _recorded(events)[1].vs_best == "same"
+    assert _recorded(events)[1].outcome.vs_best == "same"
     reporter = Reporter(quiet=False)
     for e in events:
         reporter.on_event(e)

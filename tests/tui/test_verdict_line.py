@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from core import policy
+
 import candidates as C
 from waiting import human_attempts, save, wait_for
 
@@ -41,10 +43,13 @@ async def test_the_log_says_what_happened_and_why(workspace):
         save(folder, relu(2))
         await wait_for(pilot, lambda: len(human_attempts(messages)) >= 2, timeout=180, what="the refinement")
         refine = human_attempts(messages)[1]
-        assert refine.feasible and refine.stage == "refine" and refine.parent_id == draft.experience_id
+        assert refine.outcome.feasible and refine.stage == "refine" and refine.parent_id == draft.experience_id
         said = f"reward {marks.reward(refine.reward)}"
         await wait_for(pilot, lambda: any(said in line and "the best then" in line for line in log()),
                        what="the refinement's line")
         line = next(line for line in log() if said in line and "the best then" in line)
-        assert "in the same window" in line and f"{said}: {REASONS[refine.vs_best]}" in line, line
+        out = refine.outcome
+        why = policy.reward_reason("refine", True, out.vs_best, gain_ci=list(out.gain_ci) if out.gain_ci else None)
+        assert why.startswith(REASONS[out.vs_best].split(":")[0]) or out.vs_best == "same"   # same: ±x % or noisy
+        assert "in the same window" in line and f"{said}: {why}" in line, line
         await pilot.press("q")

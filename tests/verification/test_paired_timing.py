@@ -86,8 +86,9 @@ def paired(tmp_path_factory):
     from verifier import VerifyConfig
     from verifier.harness.verify import Verifier
 
+    # every round timed (no early stop at the precision): the mid-timing cheat acts from call 12 on
     cfg = VerifyConfig(trials=5, timing_calls=30, timing_budget_s=3.0, warmup_calls=1, run_timeout_s=60,
-                       memory_limit_mb=4096, threads=2)
+                       memory_limit_mb=4096, threads=2, timing_precision=0)
     v = Verifier("cpu", cfg, cache_dir=tmp_path_factory.mktemp("paired-cache"))
     yield v
     v.close()
