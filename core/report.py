@@ -13,7 +13,8 @@ Every figure is read from the verdicts of the timing windows, never from two win
   when the first is the best); a best never timed beside the first is "not measured together" and
   left out (dividing two speedups from two windows is not a measurement).
 - speedup over the reference, and the reference's time: from the final window, else the best's own.
-  Median and IQR over tasks.
+  Median and IQR over tasks. With a final window the task's first and best times and the best's
+  roofline point are that window's too (no time from another window beside its reference).
 - per-iteration correctness: share of tasks with a feasible kernel by each iteration.
 - roofline: where each task's best kernel sits against this machine's measured ceilings (the share
   of the roofline it reaches, and a log-log roofline plot with PyTorch's point beside it).
@@ -110,11 +111,13 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                                "best_ms": best.latency_ms if best else None,
                                "reference_ms": best.reference_ms if best else None,   # the best's own window
                                "feasible_at": feasible_at.get(task_id), "roofline": roofline}
-        if roofline and roofline.get("fraction") is not None:
-            roof_fraction.append(roofline["fraction"])
         final = progress.extra.get("final") or {}
         if final.get("feasible") and final.get("best") == progress.best_id:
-            # the best, the first and the reference timed together at the end of the run
+            # the best, the first and the reference timed together at the end of the run: every time in the
+            # row from that window (never the first's and the best's own windows beside its reference)
+            roofline = _roofline_at(roofline, final.get("latency_ms"))
+            row.update(first_ms=final.get("first_ms") or row["first_ms"],
+                       best_ms=final.get("latency_ms") or row["best_ms"], roofline=roofline)
             row.update(reference_ms=final["reference_ms"], speedup=final["speedup"], speedup_ci=final["speedup_ci"],
                        vs_reference=final["vs_reference"], speedup_over_first=final["gain"],
                        speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
@@ -135,6 +138,8 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 row["vs_reference"] = best.vs_reference
                 over_ref.append(best.speedup)
                 fast += best.vs_reference == "faster"
+        if roofline and roofline.get("fraction") is not None:
+            roof_fraction.append(roofline["fraction"])
         per_task[task_id] = row
     n = max(1, len(run.tasks))
     curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
@@ -145,6 +150,17 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
         speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
         status=run.status, roofline_fraction=roof_fraction, not_measured_together=apart,
     )
+
+
+def _roofline_at(roofline: dict[str, Any] | None, latency_ms: float | None) -> dict[str, Any] | None:
+    """The best kernel's roofline point at its time in the final window (same bytes, FLOPs and ceilings)."""
+    if not roofline or not latency_ms or not roofline.get("bytes"):
+        return roofline
+    from verifier.machine.roofline import assess
+
+    ceilings = ({"triad_gbps": roofline["ceiling_gbps"], "fma_gflops": roofline["ceiling_gflops"]}
+                if roofline.get("ceiling_gbps") and roofline.get("ceiling_gflops") else None)
+    return assess({"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}, latency_ms, ceilings) or roofline
 
 
 def over_first_paired(best: Outcome, first: Outcome) -> tuple[float, list[float] | None] | None:

@@ -509,3 +509,38 @@ def test_an_item_cited_by_failed_attempts_is_not_made_a_rule_learned_across_oper
                        "sum_dim, relu, scale_bias", text="Habits of fast, correct CPU kernels", extra={"from": item})
     store.add_experience(stale)
     assert memory.resident_rules(store, "cpu") == ([], set())
+
+
+def test_a_final_window_row_takes_every_time_and_the_roofline_from_that_window(tmp_path):
+    """The loopback run's 38_L1Norm_ row said window "final" beside first_ms 4.056 (the draft's own window)
+    and best_ms 2.752 (the best's own window): 1.47 divided, while the final window said 1.53. With a final
+    window the row's first, best and reference times and the best's roofline point all come from it."""
+    from core.report import run_metrics
+    from store import Experience, RunRecord, Store
+    from verifier.machine.roofline import assess
+
+    ceilings = {"triad_gbps": 27.5, "fma_gflops": 273.0}
+    profile = {"bytes": 75_000_000, "flops": 28_000_000}
+    with Store.open(tmp_path / "memory.lmdb") as store:
+        ids = []
+        for tag, ms, ref in ((1, 4.0, 8.0), (2, 2.8, 8.0)):        # each timed in its own window
+            outcome = {"verified": True, "feasible": True, "latency_ms": ms, "reference_ms": ref, "speedup": ref / ms,
+                       "vs_reference": "faster", "roofline": assess(profile, ms, ceilings)}
+            exp_id, _ = store.add_experience(Experience(task_id="relu", kind="draft_trace", backend="cpu", stage="draft",
+                                                        title="relu", files=kernel(ms, tag), outcome=outcome))
+            ids.append(exp_id)
+        final = {"best": ids[1], "first": ids[0], "feasible": True, "latency_ms": 2.6, "first_ms": 3.9,
+                 "reference_ms": 7.8, "speedup": 3.0, "speedup_ci": [2.9, 3.1], "vs_reference": "faster",
+                 "gain": 1.5, "gain_ci": [1.45, 1.55], "vs_first": "faster"}
+        record = RunRecord(id="20261204-000000-abcd", method="evokernel", status="finished",
+                           config={"iterations": 2, "model": "m"}, tasks=["relu"],
+                           progress={"relu": {"attempts": ids, "iterations_used": 2, "feasible": True,
+                                              "best_id": ids[1], "extra": {"final": final}}})
+        store.put_run(record)
+        metrics = run_metrics(store, store.get_run(record.id))
+    row = metrics.per_task["relu"]
+    assert row["window"] == "final"
+    assert (row["first_ms"], row["best_ms"], row["reference_ms"]) == (3.9, 2.6, 7.8)
+    assert row["roofline"]["latency_ms"] == 2.6
+    assert row["roofline"]["fraction"] == pytest.approx(assess(profile, 2.6, ceilings)["fraction"])
+    assert metrics.roofline_fraction == [pytest.approx(row["roofline"]["fraction"])]
