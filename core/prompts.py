@@ -328,10 +328,21 @@ def own_time(outcome: Outcome) -> str:
     return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
 
 
-def roofline_line(outcome: Outcome) -> str:
-    """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown."""
+def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
+    """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown; ``own``:
+    the start point's or best's line, said to come from its own time. When PyTorch, in the same window,
+    ran faster than the roofline's floor, the line says so: the ceiling was measured too low (one
+    measurement under load; a triad is not a read-only stream), and a kernel "at 101 % of the ceiling"
+    while PyTorch is faster beside it must not read as a kernel at its limit."""
     point = outcome.roofline
-    return f"Roofline: {point['summary']}" if isinstance(point, dict) and point.get("summary") else ""
+    if not (isinstance(point, dict) and point.get("summary")):
+        return ""
+    line = f"Roofline: {point['summary']}" + (" (from its own time above)" if own else "")
+    floor, ref = point.get("floor_ms"), outcome.reference_ms
+    if floor and ref and 0 < ref < floor:
+        line += (f"; PyTorch ran at {100 * floor / ref:.0f} % of this ceiling in the same window: the ceiling "
+                 "was measured too low, so this floor is no limit")
+    return line
 
 
 def attempt_text(outcome: Outcome) -> str:
@@ -630,7 +641,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(outcome_of(start)):
-        start_text += f"\n{roofline_line(outcome_of(start))} (from its own time above)"
+        start_text += f"\n{roofline_line(outcome_of(start), own=True)}"
     start_text += "\n" + _code(start.files)
     marks = {start.id: "the start point"}
     if best is not None:
@@ -661,11 +672,11 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     facts = _facts(facts, backend)
     head = [_task_section(task), facts.section(task), _rules_enforced()]
     if best is not None:
-        roof = roofline_line(outcome_of(best))
+        roof = roofline_line(outcome_of(best), own=True)
         mine = f"\nIts own time: {own_time(outcome_of(best))}." if own_time(outcome_of(best)) else ""
         head.append(f"## Your best kernel so far: {in_window(outcome_of(best), 'your best then')}{mine}\n"
                     + windows("this prompt shows one absolute time, your best kernel's above")
-                    + (f"\n{roof} (from its own time above)" if roof else "") + "\n" + _code(best.files))
+                    + (f"\n{roof}" if roof else "") + "\n" + _code(best.files))
     if last is not None and (best is None or last.id != best.id):
         head.append(f"## Your last attempt: {in_window(outcome_of(last), 'your best')}\n" + _code(last.files))
     marks = {e.id: name for e, name in ((last, "your last attempt, shown above"),

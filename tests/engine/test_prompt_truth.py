@@ -544,3 +544,38 @@ def test_a_final_window_row_takes_every_time_and_the_roofline_from_that_window(t
     assert row["roofline"]["latency_ms"] == 2.6
     assert row["roofline"]["fraction"] == pytest.approx(assess(profile, 2.6, ceilings)["fraction"])
     assert metrics.roofline_fraction == [pytest.approx(row["roofline"]["fraction"])]
+
+
+def test_a_roofline_floor_that_pytorch_beat_in_the_same_window_is_said_to_be_no_limit():
+    """The loopback run's refinement prompt for 4_Matrix_vector_multiplication_: "1.07x slower than PyTorch"
+    beside "memory-bound: 101 % of the 27.5 GB/s triad ceiling (floor 10.759 ms)": PyTorch ran above the
+    ceiling in that window, and nothing said the ceiling was too low. The line now says so, in ratios."""
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+    from verifier.machine.roofline import assess
+
+    task = load_suite(SUITE).get("relu")
+    ceilings = {"triad_gbps": 27.5, "fma_gflops": 273.0}
+    profile = {"bytes": 295_870_000, "flops": 147_000_000}          # floor 10.759 ms at 27.5 GB/s
+
+    def best(reference_ms: float) -> Experience:
+        exp = Experience(task_id="relu", kind="draft_trace", backend="cpu", stage="draft", title="relu draft",
+                         files=C.elementwise(C.RELU), extra={"change": "first"},
+                         outcome={"verified": True, "feasible": True, "latency_ms": 10.705, "reference_ms": reference_ms,
+                                  "speedup": reference_ms / 10.705, "speedup_ci": [0.92, 0.95], "vs_reference": "slower",
+                                  "roofline": assess(profile, 10.705, ceilings)})
+        exp.id = "b" * 20
+        return exp
+
+    slower = best(10.0)
+    user = prompts.feedback_prompt(task, "cpu", [], slower, slower, history=[slower])[1][1]
+    line = next(x for x in user.splitlines() if x.startswith("Roofline:"))
+    assert "101 % of the 27.5 GB/s triad ceiling" in line and "floor 10.759 ms) (from its own time above)" in line
+    assert "PyTorch ran at 108 % of this ceiling in the same window" in line and "no limit" in line
+    assert "10.000" not in user                                       # still one absolute time
+    start = prompts.refine_prompt(task, "cpu", [], [], [], slower, [], best=slower)[1][1]
+    assert "(from its own time above); PyTorch ran at 108 % of this ceiling" in start
+    faster = best(12.0)                                              # PyTorch below the floor: nothing to say
+    user = prompts.feedback_prompt(task, "cpu", [], faster, faster, history=[faster])[1][1]
+    assert "PyTorch ran at" not in user and "(from its own time above)" in user
