@@ -298,6 +298,12 @@ int main(int argc, char** argv) {
 """
 
 
+MAX_CEILING_MEASUREMENTS = 5
+"""How many times a kernel, or PyTorch beside it, under the memory floor has the ceilings measured again
+(each keeps the best of all): enough for a triad first measured under load to reach the machine's, and
+no more, since a kernel whose data stays in a large cache is under the floor every time."""
+
+
 def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: int, timeout: float = 180.0
                      ) -> dict[str, Any]:
     """Build and run the triad + FMA program; ``{"triad_gbps", "fma_gflops", ...}`` or RuntimeError."""
