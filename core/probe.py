@@ -26,13 +26,13 @@ from core.sizing import (
     RATE_STEP,
     START_BYTES,
     WINDOW_MS,
-    case_bytes,
     case_cap_ms,
     fit_cases,
     fixed_divisors,
     scale_cases,
     scale_values,
 )
+from verifier.cases import case_bytes
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 if TYPE_CHECKING:

@@ -27,6 +27,7 @@ from math import lcm
 from pathlib import Path
 from typing import Any
 
+from verifier.cases import case_bytes
 from verifier.task import MIN_SIZE
 
 WINDOW_MS = (2.0, 50.0)       # the reference time "auto" aims for, on this machine
@@ -175,24 +176,6 @@ def case_divisors(case: dict[str, Any]) -> tuple[int, ...]:
 # The inputs of all a multi-case task's cases together, once, at most: a verification keeps the reference's
 # results of every trial of every case (about six per case), so this bounds them to a few hundred MiB.
 CASES_BYTES_BUDGET = 48 << 20
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1, "complex64": 8,
-             "complex128": 16}
-
-
-def case_bytes(case: dict[str, Any]) -> int:
-    """Bytes of one case's tensor inputs, from its shapes and dtypes (no tensor made)."""
-    from verifier.cases import canonical_dtype, entry_shapes
-
-    total = 0
-    for entry in case.get("inputs", []):
-        size = _ITEMSIZE.get(canonical_dtype(str(entry.get("dtype", "float32"))), 4)
-        for shape in entry_shapes(entry):
-            n = 1
-            for d in shape:
-                n *= int(d)
-            total += n * size
-    return total
 
 
 def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET,

@@ -502,8 +502,9 @@ def test_a_case_over_the_time_limit_is_shrunk_and_one_at_its_smallest_sizes_drop
     The task keeps three cases, each within the limit, and the notes say what happened."""
     import json as _json
 
-    from core.sizing import case_bytes, case_cap_ms
+    from core.sizing import case_cap_ms
     from core.tasks import load_suite
+    from verifier.cases import case_bytes
 
     cases = [_slow_case([64, 256], 1), _slow_case([128, 128], 2, "float16"), _slow_case([512, 2048], 5000),
              _slow_case([64, 64], 9999)]
