@@ -458,7 +458,8 @@ class Verifier:
                 chosen = timing_order(task.cases, cases)[:cfg.timed_cases] if task.cases else cases
                 # the windows' timed rounds share the cases' budget; a side never gets more than on its own
                 budget_s = min(cfg.timing_budget_s, cfg.cases_timing_budget_s / (len(chosen) * (2 + bool(best_pair))))
-                judged, left = [], []
+                judged: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
+                left: list[int] = []
                 started = time.monotonic()
                 for k in chosen:
                     if judged and time.monotonic() - started >= cfg.cases_timing_budget_s:
