@@ -43,6 +43,11 @@ START_BYTES = 32 << 20        # "auto" starts here when a task's work cannot be 
 NOMINAL_GBPS = 8.0
 NOMINAL_GFLOPS = 50.0
 RATE_STEP = 4.0
+# a forward the meta device cannot run (nonzero's output size, a value read in it) is counted on real tensors
+# instead, at these two small sizes of each case (input bytes), and carried to the case's size (core.probe)
+# (its dispatched operators counted too, at NOMINAL_OP_US each: such a forward is often a Python loop)
+REAL_COUNT_BYTES = (4 << 10, 16 << 10)
+NOMINAL_OP_US = 5.0
 # The time limit of a multi-case task's reference, per call of one case: a verification runs every case's
 # trials (about seven each) and a timing window per case, so all the cases' calls together stay within
 # CASES_TIME_MS and no case over CASE_CAP_MS (a case over it is shrunk, or dropped at its smallest sizes)

@@ -486,7 +486,8 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
                 raise
         from verifier.cases import case_bytes
 
-        case_ms = [case_bytes(c) / 1e4 for c in spec.cases]
+        # 1 ns a byte: the count (now possible, the failing cases pinned from it) sizes it, the time confirms
+        case_ms = [case_bytes(c) / 1e6 for c in spec.cases]
         return {"ms": max(case_ms), "case_ms": case_ms, "ops": {}}
 
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
@@ -495,7 +496,7 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     assert out["ok"], out
     got = out["cases"]
     assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
-    assert got[0]["inputs"][0]["shape"][1] > 96            # the other case still grown toward the window
+    assert got[0]["inputs"][0]["shape"][1] > 96, out     # the other case still grown toward the window
     notes = " ".join(out["notes"])
     assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
 
