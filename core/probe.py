@@ -23,16 +23,18 @@ from core.sizing import (
     MAX_STEPS,
     NOMINAL_GBPS,
     NOMINAL_GFLOPS,
+    NOMINAL_OP_US,
     RATE_STEP,
+    REAL_COUNT_BYTES,
     START_BYTES,
     WINDOW_MS,
-    case_bytes,
     case_cap_ms,
     fit_cases,
     fixed_divisors,
     scale_cases,
     scale_values,
 )
+from verifier.cases import case_bytes
 from verifier.task import TaskSpec, load_task_module, size_constants
 
 if TYPE_CHECKING:
@@ -119,16 +121,35 @@ def meta_bytes(spec: TaskSpec) -> int | None:
         with torch.device("meta"):
             model = module.Model(*module.get_init_inputs())
             state = _nbytes(list(model.parameters()) + list(model.buffers())) if hasattr(model, "parameters") else 0
-            per_case = [_nbytes(_tensors(_case_inputs(module, k))) for k in range(max(1, len(spec.cases)))]
+        per_case = []
+        for k in range(max(1, len(spec.cases))):
+            try:
+                with torch.device("meta"):
+                    per_case.append(_nbytes(_tensors(_case_inputs(module, k))))
+            except Exception:
+                if not spec.case_file:
+                    raise
+                per_case.append(case_bytes(spec.cases[k]))   # a case maker that reads values: its shapes say it
     except Exception:
         return None
     return state + max(per_case)
 
 
-def counted_ms(spec: TaskSpec) -> list[float] | None:
+def counted_ms(spec: TaskSpec, origins: tuple[dict[str, Any], ...] = ()) -> list[float] | None:
+    """Each case's least work (see :func:`counted_cases`); None when any case cannot be counted."""
+    got = counted_cases(spec, origins)
+    return None if got is None or any(w is None for w in got) else [w for w in got if w is not None]
+
+
+def counted_cases(spec: TaskSpec, origins: tuple[dict[str, Any], ...] = (), each_case: bool = False,
+                  errors: dict[int, str] | None = None) -> list[float | None] | None:
     """Each case's least work, counted on the meta device (``verifier.machine.roofline.count_forward``:
     bytes moved and FLOPs), as milliseconds at the nominal rates (NOMINAL_GBPS, NOMINAL_GFLOPS); None when
-    a forward cannot run there (an op without a meta kernel, a reference that reads values)."""
+    a forward cannot run there (an op without a meta kernel, a reference that reads values) and cannot be
+    counted on small real runs either (:func:`real_counted_ms`: a multi-case task's case only). ``origins``:
+    each case as the task writes it (the anchors of a real count, the same whatever the factor).
+    ``each_case``: a case that cannot be counted at all (its reference fails at these sizes) is None in the
+    list instead, and what it raised in ``errors``."""
     import torch
 
     from verifier.machine.roofline import count_forward
@@ -142,25 +163,94 @@ def counted_ms(spec: TaskSpec) -> list[float] | None:
 
     try:
         module = load_task_module(spec)
-        out = []
+        out: list[float | None] = []
         with torch.device("meta"):
             model = module.Model(*module.get_init_inputs())
         for k in range(max(1, len(spec.cases))):
             try:
+                try:
+                    with torch.device("meta"):
+                        inputs = _case_inputs(module, k)
+                except Exception:
+                    if not spec.case_file:
+                        raise
+                    # a case maker that reads values (a random mean drawn with .item()): the case's inputs are made
+                    # for real (a multi-case task's cases are within their memory budget), the forward on meta
+                    inputs = on_meta(_case_inputs(module, k))
                 with torch.device("meta"):
-                    inputs = _case_inputs(module, k)
+                    work = count_forward(model, inputs)
             except Exception:
                 if not spec.case_file:
                     raise
-                # a case maker that reads values (a random mean drawn with .item()): the case's inputs are made
-                # for real (a multi-case task's cases are within their memory budget), the forward on meta
-                inputs = on_meta(_case_inputs(module, k))
-            with torch.device("meta"):
-                work = count_forward(model, inputs)
-            out.append(1e3 * (work["bytes"] / (NOMINAL_GBPS * 1e9) + work["flops"] / (NOMINAL_GFLOPS * 1e9)))
+                # the forward cannot run on meta (nonzero's output size, a value read in it): counted for real
+                try:
+                    out.append(real_counted_ms(spec, k, origins[k] if k < len(origins) else spec.cases[k]))
+                except Exception as exc:
+                    if not each_case:
+                        raise
+                    out.append(None)   # its reference fails at these sizes (a constraint scaling broke)
+                    if errors is not None:
+                        errors[k] = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
+                continue
+            out.append(_nominal_ms(work))
     except Exception:
         return None
     return out
+
+
+def _nominal_ms(work: dict[str, Any]) -> float:
+    return 1e3 * (float(work["bytes"]) / (NOMINAL_GBPS * 1e9) + float(work["flops"]) / (NOMINAL_GFLOPS * 1e9))
+
+
+_REAL_COUNTS: dict[str, tuple[int, float]] = {}   # (source, case) -> (its input bytes, its nominal ms)
+
+
+def real_counted_ms(spec: TaskSpec, k: int, origin: dict[str, Any]) -> float:
+    """Case ``k``'s least work, for a forward the meta device cannot run: counted by ``count_forward`` on
+    real tensors (made by the task under a fixed seed, so the same values, the same output sizes and the
+    same count in every run, whatever the load) at two small sizes of the case as the task writes it
+    (``origin`` scaled to REAL_COUNT_BYTES), each operator it dispatches counted at NOMINAL_OP_US beside its
+    bytes and FLOPs, then carried to the case's own size by the power of its input
+    bytes those two counts show (a linear scan's 1, an all-pairs suppression's near 2). A count takes no
+    time into account: the timing that follows confirms it, as it confirms a count on meta."""
+    import random
+
+    import torch
+
+    from verifier.machine.roofline import count_forward
+
+    anchors = []
+    for target in REAL_COUNT_BYTES:
+        case = _scaled_to(origin, target)
+        key = json.dumps([spec.source, case], sort_keys=True)
+        if key not in _REAL_COUNTS:
+            small = replace(spec, cases=(case,), size_overrides={})
+            module = load_task_module(small)
+            torch.manual_seed(0)
+            random.seed(0)
+            with torch.device("cpu"):
+                model = module.Model(*module.get_init_inputs())
+                inputs = _case_inputs(module, 0)
+                work = _nominal_ms(count_forward(model, inputs))
+                # such a forward is often a loop in Python over its elements (nms): each operator it dispatches
+                # costs its launch, whatever its size
+                work += sum(trace_ops(model, inputs).values()) * NOMINAL_OP_US / 1e3
+                _REAL_COUNTS[key] = (case_bytes(case), work)
+        anchors.append(_REAL_COUNTS[key])
+    (b1, w1), (b2, w2) = anchors
+    p = math.log(w2 / w1) / math.log(b2 / b1) if b2 > b1 and w1 > 0 and w2 > 0 else 1.0
+    p = min(3.0, max(0.5, p))
+    return float(w2 * (max(1, case_bytes(spec.cases[k])) / max(1, b2)) ** p)
+
+
+def _scaled_to(case: dict[str, Any], target: int) -> dict[str, Any]:
+    """``case`` with every extent scaled alike (its constraints kept) to the largest size whose inputs
+    take at most ``target`` bytes (the smallest it scales to, when even that is over)."""
+    a, b = math.log(1e-4), math.log(1e4)
+    for _ in range(40):
+        mid = (a + b) / 2
+        a, b = (mid, b) if case_bytes(scale_cases((case,), math.exp(mid))[0]) <= target else (a, mid)
+    return scale_cases((case,), math.exp(a))[0]
 
 
 def _geomean(values: list[float]) -> float:
@@ -330,7 +420,33 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     # sizes from counted work: the factor whose counted work, at the nominal rates times ``rate``, takes the
     # window's middle (the largest the memory caps allow at most); no timing decides them unless it disagrees
     rate = 1.0
-    counted = auto and has_sizes and counted_ms(current) is not None
+    def origins(f: float) -> tuple[dict[str, Any], ...]:
+        """Each case of the spec at ``f`` as the task writes it (cases dropped since left out)."""
+        left = [k for k in range(len(spec.cases)) if pinned.get(k) != "drop"]
+        return tuple(spec.cases[k] for k in left) if len(left) == len(at(f)[0].cases) else ()
+
+    if auto and spec.case_file and len(spec.cases) > 1:
+        # cases whose reference fails at the sizes counted (a split's sections no longer summing to its extent):
+        # kept as written, or dropped when they fail even so, as a timing would find, but from the count
+        for _ in range(2 * len(spec.cases)):
+            errors: dict[int, str] = {}
+            per_case = counted_cases(current, origins(factor), each_case=True, errors=errors)
+            bad = [i for i, w in enumerate(per_case or []) if w is None]
+            if per_case is None or not bad or len(bad) >= len(per_case):
+                break
+            for i in bad:
+                k = _original_case(i, len(spec.cases), pinned)
+                if k < 0:
+                    continue
+                if pinned.get(k) == "keep" or spec.cases[k] == current.cases[i]:
+                    pinned[k] = "drop"
+                    notes.append(f"case {k} dropped: its reference fails at its own sizes ({errors.get(i, '')})")
+                else:
+                    pinned[k] = "keep"
+                    notes.append(f"case {k} kept as written: its reference fails at scaled sizes ({errors.get(i, '')})")
+            current, overrides = at(factor)
+            nbytes = meta_bytes(current)
+    counted = auto and has_sizes and counted_ms(current, origins(factor)) is not None
     f_max = factor
 
     def fits(f: float) -> bool:
@@ -342,18 +458,25 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         return not spec.case_file or sum(case_bytes(c) for c in scale_cases(spec.cases, f, each)) <= \
             CASES_BYTES_BUDGET
 
-    if counted and fits(factor):
+    start = factor
+
+    def largest_fit() -> float:
+        """The largest factor (up to MAX_GROWTH) whose sizes fit the memory caps."""
+        if not fits(start):
+            return start
         if fits(MAX_GROWTH):
-            f_max = MAX_GROWTH
-        else:
-            a, b = math.log(factor), math.log(MAX_GROWTH)
-            for _ in range(16):
-                mid = (a + b) / 2
-                a, b = (mid, b) if fits(math.exp(mid)) else (a, mid)
-            f_max = math.exp(a)
+            return MAX_GROWTH
+        a, b = math.log(start), math.log(MAX_GROWTH)
+        for _ in range(16):
+            mid = (a + b) / 2
+            a, b = (mid, b) if fits(math.exp(mid)) else (a, mid)
+        return math.exp(a)
+
+    if counted:
+        f_max = largest_fit()
 
     def predicted(f: float) -> float | None:
-        got = counted_ms(at(f)[0])
+        got = counted_ms(at(f)[0], origins(f))
         return _geomean(got) if got else None
 
     def by_count(r: float) -> float:
@@ -415,6 +538,12 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                 else:
                     pinned[k] = "keep"
                     notes.append(f"case {k} kept as written: its reference fails at scaled sizes ({what})")
+                if confirming:   # the count decides again, that case as written (or gone): its sizes cannot move
+                    f_max = largest_fit()
+                    factor = by_count(rate)
+                    capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
+                    if capped and factor > 1.0 and "growth stopped at the memory cap" not in notes:
+                        notes.append("growth stopped at the memory cap")
                 current, overrides = at(factor)
                 nbytes = meta_bytes(current)
                 tried.clear()   # every size measured so far had that case at other sizes

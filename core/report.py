@@ -18,6 +18,10 @@ Every figure is read from the verdicts of the timing windows, never from two win
 - per-iteration correctness: share of tasks with a feasible kernel by each iteration.
 - roofline: where each task's best kernel sits against this machine's measured ceilings (the share
   of the roofline it reaches, and a log-log roofline plot with PyTorch's point beside it).
+- per case (a multi-case task): how many of its cases the best kernel passed (all, being feasible),
+  with each case's time, the reference's and the speedup from that case's own window; a task never
+  feasible shows its closest attempt instead (the most cases correct), its failing cases named with
+  their inputs. Read from the verdicts' ``Outcome.cases``, nothing computed across windows.
 """
 
 from __future__ import annotations
@@ -92,13 +96,15 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     for task_id in run.tasks:
         progress = run.progress.get(task_id) or TaskProgress()
         exps = [e for e in store.get_many(progress.attempts) if e is not None]
-        first = best = None
+        first = best = closest = None
         for i, e in enumerate(exps):
             attempts += 1
             if e.files:
                 generated += 1
                 built += _gate_passed(e, "build")
             result = outcome_of(e)
+            if result.cases and (closest is None or _cases_correct(result) >= _cases_correct(closest)):
+                closest = result   # the most cases correct; the later on a tie
             if result.timed:
                 feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
                 first = first or result
@@ -111,6 +117,10 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                                "best_ms": best.latency_ms if best else None,
                                "reference_ms": best.reference_ms if best else None,   # the best's own window
                                "feasible_at": feasible_at.get(task_id), "roofline": roofline}
+        if best is not None and best.cases:
+            row["cases"] = case_summary(best, "best")
+        elif best is None and closest is not None:
+            row["cases"] = case_summary(closest, "closest")
         final = progress.extra.get("final") or {}
         if final.get("feasible") and final.get("best") == progress.best_id:
             # the best, the first and the reference timed together at the end of the run: every time in the
@@ -161,6 +171,29 @@ def _roofline_at(roofline: dict[str, Any] | None, latency_ms: float | None) -> d
     ceilings = ({"triad_gbps": roofline["ceiling_gbps"], "fma_gflops": roofline["ceiling_gflops"]}
                 if roofline.get("ceiling_gbps") and roofline.get("ceiling_gflops") else None)
     return assess({"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}, latency_ms, ceilings) or roofline
+
+
+def _cases_correct(result: Outcome) -> int:
+    return sum(1 for c in result.cases if c.get("correct") is True)
+
+
+CASE_FIELDS = ("case", "inputs", "correct", "max_abs_error", "max_rel_error", "message", "latency_ms",
+               "reference_ms", "speedup", "speedup_ci", "rounds", "timed")
+
+
+def case_summary(result: Outcome, of: str) -> dict[str, Any]:
+    """A multi-case verdict per case for the report: ``of`` ("best": the task's best kernel; "closest": no
+    kernel was feasible, this is the attempt with the most cases correct), ``total``, ``passed``,
+    ``failed`` (cases whose correctness was judged), ``failing`` (each failing case's index, inputs and first
+    failure), ``timed`` (cases with a time of their own) and ``per_case`` (the verdict's fields as stored:
+    a case's time, the reference's and the speedup come from that case's own window)."""
+    judged = [c for c in result.cases if c.get("correct") is not None]
+    failing = [c for c in judged if c.get("correct") is False]
+    return {"of": of, "total": len(result.cases), "passed": len(judged) - len(failing), "failed": len(failing),
+            "failing": [{"case": int(c.get("case", 0)), "inputs": str(c.get("inputs", "")),
+                         "message": str(c.get("message", ""))} for c in failing],
+            "timed": sum(1 for c in result.cases if c.get("latency_ms") is not None),
+            "per_case": [{k: c[k] for k in CASE_FIELDS if k in c} for c in result.cases]}
 
 
 def over_first_paired(best: Outcome, first: Outcome) -> tuple[float, list[float] | None] | None:

@@ -27,6 +27,7 @@ from math import lcm
 from pathlib import Path
 from typing import Any
 
+from verifier.cases import case_bytes
 from verifier.task import MIN_SIZE
 
 WINDOW_MS = (2.0, 50.0)       # the reference time "auto" aims for, on this machine
@@ -42,6 +43,11 @@ START_BYTES = 32 << 20        # "auto" starts here when a task's work cannot be 
 NOMINAL_GBPS = 8.0
 NOMINAL_GFLOPS = 50.0
 RATE_STEP = 4.0
+# a forward the meta device cannot run (nonzero's output size, a value read in it) is counted on real tensors
+# instead, at these two small sizes of each case (input bytes), and carried to the case's size (core.probe)
+# (its dispatched operators counted too, at NOMINAL_OP_US each: such a forward is often a Python loop)
+REAL_COUNT_BYTES = (4 << 10, 16 << 10)
+NOMINAL_OP_US = 5.0
 # The time limit of a multi-case task's reference, per call of one case: a verification runs every case's
 # trials (about seven each) and a timing window per case, so all the cases' calls together stay within
 # CASES_TIME_MS and no case over CASE_CAP_MS (a case over it is shrunk, or dropped at its smallest sizes)
@@ -175,24 +181,6 @@ def case_divisors(case: dict[str, Any]) -> tuple[int, ...]:
 # The inputs of all a multi-case task's cases together, once, at most: a verification keeps the reference's
 # results of every trial of every case (about six per case), so this bounds them to a few hundred MiB.
 CASES_BYTES_BUDGET = 48 << 20
-_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
-             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1, "complex64": 8,
-             "complex128": 16}
-
-
-def case_bytes(case: dict[str, Any]) -> int:
-    """Bytes of one case's tensor inputs, from its shapes and dtypes (no tensor made)."""
-    from verifier.cases import canonical_dtype, entry_shapes
-
-    total = 0
-    for entry in case.get("inputs", []):
-        size = _ITEMSIZE.get(canonical_dtype(str(entry.get("dtype", "float32"))), 4)
-        for shape in entry_shapes(entry):
-            n = 1
-            for d in shape:
-                n *= int(d)
-            total += n * size
-    return total
 
 
 def fit_cases(cases: tuple[dict[str, Any], ...], budget: int = CASES_BYTES_BUDGET,

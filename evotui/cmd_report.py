@@ -18,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, help="folder for the PNG files (default: .evokernel/reports/)")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--tasks", action="store_true", help="also list every task of each run")
+    p.add_argument("--cases", action="store_true",
+                   help="also list every case of each multi-case task (its best kernel, or its closest attempt)")
     p.add_argument("--retime", action="store_true",
                    help="first time each task's best beside its first kernel and PyTorch in one window, now")
     p.set_defaults(func=run)
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
     if metrics:
         _print_runs(metrics, args.tasks)
+        if args.cases:
+            _print_cases(metrics)
     if hand:
         if metrics:
             print()
@@ -103,6 +107,54 @@ def _print_hand(hand: dict) -> None:
                 title="hand edits (speedups over PyTorch, each from its own window)")
 
 
+def _cases_cells(cases: dict | None) -> list[str]:
+    """A multi-case task's cases in two cells: passed of all (for its best kernel, or its closest attempt
+    when none was feasible), and its first failing case with its inputs."""
+    if not cases:
+        return ["-", ""]
+    closest = " (closest attempt)" if cases["of"] == "closest" else ""
+    failing = cases["failing"]
+    first = f"case {failing[0]['case'] + 1}: {failing[0]['inputs']}" if failing else ""
+    more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
+    return [f"{cases['passed']}/{cases['total']}{closest}", first + more]
+
+
+def _print_cases(metrics: list[RunMetrics]) -> None:
+    """Every case of every multi-case task: its inputs, correct or not, and when timed its time, the
+    reference's in the same window and the speedup with its interval (each case's own window)."""
+    from evotui.table_output import Column, print_table, to_terminal
+
+    terminal = to_terminal()
+    columns = [Column("case", "right"), Column("inputs"), Column("correct", cut=True),
+               *(Column(c, "right") for c in ("ms", "ref ms", "speedup"))]
+    every = []
+    for m in metrics:
+        for task, r in m.per_task.items():
+            cases = r.get("cases")
+            if not cases:
+                continue
+            rows = []
+            for c in cases["per_case"]:
+                ok = c.get("correct")
+                ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
+                ci = c.get("speedup_ci")
+                rows.append([int(c.get("case", 0)) + 1, c.get("inputs", ""),
+                             "yes" if ok else f"no: {c.get('message', '')}" if ok is False else "-",
+                             f"{ms:.3f}" if ms is not None else "not timed", f"{ref:.3f}" if ref is not None else "",
+                             (f"{speed:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""))
+                             if speed is not None else ""])
+            if terminal:
+                which = "best kernel" if cases["of"] == "best" else "closest attempt, not feasible"
+                print()
+                print_table(columns, rows, title=f"{m.run_id} {task}: {cases['passed']} of {cases['total']} cases "
+                                                 f"correct ({which})")
+            else:
+                every += [[m.run_id, task, *row] for row in rows]
+    if not terminal and every:
+        print()
+        print_table([Column("run"), Column("task"), *columns], every)
+
+
 def _print_runs(metrics: list[RunMetrics], with_tasks: bool) -> None:
     from evotui.table_output import Column, print_table, to_terminal
 
@@ -116,12 +168,14 @@ def _print_runs(metrics: list[RunMetrics], with_tasks: bool) -> None:
     if with_tasks:
         terminal = to_terminal()
         by_task = [Column("task"), *(Column(c, "right") for c in ("attempts", "feasible at", "first ms", "best ms",
-                                                                  "speedup", "roofline"))]
+                                                                  "speedup", "roofline", "cases")),
+                   Column("failing", cut=True)]
         every = []
         for m in metrics:
             rows = [[task, r["attempts"], str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
                      f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline"))]
+                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline")),
+                     *_cases_cells(r.get("cases"))]
                     for task, r in m.per_task.items()]
             if terminal:
                 print_table(by_task, rows, title=f"{m.run_id} by task")

@@ -131,7 +131,8 @@ def _verify(args: argparse.Namespace) -> int:
 
 def case_table(cases: list[dict[str, Any]]) -> Table:
     """A multi-case task's verdict per case: its inputs, correct or not (with the largest error or the first
-    failure), and once timed its time, the reference's in the same window and the speedup."""
+    failure), and once timed its time, the reference's in the same window and the speedup ("not timed": a
+    case beyond the cases a verification times, [verifier] timed_cases)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -145,7 +146,8 @@ def case_table(cases: list[dict[str, Any]]) -> Table:
                 if correct else "[red]✗[/] " + escape(str(c.get("message", ""))[:160]) if correct is False else "")
         ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
         table.add_row(str(int(c.get("case", 0)) + 1), escape(str(c.get("inputs", ""))), mark,
-                      f"{ms:.3f}" if ms is not None else "", f"{ref:.3f}" if ref is not None else "",
+                      f"{ms:.3f}" if ms is not None else "[dim]not timed[/]" if c.get("timed") is False else "",
+                      f"{ref:.3f}" if ref is not None else "",
                       f"{speed:.2f}x" if speed is not None else "")
     return table
 

@@ -20,7 +20,7 @@ import json
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import IO, Any
 
@@ -115,6 +115,39 @@ def describe_case(case: dict[str, Any]) -> str:
         else:
             parts.append(f"{name} {entry.get('dtype', 'float32')}{list(entry['shape'])}")
     return ", ".join(parts)
+
+
+_ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2,
+             "int8": 1, "uint64": 8, "uint32": 4, "uint16": 2, "uint8": 1, "bool": 1, "complex64": 8,
+             "complex128": 16}
+
+
+def case_bytes(case: dict[str, Any]) -> int:
+    """Bytes of one case's tensor inputs, from its shapes and dtypes (no tensor made)."""
+    total = 0
+    for entry in case.get("inputs", []):
+        size = _ITEMSIZE.get(canonical_dtype(str(entry.get("dtype", "float32"))), 4)
+        for shape in entry_shapes(entry):
+            n = 1
+            for d in shape:
+                n *= int(d)
+            total += n * size
+    return total
+
+
+def timing_order(cases: Sequence[dict[str, Any]], among: Iterable[int]) -> list[int]:
+    """The order in which a multi-case task's cases ``among`` are timed when not all of them can be
+    (``[verifier] timed_cases``): the largest case of each dtype first (the floating dtypes of its inputs;
+    so every dtype is timed), largest first, then the others by size, largest first; equal sizes in case
+    order. It depends on the cases alone (their shapes and dtypes), so every candidate of a task, and the
+    best beside it, is timed on the same cases."""
+    ks = sorted(set(among))
+    by_size = sorted(ks, key=lambda k: (-case_bytes(cases[k]), k))
+    first: dict[tuple[str, ...], int] = {}
+    for k in by_size:
+        first.setdefault(tuple(case_dtypes(cases[k])), k)
+    leaders = [k for k in by_size if k in first.values()]
+    return leaders + [k for k in by_size if k not in leaders]
 
 
 def case_dtypes(case: dict[str, Any]) -> list[str]:

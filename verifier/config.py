@@ -44,6 +44,18 @@ class VerifyConfig(BaseModel):
     timing_budget_s: float = Field(1.0, gt=0)
     """Wall-clock budget for the timed calls of one side; a window with three sides gets three times it."""
 
+    timed_cases: int = Field(8, ge=1)
+    """A multi-case task's cases timed in one verification, at most, each in a window of its own: the
+    largest case of each dtype first, then the largest others (``verifier.cases.timing_order``), the same
+    cases for every candidate of the task. Every case is still checked for correctness; the speedup is
+    the geometric mean over the cases timed, and the verdict names them."""
+
+    cases_timing_budget_s: float = Field(20.0, gt=0)
+    """Wall-clock budget of all a multi-case task's timing windows in one verification: each window's
+    timed rounds get their share (a side at most ``min(timing_budget_s, this / (cases timed x sides))``,
+    never fewer than 5 rounds), and once it is spent the cases still to be timed are not (at least one
+    case always is; the verdict names the ones left). A window measured again gets it again."""
+
     timing_precision: float = Field(0.04, ge=0, lt=1)
     """The window stops before ``timing_calls`` once every ratio it reports (the reference's time over
     the candidate's, and the best's over the candidate's) has an interval within ±this share of the

@@ -502,8 +502,9 @@ def test_a_case_over_the_time_limit_is_shrunk_and_one_at_its_smallest_sizes_drop
     The task keeps three cases, each within the limit, and the notes say what happened."""
     import json as _json
 
-    from core.sizing import case_bytes, case_cap_ms
+    from core.sizing import case_cap_ms
     from core.tasks import load_suite
+    from verifier.cases import case_bytes
 
     cases = [_slow_case([64, 256], 1), _slow_case([128, 128], 2, "float16"), _slow_case([512, 2048], 5000),
              _slow_case([64, 64], 9999)]
@@ -534,3 +535,113 @@ def test_a_case_over_the_time_limit_is_shrunk_and_one_at_its_smallest_sizes_drop
     assert kept[2]["inputs"][0]["shape"][0] < 512
     assert any(n.startswith("case 2 shrunk to the") for n in out["notes"]), out["notes"]
     assert any(n.startswith("case 3 dropped: one call takes") for n in out["notes"]), out["notes"]
+
+
+# ----------------------------------------------------------------------------- work the meta device cannot count
+
+NONZERO_CASES = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, threshold):
+        return torch.nonzero(x > threshold)   # its output's size depends on the values: no meta kernel
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "nz.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    groups = []
+    for c in cases:
+        x = torch.randn(c["inputs"][0]["shape"])
+        groups.append([x, float(x.mean().item())])   # reads a value: cannot be made on meta either
+    return groups
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_task_the_meta_device_cannot_run_is_sized_by_work_counted_on_small_real_runs(tmp_path):
+    """Issue 26: the NPU benchmark's nonzero, nms and cumsum could not be counted on the meta device (an output
+    whose size depends on the values, a case maker that reads a value) and were sized by measured time, so
+    a busier machine gave them other sizes. Their work is counted on real tensors at small sizes under a
+    fixed seed and extrapolated: two probes, the second on a machine that slows every call by 1.6x, choose
+    the same sizes, by counted work."""
+    import json as _json
+
+    from verifier.cases import case_bytes
+
+    root = tmp_path / "suite" / "level1"
+    root.mkdir(parents=True)
+    cases = [{"inputs": [{"name": "x", "dtype": "float32", "shape": s}, {"name": "threshold", "value": 0.0}]}
+             for s in ([64, 64], [100, 33], [2000])]
+    (root / "nz.py").write_text(NONZERO_CASES)
+    (root / "nz.json").write_text("".join(_json.dumps(c) + "\n" for c in cases))
+    from core.tasks import load_suite
+
+    spec = load_suite(root.parent).get("nz").spec()
+    chosen = []
+    for load in (1.0, 1.6):
+        def measure(s, threads, cap, trace=False, load=load):
+            case_ms = [case_bytes(c) / 4 * 3e-6 * load for c in s.cases]   # 3 ns an element: 2x the count
+            return {"ms": sum(case_ms) / len(case_ms), "case_ms": case_ms, "ops": {}}
+
+        out = _probe(tmp_path, spec, measure)
+        assert out["ok"] and "problem" not in out, out
+        assert out["sized_by"].startswith("counted work"), out
+        chosen.append([c["inputs"][0]["shape"] for c in out["cases"]])
+    assert chosen[0] == chosen[1] and chosen[0] != [[64, 64], [100, 33], [2000]], chosen
+
+
+SPLIT_CASES = '''
+import json
+import os
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, sections, dim):
+        return torch.split(x, sections, dim)
+
+def get_input_groups():
+    with open(os.path.join(os.path.dirname(__file__), "sp.json")) as f:
+        cases = [json.loads(line) for line in f if line.strip()]
+    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"], c["inputs"][2]["value"]] for c in cases]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_case_kept_as_written_for_its_own_constraint_leaves_the_others_sized_by_counted_work(tmp_path):
+    """Issue 26: 14_split's sections must sum to its extent, so its cases with a list of sections fail at
+    scaled sizes and are kept as written; the count then failed at every other size and the task fell back
+    to measured time (sizes that move with the load). The count decides again with that case as written."""
+    import json as _json
+
+    from core.probe import counted_ms, time_reference
+    from core.tasks import load_suite
+
+    root = tmp_path / "suite" / "level1"
+    root.mkdir(parents=True)
+    cases = [{"inputs": [{"name": "x", "dtype": "float32", "shape": s}, {"name": "sections", "value": v},
+                         {"name": "dim", "value": 0}]}
+             for s, v in (([64, 64], 16), ([2000], 100), ([40, 8], [10, 30]))]
+    (root / "sp.py").write_text(SPLIT_CASES)
+    (root / "sp.json").write_text("".join(_json.dumps(c) + "\n" for c in cases))
+    spec = load_suite(root.parent).get("sp").spec()
+    chosen = []
+    for load in (1.0, 1.6):
+        def measure(s, threads, cap, trace=False, load=load):
+            time_reference(s, 1, cap)   # the real reference: a case whose sections no longer sum fails here
+            case_ms = [t * load for t in counted_ms(s)]   # the operator runs at the nominal rates (1.6x slower)
+            return {"ms": sum(case_ms) / len(case_ms), "case_ms": case_ms, "ops": {}}
+
+        out = _probe(tmp_path, spec, measure)
+        assert out["ok"] and "problem" not in out, out
+        assert any("case 2 kept as written" in n for n in out["notes"]), out["notes"]
+        assert out["sized_by"].startswith("counted work"), out
+        chosen.append([c["inputs"][0]["shape"] for c in out["cases"]])
+    assert chosen[0] == chosen[1] and chosen[0][2] == [40, 8] and chosen[0][0] != [64, 64], chosen

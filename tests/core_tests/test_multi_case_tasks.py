@@ -205,7 +205,8 @@ def unary_case(shape: list[int], dtype: str = "float32") -> dict:
 
 
 def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped_with_a_note(tmp_path):
-    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+    from core.sizing import CASES_BYTES_BUDGET
+    from verifier.cases import case_bytes
 
     cases = [unary_case([64, 100]), unary_case([8192, 16384]), unary_case([4096, 8192], "float16"),
              unary_case([7] * 10), unary_case([33, 17])]  # 7**10 elements: extents under 8 never scale
@@ -273,7 +274,8 @@ def test_auto_sizes_are_decided_once_recorded_beside_the_memory_and_redecided_on
     assert probe is not None
     record_sizes(suite.get("unary"), core.tasks.Probe(ok=True, cases=[unary_case([64, 100]), unary_case([9000, 9000])]),
                  ws.cache_dir)
-    from core.sizing import CASES_BYTES_BUDGET, case_bytes
+    from core.sizing import CASES_BYTES_BUDGET
+    from verifier.cases import case_bytes
 
     unary = scale_task(suite.get("unary"), "auto", cache_dir=ws.cache_dir)
     assert sum(case_bytes(c) for c in unary.cases) <= CASES_BYTES_BUDGET and "shrunk" in unary.scale_note()
@@ -482,9 +484,10 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
             except Exception as exc:
                 exc.evokernel_case = k
                 raise
-        from core.sizing import case_bytes
+        from verifier.cases import case_bytes
 
-        case_ms = [case_bytes(c) / 1e4 for c in spec.cases]
+        # 1 ns a byte: the count (now possible, the failing cases pinned from it) sizes it, the time confirms
+        case_ms = [case_bytes(c) / 1e6 for c in spec.cases]
         return {"ms": max(case_ms), "case_ms": case_ms, "ops": {}}
 
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
@@ -493,7 +496,7 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     assert out["ok"], out
     got = out["cases"]
     assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
-    assert got[0]["inputs"][0]["shape"][1] > 96            # the other case still grown toward the window
+    assert got[0]["inputs"][0]["shape"][1] > 96, out     # the other case still grown toward the window
     notes = " ".join(out["notes"])
     assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
 
@@ -624,3 +627,60 @@ def test_an_output_size_attribute_scales_with_the_inputs_so_a_shrunk_case_does_l
     assert half["inputs"][1]["value"] == [256, 192] and half["inputs"][2]["value"] == "bilinear"
     repeat = {"inputs": [{"name": "x", "dtype": "float32", "shape": [64, 64]}, {"name": "repeats", "value": [2, 3]}]}
     assert scale_cases((repeat,), 0.5)[0]["inputs"][1]["value"] == [2, 3]   # counts, not extents: kept
+
+
+def test_the_cases_timed_are_a_deterministic_choice_the_largest_of_each_dtype_first():
+    """Issue 26: a task with many cases times a bounded subset, the same for every candidate: the largest
+    case of each dtype first (so every dtype is timed), then the largest others, ties by case order."""
+    from verifier.cases import case_bytes, timing_order
+
+    cases = [unary_case([64, 100]), unary_case([32, 48], "float16"), unary_case([1000]), unary_case([512, 512]),
+             unary_case([16, 3, 40], "float16"), unary_case([8, 8], "bf16"), unary_case([300, 300]),
+             unary_case([64, 64], "float16"), unary_case([1000])]
+    assert case_bytes(cases[3]) == 512 * 512 * 4 and case_bytes(cases[5]) == 8 * 8 * 2
+    order = timing_order(cases, range(len(cases)))
+    # the largest float32 (#3), float16 (#7: 64x64), bf16 (#5), largest first; then the others by size
+    assert order[:3] == [3, 7, 5]
+    assert order[3:] == [6, 0, 2, 8, 4, 1]
+    assert order == timing_order(list(cases), [8, 7, 6, 5, 4, 3, 2, 1, 0])   # the order asked in does not matter
+    assert timing_order(cases, [0, 2, 8]) == [0, 2, 8]   # only the cases given (equal sizes: case order)
+
+
+def verifier_workspace(root: Path, **settings) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    lines = "".join(f"{k} = {v}\n" for k, v in settings.items())
+    (root / "evokernel.toml").write_text(f"[verifier]\ntrials = 5\nwarmup_calls = 1\nthreads = 2\n{lines}")
+    return root
+
+
+@pytest.mark.slow   # real builds, sandboxed trials and timing windows, through the CLI
+def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_budget(tmp_path):
+    """12 cases, at most 4 timed ([verifier] timed_cases): the 4 the order chooses, each with its time, the
+    others checked for correctness only, and the verdict says which; a cases' timing budget spent after
+    the first window times that one case alone and names the cases it left."""
+    shapes = [([64, 100], "float32"), ([32, 48], "float16"), ([1000], "float32"), ([200, 200], "float32"),
+              ([16, 3, 40], "float16"), ([90, 90], "float16"), ([20, 20], "float32"), ([7, 7], "float16"),
+              ([128, 64], "float32"), ([10], "float32"), ([33, 33], "float16"), ([5, 5, 5], "float32")]
+    cases = [unary_case(s, d) for s, d in shapes]
+    suite = write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)})
+    write(tmp_path / "good", {"model.py": ABS_MODEL, "kernel.cpp": ABS_KERNEL})
+    ws = verifier_workspace(tmp_path / "ws", timed_cases=4)
+
+    proc = evokernel("verify", str(tmp_path / "good"), "--task", "unary", "--suite", str(suite), "--json", cwd=ws)
+    good = json.loads(proc.stdout)
+    assert good["feasible"] is True, (good["message"], proc.stderr[-2000:])
+    assert all(c["correct"] for c in good["cases"]) and len(good["cases"]) == 12
+    timed = [c["case"] for c in good["cases"] if c.get("latency_ms") is not None]
+    assert timed == [0, 3, 5, 8], timed     # float32's largest (#3), float16's (#5), then the largest others
+    assert [c["case"] for c in good["cases"] if c["timed"]] == timed
+    perf = next(g for g in good["gates"] if g["name"] == "performance")
+    assert perf["details"]["timed_cases"] == [0, 3, 5, 8]
+    assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"], perf["message"]
+
+    ws = verifier_workspace(tmp_path / "ws2", timed_cases=4, cases_timing_budget_s=0.01)
+    once = json.loads(evokernel("verify", str(tmp_path / "good"), "--task", "unary", "--suite", str(suite), "--json",
+                                cwd=ws).stdout)
+    assert once["feasible"] is True, once["message"]
+    assert [c["case"] for c in once["cases"] if c["timed"]] == [3]
+    perf = next(g for g in once["gates"] if g["name"] == "performance")
+    assert "not timed: #1, #6, #9" in perf["message"] and "cases_timing_budget_s" in perf["message"], perf["message"]

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, get_backend, runtime_class, runtime_target
-from verifier.cases import dtype_tolerance
+from verifier.cases import dtype_tolerance, timing_order
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
@@ -456,16 +456,33 @@ class Verifier:
         for attempt in (1, 2):
             flags = len(out.flags)
             if len(cases) > 1:
-                judged = []
-                for k in cases:
+                chosen = timing_order(task.cases, cases)[:cfg.timed_cases] if task.cases else cases
+                # the windows' timed rounds share the cases' budget; a side never gets more than on its own
+                budget_s = min(cfg.timing_budget_s, cfg.cases_timing_budget_s / (len(chosen) * (2 + bool(best_pair))))
+                judged: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
+                left: list[int] = []
+                started = time.monotonic()
+                for k in chosen:
+                    if judged and time.monotonic() - started >= cfg.cases_timing_budget_s:
+                        left.append(k)
+                        continue
                     sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
                                             and not t.widened][:3])
-                    got = self._perf_job(task, files, build, sub, out, best_pair, case=k)
+                    got = self._perf_job(task, files, build, sub, out, best_pair, case=k, budget_s=budget_s)
                     if got is None:
                         return
                     judged.append((k, *got, sub))
+                judged.sort(key=lambda j: j[0])
                 judge_cases(judged, self.tolerance_for(task), out, **settings)
                 out.add_case_times(out.gate("performance").details.get("cases") or [])
+                timed = [j[0] for j in judged]
+                for c in out.cases:
+                    c["timed"] = int(c.get("case", -1)) in timed
+                perf = out.gate("performance")
+                if perf.passed and len(timed) < len(cases):
+                    perf.message += "; " + timed_words(timed, len(cases), left, cfg.timed_cases,
+                                                       cfg.cases_timing_budget_s)
+                    perf.details.update(timed_cases=timed, not_timed=sorted(set(cases) - set(timed)))
             else:
                 base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])
                 got = self._perf_job(task, files, build, base, out, best_pair)
@@ -521,22 +538,22 @@ class Verifier:
 
     def _perf_job(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                   best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
-                  ) -> tuple[dict[str, Any], dict[str, Any]] | None:
+                  budget_s: float | None = None) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """Run one timing window (``verifier.harness.window``): the reference, the candidate and the best each in
         a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
         None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
         try:
-            return self._window(task, files, build, ref, out, best, case)
+            return self._window(task, files, build, ref, out, best, case, budget_s)
         except SideFailed as exc:
             if exc.side != "best" or best is None:
                 raise
-            got = self._window(task, files, build, ref, out, None, case)
+            got = self._window(task, files, build, ref, out, None, case, budget_s)
             if got is not None:
                 got[0]["best_error"] = f"the best {exc}"
             return got
 
     def _window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
-                best: tuple[dict[str, str], BuildResult] | None, case: int | None,
+                best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         from verifier.harness.window import Side, WindowSettings, finish, run_window
 
@@ -557,7 +574,8 @@ class Verifier:
             best_files, best_build = best
             sides["best"] = Side("best", self._new_job("side", best_files, best_build, {**base, "role": "best"}),
                                  trusted=False)
-        settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls, budget_s=cfg.timing_budget_s,
+        settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
+                                  budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock)
         on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
@@ -619,6 +637,19 @@ class Verifier:
             for side in sides.values():
                 side.close()
                 shutil.rmtree(side.job_dir, ignore_errors=True)
+
+
+def timed_words(timed: list[int], total: int, left: list[int], most: int, budget_s: float) -> str:
+    """Which of a multi-case task's cases the windows timed, in words (1-based, as every case is shown)."""
+    def numbers(ks: list[int]) -> str:
+        return ", ".join(f"#{k + 1}" for k in sorted(ks))
+
+    words = (f"timed {len(timed)} of {total} cases ({numbers(timed)}); the largest of each dtype first, then the "
+             f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
+    if left:
+        words += (f"; not timed: {numbers(left)}, the cases' timing budget ({budget_s:g} s, [verifier] "
+                  "cases_timing_budget_s) was spent")
+    return words
 
 
 def omp_env(threads: int) -> dict[str, str]:
