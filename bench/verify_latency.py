@@ -1,8 +1,11 @@
 """Seconds per verification of one correct level-1 candidate: our path against a
 ``torch.utils.cpp_extension.load_inline`` path, side by side in one run.
 
-Our path, four ways:
-  fresh      a new candidate (build not cached), sandbox warm, reference cached: the engine's usual case
+Our path, five ways:
+  fresh      a new candidate (build not cached), sandbox warm, after a pause standing for the model's
+             turn (--model-s): the engine's usual case; this task's reference (fresh seeds, used by this
+             verification alone) was made during the pause (``Verifier._make_spare``)
+  back to back  another new candidate at once: its reference is made while it builds
   cold       a new verifier and empty caches: sandbox start, reference run and timing, build, all gates
   cached     the same candidate again: its recorded verdict (every gate is deterministic; the timing
              was measured on this machine with the same settings)
@@ -76,6 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--task", default="relu")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model-s", type=float, default=3.0,
+                        help="the pause before a fresh candidate, standing for the model's turn (default 3 s)")
     args = parser.parse_args()
 
     from core.tasks import load_suite
@@ -86,7 +91,8 @@ def main() -> None:
     spec = task.spec()
     config = VerifyConfig()
     cand = lambda tag: {"model.py": MODEL, "kernel.cpp": KERNEL + f"// {tag}\n"}  # noqa: E731
-    results: dict[str, list[float]] = {"fresh": [], "cold": [], "cached": [], "rerun": [], "load_inline": []}
+    results: dict[str, list[float]] = {"fresh": [], "back_to_back": [], "cold": [], "cached": [], "rerun": [],
+                                       "load_inline": []}
     stamp = str(time.time_ns())
     for r in range(args.repeats):
         with tempfile.TemporaryDirectory() as cache:
@@ -96,11 +102,18 @@ def main() -> None:
                 out = verifier.verify(spec, cand(f"cold-{stamp}-{r}"))
                 results["cold"].append(time.perf_counter() - t)
                 assert out.feasible, out.message
-                # fresh: a new candidate, warm sandbox, cached reference
+                # fresh: a new candidate, warm sandbox, after the model's turn (this task's next reference
+                # made ahead meanwhile: Verifier._make_spare)
+                time.sleep(args.model_s)
                 files = cand(f"fresh-{stamp}-{r}")
                 t = time.perf_counter()
                 out = verifier.verify(spec, files)
                 results["fresh"].append(time.perf_counter() - t)
+                assert out.feasible, out.message
+                # back to back: another new candidate at once (its reference still being made)
+                t = time.perf_counter()
+                out = verifier.verify(spec, cand(f"next-{stamp}-{r}"))
+                results["back_to_back"].append(time.perf_counter() - t)
                 assert out.feasible, out.message
                 # cached: the same candidate again (its recorded verdict)
                 t = time.perf_counter()
@@ -121,7 +134,8 @@ def main() -> None:
     print(textwrap.dedent(f"""\
         task {task.id} ({task.scale_note() or 'built-in sizes'}), {config.trials} trials + second shape, {config.timing_calls} timed calls, {config.threads} threads
         median seconds per verification over {args.repeats} repeats:
-          evokernel fresh candidate (warm sandbox)   {med['fresh']:7.2f} s
+          evokernel fresh candidate (warm sandbox)   {med['fresh']:7.2f} s  (after a {args.model_s:.0f} s model turn)
+          evokernel fresh, back to back              {med['back_to_back']:7.2f} s  (no pause: the reference made then)
           evokernel cold (new verifier, no caches)   {med['cold']:7.2f} s
           evokernel cached re-verification           {med['cached']:7.2f} s  (recorded verdict)
           evokernel re-run of the same candidate     {med['rerun']:7.2f} s  (--fresh: build and reference cached)
