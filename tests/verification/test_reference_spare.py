@@ -60,3 +60,15 @@ def test_a_reference_no_job_used_is_kept_for_the_next_verification(spied, suite)
     out = v.verify(spec, C.elementwise(C.RELU + "\n// after\n"), fresh=True)
     assert out.feasible, out.message
     assert seen == [[t.seed for t in made.trials]]
+
+
+def test_no_reference_is_made_ahead_past_the_memory_budget(spied, suite, monkeypatch):
+    """Spares hold their outputs in memory: past ``MAX_SPARE_BYTES`` in all, none is made."""
+    import verifier.harness.verify as verify
+
+    v, seen = spied
+    monkeypatch.setattr(verify, "MAX_SPARE_BYTES", 1)
+    spec = suite.get("relu").spec()
+    out = v.verify(spec, C.elementwise(C.RELU + "\n// over the budget\n"), fresh=True)
+    assert out.feasible, out.message
+    assert spec.key not in v._spares

@@ -334,17 +334,18 @@ def test_every_verification_draws_seeds_of_its_own(verifier, suite, make_candida
     """A passing verification's seeds are never checked again (the next candidate could replay what an
     earlier one learnt or left behind); neither are a failing one's (its message shows them)."""
     task = suite.get("relu").spec()
-    drawn: list[list[int]] = []
-    get = verifier.references.get
+    drawn: list[list[int]] = []    # the seeds each verification checked against (made ahead or not)
+    correctness = verifier._correctness
 
-    def spy(task, trials, *args, **kwargs):
-        drawn.append([t.seed for t in trials])
-        return get(task, trials, *args, **kwargs)
+    def spy(task, files, build, ref, out):
+        drawn.append([t.seed for t in ref.trials])
+        return correctness(task, files, build, ref, out)
 
-    monkeypatch.setattr(verifier.references, "get", spy)
+    monkeypatch.setattr(verifier, "_correctness", spy)
     ok = verifier.verify(task, make_candidate(C.elementwise(C.RELU.replace("static)", "static) // seeds"))))
     assert ok.feasible and "seed" not in ok.message, ok.message
     bad = verifier.verify(task, make_candidate(C.elementwise(C.CONSTANT.replace("0.5f", "0.375f"))))
     assert not bad.feasible
     assert len(drawn) == 2 and not set(drawn[0]) & set(drawn[1]), drawn
     assert not any(str(seed) in bad.message for seed in drawn[0])
+    assert any(str(seed) in bad.message for seed in drawn[1]), bad.message   # the message names its own

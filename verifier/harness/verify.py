@@ -120,6 +120,7 @@ class Verifier:
         self._warm: Future[None] | None = None
         # A reference made ahead for each task's next verification (``_reference_for``), at most one per task
         self._spares: dict[str, Future[Reference]] = {}
+        self._spare_bytes: dict[str, int] = {}    # what each task's last reference held (its outputs)
         self._spares_lock = threading.Lock()
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -179,21 +180,26 @@ class Verifier:
         seeds came from the operating system when it was made, and no candidate's job ever saw them."""
         with self._spares_lock:
             spare = self._spares.pop(task.key, None)
+            self._spare_bytes.pop(task.key, None)
         if spare is not None and not (spare.done() and spare.exception() is not None):
             return spare
         return self._pool.submit(self._live_reference, task)
 
-    def _make_spare(self, task: TaskSpec, unused: Future[Reference] | None = None) -> None:
+    def _make_spare(self, task: TaskSpec, unused: Future[Reference] | None = None, nbytes: int = 0) -> None:
         """After a verification of ``task``: keep its reference when no job used it (the build failed),
         else make the next one now, in the background (reference outputs at background priority, under
         the machine lock's shared side, so never beside a timing), while the engine waits on the model.
         It spares the next verification of the task the reference's run (1.3-1.5 s of a fresh L1
-        verification here). At most ``MAX_SPARES`` tasks have one."""
+        verification here). At most ``MAX_SPARES`` tasks have one, holding at most ``MAX_SPARE_BYTES``
+        of outputs in all (``nbytes``: what the reference just used held)."""
         with self._spares_lock:
             if task.key in self._spares or len(self._spares) >= MAX_SPARES:
                 return
+            if unused is None and sum(self._spare_bytes.values()) + nbytes > MAX_SPARE_BYTES:
+                return
             try:
                 self._spares[task.key] = unused or self._pool.submit(self._live_reference, task)
+                self._spare_bytes[task.key] = nbytes
             except RuntimeError:   # the verifier is closing
                 pass
 
@@ -321,7 +327,7 @@ class Verifier:
             out.gate("performance").seconds = time.perf_counter() - t
         if not passed:
             out.gate("correctness").seconds = out.gate("correctness").seconds or time.perf_counter() - t
-        self._make_spare(task)   # after the window: it never shares the cores with this verification
+        self._make_spare(task, nbytes=ref.nbytes)   # after the window: never beside this verification
 
     # -- jobs -----------------------------------------------------------------------------------
 
@@ -683,6 +689,8 @@ def timed_words(timed: list[int], total: int, left: list[int], most: int, budget
 
 MAX_SPARES = 4
 """Tasks that may each have a reference made ahead for their next verification (``Verifier._make_spare``)."""
+MAX_SPARE_BYTES = 512 << 20
+"""The reference outputs those spares may hold in memory, in all."""
 
 
 def omp_env(threads: int) -> dict[str, str]:
