@@ -29,7 +29,7 @@ from core.sizing import (
     START_BYTES,
     WINDOW_MS,
     case_cap_ms,
-    fit_cases,
+    fit_case_indices,
     fixed_divisors,
     scale_cases,
     scale_values,
@@ -67,8 +67,10 @@ class _Progress:
 
 
 def spec_at(spec: TaskSpec, factor: float, pinned: dict[int, str] | None = None,
-            each: dict[int, float] | None = None) -> tuple[TaskSpec, dict[str, int]]:
-    """The spec with every size scaled by ``factor`` (module sizes and case extents) and its overrides.
+            each: dict[int, float] | None = None) -> tuple[TaskSpec, dict[str, int], tuple[int, ...]]:
+    """The spec with every size scaled by ``factor`` (module sizes and case extents), its overrides, and
+    the index in ``spec.cases`` of each of its cases (cases dropped, pinned or over the budget, are gone:
+    a case is known by that index, never by its place among those left).
     ``pinned``: cases by index whose reference failed at scaled sizes, "keep" (as written) or "drop";
     ``each``: a further factor for cases by index (shrunk to the time limit of one case)."""
     pinned = pinned or {}
@@ -78,20 +80,17 @@ def spec_at(spec: TaskSpec, factor: float, pinned: dict[int, str] | None = None,
     # cases listed in code (no case file) are described, not read by the task: they cannot be scaled
     cases = scale_cases(spec.cases, factor, each) if spec.cases and spec.case_file and (factor != 1.0 or each) \
         else spec.cases
+    origin = tuple(range(len(cases)))
     if spec.case_file:  # never grown past the cases' memory budget (the largest shrink back to fit it)
         # a case kept as written that alone is over the budget cannot run here at all
         pinned = {k: ("drop" if how == "keep" and case_bytes(spec.cases[k]) > CASES_BYTES_BUDGET else how)
                   for k, how in pinned.items()}
         left = [k for k in range(len(cases)) if pinned.get(k) != "drop"]
         chosen = tuple(spec.cases[k] if pinned.get(k) == "keep" else cases[k] for k in left)
-        cases = fit_cases(chosen, keep=frozenset(i for i, k in enumerate(left) if pinned.get(k) == "keep"))[0]
-    return replace(spec, size_overrides=overrides, cases=cases), overrides
-
-
-def _original_case(k: int, n: int, pinned: dict[int, str]) -> int:
-    """The index in the task's own cases of case ``k`` of a spec made with ``pinned`` (dropped ones gone)."""
-    left = [i for i in range(n) if pinned.get(i) != "drop"]
-    return left[k] if 0 <= k < len(left) else -1
+        placed = fit_case_indices(chosen, keep=frozenset(i for i, k in enumerate(left) if pinned.get(k) == "keep"))[0]
+        cases = tuple(c for _, c in placed)
+        origin = tuple(left[i] for i, _ in placed)
+    return replace(spec, size_overrides=overrides, cases=cases), overrides, origin
 
 
 def _tensors(value: Any) -> Iterator[torch.Tensor]:
@@ -354,6 +353,7 @@ class _Tried:
     result: Timing
     calls: int = 1
     on_cpu: float = 1.0   # the share of the best call's wall time its threads ran
+    origin: tuple[int, ...] = ()   # the index in the task's cases of each case of ``spec``
 
 
 BUSY_ON_CPU = 0.75  # a call whose threads ran for less of its wall time than this waited for a CPU
@@ -385,10 +385,11 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     pinned: dict[int, str] = {}   # cases whose reference failed at scaled sizes: kept as written, or dropped
     each: dict[int, float] = {}   # cases shrunk further to the time limit of one case, by their factor
 
-    def at(f: float) -> tuple[TaskSpec, dict[str, int]]:
+    def at(f: float) -> tuple[TaskSpec, dict[str, int], tuple[int, ...]]:
+        """The spec at ``f``, its overrides, and the index in ``spec.cases`` of each of its cases."""
         return spec_at(spec, f, pinned, each)
 
-    current, overrides = at(factor)
+    current, overrides, origin = at(factor)
     load_task_module(current)  # a task that does not load fails here, before any sizing
     progress.write({"loaded": True})
     nbytes = meta_bytes(current)
@@ -410,7 +411,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             else:
                 b = mid
         factor = math.exp(a)
-        current, overrides = at(factor)
+        current, overrides, origin = at(factor)
         nbytes = meta_bytes(current)
         notes.append(f"shrunk to fit {cap / 2**30:.1f} GiB before timing")
         progress.write({"factor": factor, "bytes": nbytes})
@@ -420,33 +421,32 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     # sizes from counted work: the factor whose counted work, at the nominal rates times ``rate``, takes the
     # window's middle (the largest the memory caps allow at most); no timing decides them unless it disagrees
     rate = 1.0
-    def origins(f: float) -> tuple[dict[str, Any], ...]:
-        """Each case of the spec at ``f`` as the task writes it (cases dropped since left out)."""
-        left = [k for k in range(len(spec.cases)) if pinned.get(k) != "drop"]
-        return tuple(spec.cases[k] for k in left) if len(left) == len(at(f)[0].cases) else ()
+    def written(placed: tuple[int, ...]) -> tuple[dict[str, Any], ...]:
+        """Each case of a spec whose cases are ``spec.cases`` at the indices ``placed``, as the task writes it."""
+        return tuple(spec.cases[k] for k in placed)
 
     if auto and spec.case_file and len(spec.cases) > 1:
         # cases whose reference fails at the sizes counted (a split's sections no longer summing to its extent):
         # kept as written, or dropped when they fail even so, as a timing would find, but from the count
         for _ in range(2 * len(spec.cases)):
             errors: dict[int, str] = {}
-            per_case = counted_cases(current, origins(factor), each_case=True, errors=errors)
+            per_case = counted_cases(current, written(origin), each_case=True, errors=errors)
             bad = [i for i, w in enumerate(per_case or []) if w is None]
             if per_case is None or not bad or len(bad) >= len(per_case):
                 break
             for i in bad:
-                k = _original_case(i, len(spec.cases), pinned)
-                if k < 0:
+                if i >= len(origin):
                     continue
+                k = origin[i]
                 if pinned.get(k) == "keep" or spec.cases[k] == current.cases[i]:
                     pinned[k] = "drop"
                     notes.append(f"case {k} dropped: its reference fails at its own sizes ({errors.get(i, '')})")
                 else:
                     pinned[k] = "keep"
                     notes.append(f"case {k} kept as written: its reference fails at scaled sizes ({errors.get(i, '')})")
-            current, overrides = at(factor)
+            current, overrides, origin = at(factor)
             nbytes = meta_bytes(current)
-    counted = auto and has_sizes and counted_ms(current, origins(factor)) is not None
+    counted = auto and has_sizes and counted_ms(current, written(origin)) is not None
     f_max = factor
 
     def fits(f: float) -> bool:
@@ -476,7 +476,8 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         f_max = largest_fit()
 
     def predicted(f: float) -> float | None:
-        got = counted_ms(at(f)[0], origins(f))
+        at_f, _, placed = at(f)
+        got = counted_ms(at_f, written(placed))
         return _geomean(got) if got else None
 
     def by_count(r: float) -> float:
@@ -493,7 +494,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
 
     if counted:
         factor = by_count(rate)
-        current, overrides = at(factor)
+        current, overrides, origin = at(factor)
         nbytes = meta_bytes(current)
         capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
         if capped and factor > 1.0:
@@ -506,7 +507,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             got = meta_bytes(at(math.exp(mid))[0])
             a, b = (mid, b) if got is not None and got <= START_BYTES else (a, mid)
         factor = math.exp(a)
-        current, overrides = at(factor)
+        current, overrides, origin = at(factor)
         nbytes = meta_bytes(current)
     confirming = counted   # the sizes are the count's until a timing disagrees by more than the window
     calibrations = 0
@@ -526,9 +527,9 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         except Exception as exc:
             oom = _out_of_memory(exc)
             case = getattr(exc, "evokernel_case", -1)
-            k = _original_case(case, len(spec.cases), pinned) if spec.case_file and isinstance(case, int) else -1
+            k = origin[case] if spec.case_file and isinstance(case, int) and 0 <= case < len(origin) else -1
             if auto and not oom and k >= 0 and pinned.get(k) != "drop" and \
-                    len([i for i in range(len(spec.cases)) if pinned.get(i) != "drop"]) > 1:
+                    len([i for i in origin if pinned.get(i) != "drop"]) > 1:
                 # one case's own constraint broken by scaling (a split's sections no longer summing to its
                 # extent): that case stays as written from now on, and is dropped if it fails even so
                 what = f"{type(exc).__name__}: {' '.join(str(exc).split())[:120]}"
@@ -544,7 +545,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                     capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
                     if capped and factor > 1.0 and "growth stopped at the memory cap" not in notes:
                         notes.append("growth stopped at the memory cap")
-                current, overrides = at(factor)
+                current, overrides, origin = at(factor)
                 nbytes = meta_bytes(current)
                 tried.clear()   # every size measured so far had that case at other sizes
                 previous = None
@@ -578,7 +579,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                     break
                 wanted = min(1.0, wanted * 1.5) if not oom else max(1e-4, wanted / 1.5)
             factor = wanted
-            current, overrides = at(factor)
+            current, overrides, origin = at(factor)
             nbytes = meta_bytes(current)
             continue
         if auto and spec.case_file and len(current.cases) > 1:
@@ -588,26 +589,25 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                 # a case the machine cannot run within the time limit of one case: shrunk (to a quarter of the
                 # limit, by the work its sizes grow with), dropped if it is at its smallest sizes already
                 changed = False
-                left = [n for n in range(len(spec.cases)) if pinned.get(n) != "drop"]
                 for i, t in slow_cases:
-                    k = _original_case(i, len(spec.cases), pinned)
-                    if k < 0:
+                    if i >= len(origin):
                         continue
+                    k = origin[i]
                     before = current.cases[i]
                     each[k] = each.get(k, 1.0) * (0.25 * limit / t) ** 0.5
-                    shrunk = at(factor)[0].cases
-                    j = left.index(k)
-                    if pinned.get(k) != "keep" and j < len(shrunk) and shrunk[j] != before:
+                    shrunk, _, placed = at(factor)
+                    after = dict(zip(placed, shrunk.cases)).get(k)
+                    if pinned.get(k) != "keep" and after is not None and after != before:
                         notes.append(f"case {k} shrunk to the {limit:.0f} ms time limit of one case "
                                      f"(one call took {t:.0f} ms)")
                         changed = True
-                    elif len([n for n in left if pinned.get(n) != "drop"]) > 1:
+                    elif len([n for n in origin if pinned.get(n) != "drop"]) > 1:
                         pinned[k] = "drop"
                         notes.append(f"case {k} dropped: one call takes {t:.0f} ms at its smallest sizes, over "
                                      f"the {limit:.0f} ms time limit of one case")
                         changed = True
                 if changed:
-                    current, overrides = at(factor)
+                    current, overrides, origin = at(factor)
                     nbytes = meta_bytes(current)
                     tried.clear()
                     previous = None
@@ -616,7 +616,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         entry = tried.get(key)
         if entry is None:
             entry = tried[key] = _Tried(factor, result["ms"], current, overrides, nbytes, result,
-                                        on_cpu=result.get("on_cpu", 1.0))
+                                        on_cpu=result.get("on_cpu", 1.0), origin=origin)
         else:
             entry.calls += 1
             if result["ms"] < entry.ms:
@@ -643,7 +643,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
                     wanted = by_count(rate)
                     if _sizes_key(at(wanted)[0]) != key:
                         factor = wanted
-                        current, overrides = at(factor)
+                        current, overrides, origin = at(factor)
                         nbytes = meta_bytes(current)
                         capped = factor >= f_max * 0.999 and f_max < MAX_GROWTH
                         if capped and factor > 1.0 and "growth stopped at the memory cap" not in notes:
@@ -670,7 +670,7 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
         wanted = min(wanted, MAX_GROWTH, factor * 8)  # grow at most 8x per step: overhead hides the work
         if below is not None and above is not None and not below < wanted < above:
             wanted = math.sqrt(below * above)        # bracketed: bisect between the two
-        nxt, nxt_overrides = at(wanted)
+        nxt, nxt_overrides, nxt_origin = at(wanted)
         # sizes move in steps (divisors, floors): nudge until they do move
         for _ in range(10):
             if _sizes_key(nxt) != key:
@@ -679,16 +679,16 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             if not 1e-4 <= wanted <= MAX_GROWTH or (below is not None and wanted <= below) or \
                     (above is not None and wanted >= above):
                 break
-            nxt, nxt_overrides = at(wanted)
+            nxt, nxt_overrides, nxt_origin = at(wanted)
 
         if _sizes_key(nxt) in tried and below is not None and above is not None:
             wanted = math.sqrt(below * above)  # a noisy estimate led back: bisect the bracket instead
-            nxt, nxt_overrides = at(wanted)
+            nxt, nxt_overrides, nxt_origin = at(wanted)
         for _ in range(5):  # no bracket yet: step on by a fixed ratio past the sizes already tried
             if _sizes_key(nxt) not in tried or (below is not None and above is not None):
                 break
             wanted = wanted * (0.6 if ms > hi else 1.6)
-            nxt, nxt_overrides = at(wanted)
+            nxt, nxt_overrides, nxt_origin = at(wanted)
         if _sizes_key(nxt) in tried:
             under = max((t.ms for t in tried.values() if t.ms < lo), default=None)
             over = min((t.ms for t in tried.values() if t.ms > hi), default=None)
@@ -713,11 +713,11 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
             capped = True
             notes.append("growth stopped at the memory cap")
             wanted = math.exp(a)
-            nxt, nxt_overrides = at(wanted)
+            nxt, nxt_overrides, nxt_origin = at(wanted)
             nb = meta_bytes(nxt)
             if _sizes_key(nxt) == key:
                 break
-        factor, current, overrides, nbytes = wanted, nxt, nxt_overrides, nb
+        factor, current, overrides, origin, nbytes = wanted, nxt, nxt_overrides, nxt_origin, nb
     else:
         if auto and has_sizes:
             notes.append(f"stopped after {MAX_STEPS} sizing steps")
@@ -753,6 +753,12 @@ def probe(job: dict[str, Any], progress: _Progress, measure: Measure | None = No
     best = closest()
     factor, ms, current, overrides, nbytes, result = \
         best.factor, best.ms, best.spec, best.overrides, best.nbytes, best.result
+    if spec.case_file:   # the cases the memory budget left out, each said by its own index
+        for k in sorted(set(range(len(spec.cases))) - set(best.origin)):
+            if pinned.get(k) != "drop":
+                notes.append(f"case {k} dropped: over the cases' {CASES_BYTES_BUDGET / 2**20:.0f} MiB memory budget "
+                             + ("as written (its reference fails at other sizes)" if pinned.get(k) == "keep"
+                                else "at its smallest sizes"))
     out: dict[str, Any] = {"ok": True, "loaded": True, "factor": factor, "overrides": overrides,
            "cases": list(current.cases) if spec.cases else None, "ms": ms, "case_ms": result.get("case_ms", []),
            "bytes": nbytes, "notes": notes, "on_cpu": round(best.on_cpu, 3),
