@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from case_tasks import FLATTEN
+
 from core.sizing import CASES_BYTES_BUDGET, fit_cases
 from core.tasks import load_suite
 from verifier.cases import case_bytes
@@ -41,26 +43,6 @@ def test_fit_cases_keeps_each_case_at_its_own_index_when_one_is_dropped():
     placed, notes = fit_case_indices(cases)
     assert [k for k, _ in placed] == [0, 1, 3, 4, 5] and all(c["id"] == k for k, c in placed)
     assert any("(#2)" in n for n in notes), notes
-
-
-FLATTEN = '''
-import json
-import os
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x, length):
-        return x.reshape(length)
-
-def get_input_groups():
-    with open(os.path.join(os.path.dirname(__file__), "flat.json")) as f:
-        cases = [json.loads(line) for line in f if line.strip()]
-    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"]] for c in cases]
-
-def get_init_inputs():
-    return []
-'''
 
 
 def test_auto_pins_and_drops_the_case_that_failed_after_the_budget_dropped_an_earlier_one(tmp_path):

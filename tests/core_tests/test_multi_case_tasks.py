@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_tasks import FLATTEN
 
 from core.tasks import load_suite, scale_task
 from verifier.cases import canonical_dtype, case_dtypes, describe_case, dtype_tolerance, parse_case_file
@@ -442,26 +443,6 @@ def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_
     # a single-case task's prompt has no such section
     relu = load_suite(ROOT / "tests" / "fixtures" / "suite").get("relu")
     assert "## Cases" not in prompts.draft_prompt(relu, "cpu", [], [], [])[1][1]
-
-
-FLATTEN = '''
-import json
-import os
-import torch
-import torch.nn as nn
-
-class Model(nn.Module):
-    def forward(self, x, length):
-        return x.reshape(length)
-
-def get_input_groups():
-    with open(os.path.join(os.path.dirname(__file__), "flat.json")) as f:
-        cases = [json.loads(line) for line in f if line.strip()]
-    return [[torch.randn(c["inputs"][0]["shape"]), c["inputs"][1]["value"]] for c in cases]
-
-def get_init_inputs():
-    return []
-'''
 
 
 def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_drops_that_case(tmp_path):
