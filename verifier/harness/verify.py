@@ -528,7 +528,7 @@ class Verifier:
             if not perf.passed:
                 return
             out.roofline = self.roofline.point(task, out.latency_ms) if len(cases) <= 1 and out.latency_ms else None
-            if attempt == 1 and self._under_memory_floor(task, out):
+            if attempt == 1 and self._under_memory_floor(out):
                 # the kernel or PyTorch beside it ran faster than the memory roofline's floor: the triad,
                 # perhaps measured under load, is measured again (the best of all measurements is kept)
                 self.roofline.ceilings(remeasure=True)
@@ -557,7 +557,7 @@ class Verifier:
                 if out.vs_best:
                     out.vs_best = "implausible"
 
-    def _under_memory_floor(self, task: TaskSpec, out: Outcome) -> bool:
+    def _under_memory_floor(self, out: Outcome) -> bool:
         """Whether a memory-bound kernel, or PyTorch in its window, took less than the roofline's floor
         while the ceilings may still be low (measured fewer than ``MAX_CEILING_MEASUREMENTS`` times).
         Either is possible with data kept in a large cache, so it is not flagged; but the first reason to
