@@ -43,7 +43,16 @@ def test_retime_measures_best_and_first_together_and_the_report_reads_that_windo
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr
     row = json.loads(proc.stdout)["runs"][0]["per_task"]["relu"]
+    with Store.open(workspace.memory_path, readonly=True) as store:
+        final = store.get_run("20261203-100000-abcd").progress["relu"].extra["final"]
+    # the window timed the recorded best beside the recorded first, and PyTorch, all three now
+    assert final["feasible"] and (final["best"], final["first"]) == (ids[1], ids[0]), final
+    assert final["latency_ms"] > 0 and final["first_ms"] > 0 and final["reference_ms"] > 0
+    # the report reads that window, not the two recorded figures (2.0 / 1.0 = 2x). Which verdict two
+    # builds of one kernel get is the timing's business (tests/verification/test_paired_timing.py),
+    # not asserted here: on a loaded CI machine one window can read them apart.
     assert row["window"] == "final"
-    # the same kernel twice: one window says they run at the same speed, whatever 2.0 / 1.0 said
-    assert row["over_first"] in ("same", "noisy") and 0.5 < row["speedup_over_first"] < 2.0
-    assert row["reference_ms"] > 0 and row["reference_ms"] != 2.0
+    assert row["over_first"] == final["vs_first"] in ("same", "faster", "slower", "noisy")
+    assert row["speedup_over_first"] == final["gain"] and row["speedup_over_first_ci"] == final["gain_ci"]
+    assert row["reference_ms"] == final["reference_ms"] and row["speedup"] == final["speedup"]
+    assert (row["first_ms"], row["best_ms"]) == (final["first_ms"], final["latency_ms"])
