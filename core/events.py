@@ -108,10 +108,12 @@ class AttemptRecorded(Event):
 
 @dataclass(frozen=True)
 class EditDetected(Event):
-    """A person saved a candidate in kernels/<task>/; it is being verified."""
+    """A person saved a candidate in kernels/<task>/; it is being verified. ``resumed``: the save was
+    made in an earlier session, whose verification of it did not finish (the workbench closed)."""
 
     task: str
     files: tuple[str, ...]
+    resumed: bool = False
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,10 @@ in the folder's ``.evokernel-edit``), and the first edit after the engine wrote 
 attempt, a new best) is the child of that attempt. A save that fails to build or fails the format
 gate is a typo, not an experiment (``core.policy.is_slip``): it is logged under its parent, but the
 verifier callback returns no id for it, so the next save's parent stays the last edit that built.
+
+A save whose verification is under way is noted in the folder (``.evokernel-pending``) until its
+outcome is recorded: a workbench closed (or killed) before then verifies that save when it next
+opens, instead of taking the folder as seen. Nothing a person saved is lost to a quit.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from core import events as ev
-from core.workspace_files import engine_wrote, files_hash, note_edit, parent_of_edit, read_candidate_files
+from core.workspace_files import (
+    clear_pending,
+    engine_wrote,
+    files_hash,
+    note_edit,
+    note_pending,
+    parent_of_edit,
+    pending_in,
+    read_candidate_files,
+)
 
 Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
 """``verify(task_id, files, parent_id)``; when it returns a str, that is the id of the attempt the save
@@ -41,6 +54,7 @@ class EditWatcher:
         self._last: dict[str, str] = {}          # task -> hash last verified (or seen)
         self._pending: dict[str, bool] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._interrupted: set[str] = set()        # tasks whose last save's verification did not finish
         self.stop_event = asyncio.Event()
         self.ready = asyncio.Event()              # set once the watch is in place
 
@@ -59,8 +73,15 @@ class EditWatcher:
         return rel.parts[0]
 
     def remember(self, task_id: str) -> None:
-        """Treat the folder's current content as seen (no verification for it)."""
-        self._last[task_id] = files_hash(read_candidate_files(self.kernels_dir / task_id))
+        """Treat the folder's current content as seen (no verification for it), unless it is a save whose
+        verification did not finish (the workbench closed during it): that one is verified once the
+        watch is in place."""
+        folder = self.kernels_dir / task_id
+        digest = files_hash(read_candidate_files(folder))
+        if digest == pending_in(folder):
+            self._interrupted.add(task_id)
+            return
+        self._last[task_id] = digest
 
     def remember_all(self) -> None:
         """Take what every task folder holds now as seen: saves after this are edits. Call it before
@@ -109,13 +130,20 @@ class EditWatcher:
                 digest = files_hash(files)
                 if files and digest != self._last.get(task_id) and digest != engine_wrote(folder):
                     self._last[task_id] = digest
-                    self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files))))
+                    resumed = task_id in self._interrupted and digest == pending_in(folder)
+                    self._interrupted.discard(task_id)
+                    self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files)), resumed=resumed))
+                    note_pending(folder, digest)
                     try:
                         recorded = await self._verify(task_id, files, parent_of_edit(folder))
                         if isinstance(recorded, str):   # the attempt it became: the next save's parent
                             note_edit(folder, files, recorded)
                     except Exception as exc:  # noqa: BLE001 - shown to the user, the watcher goes on
                         self.bus.emit(ev.EngineProblem(f"verifying the edit of {task_id} failed: {exc}", task=task_id))
+                    # recorded, or failed with a message: either way it has its outcome. A cancelled
+                    # verification (the workbench closing) never gets here and keeps its note.
+                    if pending_in(folder) == digest:
+                        clear_pending(folder)
                 if not self._pending.get(task_id):
                     return
         finally:

@@ -17,6 +17,7 @@ from verifier.harness.candidate_files import candidate_paths, name_problem
 
 MARK = ".evokernel-written"
 EDIT_MARK = ".evokernel-edit"
+PENDING_MARK = ".evokernel-pending"
 
 
 def candidate_suffixes() -> tuple[str, ...]:
@@ -85,6 +86,30 @@ def note_edit(folder: Path, files: dict[str, str], attempt_id: str) -> None:
     tmp = folder / f"{EDIT_MARK}.tmp"
     tmp.write_text(f"{files_hash(files)} {attempt_id}\n")
     os.replace(tmp, folder / EDIT_MARK)
+
+
+def note_pending(folder: Path, digest: str) -> None:
+    """Record that a person's save (``digest``, its ``files_hash``) is being verified: if the workbench
+    closes before its verdict is recorded, the next opening verifies it instead of taking it as seen."""
+    tmp = folder / f"{PENDING_MARK}.tmp"
+    tmp.write_text(f"{digest}\n")
+    os.replace(tmp, folder / PENDING_MARK)
+
+
+def pending_in(folder: Path) -> str | None:
+    """The hash of the save in ``folder`` whose verification did not finish (None if none)."""
+    try:
+        return (folder / PENDING_MARK).read_text().split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def clear_pending(folder: Path) -> None:
+    """The save being verified in ``folder`` has its verdict (or its failure) recorded."""
+    try:
+        (folder / PENDING_MARK).unlink()
+    except FileNotFoundError:
+        pass
 
 
 def edit_in(folder: Path) -> str | None:

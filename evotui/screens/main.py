@@ -363,7 +363,11 @@ class MainScreen(Screen):
                          f" (reward {marks.reward(e.reward)})", "dim", e.at)
         elif isinstance(e, ev.EditDetected):
             table.set_status(e.task, "edit: verifying", "busy")
-            self.note(f"{e.task}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
+            if e.resumed:
+                self.note(f"{e.task}: hand edit ({', '.join(e.files)}) saved before the workbench last closed, "
+                          "its verification cut short: verifying it now", "", e.at)
+            else:
+                self.note(f"{e.task}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
         elif isinstance(e, ev.BudgetSpent):
             self.note(f"{e.task}: budget spent ({e.iterations} iterations)", "dim", e.at)
         elif isinstance(e, ev.EngineProblem):

@@ -157,3 +157,72 @@ def test_a_folder_made_with_its_files_at_once_is_verified(tmp_path):
 
     asyncio.run(scenario())
     assert calls[0]["kernel.cpp"] == "// moved in\n" and calls[1]["kernel.cpp"] == "// made and written at once\n"
+
+
+def test_a_save_whose_verification_was_cut_short_is_verified_at_the_next_opening(tmp_path):
+    """The workbench closed (its tasks cancelled) while a save was being verified: the next watcher on
+    that folder verifies the save instead of taking it as seen; a save that got its verdict is not
+    verified again."""
+    from core.workspace_files import PENDING_MARK
+
+    kernels = tmp_path / "kernels"
+    for t in ("relu", "softmax"):
+        (kernels / t).mkdir(parents=True)
+    started: list[str] = []
+    calls: list[tuple[str, dict]] = []
+
+    async def never_finishes(task_id, files, parent):
+        started.append(task_id)
+        await asyncio.sleep(3600)
+
+    async def verify(task_id, files, parent):
+        calls.append((task_id, files))
+        return f"attempt-{len(calls)}"
+
+    async def first_session():
+        watcher = EditWatcher(kernels, {"relu", "softmax"}, never_finishes, EventBus())
+        runner = asyncio.create_task(watcher.run())
+        await watcher.ready.wait()
+        (kernels / "relu" / "kernel.cpp").write_text("// saved just before quitting\n")
+        assert await _until(lambda: started == ["relu"])
+        # what the engine host does on quit: stop the watch, cancel every task but the watch itself
+        watcher.stop_event.set()
+        for task in list(watcher._running.values()):
+            task.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+
+    asyncio.run(first_session())
+    assert (kernels / "relu" / PENDING_MARK).exists()
+    (kernels / "softmax" / "kernel.cpp").write_text("// saved while the workbench was closed\n")
+
+    seen: list = []
+
+    async def second_session():
+        bus = EventBus()
+        bus.subscribe(seen.append)
+        watcher = EditWatcher(kernels, {"relu", "softmax"}, verify, bus)
+        watcher.remember_all()                      # what the host does before showing the tasks
+        runner = asyncio.create_task(watcher.run())
+        assert await _until(lambda: len(calls) >= 1)
+        await asyncio.sleep(1.0)                     # nothing else is verified
+        watcher.stop_event.set()
+        await runner
+
+    asyncio.run(second_session())
+    assert [(t, f["kernel.cpp"]) for t, f in calls] == [("relu", "// saved just before quitting\n")]
+    detected = [e for e in seen if type(e).__name__ == "EditDetected"]
+    assert [(e.task, e.resumed) for e in detected] == [("relu", True)]
+    assert not (kernels / "relu" / PENDING_MARK).exists()      # its verdict is recorded: the note is gone
+    assert read_candidate_files(kernels / "relu") == {"kernel.cpp": "// saved just before quitting\n"}
+
+    async def third_session():                       # a save that got its verdict is seen, not verified again
+        watcher = EditWatcher(kernels, {"relu", "softmax"}, verify, EventBus())
+        watcher.remember_all()
+        runner = asyncio.create_task(watcher.run())
+        await watcher.ready.wait()
+        await asyncio.sleep(1.0)
+        watcher.stop_event.set()
+        await runner
+
+    asyncio.run(third_session())
+    assert len(calls) == 1

@@ -75,3 +75,35 @@ async def test_saved_edits_are_reverified_and_become_human_experiences(workspace
         assert mine.total == 2 and {i["kind"] for i in mine.items} == {"human_edit"}
         assert {i["id"] for i in mine.items} == {last.experience_id, failed.experience_id}
         await pilot.press("q")
+
+
+async def test_quitting_while_a_save_is_verified_loses_nothing(workspace):
+    """A save whose verification was under way when the workbench quit is verified at the next start,
+    and the log says why; the folder's note of it goes once its verdict is recorded."""
+    from core.workspace_files import PENDING_MARK
+    from evotui.app import make_app
+
+    folder = workspace.kernels_dir / "relu"
+    good = C.elementwise(C.RELU + "\nstatic const int kQuitTest = 1;\n")
+    app = make_app(workspace.root)
+    messages: list = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        save(folder, good)
+        await wait_for(pilot, lambda: edits_detected(messages), timeout=120, what="the save to be heard")
+        assert not human_attempts(messages)
+        await pilot.press("q")                          # quit while it is being verified
+    assert (folder / PENDING_MARK).exists()
+
+    app = make_app(workspace.root)
+    messages = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: human_attempts(messages), timeout=300, what="the cut-short save to be verified")
+        [resumed] = edits_detected(messages)
+        assert resumed.task == "relu" and resumed.resumed
+        done = human_attempts(messages)[-1]
+        assert done.task == "relu" and done.outcome.feasible, done.outcome.message
+        log = "\n".join(app.main.query_one("#log").lines_written)
+        assert "its verification cut short: verifying it now" in log
+        await wait_for(pilot, lambda: not (folder / PENDING_MARK).exists(), what="the note to go")
+        await pilot.press("q")
