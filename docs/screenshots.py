@@ -2,7 +2,8 @@
 
 A workspace on the small test suite, a scripted loopback OpenAI-compatible server that first
 answers with a kernel that does not compile, then a wrong one, then correct ones; real builds in
-the sandbox. The app runs headless at 150x44, starts the run with `r`, and saves the screens.
+the sandbox. The app runs headless at 150x44, starts the run with `r` (and `y` to its question),
+and saves the screens. ``DOCS_DEBUG=1`` prints what it waits for.
 
     .venv/bin/python docs/screenshots.py
 """
@@ -59,9 +60,15 @@ async def main() -> None:
         async with app.run_test(size=(150, 44)) as pilot:
             while not app.main.tasks:
                 await pilot.pause(0.1)
-            await pilot.press("r")
-            while app.run_status.state != "finished":
+                if os.environ.get("DOCS_DEBUG"):
+                    print("waiting for tasks", flush=True)
+            await pilot.press("r")       # with no task marked, a question: every task of the suite?
+            await pilot.pause(1.0)
+            await pilot.press("y")
+            while app.run_status.state not in ("finished", "budget spent", "failed"):   # FINISHED_STATE's words
                 await pilot.pause(0.2)
+                if os.environ.get("DOCS_DEBUG"):
+                    print("state", app.run_status.state, flush=True)
             table = app.main.query_one("#tasks")
             table.move_cursor(row=table.get_row_index("relu"))
             while not (app.main.task_id == "relu" and app.main.shown_exp is not None and app.main.drawn):
