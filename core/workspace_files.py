@@ -90,10 +90,14 @@ def note_edit(folder: Path, files: dict[str, str], attempt_id: str) -> None:
 
 def note_pending(folder: Path, digest: str) -> None:
     """Record that a person's save (``digest``, its ``files_hash``) is being verified: if the workbench
-    closes before its verdict is recorded, the next opening verifies it instead of taking it as seen."""
+    closes before its verdict is recorded, the next opening verifies it instead of taking it as seen.
+    A folder that cannot take the note (removed meanwhile, read-only) is verified all the same."""
     tmp = folder / f"{PENDING_MARK}.tmp"
-    tmp.write_text(f"{digest}\n")
-    os.replace(tmp, folder / PENDING_MARK)
+    try:
+        tmp.write_text(f"{digest}\n")
+        os.replace(tmp, folder / PENDING_MARK)
+    except OSError:
+        pass
 
 
 def pending_in(folder: Path) -> str | None:
@@ -108,7 +112,7 @@ def clear_pending(folder: Path) -> None:
     """The save being verified in ``folder`` has its verdict (or its failure) recorded."""
     try:
         (folder / PENDING_MARK).unlink()
-    except FileNotFoundError:
+    except OSError:   # gone already, or its folder with it
         pass
 
 
