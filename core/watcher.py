@@ -54,7 +54,6 @@ class EditWatcher:
         self._last: dict[str, str] = {}          # task -> hash last verified (or seen)
         self._pending: dict[str, bool] = {}
         self._running: dict[str, asyncio.Task[None]] = {}
-        self._interrupted: set[str] = set()        # tasks whose last save's verification did not finish
         self.stop_event = asyncio.Event()
         self.ready = asyncio.Event()              # set once the watch is in place
 
@@ -78,10 +77,8 @@ class EditWatcher:
         watch is in place."""
         folder = self.kernels_dir / task_id
         digest = files_hash(read_candidate_files(folder))
-        if digest == pending_in(folder):
-            self._interrupted.add(task_id)
-            return
-        self._last[task_id] = digest
+        if digest != pending_in(folder):
+            self._last[task_id] = digest
 
     def remember_all(self) -> None:
         """Take what every task folder holds now as seen: saves after this are edits. Call it before
@@ -130,8 +127,9 @@ class EditWatcher:
                 digest = files_hash(files)
                 if files and digest != self._last.get(task_id) and digest != engine_wrote(folder):
                     self._last[task_id] = digest
-                    resumed = task_id in self._interrupted and digest == pending_in(folder)
-                    self._interrupted.discard(task_id)
+                    # a note already there for this very save: an earlier session's, cut short (this
+                    # watcher's own notes go when their verdicts are in; it verifies one save at a time)
+                    resumed = digest == pending_in(folder)
                     self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files)), resumed=resumed))
                     note_pending(folder, digest)
                     try:

@@ -46,7 +46,7 @@ def script():
 
 async def main() -> None:
     from core.workspace import Workspace
-    from evotui.app import make_app
+    from evotui.app import FINISHED_STATE, make_app
 
     from openai_server import ScriptedLLM
 
@@ -65,7 +65,7 @@ async def main() -> None:
             await pilot.press("r")       # with no task marked, a question: every task of the suite?
             await pilot.pause(1.0)
             await pilot.press("y")
-            while app.run_status.state not in ("finished", "budget spent", "failed"):   # FINISHED_STATE's words
+            while app.run_status.state not in FINISHED_STATE.values():
                 await pilot.pause(0.2)
                 if os.environ.get("DOCS_DEBUG"):
                     print("state", app.run_status.state, flush=True)
