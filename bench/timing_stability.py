@@ -49,13 +49,17 @@ def neighbour(cache_dir: str, task_id: str) -> None:
             n += 1
 
 
-def plain_time(task_id: str, threads: int, rounds: int, warm: bool = True, flush_mb: int | None = None) -> float:
+def plain_time(task_id: str, threads: int, rounds: int, warm: bool = True, flush_mb: int | None = None,
+               rotate: int = 0) -> float:
     """The candidate's kernel timed in a plain process the way the verifier times a call (inputs copied,
     the verifier's cache flush, then ``torch.empty_like`` + the kernel, single calls): the median ms.
     ``warm``: with the allocator settings every job has (``verifier.job.common.warm_allocator``); else
     glibc's defaults, under which an output of 32 MiB or more faults in fresh pages on every call.
     ``flush_mb``: a flush of that size instead of the verifier's bounded one (1024: the inputs, the
-    output and their page tables evicted from the host's large shared cache too)."""
+    output and their page tables evicted from the host's large shared cache too). ``rotate``: the
+    outputs written to that many buffers in turn, so no call writes the memory the call before it wrote
+    (a window's side never does: the other sides' calls, copies and flushes run between two of its
+    calls); 0: ``torch.empty_like`` every call, which glibc hands the block the last call freed."""
     code = f"""
 import ctypes, json, os, statistics, subprocess, sys, tempfile, time
 import torch
@@ -79,10 +83,11 @@ torch.set_num_threads({threads})
 buf = x0.clone()
 flush = torch.empty(({flush_mb!r} << 18) if {flush_mb!r} else flush_bytes({threads}) // 4)
 times = []
+outs = [torch.full_like(buf, float("nan")) for _ in range({rotate})]
 for i in range({rounds} + 3):
     buf.copy_(x0); buf.mul_(0.999); flush.fill_(i)
     t0 = time.perf_counter_ns()
-    out = torch.empty_like(buf)
+    out = outs[i % len(outs)] if outs else torch.empty_like(buf)
     lib.relu_forward(buf.data_ptr(), out.data_ptr(), buf.numel())
     t1 = time.perf_counter_ns()
     out.fill_(float("nan")); del out
@@ -143,23 +148,26 @@ def main() -> int:
 
             # Fidelity, quiet: the plain and the twice-the-work kernel, and the plain process, interleaved.
             print("fidelity (no neighbour): plain kernel, twice the work, the same kernel in a plain process")
-            ratios, overheads, evicted_ratios = [], [], []
+            ratios, overheads, evicted_ratios, rotating_ratios = [], [], [], []
             for i in range(args.repeats):
                 one = v.verify(spec, candidate(f"one-{i}"), fresh=True)
                 two = v.verify(spec, candidate_twice(f"two-{i}"), fresh=True)
                 plain = plain_time(args.task, v.config.threads, 20)
                 cold = plain_time(args.task, v.config.threads, 20, warm=False)
                 evicted = plain_time(args.task, v.config.threads, 20, flush_mb=1024)
+                rotating = plain_time(args.task, v.config.threads, 20, rotate=4)
                 if not (one.feasible and two.feasible):
                     print(f"  {i + 1}: not feasible: {one.message if not one.feasible else two.message}")
                     continue
                 ratios.append(two.speedup / one.speedup)
                 overheads.append(one.latency_ms / plain)
                 evicted_ratios.append(one.latency_ms / evicted)
+                rotating_ratios.append(one.latency_ms / rotating)
                 print(f"  {i + 1}: plain {one.latency_ms:7.3f} ms ({one.speedup:.2f}x)  twice {two.latency_ms:7.3f} ms "
                       f"({two.speedup:.2f}x)  speedup ratio {ratios[-1]:.2f}  plain process {plain:7.3f} ms "
-                      f"({cold:.3f} ms with glibc's default allocator, {evicted:.3f} ms after a 1 GiB flush)  "
-                      f"verifier/plain {overheads[-1]:.2f}x, /evicted {evicted_ratios[-1]:.2f}x")
+                      f"({cold:.3f} ms with glibc's default allocator, {evicted:.3f} ms after a 1 GiB flush, "
+                      f"{rotating:.3f} ms writing 4 outputs in turn)  verifier/plain {overheads[-1]:.2f}x, "
+                      f"/evicted {evicted_ratios[-1]:.2f}x, /rotating {rotating_ratios[-1]:.2f}x")
             if ratios:
                 print(f"twice-the-work speedup ratio: median {statistics.median(ratios):.2f} "
                       f"[{min(ratios):.2f} .. {max(ratios):.2f}]  (target 0.45-0.6)")
@@ -168,6 +176,10 @@ def main() -> int:
                 print(f"verifier latency / plain process after a 1 GiB flush: median "
                       f"{statistics.median(evicted_ratios):.2f}x [{min(evicted_ratios):.2f} .. {max(evicted_ratios):.2f}]"
                       "  (the window's calls meet caches as cold as that: see the README's timing method)")
+                print(f"verifier latency / plain process writing its outputs to 4 buffers in turn: median "
+                      f"{statistics.median(rotating_ratios):.2f}x [{min(rotating_ratios):.2f} .. "
+                      f"{max(rotating_ratios):.2f}]  (the memory regime a window's call is in: no call writes "
+                      "what the call before it wrote)")
             proc = None
             if not args.no_neighbour:
                 proc = subprocess.Popen([sys.executable, __file__, "--neighbour", str(ws_b), "--task", args.task],
