@@ -63,6 +63,14 @@ class OpTrace(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def forbidden(self) -> dict[str, int]:
         return {name: n for name, n in self.ops.items() if name not in ALLOWED_OPS}
 
+    def start(self) -> OpTrace:
+        """Enter the trace outside a ``with`` (a side arms it before the harness's clock starts)."""
+        self.__enter__()  # type: ignore[no-untyped-call]
+        return self
+
+    def stop(self) -> None:
+        self.__exit__(None, None, None)  # type: ignore[no-untyped-call]
+
 
 # ----------------------------------------------------------------------------- signal handling
 

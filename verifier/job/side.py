@@ -31,7 +31,6 @@ code cannot answer "done" early without reading this process's memory.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import mmap
 import os
@@ -187,6 +186,25 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     flush = CacheFlusher(device_runtime.flush_bytes(nbytes), device) if device != "cpu" and nbytes else None
     host_flush = CacheFlusher(nbytes) if device == "cpu" and trusted and nbytes else None
 
+    # An untrusted side's next call is traced from before the clock starts: the trace is made and entered
+    # after staging and after each call (so its set-up is not timed, only the ops it intercepts), and left
+    # before any other command, whose own PyTorch work (copies, picks) it must not count. Nothing of the
+    # candidate runs in this thread while the side waits for its next command.
+    armed: OpTrace | None = None
+
+    def arm() -> None:
+        nonlocal armed
+        if not trusted and armed is None:
+            runtime.reset_calls()
+            armed = OpTrace().start()
+
+    def disarm() -> OpTrace | None:
+        nonlocal armed
+        trace, armed = armed, None
+        if trace is not None:
+            trace.stop()
+        return trace
+
     def map_inputs(layout: list[dict[str, Any]], writable: bool) -> None:
         nonlocal shared, source, buffers
         path = job_dir / "inputs.bin"
@@ -208,6 +226,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         except EOFError:
             break
         command = words[0]
+        if command != "go":
+            disarm()
         if command == "gen" and trusted:
             seed, case = int(words[1]), (None if words[2] == "-" else int(words[2]))
             fresh = make_inputs(module.get_inputs, Trial(seed, "normal", case=case))
@@ -239,27 +259,29 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             if flush is not None:
                 flush()
             sync()
+            arm()
             channel.reply("ok")
         elif command == "go":
             nonce = words[1]
-            runtime.reset_calls()
-            trace = OpTrace() if not trusted else contextlib.nullcontext()
+            arm()           # already armed unless two calls follow one staging (the warm-up rounds)
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
             try:
                 if pair is not None:
                     pair[0].record()
-                with torch.no_grad(), trace:
+                with torch.no_grad():
                     out = models[current](*buffers)
                 if pair is not None:
                     pair[1].record()
                 sync()
             except Exception as exc:
+                disarm()
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             after = resource.getrusage(resource.RUSAGE_SELF)
             preempted = after.ru_nivcsw != before.ru_nivcsw
             event_ms = f"{float(pair[0].elapsed_time(pair[1])):.6f}" if pair is not None else "-"
             channel.reply(f"done {nonce} {event_ms} {int(preempted)}")
+            trace = disarm()
             # Copied into the same buffers every call, and the result freed at once: nothing allocated
             # after a call outlives it, so the next call's outputs reuse the same memory instead of
             # faulting in fresh pages inside the timed region (a 4 MiB output: 1,024 faults, ~1 ms).
@@ -274,10 +296,11 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 if not changed:
                     changed = signal_changes(signals, signal_dispositions())
                 calls.append(runtime.call_counts())
-                forbidden.append(trace.forbidden() if isinstance(trace, OpTrace) else {})
+                forbidden.append(trace.forbidden() if trace is not None else {})
             # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same
             # for every side.
             warm_heap_top(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20))
+            arm()
         elif command == "pick":
             if snapshot is None:
                 raise CandidateFailure("performance", "internal: pick before any call")
