@@ -263,7 +263,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             channel.reply("ok")
         elif command == "go":
             nonce = words[1]
-            arm()           # already armed unless two calls follow one staging (the warm-up rounds)
+            arm()           # armed already (by the staging or the last call) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
             try:
