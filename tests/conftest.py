@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +14,15 @@ import pytest
 FIXTURES = Path(__file__).parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))  # shared candidate sources: `import candidates`
 SUITE = FIXTURES / "suite"
+
+# One timing lock per test session, not per machine: a test run never waits on another EvoKernel process
+# (a workbench, another checkout's test run), and they never wait on it. Set before any test imports the
+# verifier, inherited by every CLI, workbench and reference process the tests start. A test of the lock
+# itself passes its own folder.
+if "EVOKERNEL_LOCK_DIR" not in os.environ:
+    _SESSION_LOCKS = tempfile.mkdtemp(prefix="evokernel-test-locks-")
+    os.environ["EVOKERNEL_LOCK_DIR"] = _SESSION_LOCKS
+    atexit.register(shutil.rmtree, _SESSION_LOCKS, True)
 
 # Files whose every test starts the whole CLI or workbench (a fresh interpreter importing PyTorch, a
 # pilot session) or hammers a real store from several processes: a second or more each. They are

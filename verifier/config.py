@@ -104,5 +104,11 @@ class VerifyConfig(BaseModel):
     antihack: bool = True
     """Run the static anti-hack rules (turn off only to test the sandbox itself)."""
 
+    seccomp: bool = True
+    """Install each job's seccomp filter (``verifier.sandbox.seccomp``: no new processes, exec, ptrace,
+    foreign signals; the rest as the backend's runtime declares it needs). Off only to tell a sandbox
+    failure from a kernel failure on a device runtime the filter has not met (``bench/npu_check.py`` runs
+    each check both ways); a verdict without it says so."""
+
     use_bwrap: bool = True
     """Run workers under bubblewrap (no network, read-only system, hidden state) when it is installed."""

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.backends import ascend_project as project_form
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.toolchain.cann import MSOPGEN_PATHS
 from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
 from verifier.toolchain.discovery import (
@@ -443,6 +444,10 @@ class AscendBackend:
     project_rules = {project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
                      "": BINDING_RULES}
     device_runtime = AscendRuntime
+    # Not yet met on an NPU under the filter (issue #34 documents what the CANN runtime needs):
+    # provisional, the base filter with what a driver needs named.
+    runtime_needs = RuntimeNeeds(opens_files_after_setup=True, device_ioctls=True, open_files=1024,
+                                 sources=("not measured: no NPU has run a job under the filter",))
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
     forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
     extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources

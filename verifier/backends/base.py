@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
+    from verifier.sandbox.seccomp import RuntimeNeeds
     from verifier.toolchain.cdecl import Signature
     from verifier.toolchain.linkage import LinkPolicy
 
@@ -166,6 +167,7 @@ class Backend(Protocol):
     timer: str                         # "wall" (perf_counter around a synchronised call) or "events" (device events)
     kernel_rules: KernelRules | None   # device anti-hack rules on kernel sources; None: the common ones only
     device_runtime: type[DeviceRuntime]  # how the worker drives the device (sync, events, stream, flush size)
+    runtime_needs: RuntimeNeeds        # what its runtime needs from the sandbox's seccomp filter and limits
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:

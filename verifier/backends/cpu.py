@@ -9,6 +9,7 @@ from pathlib import Path
 
 from verifier.backends.base import BuildPlan, DeviceRuntime, Toolchain
 from verifier.machine import cpu_model
+from verifier.sandbox.seccomp import CPU_NEEDS
 from verifier.toolchain.cdecl import Signature, parse_extern_c
 from verifier.toolchain.linkage import LinkPolicy
 
@@ -29,6 +30,7 @@ class CpuBackend:
     timer = "wall"
     kernel_rules = None      # the common kernel-source rules are the CPU's
     device_runtime = DeviceRuntime   # the host: nothing to synchronise, the wall clock, no stream
+    runtime_needs = CPU_NEEDS        # Python, PyTorch and libgomp: threads, nothing else beyond the filter's base
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.toolchain.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
 from verifier.toolchain.discovery import CudaFindings, discover_cuda
 from verifier.toolchain.linkage import LinkPolicy
@@ -146,6 +147,10 @@ class CudaBackend:
     timer = "events"
     kernel_rules = KERNEL_RULES
     device_runtime = CudaRuntime
+    # Not yet met on a GPU under the filter: the same base filter as the CPU's (a spawned job's every
+    # thread, set up after torch.cuda initialised), with what a driver needs named.
+    runtime_needs = RuntimeNeeds(opens_files_after_setup=True, device_ioctls=True, open_files=1024,
+                                 sources=("not measured: no GPU has run a job under the filter",))
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:

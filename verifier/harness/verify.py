@@ -48,6 +48,7 @@ from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
 from verifier.outcome import GateResult, Outcome
 from verifier.sandbox import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
+from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.toolchain.build import BuildResult, default_cache_dir
 
@@ -90,6 +91,9 @@ class Verifier:
         # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
         spawn = getattr(self.backend, "process_model", "fork") == "spawn"
+        # What the backend's runtime needs from the seccomp filter and the limits (a plugin without a
+        # declaration gets the CPU's)
+        self.needs: RuntimeNeeds = getattr(self.backend, "runtime_needs", CPU_NEEDS)
         device_modules = list(runtime_class(self.backend).modules)  # torch_npu
         preload = [] if spawn else ["torch", "torch._dynamo", JOB_ENTRY.partition(":")[0], *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
@@ -100,6 +104,7 @@ class Verifier:
             preload=preload, use_bwrap=cfg.use_bwrap,
             hidden=list(self.hidden_paths), devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules, entry=JOB_ENTRY,
+            needs=self.needs, seccomp=cfg.seccomp,
         )
         # References are the user's own trusted code: their fork server runs outside the sandbox, in
         # the cache folder the sandbox hides, so no candidate can see a reference's outputs.
@@ -110,6 +115,7 @@ class Verifier:
                                              home=str(reference_jobs)),
             preload=preload, use_bwrap=False, hidden=[], devices=self.backend.sandbox_devices(),
             spawn=spawn, job_preload=device_modules, confine=False, entry=JOB_ENTRY,
+            needs=self.needs, seccomp=cfg.seccomp,
         )
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
@@ -374,6 +380,7 @@ class Verifier:
             cpu_seconds=int(cfg.run_timeout_s * max(1, cfg.threads) + 10),
             address_space_mb=cfg.memory_limit_mb if self.backend.memory_limit() else None,
             file_size_mb=cfg.max_output_mb,
+            open_files=self.needs.open_files,
             nice=BACKGROUND_NICENESS if background else 0,
         )
 

@@ -18,6 +18,7 @@ from typing import Any
 from verifier.errors import SandboxError
 from verifier.machine import priority
 from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
+from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
 
@@ -134,11 +135,12 @@ class ForkServer:
 
     def __init__(self, jobs_root: Path, *, entry: str, env: dict[str, str], preload: list[str], use_bwrap: bool,
                  hidden: list[str], devices: list[str], spawn: bool = False, job_preload: list[str] | None = None,
-                 confine: bool = True):
+                 confine: bool = True, needs: RuntimeNeeds = CPU_NEEDS, seccomp: bool = True):
         """``entry``: the job code each child runs, named ``module:function`` (see verifier.sandbox.forkserver).
         ``confine``: jobs are untrusted candidates (each gets a Landlock domain; the jobs root is made
         unlistable while the server runs). Off for the trusted reference server, whose jobs take the
-        machine lock outside their folder."""
+        machine lock outside their folder. ``needs``: what the backend's runtime needs from the kernel
+        (``verifier.sandbox.seccomp``); ``seccomp``: False runs jobs without the filter (``[verifier] seccomp``)."""
         self.jobs_root = Path(jobs_root)
         self._confine = confine
         self._entry = entry
@@ -149,6 +151,8 @@ class ForkServer:
         self._use_bwrap = use_bwrap and bwrap_status()[0]
         self._hidden = hidden
         self._devices = devices
+        self.needs = needs
+        self._seccomp = seccomp
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._write_lock = threading.Lock()
@@ -166,7 +170,9 @@ class ForkServer:
         if self._spawn:
             layers.append("a fresh process per job")
         if self._info.get("seccomp"):
-            layers.append("seccomp (no fork/exec/network sockets/timers)")
+            layers.append(describe(self.needs))
+        elif not self._seccomp:
+            layers.append(describe(self.needs, enabled=False))
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
         if self._confine:
@@ -191,6 +197,7 @@ class ForkServer:
             self._ready.clear()
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine, "entry": self._entry,
+                      "seccomp": self._seccomp, "needs": self.needs.to_dict(),
                       # what a confined job may write besides its folder: device nodes. Never /tmp, which
                       # every job of this sandbox shares (one could leave files there for the next).
                       "writable": list(self._devices),

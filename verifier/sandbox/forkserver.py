@@ -33,7 +33,6 @@ in its siblings' folders, and attach to no process outside its domain; and its s
 from __future__ import annotations
 
 import ctypes
-import errno
 import importlib
 import json
 import os
@@ -50,57 +49,6 @@ if TYPE_CHECKING:  # the server imports little before it forks; these are for an
     from collections.abc import Callable
     from pathlib import Path
     from typing import Any
-
-# syscalls a candidate never needs; each fails with EPERM.
-_DENY = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "kill", "tkill",
-         "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "unshare", "setns", "mount", "umount2", "pivot_root",
-         "chroot", "bpf", "perf_event_open", "keyctl", "add_key", "request_key", "io_uring_setup",
-         "io_uring_enter", "io_uring_register", "userfaultfd", "setsid", "setpgid", "reboot", "kexec_load",
-         "init_module", "finit_module", "delete_module", "swapon", "swapoff", "acct", "settimeofday",
-         "clock_settime", "sethostname", "setdomainname", "open_by_handle_at", "name_to_handle_at",
-         # timers that deliver a signal: a handler could interrupt the harness's code in the job (issue
-         # #24). Nothing the job runs needs one once it started (Python, PyTorch and libgomp arm none; a
-         # timerfd delivers no signal and reads a clock any kernel can read anyway, so it stays).
-         "setitimer", "alarm", "timer_create", "timer_settime")
-# Refused to candidate jobs too: the sandbox's user owns the jobs root (unlistable: without Landlock that
-# is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
-_DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
-_AF_UNIX = 1
-_CLONE_THREAD = 0x00010000
-
-
-def lock_down(pid: int, all_threads: bool = False, deny_chmod: bool = False) -> str | None:
-    """Install the seccomp filter in this process; threads created later inherit it. With
-    ``all_threads`` the filter also goes onto threads that already exist (TSYNC), else the process
-    must be single-threaded. ``deny_chmod``: chmod fails too. Returns None on success or the reason
-    it is unavailable."""
-    try:
-        import pyseccomp as seccomp
-    except Exception as exc:  # library or libseccomp.so missing
-        return f"pyseccomp unavailable: {exc}"
-    try:
-        f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
-        if all_threads:
-            f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
-        for name in (*_DENY, *(_DENY_CHMOD if deny_chmod else ())):
-            try:
-                f.add_rule(seccomp.ERRNO(errno.EPERM), name)
-            except Exception:  # syscall absent on this architecture
-                pass
-        # New processes: clone without CLONE_THREAD is a fork; clone3 falls back to clone.
-        f.add_rule(seccomp.ERRNO(errno.EPERM), "clone", seccomp.Arg(0, seccomp.MASKED_EQ, _CLONE_THREAD, 0))
-        f.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
-        # Sockets: Unix only (no network even without bubblewrap).
-        f.add_rule(seccomp.ERRNO(errno.EPERM), "socket", seccomp.Arg(0, seccomp.NE, _AF_UNIX))
-        # Signals to threads of other processes.
-        f.add_rule(seccomp.ERRNO(errno.EPERM), "tgkill", seccomp.Arg(0, seccomp.NE, pid))
-        f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_sigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
-        f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
-        f.load()
-    except Exception as exc:
-        return f"seccomp filter failed: {exc}"
-    return None
-
 
 # ----------------------------------------------------------------------------- process hardening
 
@@ -283,8 +231,21 @@ def _limit(which: int, value: int) -> None:
             resource.setrlimit(which, (min(value, hard), hard))
 
 
+def _lock_down(config: dict[str, Any], *, all_threads: bool, deny_chmod: bool) -> None:
+    """The job's seccomp filter (``verifier.sandbox.seccomp``), unless ``[verifier] seccomp`` turned it off."""
+    if not config.get("seccomp", True):
+        return
+    from verifier.sandbox.seccomp import RuntimeNeeds, lock_down
+
+    problem = lock_down(os.getpid(), RuntimeNeeds.from_dict(config.get("needs")), all_threads=all_threads,
+                        deny_chmod=deny_chmod)
+    if problem:
+        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+
+
 def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str, Any] | None = None,
-           confine: dict[str, Any] | None = None, *, entry: str, env: dict[str, str] | None = None) -> int:
+           confine: dict[str, Any] | None = None, *, entry: str, env: dict[str, str] | None = None,
+           filter_config: dict[str, Any] | None = None) -> int:
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
         os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
@@ -324,9 +285,7 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
         argv = [sys.executable, "-m", "verifier.sandbox.forkserver", "--job", ".",
                 json.dumps({**spawn, "deny_chmod": deny_chmod})]
         os.execv(sys.executable, argv)
-    problem = lock_down(os.getpid(), deny_chmod=deny_chmod)
-    if problem:
-        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    _lock_down(filter_config or {}, all_threads=False, deny_chmod=deny_chmod)
     from pathlib import Path
 
     return _entry(entry)(Path(job_dir))
@@ -355,9 +314,7 @@ def _spawned(job_dir: str, config: dict[str, Any]) -> int:
     run_job = _entry(config["entry"])
     for name in config.get("job_preload", []):
         importlib.import_module(name)
-    problem = lock_down(os.getpid(), all_threads=True, deny_chmod=bool(config.get("deny_chmod")))
-    if problem:
-        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    _lock_down(config, all_threads=True, deny_chmod=bool(config.get("deny_chmod")))
     from pathlib import Path
 
     return run_job(Path(job_dir))
@@ -390,7 +347,9 @@ def main() -> int:
     if config.get("confine"):
         drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
     entry = config["entry"]
-    spawn = {"job_preload": config.get("job_preload", []), "entry": entry} if config.get("spawn") else None
+    filter_config = {"seccomp": config.get("seccomp", True), "needs": config.get("needs")}
+    spawn = ({"job_preload": config.get("job_preload", []), "entry": entry, **filter_config}
+             if config.get("spawn") else None)
     landlock, landlock_error = landlock_abi()
     confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
                if config.get("confine") else None)
@@ -406,6 +365,8 @@ def main() -> int:
         seccomp_ok, seccomp_error = True, ""
     except Exception as exc:
         seccomp_ok, seccomp_error = False, str(exc)
+    if not filter_config["seccomp"]:
+        seccomp_ok, seccomp_error = False, "off by configuration ([verifier] seccomp = false)"
     _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
            "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
            "landlock_error": landlock_error})
@@ -465,7 +426,7 @@ def main() -> int:
                 code = 70
                 try:
                     code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry,
-                                  env=msg.get("env"))
+                                  env=msg.get("env"), filter_config=filter_config)
                 except BaseException:
                     traceback.print_exc()
                 finally:
