@@ -175,7 +175,7 @@ def main() -> int:
                       f"[{min(overheads):.2f} .. {max(overheads):.2f}]  (target <= 1.3x)")
                 print(f"verifier latency / plain process after a 1 GiB flush: median "
                       f"{statistics.median(evicted_ratios):.2f}x [{min(evicted_ratios):.2f} .. {max(evicted_ratios):.2f}]"
-                      "  (the window's calls meet caches as cold as that: see the README's timing method)")
+                      "  (the window's calls meet caches as cold as that: see docs/verifier.md's timing method)")
                 print(f"verifier latency / plain process writing its outputs to 4 buffers in turn: median "
                       f"{statistics.median(rotating_ratios):.2f}x [{min(rotating_ratios):.2f} .. "
                       f"{max(rotating_ratios):.2f}]  (the memory regime a window's call is in: no call writes "

@@ -188,7 +188,7 @@ NOISE_LIMIT = 0.15
 """A window whose interval holds 1 with a half-width above this share of the ratio is "noisy", not "same
 speed". Measured on the shared 2-core machine here (load 3, relu against itself, 20 rounds, ten
 windows): undisturbed windows had half-widths of 1.4-6 %, windows disturbed by other work 32-50 %
-(one read 1.74x [0.97, 2.63]); the README's six verifications of one candidate spread 1.16x (about
+(one read 1.74x [0.97, 2.63]); docs/verifier.md's six verifications of one candidate spread 1.16x (about
 ±8 %). 15 % sits above every undisturbed window with room, and below every disturbed one. The same
 windows were "preempted" (an involuntary switch in a call) in 20 of 20 rounds at ±1.4 %: on a busy
 machine that mark says little about the interval, so the performance gate judges by the interval."""

@@ -1,5 +1,6 @@
 """The anti-hack gate's rule table (verifier.gates.antihack.rules) is what the gate enforces: every
-static rule's example is refused by the gate, and every rule is stated in the prompts and the README."""
+static rule's example is refused by the gate, and every rule is stated in the prompts and the verifier's
+documentation (docs/verifier.md, linked from the README)."""
 
 from __future__ import annotations
 
@@ -30,16 +31,16 @@ def test_every_static_rule_is_enforced_by_the_gate(rule):
     assert problem, f"the gate let through: {rule.example!r} ({rule.says})"
 
 
-def test_every_rule_is_in_every_prompt_and_in_the_readme():
+def test_every_rule_is_in_every_prompt_and_in_the_verifier_docs():
     from core import prompts
     from core.tasks import load_suite
 
     task = load_suite(Path(__file__).parents[1] / "fixtures" / "suite").get("relu")
     text = prompts.draft_prompt(task, "cpu", [], [], [])[1][1]
     assert contract_text() in text
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    docs = (Path(__file__).parents[2] / "docs" / "verifier.md").read_text()
     for line in contract_text().splitlines():
-        assert line in readme, line
+        assert line in docs, line
 
 
 def test_what_the_rules_call_fine_passes_the_gate():

@@ -16,7 +16,7 @@ Where the backend links no runtime statically (the CPU backend), the loader's ow
 symbols by name at run time.
 
 What this does not stop: native code can still find the interpreter by walking memory (return
-addresses, the loader's link map read through ``/proc/self/maps``); the README's threat model says
+addresses, the loader's link map read through ``/proc/self/maps``); docs/verifier.md's threat model says
 what is decided outside the candidate's process for that reason.
 """
 

@@ -1,5 +1,5 @@
 """The anti-hack gate's rules as one table, in the words a model reads: every prompt's "Rules the
-verifier enforces" and the README are generated from it, and each static rule carries a violating
+verifier enforces" and docs/verifier.md are generated from it, and each static rule carries a violating
 example that a test runs through the gate (``check_candidate``), so the table and the gate cannot
 diverge. Dynamic rules are checked on the timed calls (``verifier.gates.performance``).
 
@@ -61,5 +61,5 @@ RULES: tuple[Rule, ...] = (
 
 
 def contract_text() -> str:
-    """The rules as a prompt section's bullet list (and the README's, word for word)."""
+    """The rules as a prompt section's bullet list (and docs/verifier.md's, word for word)."""
     return "\n".join(f"- {rule.says}." for rule in RULES)
