@@ -189,8 +189,11 @@ class Session:
         tasks = {t.id: t for t in self.tasks()}
 
         async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
-            exp, _ = await self.engine.record_human(tasks[task_id], files, parent)
-            return None if exp.extra.get("slip") else exp.id   # a typo parents nothing
+            exp, out = await self.engine.record_human(tasks[task_id], files, parent)
+            # The next save descends from the last version that passed correctness: a typo, a wrong result
+            # or a verification the tool failed is recorded, but is no start point for the next edit.
+            correct = out.gate_or_none("correctness")
+            return exp.id if correct is not None and correct.passed and not out.not_judged else None
 
         return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
 

@@ -388,7 +388,7 @@ class MainScreen(Screen):
         label = marks.attempt_label(e.number, human)
         out = e.outcome
         verdict = marks.verdict(out)
-        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "fail")
+        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
         changes: dict = {}
         if not human:
             changes["used"] = e.iteration + 1
@@ -414,10 +414,19 @@ class MainScreen(Screen):
             self._attempt_shown(e)
             return
         self.repeats.pop(e.task, None)
+        if e.not_judged:
+            stays = (f"; the next save's parent stays {self._index_of(e.task, e.parent_id) if e.parent_id else 'none'}"
+                     if human else "")
+            self.note(f"{e.task} {who}: {marks.verdict(out)}: verified twice, the tool failed both times; no verdict, "
+                      f"no reward, no value moved, never a parent or a start point{stays}", "warn", e.at)
+            self._attempt_shown(e)
+            return
         full = marks.full_verdict(out)
         reason = policy.reward_reason(e.stage, out.feasible, out.vs_best, slip=e.slip, has_gain=out.gain is not None,
                                       gain_ci=list(out.gain_ci) if out.gain_ci else None)
-        if e.slip:
+        correct = out.gate_or_none("correctness")
+        if human and not (correct is not None and correct.passed):
+            # a typo or a wrong result is recorded, but the next save descends from the last working version
             parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
             reason += f"; the next save's parent stays {parent}"
         self.note(f"{e.task} {who}: {full} · reward {marks.reward(e.reward)}: {reason}{best}",

@@ -12,6 +12,10 @@ GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctn
 MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
 
 
+NOT_JUDGED = "?"
+"""The mark of the gate where the tool (not the kernel) failed a verification: no verdict."""
+
+
 def mark(status: str) -> str:
     """✓ passed, ✗ failed, · not reached."""
     return MARKS.get(status, "·")
@@ -69,6 +73,8 @@ def verdict(r: Outcome) -> str:
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
+    if r.not_judged:
+        return f"{NOT_JUDGED} not judged: {' '.join(r.not_judged.split())}"
     message = " ".join(r.message.split())   # one line: compiler output has many
     prefix = f"{r.failed_gate or '?'}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
@@ -119,6 +125,8 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 
 def short_verdict(r: Outcome) -> str:
     """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
+    if r.not_judged:
+        return f"{NOT_JUDGED} not judged"
     return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 
