@@ -206,7 +206,9 @@ class Session:
             if best is not None and best.files:
                 write_candidate(folder, best.files, best.id)
             else:
-                write_candidate(folder, starter_candidate(task_id))
+                task = next((t for t in self.tasks() if t.id == task_id), None)
+                write_candidate(folder, starter_candidate(task.name, task.input_dtypes) if task is not None
+                                else starter_candidate(task_id))
         return folder
 
     def promote(self, exp_id: str) -> Path:

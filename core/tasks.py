@@ -107,6 +107,21 @@ class Task:
         """The task's extents as it will run (scaled when a scale is set)."""
         return {**size_constants(self.source), **self.size_overrides}
 
+    @property
+    def input_dtypes(self) -> tuple[str, ...]:
+        """The dtypes of the tensors its cases give the kernel, in order of first use (float32 for a task
+        without cases: its ``get_inputs()`` is only known by running it)."""
+        from verifier.cases import canonical_dtype, entry_shapes
+
+        dtypes: list[str] = []
+        for case in self.spec().cases:
+            for entry in case.get("inputs", []):
+                if "value" not in entry and entry_shapes(entry):
+                    d = canonical_dtype(str(entry.get("dtype", "float32")))
+                    if d not in dtypes:
+                        dtypes.append(d)
+        return tuple(dtypes) or ("float32",)
+
     def spec(self) -> TaskSpec:
         consts = module_constants(self.source)
         atol, rtol = consts.get("ATOL"), consts.get("RTOL")
