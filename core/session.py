@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
+from core.demo import DEMO, demo_model
 from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
 from core.identity import keyed, task_keys
-from core.llm import OpenAIClient
+from core.llm import LLMClient, OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
 from core.verification import open_verifier
 from core.watcher import EditWatcher
@@ -33,9 +34,15 @@ if TYPE_CHECKING:
 
 class Session:
     def __init__(self, workspace: Workspace, config: Config | None = None, *, bus: EventBus | None = None,
-                 replay: bool = False, backend: str | None = None, cluster: str | None = None):
+                 replay: bool = False, backend: str | None = None, cluster: str | None = None,
+                 model: str | None = None):
+        """``replay``: answers come from the response cache only (no endpoint); ``model``: the model to ask
+        (``demo``: the shipped canned model, ``core.demo``, no endpoint)."""
         self.workspace = workspace
         self.config = config or workspace.config()
+        self.demo = model == DEMO
+        if model and not self.demo:
+            self.config.llm.model = model
         if backend:
             self.config.backend = backend
         if cluster:
@@ -45,7 +52,7 @@ class Session:
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(workspace.memory_path)
         self._verifier: VerifierProtocol | None = None
-        self._llm: OpenAIClient | None = None
+        self._llm: LLMClient | None = None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
@@ -85,9 +92,10 @@ class Session:
             return str(exc)
         return None
 
-    def _client(self) -> OpenAIClient:
+    def _client(self) -> LLMClient:
         if self._llm is None:
-            self._llm = OpenAIClient(self.config.llm, cache=self.store, replay=self.replaying)
+            self._llm = demo_model() if self.demo else OpenAIClient(self.config.llm, cache=self.store,
+                                                                    replay=self.replaying)
         return self._llm
 
     @property
@@ -172,7 +180,10 @@ class Session:
         return await engine.run(tasks, method=run.method, resume=run)
 
     async def replay(self, run: RunRecord) -> RunRecord:
-        """Run ``run``'s configuration again as a new run answering from the LLM cache."""
+        """Run ``run``'s configuration again as a new run answering from the LLM cache: no endpoint, and the
+        recorded run's model unless one is configured (its name is part of every cached request)."""
+        if self._llm is None:
+            self.config.llm.model = self.config.llm.model or str(run.config.get("model") or "")
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
         extra = {k: run.config.get(k) for k in ("suite", "size_scale")}
         extra["sample_key"] = run.config.get("sample_key", run.id)
