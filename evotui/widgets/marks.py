@@ -89,6 +89,8 @@ def full_verdict(r: Outcome) -> str:
     text = "✓ " + core_verdict(r).removeprefix("feasible, ")
     if r.reference_ms:     # a person reads PyTorch's own time too; prompts give only the ratio
         text += f" · PyTorch {r.reference_ms:.3f} ms in the same window"
+    if r.flags:            # what the verifier asks a person to review, as the CLI and the memory say it
+        text += " · flagged: " + "; ".join(r.flags)
     return text
 
 

@@ -49,7 +49,7 @@ from verifier.jobs import CandidateJob, CandidateResult, write_job
 from verifier.machine import fingerprint, flush_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
-from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
+from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
 from verifier.outcome import TOOL, GateResult, Outcome
 from verifier.sandbox import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
@@ -562,6 +562,8 @@ class Verifier:
             perf.message += f"; measured twice ({again})"
         if out.roofline:
             perf.message += f"; {out.roofline['summary']}"
+            if below_floor(out.roofline):
+                out.flags.append(below_floor(out.roofline))
             if above:
                 out.flags.append(f"{100 * fraction:.0f} % of this machine's FMA ceiling "
                                  "after measuring the ceilings and the kernel again: impossible without skipping "
