@@ -85,6 +85,13 @@ class TaskHighlighted(WorkbenchMessage):
 
 
 @dataclass(eq=False)
+class StatusesDrawn(WorkbenchMessage):
+    """The task table drew new statuses of ``task_ids`` (a batch)."""
+
+    task_ids: tuple[str, ...]
+
+
+@dataclass(eq=False)
 class AttemptHighlighted(WorkbenchMessage):
     """The attempt tree's cursor is on ``exp_id`` of ``task_id``."""
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, Static
 
 from core import events as ev
 from core import policy
@@ -23,6 +24,7 @@ from evotui.messages import (
     AttemptHighlighted,
     AttemptLoaded,
     AttemptsLoaded,
+    StatusesDrawn,
     TaskHighlighted,
     TaskRowsLoaded,
 )
@@ -49,6 +51,8 @@ class MainScreen(Screen):
     MainScreen #left { width: 50%; }
     MainScreen #filter { display: none; height: 1; border: none; padding: 0 1; }
     MainScreen #filter.shown { display: block; }
+    MainScreen #status-line { display: none; height: auto; max-height: 4; padding: 0 1; }
+    MainScreen #status-line.shown { display: block; }
     MainScreen AttemptTree { width: 1fr; }
     MainScreen CodeView { width: 3fr; }
     MainScreen EventLog { width: 2fr; }
@@ -86,6 +90,7 @@ class MainScreen(Screen):
                 box.can_focus = False     # until / opens it
                 yield box
                 yield TaskTable(id="tasks")
+                yield Static(id="status-line")     # the task's whole status when its cell cuts it
             yield AttemptTree(id="attempts")
         with Horizontal(id="bottom"):
             yield CodeView(id="code")
@@ -229,7 +234,21 @@ class MainScreen(Screen):
 
     # -- loading -------------------------------------------------------------------------------------
 
+    def _show_status_line(self) -> None:
+        """The highlighted task's whole status under the table when its cell cuts it (a narrow pane, a
+        long verdict: "#2 edit ✗ build: error: expected ';'..."), hidden otherwise."""
+        line = self.query_one("#status-line", Static)
+        text = self.query_one(TaskTable).cut_status(self.current_task)
+        line.update(Text(f"{self.current_task}: {text}", style="dim") if text else "")
+        line.set_class(bool(text), "shown")
+
+    def on_statuses_drawn(self, message: StatusesDrawn) -> None:
+        if self.current_task in message.task_ids:
+            self._show_status_line()
+
     def on_task_highlighted(self, message: TaskHighlighted) -> None:
+        if message.task_id == self.current_task:
+            self._show_status_line()
         if message.task_id == self.task_id or message.task_id != self.current_task:
             return  # the same task, or a highlight the cursor has already left
         self.task_id = message.task_id

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from core.attempts import TaskRow
 from evotui import keys
-from evotui.messages import TaskHighlighted
+from evotui.messages import StatusesDrawn, TaskHighlighted
 from evotui.widgets import marks
 from evotui.widgets.table import Table, fit
 
@@ -164,10 +165,17 @@ class TaskTable(Table):
 
     def _draw_statuses(self) -> None:
         stale, self._stale = self._stale, set()
-        if "status" not in dict(self.column_plan):
-            return
-        for task_id in stale & set(self.shown):
-            self.update_cell(task_id, "status", self._status_cell(task_id))
+        if "status" in dict(self.column_plan):
+            for task_id in stale & set(self.shown):
+                self.update_cell(task_id, "status", self._status_cell(task_id))
+        self.post_message(StatusesDrawn(tuple(sorted(stale))))
+
+    def cut_status(self, task_id: str | None) -> str:
+        """``task_id``'s whole status when its cell does not hold it (cut with …, or no status column at
+        this width), else "": the screen's status line shows it."""
+        text = self.status.get(task_id or "", ("", ""))[0]
+        width = dict(self.column_plan).get("status", 0)
+        return text if text and cell_len(text) > width else ""
 
     def restyle(self) -> None:
         """Recolour every row (after a theme change)."""
