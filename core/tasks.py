@@ -336,12 +336,15 @@ def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
                 category_source="declared" if declared in CATEGORIES else "name")
 
 
+_LEVEL_FOLDER = re.compile(r"(?:.*[_-])?level[_-]?(\d+)", re.I)   # level1, level_2, npukernelbench_level3
+
+
 def _level_of(path: Path, root: Path) -> int:
     for part in reversed(path.relative_to(root).parts[:-1]):
-        m = re.fullmatch(r"level[_-]?(\d+)", part, re.I)
+        m = _LEVEL_FOLDER.fullmatch(part)
         if m:
             return int(m.group(1))
-    m = re.fullmatch(r"level[_-]?(\d+)", root.name, re.I)
+    m = _LEVEL_FOLDER.fullmatch(root.name)
     return int(m.group(1)) if m else 1
 
 
