@@ -81,6 +81,7 @@ class MainScreen(Screen):
         self.suite = ""     # which suite, and its sizes: the task table's subtitle
         self.follow: str | None = None   # an attempt just recorded for the task shown: the tree goes to it
         self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
+        self.verdicts: list[tuple[float, str]] = []   # (when, "task #n: verdict") of each attempt recorded
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
@@ -401,12 +402,18 @@ class MainScreen(Screen):
                      f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
                      e.at)
 
+    def verdicts_since(self, since: float) -> list[str]:
+        """The attempts recorded since ``since``, one "task #n: verdict" each (the editor's summary)."""
+        return [text for at, text in self.verdicts if at >= since]
+
     def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
         table = self.query_one(TaskTable)
         human = e.source == "human"
         label = marks.attempt_label(e.number, human)
         out = e.outcome
         verdict = marks.verdict(out)
+        self.verdicts = [*self.verdicts[-49:], (e.at, f"{e.task} {label}: {marks.short_verdict(out)}"
+                                                       + (" (the same code)" if e.duplicate else ""))]
         table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
         changes: dict = {}
         if not human:
