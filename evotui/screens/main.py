@@ -16,7 +16,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input, Static
 
 from core import events as ev
-from core import policy
 from core.attempts import AttemptLine, TaskRow, outcome_of
 from evotui import keys
 from evotui.messages import (
@@ -448,8 +447,7 @@ class MainScreen(Screen):
             self._attempt_shown(e)
             return
         full = marks.full_verdict(out)
-        reason = policy.reward_reason(e.stage, out.feasible, out.vs_best, slip=e.slip, has_gain=out.gain is not None,
-                                      gain_ci=list(out.gain_ci) if out.gain_ci else None)
+        reason = e.reason   # said once, by the engine, with the reward
         correct = out.gate_or_none("correctness")
         if human and not (correct is not None and correct.passed):
             # a typo or a wrong result is recorded, but the next save descends from the last working version
