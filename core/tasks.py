@@ -15,7 +15,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
@@ -161,9 +161,7 @@ class Suite:
 
     @property
     def label(self) -> str:
-        """The suite's name beside a task id that another suite also has (``core.identity.suite_label``)."""
-        from core.identity import suite_label
-
+        """The suite's name beside a task id that another suite also has (``suite_label``)."""
         return suite_label(self.name if self.name == "builtin" else self.root)
 
     def get(self, task_id: str) -> Task:
@@ -337,6 +335,19 @@ def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
 
 
 _LEVEL_FOLDER = re.compile(r"(?:.*[_-])?level[_-]?(\d+)", re.I)   # level1, level_2, npukernelbench_level3
+
+
+def suite_label(spec: str | Path) -> str:
+    """A suite's name as task keys and screens show it (``core.identity``): ``builtin``, else its folder's
+    name, with the folder above it when the folder is only a level (``KernelBench/level1``: several suites
+    keep a level1)."""
+    text = str(spec).rstrip("/")
+    if text == "builtin":
+        return text
+    path = PurePath(text)
+    if _LEVEL_FOLDER.fullmatch(path.name) and path.parent.name not in ("", ".", ".."):
+        return f"{path.parent.name}/{path.name}"
+    return path.name or text
 
 
 def _level_of(path: Path, root: Path) -> int:
