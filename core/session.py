@@ -263,14 +263,23 @@ class Session:
         return hit.get("text") if hit else None
 
     def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
-                      limit: int | None = 500) -> tuple[list[dict[str, Any]], int]:
-        """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and
-        how many pass in all."""
+                      limit: int | None = 500, search: str = "") -> tuple[list[dict[str, Any]], int]:
+        """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source) and, with
+        ``search``, whose title or code holds every one of its words (case aside), and how many pass in all."""
         from core.memory import numbered_summaries
 
         active: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
-        items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
-        return numbered_summaries(self.store, items), self.store.count(**active)
+        words = search.lower().split()
+        if not words:
+            items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
+            return numbered_summaries(self.store, items), self.store.count(**active)
+
+        def found(exp: Experience) -> bool:
+            text = "\n".join([exp.title, exp.task_id, *exp.files.values()]).lower()
+            return all(word in text for word in words)
+
+        hits = [e for e in self.store.query(**active, sort=sort, descending=descending) if found(e)]
+        return numbered_summaries(self.store, hits[:limit] if limit is not None else hits), len(hits)
 
     def experience(self, exp_id: str) -> tuple[Experience | None, int | None, dict[str, Any] | None,
                                                 list[dict[str, Any]]]:

@@ -108,6 +108,7 @@ class MemoryQueryChanged(WorkbenchMessage):
 
     filters: dict[str, str | None]
     sort: str
+    search: str = ""      # words every shown experience's title or code holds
 
 
 @dataclass(eq=False)
@@ -202,6 +203,7 @@ class MemoryLoaded(WorkbenchMessage):
     total: int
     filters: dict[str, str | None] = field(default_factory=dict)
     sort: str = "recency"
+    search: str = ""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MemoryLoaded)
