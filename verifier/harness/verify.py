@@ -46,7 +46,7 @@ from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
-from verifier.machine import fingerprint, flush_bytes
+from verifier.machine import fingerprint, flush_bytes, priority
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
@@ -128,7 +128,8 @@ class Verifier:
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
         self._warm: Future[None] | None = None
         # A reference made ahead for each task's next verification (``_reference_for``), at most one per task
@@ -148,8 +149,12 @@ class Verifier:
             self.server.start()
 
     def close(self) -> None:
+        """Stop the sandboxes and everything in flight at once: closing never waits on a job, on a count of a
+        reference or a probe this verifier's threads started, nor on the lock another process's timing holds."""
+        self._lock.abandon()
         self.server.close()
         self.reference_server.close()
+        priority.end_started_by(f"verifier-{id(self):x}")
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.jobs_root, ignore_errors=True)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)

@@ -22,6 +22,9 @@ from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
 
+CLOSE_WAIT_S = 0.3
+"""How long ``ForkServer.close`` lets the server end its jobs itself before it ends the server and them."""
+
 
 @dataclass
 class JobLimits:
@@ -371,7 +374,14 @@ class ForkServer:
         except OSError:
             pass
         try:
-            proc.wait(timeout=1)   # it kills its jobs and exits at once, unless still importing at start
+            # It kills its jobs as soon as it reads the end of its input; its own exit (an interpreter with
+            # torch loaded, tearing down) takes a second more, which nobody needs to wait for.
+            proc.wait(timeout=CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            if not self._use_bwrap:   # its jobs run in sessions of their own: end any it has not reached yet
+                with self._lock:
+                    pids = [p.pid for p in self._pending.values() if p.pid]
+                for pid in pids:
+                    _kill_group(pid)
+            _kill_group(proc.pid)     # (with bubblewrap its PID namespace ends with it, every job inside)
             proc.wait()
