@@ -227,41 +227,23 @@ def preload_acl_stubs(root: Path) -> None:
         ctypes.CDLL(str(root / "lib64" / f"lib{name}.so"), mode=ctypes.RTLD_GLOBAL)
 
 
-# Stand-ins for the custom-op flow: msopgen makes a project skeleton (build.sh, op_kernel/CMakeLists.txt with
-# add_kernels_compile()) and records its arguments; the project's build.sh records what it was given and
-# packages a custom_opp_*.run; the package installs, under --install-path, a vendor whose op API
-# (libcust_opapi.so, built here with g++) runs AddCustom (z = x + y, float) on the host. Nothing of CANN's
-# own op_host/op_kernel compilation is imitated: the candidate's sources are only copied and listed.
-FAKE_MSOPGEN = r"""#!/bin/bash
-set -e
-out=""; json=""; soc=""
-while [ $# -gt 0 ]; do
-  case "$1" in -out) out="$2"; shift ;; -i) json="$2"; shift ;; -c) soc="$2"; shift ;; esac
-  shift
-done
-mkdir -p "$out/op_host" "$out/op_kernel" "$out/cmake"
-echo "json=$json soc=$soc" > "$out/msopgen_args.txt"
-cp "$json" "$out/op.json"
-printf 'set(ASCEND_COMPUTE_UNIT ascend910b)\nadd_kernels_compile()\n' > "$out/op_kernel/CMakeLists.txt"
-cat > "$out/build.sh" <<'EOS'
-#!/bin/bash
-set -e
-mkdir -p build_out
-echo "ASCEND_CUSTOM_OPP_PATH=${ASCEND_CUSTOM_OPP_PATH-unset}" > build_out/env.txt
-(cd op_host && ls) > build_out/op_host.txt
-(cd op_kernel && find . -type f | sort) > build_out/op_kernel.txt
-cp op_kernel/CMakeLists.txt build_out/kernel_cmake.txt
-cat > build_out/custom_opp_ubuntu_x86_64.run <<EOR
-#!/bin/bash
-set -e
-for a in "\$@"; do case "\$a" in --install-path=*) dest="\${a#--install-path=}" ;; esac; done
-mkdir -p "\$dest/vendors/customize/op_api/lib" "\$dest/vendors/customize/op_api/include" "\$dest/vendors/customize/op_impl"
-cp "OPAPI_DIR/libcust_opapi.so" "\$dest/vendors/customize/op_api/lib/"
-cp "OPAPI_DIR/aclnn_add_custom.h" "\$dest/vendors/customize/op_api/include/"
-echo "\$@" > "\$dest/installer_args.txt"
-EOR
-EOS
-sed -i "s|OPAPI_DIR|$(dirname "$0")/../opapi|g" "$out/build.sh"
+# Stand-ins for the custom-op flow, in fake_cann/ beside this file (see fake_cann/README.md): msopgen
+# (fake_cann/bin/msopgen: validates the op JSON as msopgen does and writes msopgen's project, named by the snake-cased
+# op type, with template content), the project's build.sh (fake_cann/project/build.sh: compiles every top-level
+# op_host source with g++ against stand-in CANN headers, links them into one library, checks the kernel file and
+# the CANN Python, packs a custom_opp_*.run) and CANN's Python package (fake_cann/python/tbe: needs CANN's Python
+# requirements). The package installs, under --install-path, a vendor whose op API (libcust_opapi.so, built here
+# with g++) runs AddCustom (z = x + alpha * y, float) on the host.
+FAKE_CANN = Path(__file__).parent / "fake_cann"
+
+# What the stand-in CANN's set_env.sh sets, as CANN's does: its root, the OPP path, msopgen on PATH, its Python
+# packages on PYTHONPATH, its libraries on LD_LIBRARY_PATH.
+FAKE_SET_ENV = """export ASCEND_HOME_PATH={root}
+export ASCEND_TOOLKIT_HOME={root}
+export ASCEND_OPP_PATH={root}/opp
+export PATH={root}/python/site-packages/bin:$PATH
+export PYTHONPATH={root}/python/site-packages:$PYTHONPATH
+export LD_LIBRARY_PATH={root}/lib64:$LD_LIBRARY_PATH
 """
 
 FAKE_ACL_H = r"""
@@ -351,12 +333,22 @@ class HostAscendRuntime(AscendRuntime):
 
 
 def make_custom_op_cann(root: Path) -> Path:
-    """A fake CANN for the custom-op form: ``make_host_cann`` plus msopgen (FAKE_MSOPGEN), the ACL and
+    """A fake CANN for the custom-op form: ``make_host_cann`` plus the stand-ins of fake_cann/ (msopgen and its
+    project, the stand-in host headers, CANN's Python package, the kernel-compile step), a set_env.sh, the ACL and
     aclnn base headers, a stand-in libnnopbase.so, and the op API a package of AddCustom installs."""
+    import shutil
     import subprocess
 
     make_host_cann(root)
-    (root / "python/site-packages/bin/msopgen").write_text(FAKE_MSOPGEN)
+    site = root / "python/site-packages"
+    shutil.copytree(FAKE_CANN / "include", root / "include", dirs_exist_ok=True)
+    shutil.copy(FAKE_CANN / "bin/msopgen", site / "bin/msopgen")
+    shutil.copytree(FAKE_CANN / "project", site / "project")
+    shutil.copytree(FAKE_CANN / "python/tbe", site / "tbe")
+    shutil.copytree(FAKE_CANN / "tools", root / "tools")
+    for script in (site / "bin/msopgen", site / "project/build.sh"):
+        script.chmod(0o755)
+    (root / "set_env.sh").write_text(FAKE_SET_ENV.format(root=root))
     (root / "include/acl").mkdir(parents=True, exist_ok=True)
     (root / "include/acl/acl.h").write_text(FAKE_ACL_H)
     (root / "include/aclnn").mkdir(exist_ok=True)
@@ -365,13 +357,39 @@ def make_custom_op_cann(root: Path) -> Path:
     subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libnnopbase.so", str(src), "-o",
                     str(root / "lib64/libnnopbase.so")], check=True, capture_output=True)
     src.unlink()
-    opapi = root / "python/site-packages/opapi"
+    opapi = site / "opapi"
     opapi.mkdir(parents=True)
     (opapi / "aclnn_add_custom.h").write_text(FAKE_ACLNN_ADD_CUSTOM_H)
     (opapi / "cust_opapi.cpp").write_text(FAKE_CUST_OPAPI)
     subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libcust_opapi.so", str(opapi / "cust_opapi.cpp"),
                     "-o", str(opapi / "libcust_opapi.so")], check=True, capture_output=True)
     return root
+
+
+# The Python packages CANN's installation guide requires (module names), for a stand-in "toolkit Python".
+CANN_PYTHON_MODULES = ("numpy", "decorator", "sympy", "cffi", "google.protobuf", "attr", "scipy", "psutil")
+
+
+def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing: tuple[str, ...] = ()) -> Path:
+    """A Python as a CANN workstation's toolkit Python would be (CANN's requirements importable, numpy < 2): this
+    machine's interpreter (outside any virtual environment, without its site-packages: -S) with stand-in modules of
+    those names on its path.
+    ``missing``: requirements left out. Returns the folder holding its ``python3``."""
+    import os
+    import sys
+
+    site = folder / "site"
+    for module in CANN_PYTHON_MODULES:
+        if module in missing:
+            continue
+        package = site / module.replace(".", "/")
+        package.mkdir(parents=True, exist_ok=True)
+        for parent in list(package.relative_to(site).parents)[:-1]:
+            (site / parent / "__init__.py").touch()
+        version = numpy_version if module == "numpy" else "1.0"
+        (package / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    interpreter = os.path.realpath(sys.executable)       # the interpreter itself, not the venv's launcher
+    return write_script(folder / "bin/python3", f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{interpreter}" -S "$@"\n').parent
 
 
 # A stand-in for CANN's register/tilingdata_base.h, written from the documented behaviour of its macros
