@@ -396,22 +396,6 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     assert torch.equal(z, x + y)
 
 
-@pytest.mark.skipif(not shutil.which("g++"), reason="needs g++")
-def test_the_host_stand_in_compiles_tiling_data_and_says_what_it_did_not_stand_in(tmp_path):
-    from fake_toolchains import compile_tiling_on_host, make_tiling_standins
-
-    include = make_tiling_standins(tmp_path / "include")
-    (tmp_path / "a").mkdir()
-    assert compile_tiling_on_host(PROJECT, include, tmp_path / "a") == ("ok", "")
-    broken = {**PROJECT, "op_host/add_custom_tiling.h": TILING.replace("uint32_t, totalLength", "uint32_t totalLength")}
-    (tmp_path / "b").mkdir()
-    status, detail = compile_tiling_on_host(broken, include, tmp_path / "b")
-    assert status == "failed" and "op_host/add_custom_tiling.h" in detail and "error" in detail
-    matmul = {**PROJECT, "op_host/add_custom_tiling.h": '#include "tiling/tiling_api.h"\n' + TILING}
-    (tmp_path / "c").mkdir()
-    assert compile_tiling_on_host(matmul, include, tmp_path / "c") == ("skipped", "tiling/tiling_api.h")
-
-
 def test_the_binding_calls_only_its_own_op_and_copies_nothing():
     def gate(binding: str) -> str:
         files = {**PROJECT, "binding.cpp": binding}

@@ -166,6 +166,28 @@ def test_a_host_source_in_a_subfolder_is_refused_because_cann_never_compiles_it(
     assert check_format(files, (".cpp",), (".h", ".hpp"), ("kernel-launch", "custom-op")) is None
 
 
+def test_the_stand_in_build_fails_where_cann_s_opbuild_fails(faithful, tmp_path):
+    """op_host is compiled and linked into one library against the CANN host headers: a malformed tiling
+    definition, a header CANN does not ship (cann-ops' tiling/tiling_base.h) and a function defined in a header
+    that two op_host sources include each fail the build, with the compiler's words."""
+    backend, _ = faithful
+    cases = {
+        "macro": ({"op_host/add_custom_tiling.h": TILING.replace("uint32_t, totalLength", "uint32_t totalLength")},
+                  "error"),
+        "header": ({"op_host/add_custom_tiling.h": '#include "tiling/tiling_base.h"\n' + TILING},
+                   "tiling/tiling_base.h: No such file or directory"),
+        "twice": ({"op_host/util.h": "int Twice(int v) { return 2 * v; }\n",
+                   "op_host/other.cpp": '#include "util.h"\nint Other() { return Twice(1); }\n',
+                   "op_host/add_custom.cpp": '#include "util.h"\n' + project()["op_host/add_custom.cpp"]},
+                  "multiple definition of `Twice(int)'"),
+    }
+    for name, (change, says) in cases.items():
+        (tmp_path / name).mkdir()
+        ran = build(backend, {**project(), **change}, tmp_path / name)
+        assert ran.returncode != 0 and "opbuild run failed" in ran.stdout, name
+        assert says in ran.stdout + ran.stderr, (name, ran.stdout[-2000:] + ran.stderr[-2000:])
+
+
 # ---------------------------------------------------------------------------------------------- finding 2
 
 

@@ -26,6 +26,7 @@ import functools
 import glob
 import os
 import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -428,6 +429,31 @@ BINDING_RULES = KernelRules(
 )
 
 
+# What the CANN runtime needs from a job's seccomp filter and limits (verifier.sandbox.seccomp.RuntimeNeeds), from
+# what is documented; nothing has measured it on an NPU (MultiKernelBench and NPUKernelBench run unsandboxed), and
+# bench/npu_check.py runs every check with and without the filter so that the first run tells a sandbox failure
+# from a kernel failure.
+RUNTIME_NEEDS = RuntimeNeeds(
+    threads=True, signal_timers=False, socket_families=(socket.AF_UNIX,), open_files=1024,
+    opens_files_after_setup=True, device_ioctls=True,
+    sources=(
+        "threads: torch_npu queues device work on a second thread (TASK_QUEUE_ENABLE=1, torch_npu's documented "
+        "default) and the ACL runtime reports completions from its own threads (aclrtSubscribeReport / "
+        "aclrtProcessReport in the AscendCL API reference)",
+        "files opened after set-up: a custom op's kernels and tiling library are found at the first aclnn call "
+        "through ASCEND_CUSTOM_OPP_PATH (msopgen user guide, 'Building and Deploying an Operator': the binary "
+        "package installs the op's *.o and *.json, loaded at run time); kernel-launch libraries register their "
+        "binary on the first launch",
+        "device ioctls: the driver is reached through /dev/davinci*, /dev/davinci_manager, /dev/devmm_svm and "
+        "/dev/hisi_hdc (CANN's container guides bind exactly these nodes), driven by ioctl",
+        "open files 1024: not established (a guess above the CPU's 256 for the device nodes and libraries the "
+        "runtime holds open)",
+        "signal timers and sockets other than Unix: not established either way; if the runtime arms timer_create "
+        "or opens another socket family, the filter answers EPERM and npu_check's pair of runs shows it",
+        "the CPU-time limit (run_timeout_s x threads + 10 s) counts the runtime's own threads too: not measured",
+    ))
+
+
 class AscendBackend:
     name = "ascend"
     display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
@@ -443,10 +469,7 @@ class AscendBackend:
     project_rules = {project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
                      "": BINDING_RULES}
     device_runtime = AscendRuntime
-    # Not yet met on an NPU under the filter (issue #34 documents what the CANN runtime needs):
-    # provisional, the base filter with what a driver needs named.
-    runtime_needs = RuntimeNeeds(opens_files_after_setup=True, device_ioctls=True, open_files=1024,
-                                 sources=("not measured: no NPU has run a job under the filter",))
+    runtime_needs = RUNTIME_NEEDS
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
     forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
     extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources
