@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 from verifier.backends.ascend import AscendRuntime
+from verifier.toolchain.cann import CANN_PYTHON_REQUIREMENTS
 
 NPU_SMI_910B2 = """\
 +------------------------------------------------------------------------------------------------+
@@ -367,7 +368,7 @@ def make_custom_op_cann(root: Path) -> Path:
 
 
 # The Python packages CANN's installation guide requires (module names), for a stand-in "toolkit Python".
-CANN_PYTHON_MODULES = ("numpy", "decorator", "sympy", "cffi", "google.protobuf", "attr", "scipy", "psutil")
+CANN_PYTHON_MODULES = tuple(module for _, module in CANN_PYTHON_REQUIREMENTS)
 
 
 def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing: tuple[str, ...] = ()) -> Path:
