@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -77,6 +78,13 @@ class VerifyConfig(BaseModel):
     flush_cache: bool = True
     """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
     caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
+
+    timing: Literal["evokernel", "multikernelbench", "npukernelbench"] = "evokernel"
+    """What one timed sample is (``verifier.timing_method``): ``evokernel``, one cold call after a cache flush (the
+    default: what an operator costs inside a model); ``multikernelbench``, 3 synced warm-ups then an event pair
+    per call, no flush; ``npukernelbench``, 1 warm-up then one event pair around 100 back-to-back calls, no flush.
+    Set one of the suites' to compare with its published speedups; the verdict is the paired ratio of one window
+    either way."""
 
     implausible_speedup: float = Field(50.0, gt=1)
     """Speedups above this are flagged for review (and also any below the memory-bandwidth bound)."""

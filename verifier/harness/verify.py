@@ -612,11 +612,14 @@ class Verifier:
                 best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         from verifier.harness.window import Side, WindowSettings, finish, run_window
+        from verifier.timing_method import timing_method
 
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
+        method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
-                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self._timing["flush_bytes"],
+                "eval_mode": bool(ref.eval_mode), "timer": clock,
+                "flush_bytes": self._timing["flush_bytes"] if method.flush else 0,
                 # a reference whose runs differ (duplicate-index scatter) keeps its trials' integer inputs
                 "fixed_integers": any(m is not None for masks in ref.ignore[:2] for m in masks)}
         sides: dict[str, Side] = {}
@@ -632,7 +635,8 @@ class Verifier:
                                  trusted=False)
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
-                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock)
+                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
+                                  method=method)
         on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
