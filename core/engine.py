@@ -136,7 +136,6 @@ class Engine:
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
-        await asyncio.to_thread(ensure_seeded, self.store, self.backend)
         same = await asyncio.to_thread(self.same_code, task, files)
         if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
             out = outcome_of(same)
@@ -144,6 +143,7 @@ class Engine:
                                              same.reward or 0.0, duplicate=True, slip=bool(same.extra.get("slip")),
                                              number=attempt_numbers(self.store, [task.id]).get(same.id)))
             return same, out
+        await asyncio.to_thread(ensure_seeded, self.store, self.backend)
         state = self.store.get_task(task.id) or TaskState(task.id)
         parent = self.store.get(parent_id) if parent_id else None
         best = self.store.get(state.best_id) if state.best_id else None

@@ -46,7 +46,7 @@ class EditWatcher:
     """Re-verifies saved candidates. ``verify(task_id, files, parent_id)`` does the work."""
 
     def __init__(self, kernels_dir: Path, task_ids: set[str], verify: Verify, bus: ev.EventBus,
-                 quiet_ms: int = 200, debounce_ms: int = 1600):
+                 quiet_ms: int = 120, debounce_ms: int = 1600):
         self.kernels_dir = Path(kernels_dir)
         self.task_ids = task_ids
         self._verify = verify

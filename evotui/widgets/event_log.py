@@ -17,7 +17,8 @@ class EventLog(RichLog):
     """A bounded log; ``add`` writes a line with an optional time and a tone (ok, fail, warn, dim).
 
     Lines are written in batches at most every ``FLUSH_S`` seconds: each write grows the log and
-    so lays out the screen again, and a run can log several lines a second."""
+    so lays out the screen again, and a run can log several lines a second. A line after a quiet spell
+    is written at once (a save's verdict, "the same code as #N", shows as soon as it is known)."""
 
     COMPONENT_CLASSES = {"event-log--ok", "event-log--fail", "event-log--warn", "event-log--dim",
                          "event-log--time"}
@@ -31,6 +32,7 @@ class EventLog(RichLog):
         self._kept: deque[Text] = deque(maxlen=2000)          # the styled lines, wrapped again on a resize
         self._pending: list[Text] = []
         self._wrapped_at = 0
+        self._flushed = 0.0        # when the last batch was written (time.monotonic)
 
     def add(self, text: str, tone: str = "", at: float | None = None) -> None:
         line = Text()
@@ -42,7 +44,7 @@ class EventLog(RichLog):
         line.append(text, style=style)
         self.lines_written.append(line.plain)
         if not self._pending:
-            self.set_timer(FLUSH_S, self._flush)
+            self.set_timer(max(0.01, self._flushed + FLUSH_S - time.monotonic()), self._flush)
         self._pending.append(line)
 
     @property
@@ -52,6 +54,7 @@ class EventLog(RichLog):
 
     def _flush(self) -> None:
         lines, self._pending = self._pending, []
+        self._flushed = time.monotonic()
         self._wrapped_at = self.scrollable_content_region.width
         for line in lines:
             self._kept.append(line)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from rich.cells import cell_len
@@ -48,6 +49,7 @@ class TaskTable(Table):
         self.shown: list[str] = []                     # the ids on screen, in order
         self.column_plan: list[tuple[str, int]] = []        # the columns on screen (key, width)
         self._stale: set[str] = set()
+        self._drawn_at = 0.0            # when the last batch of statuses was drawn (time.monotonic)
 
     def on_mount(self) -> None:
         self._ensure_columns()
@@ -154,8 +156,8 @@ class TaskTable(Table):
         """The live status of a task (tone: ok, fail, busy or dim). Drawn in batches, at most every
         ``STATUS_FLUSH_S`` seconds: gate verdicts of several tasks arrive in quick bursts."""
         self.status[task_id] = (text, tone)
-        if not self._stale:
-            self.set_timer(STATUS_FLUSH_S, self._draw_statuses)
+        if not self._stale:   # after a quiet spell at once, else with the batch
+            self.set_timer(max(0.01, self._drawn_at + STATUS_FLUSH_S - time.monotonic()), self._draw_statuses)
         self._stale.add(task_id)
 
     @property
@@ -165,6 +167,7 @@ class TaskTable(Table):
 
     def _draw_statuses(self) -> None:
         stale, self._stale = self._stale, set()
+        self._drawn_at = time.monotonic()
         if "status" in dict(self.column_plan):
             for task_id in stale & set(self.shown):
                 self.update_cell(task_id, "status", self._status_cell(task_id))
