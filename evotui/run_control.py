@@ -153,7 +153,8 @@ class RunControl(AppParts):
 
     def on_run_refused(self, message: RunRefused) -> None:
         self.set_run_state(*self._before_start)   # a run to resume stays one
-        self.main.note(f"cannot start a run: {message.reason}", "warn")
+        self.main.note(f"cannot start a run: {message.reason} (to watch one with no LLM at all: "
+                       "`evokernel run --model demo`, canned answers)", "warn")
         self.notify(message.reason, title="Cannot start a run", severity="error", timeout=12, markup=False)
 
     # -- one attempt --------------------------------------------------------------------------------
