@@ -15,13 +15,16 @@ from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
 from verifier.outcome import GATES, Outcome
 
-__all__ = ["ATTEMPT_KINDS", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
+__all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
            "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "outcome_of", "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
 
-ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace")
+NOT_JUDGED = "not_judged"
+"""The kind of an attempt whose verification the tool failed (``Outcome.not_judged``): shown in its task's
+tree with the reason, never retrieved, rewarded, a parent or a start point."""
+ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class AttemptLine:
     speedup: float | None
     reward: float | None
     best: bool = False
+    not_judged: bool = False     # the tool failed its verification: no verdict on the kernel
     repeats: int = 0             # later answers of a run that gave the same code again (not stored twice)
     last_child: bool = True      # no later sibling (for drawing the tree)
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
@@ -142,7 +146,8 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
                 parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,
                 gates=gate_states(out), feasible=out.feasible, failed_gate=out.failed_gate,
                 message=out.message, latency_ms=out.latency_ms, speedup=out.speedup,
-                reward=e.reward, best=e.id == best_id, repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
+                reward=e.reward, best=e.id == best_id, not_judged=e.kind == NOT_JUDGED,
+                repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
                 ancestors_last=ancestors,
             ))
             walk(e.id, depth + 1, (*ancestors, last))

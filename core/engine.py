@@ -24,7 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import attempt_numbers, first_change, outcome_of
+from core.attempts import NOT_JUDGED, attempt_numbers, first_change, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -37,12 +37,17 @@ from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
+from verifier.harness.candidate_files import candidate_identity
 from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
 from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
 
+TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
+#                           this many times in all before the attempt is recorded as not judged
 RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
 RULE_MIN_Q = 0.3
+SAME_CODE_KINDS = ("human_edit", "refine_trace", "draft_trace", "baseline_trace")
+"""The judged attempts whose verdict a save of the same code gets at once (never a not-judged one)."""
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
@@ -131,6 +136,13 @@ class Engine:
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
+        same = await asyncio.to_thread(self.same_code, task, files)
+        if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
+            out = outcome_of(same)
+            self.bus.emit(ev.AttemptRecorded(task.id, -1, same.id, same.parent_id, same.stage, "human", out,
+                                             same.reward or 0.0, duplicate=True, slip=bool(same.extra.get("slip")),
+                                             number=attempt_numbers(self.store, [task.id]).get(same.id)))
+            return same, out
         await asyncio.to_thread(ensure_seeded, self.store, self.backend)
         state = self.store.get_task(task.id) or TaskState(task.id)
         parent = self.store.get(parent_id) if parent_id else None
@@ -141,6 +153,12 @@ class Engine:
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
         return exp, attempt.outcome
+
+    def same_code(self, task: Task, files: dict[str, str]) -> Experience | None:
+        """The task's judged attempt with this code, comments and spacing aside (``candidate_identity``), or
+        None: a person's save of it gets that attempt's verdict without a verification."""
+        found = self.store.same_code(task.id, SAME_CODE_KINDS, self.backend, candidate_identity(files), files)
+        return self.store.get(found) if found is not None else None
 
     def summary(self, run: RunRecord) -> dict[str, Any]:
         feasible = sum(1 for p in run.progress.values() if p.feasible)
@@ -280,8 +298,15 @@ class Engine:
         async with self._verify_slots:
             t0 = time.perf_counter()
             try:
-                return await asyncio.to_thread(functools.partial(self.verifier.verify, task.spec(), files, on_gate,
-                                                                 **extra))
+                for tries in range(1, TOOL_TRIES + 1):
+                    out = await asyncio.to_thread(functools.partial(self.verifier.verify, task.spec(), files,
+                                                                    on_gate, **extra))
+                    if not out.not_judged or tries == TOOL_TRIES:
+                        return out
+                    # the tool's failure, not the kernel's (Outcome.not_judged): once more before giving up
+                    self.bus.emit(ev.EngineProblem(f"{task.id}: the verification failed for a reason of the tool's "
+                                                   f"own ({' '.join(out.not_judged.split())[:160]}): verifying again"))
+                return out
             except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
                 raise RunStopped("stopped") from None
             finally:
@@ -294,8 +319,9 @@ class Engine:
         the gain over the task's best in the same timing window, scaled without a mean shift (see
         core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
         out = attempt.verified
-        if slip or attempt.ours:   # a typo, or the verifier's own failure: says nothing about the kernel
-            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip, ours=attempt.ours)
+        if slip or attempt.not_judged:   # a typo, or the tool's own failure: says nothing about the kernel
+            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip,
+                                             ours=bool(attempt.not_judged))
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
         gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
@@ -318,11 +344,12 @@ class Engine:
         progress = run.progress[task.id] if run is not None else None
         teaching = self._teaching(run)
         human = attempt.source == "human"
-        slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
+        unjudged = attempt.not_judged     # the tool failed it (twice): recorded as such, judging nothing
+        slip = human and not out.feasible and not unjudged and policy.is_slip(out.failed_gate)   # a typo
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
             reward, reason = self._reward(attempt, slip)
-            kind = teaching.kind(attempt.stage)
+            kind = NOT_JUDGED if unjudged else teaching.kind(attempt.stage)
             # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
             # and the run's iteration here would give the same attempt a second, different one
             what = "hand edit" if human else attempt.stage
@@ -331,19 +358,23 @@ class Engine:
                      "change": attempt.change, "reason": reason}
             if slip:
                 extra["slip"] = True
+            if unjudged:
+                extra["not_judged"] = unjudged
             if run is not None:
                 extra["method"] = run.method
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
-                title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}"
+                title=f"{task.id} {what}: {self._verdict_words(out)}"
                       + (f" · {change}" if (change := self._change_words(attempt)) else ""),
-                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(),
+                reward=None if unjudged else reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
                            else None),
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
                 signature=task.signature(), extra=extra,
+                code_id=candidate_identity(attempt.files) if attempt.files else "",
             )
             exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
@@ -352,13 +383,14 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if teaching.credits and not repeat and not slip and not attempt.ours:
+            if teaching.credits and not repeat and not slip and not unjudged:
                 changes = self._credit(task, attempt, reward, state.start_points)
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
                     self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
-            new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, teaching.shared)
+            new_best = (False if repeat or unjudged
+                        else self._update_state(run, state, progress, attempt, exp, teaching.shared))
             if progress is not None and run is not None:
                 progress.iterations_used += 1
                 progress.attempts.append(exp_id)
@@ -371,7 +403,7 @@ class Engine:
                                          attempt.source, out, reward, new_best, duplicate=not created,
                                          replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
                                          slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id),
-                                         reason=reason))
+                                         reason=reason, not_judged=unjudged))
         if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -386,6 +418,13 @@ class Engine:
         """What the attempt does to the memory: its run's method decides (core.methods.Teaching); a person's
         edit (no run) always teaches."""
         return METHODS[run.method].teaching if run is not None else HAND_EDIT
+
+    @staticmethod
+    def _verdict_words(out: Outcome) -> str:
+        """An attempt's verdict in its title: feasible, failed at a gate, or not judged (the tool failed)."""
+        if out.not_judged:
+            return "not judged"
+        return "feasible" if out.feasible else f"failed at {out.failed_gate}"
 
     @staticmethod
     def _change_words(attempt: Attempt) -> str:

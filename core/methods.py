@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from core import memory, policy, prompts
+from core.attempts import NOT_JUDGED
 from core.seeds import api_items
 from core.tasks import Task
 from store import Experience, RunRecord, TaskState
@@ -81,11 +82,11 @@ class Attempt:
     change: str = ""          # the answer's one-line "Change:" summary
 
     @property
-    def ours(self) -> bool:
-        """The verification failed for a reason of the verifier's own (an internal error, nodes lost):
-        nothing is learned about the kernel or the memory that produced it."""
-        out = self.outcome
-        return out is not None and any(g.status == "failed" and g.details.get("internal") for g in out.gates)
+    def not_judged(self) -> str:
+        """Why the verification says nothing of the kernel (the tool failed: a process lost, the machine out
+        of memory, the verifier's own error; ``Outcome.not_judged``), or "": nothing is learned about the
+        kernel or the memory that produced it."""
+        return self.outcome.not_judged if self.outcome is not None else ""
 
     @property
     def verified(self) -> Outcome:
@@ -141,7 +142,8 @@ class Refinement:
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         store, progress = engine.store, run.progress[task.id]
-        last = store.get(progress.attempts[-1]) if progress.attempts else None
+        judged = [e for e in store.get_many(progress.attempts[-8:]) if e.kind != NOT_JUDGED]
+        last = judged[-1] if judged else None
         best = store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
         api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
@@ -187,8 +189,10 @@ class EvoKernel:
             start = attempt.start
             assert start is not None   # chosen above for the refine stage
             known = {e.id for e in history}
-            children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)[-5:]
-                        if c.id not in known]   # the start point's own variants, also when older than the rest
+            # the start point's own variants, also when older than the rest (none the tool failed to judge)
+            children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)
+                        if c.kind != NOT_JUDGED][-5:]
+            children = [c for c in children if c.id not in known]
             attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start,
                                                      [*children, *history], best=best, facts=engine.facts)
         return attempt

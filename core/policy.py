@@ -207,7 +207,7 @@ def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = Fals
     if slip:
         return "a typo, not an experiment (no value moved)"
     if ours:
-        return "the verifier's own failure, not the kernel's (no value moved)"
+        return "not judged: the tool failed, not the kernel (no value moved)"
     if not feasible:
         return "a failed draft" if stage == "draft" else "a failed refinement"
     if stage == "draft":

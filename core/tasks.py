@@ -15,7 +15,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
@@ -107,6 +107,21 @@ class Task:
         """The task's extents as it will run (scaled when a scale is set)."""
         return {**size_constants(self.source), **self.size_overrides}
 
+    @property
+    def input_dtypes(self) -> tuple[str, ...]:
+        """The dtypes of the tensors its cases give the kernel, in order of first use (float32 for a task
+        without cases: its ``get_inputs()`` is only known by running it)."""
+        from verifier.cases import canonical_dtype, entry_shapes
+
+        dtypes: list[str] = []
+        for case in self.spec().cases:
+            for entry in case.get("inputs", []):
+                if "value" not in entry and entry_shapes(entry):
+                    d = canonical_dtype(str(entry.get("dtype", "float32")))
+                    if d not in dtypes:
+                        dtypes.append(d)
+        return tuple(dtypes) or ("float32",)
+
     def spec(self) -> TaskSpec:
         consts = module_constants(self.source)
         atol, rtol = consts.get("ATOL"), consts.get("RTOL")
@@ -146,9 +161,7 @@ class Suite:
 
     @property
     def label(self) -> str:
-        """The suite's name beside a task id that another suite also has (``core.identity.suite_label``)."""
-        from core.identity import suite_label
-
+        """The suite's name beside a task id that another suite also has (``suite_label``)."""
         return suite_label(self.name if self.name == "builtin" else self.root)
 
     def get(self, task_id: str) -> Task:
@@ -321,12 +334,28 @@ def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
                 category_source="declared" if declared in CATEGORIES else "name")
 
 
+_LEVEL_FOLDER = re.compile(r"(?:.*[_-])?level[_-]?(\d+)", re.I)   # level1, level_2, npukernelbench_level3
+
+
+def suite_label(spec: str | Path) -> str:
+    """A suite's name as task keys and screens show it (``core.identity``): ``builtin``, else its folder's
+    name, with the folder above it when the folder is only a level (``KernelBench/level1``: several suites
+    keep a level1)."""
+    text = str(spec).rstrip("/")
+    if text == "builtin":
+        return text
+    path = PurePath(text)
+    if _LEVEL_FOLDER.fullmatch(path.name) and path.parent.name not in ("", ".", ".."):
+        return f"{path.parent.name}/{path.name}"
+    return path.name or text
+
+
 def _level_of(path: Path, root: Path) -> int:
     for part in reversed(path.relative_to(root).parts[:-1]):
-        m = re.fullmatch(r"level[_-]?(\d+)", part, re.I)
+        m = _LEVEL_FOLDER.fullmatch(part)
         if m:
             return int(m.group(1))
-    m = re.fullmatch(r"level[_-]?(\d+)", root.name, re.I)
+    m = _LEVEL_FOLDER.fullmatch(root.name)
     return int(m.group(1)) if m else 1
 
 

@@ -49,22 +49,24 @@ __all__ = ["Outcome", "Verifier", "open_verifier", "recorded_best", "time_refere
 
 
 def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
-    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt as the workbench names it, ``#n``, the best's files). Passing the same best to
-    the verifier finds the verdict it recorded for that window."""
+    """When the memory holds an attempt of ``task_id`` with this code (comments and spacing aside,
+    ``candidate_identity``) that was timed beside a best: (that attempt as the workbench names it, ``#n``,
+    the best's files). Passing the same best to the verifier finds the verdict it recorded for that window."""
     from core.attempts import attempt_numbers
-    from core.workspace_files import files_hash, read_candidate_files
+    from core.workspace_files import read_candidate_files
     from store import Store
     from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
+    from verifier.harness.candidate_files import candidate_identity
 
     if not ws.memory_path.exists():
         return None
-    digest = files_hash(read_candidate_files(folder))
+    identity = candidate_identity(read_candidate_files(folder))
     try:
         with Store.open(ws.memory_path, readonly=True) as store:
             for exp in store.iter_experiences(task=task_id, backend=backend):
                 best_id = (exp.extra or {}).get("best")
-                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
+                if (exp.backend == backend and best_id and exp.files and exp.kind != "not_judged"
+                        and (exp.code_id or candidate_identity(exp.files)) == identity):
                     best = store.get(best_id)
                     if best is not None and best.files:
                         number = attempt_numbers(store, [task_id]).get(exp.id)

@@ -24,7 +24,7 @@ FILTERS = ("task", "kind", "stage", "backend", "source")
 _ID = re.compile(r"^[0-9A-Za-z_.:-]{1,96}$")
 # Fields kept in the immutable body.
 BODY = ("task_id", "kind", "backend", "stage", "title", "text", "outcome", "reward", "parent_id", "source",
-        "model", "run_id", "iteration", "signature", "created_at", "extra")
+        "model", "run_id", "iteration", "signature", "created_at", "extra", "code_id")
 
 
 def validate(exp: Experience) -> None:
@@ -69,7 +69,7 @@ def validate(exp: Experience) -> None:
 
 def fingerprint_of(exp: Experience) -> bytes:
     """The near-duplicate key of ``exp``."""
-    return fingerprint(exp.task_id, exp.kind, exp.backend, exp.files, exp.title, exp.text)
+    return fingerprint(exp.task_id, exp.kind, exp.backend, exp.files, exp.title, exp.text, exp.code_id)
 
 
 def _row(exp: Experience, seq: int) -> dict[str, Any]:
@@ -127,6 +127,19 @@ def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     txn.put(fp, key, db=t.dedup)
     txn.put(seq_key(seq), key, db=t.order)
     return exp_id, True
+
+
+def same_code(txn: Txn, t: Tables, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+              files: dict[str, str]) -> str | None:
+    """The id of a stored experience of ``task_id`` of one of ``kinds`` with this code: by its identity
+    (``code_id``), else (records stored without one) by the store's own normalisation of ``files``."""
+    for kind in kinds:
+        for fp in (fingerprint(task_id, kind, backend, files, "", "", code_id), fingerprint(task_id, kind, backend,
+                                                                                              files, "", "")):
+            found = txn.get(fp, db=t.dedup)
+            if found is not None:
+                return bytes(found).decode()
+    return None
 
 
 def load(txn: Txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experience | None:

@@ -31,6 +31,10 @@ class Memory(Protocol):
     ) -> list[Experience]:
         """Experiences passing the filters, sorted (recency, q1, q2, reward, adoptions) and paged."""
 
+    def same_code(self, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+                  files: dict[str, str]) -> str | None:
+        """The id of a stored experience of ``task_id`` (one of ``kinds``) with the same code, or None."""
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with files, values and history, or None."""
 

@@ -157,6 +157,14 @@ class Store:
                 e.id, e.created_at, e.updated_at = i, c, u
             raise
 
+    def same_code(self, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+                  files: dict[str, str]) -> str | None:
+        """The id of a stored experience of ``task_id`` (one of ``kinds``, in that order) with the same code:
+        the same ``code_id``, or for records stored without one, the same normalised ``files``."""
+        kinds = list(kinds)
+        return self._env.read(lambda txn: experiences.same_code(txn, self._t, task_id, kinds, backend, code_id,
+                                                                 files))
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with its files, values and history, or None."""
         return self._env.read(lambda txn: experiences.load(txn, self._t, exp_id))

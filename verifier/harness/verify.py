@@ -37,15 +37,20 @@ from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
 from verifier.gates.performance import judge as judge_performance
 from verifier.gates.performance import judge_cases
-from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
+from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
+    MAX_READ_BYTES,
+    candidate_hash,
+    candidate_identity,
+    read_candidate,
+)
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
-from verifier.machine import fingerprint, flush_bytes
+from verifier.machine import fingerprint, flush_bytes, priority
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
-from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
-from verifier.outcome import GateResult, Outcome
+from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
+from verifier.outcome import TOOL, GateResult, Outcome
 from verifier.sandbox import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
@@ -123,7 +128,8 @@ class Verifier:
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
         self._warm: Future[None] | None = None
         # A reference made ahead for each task's next verification (``_reference_for``), at most one per task
@@ -143,8 +149,12 @@ class Verifier:
             self.server.start()
 
     def close(self) -> None:
+        """Stop the sandboxes and everything in flight at once: closing never waits on a job, on a count of a
+        reference or a probe this verifier's threads started, nor on the lock another process's timing holds."""
+        self._lock.abandon()
         self.server.close()
         self.reference_server.close()
+        priority.end_started_by(f"verifier-{id(self):x}")
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.jobs_root, ignore_errors=True)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
@@ -213,9 +223,10 @@ class Verifier:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
         ``on_gate`` is called (from this thread) as each gate gets its verdict. ``best``: the files of
         the task's best so far, timed in the same window as the candidate (``Outcome.gain``,
-        ``vs_best``). A byte-identical candidate verified before on this machine with the same
-        settings (and the same best) returns its recorded Outcome (``from_cache``) unless ``fresh``:
-        every gate is deterministic but the timing, which was measured here."""
+        ``vs_best``). A candidate with the same code (``candidate_identity``: comments and spacing aside)
+        verified before on this machine with the same settings (and the same best) returns its recorded
+        Outcome (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
+        measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
@@ -224,8 +235,7 @@ class Verifier:
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
-        best_hash = candidate_hash(best) if best else ""
-        key = self._outcome_key(task, out.candidate_hash, best_hash)
+        key = self._outcome_key(task, candidate_identity(files), candidate_identity(best) if best else "")
         if not fresh:
             cached = self._cached_outcome(key)
             if cached is not None:
@@ -233,6 +243,7 @@ class Verifier:
                     if on_gate is not None and g.status != "skipped":
                         on_gate(g)
                 cached.from_cache, cached.seconds = True, time.perf_counter() - started
+                cached.candidate_hash = out.candidate_hash   # these files (the same code as the ones timed)
                 return cached
         if on_gate is not None:
             out.listener = on_gate
@@ -249,7 +260,7 @@ class Verifier:
             out.seconds = time.perf_counter() - started
             out.listener = None
         out.finish()
-        if not any(g.details.get("transient") for g in out.gates):
+        if not out.not_judged and not any(g.details.get("transient") for g in out.gates):
             self._remember_outcome(key, out)
         return out
 
@@ -463,7 +474,7 @@ class Verifier:
                 exit_, result, outputs = self._run_job(job_dir, background=True, env=self._job_env(job_dir, build))
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"))
+                         transient=exit_.status in ("timeout", "lost"), **_tool(exit_))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -554,6 +565,8 @@ class Verifier:
             perf.message += f"; measured twice ({again})"
         if out.roofline:
             perf.message += f"; {out.roofline['summary']}"
+            if below_floor(out.roofline):
+                out.flags.append(below_floor(out.roofline))
             if above:
                 out.flags.append(f"{100 * fraction:.0f} % of this machine's FMA ceiling "
                                  "after measuring the ceilings and the kernel again: impossible without skipping "
@@ -651,7 +664,8 @@ class Verifier:
                         message = self._job_failure(sides["candidate"].job_dir, failure.exit or exit_, got)
                     else:   # it broke the protocol and was stopped
                         message = f"the candidate's timing process {failure}"
-                    out.fail("performance", message, exit_.seconds, transient=exit_.status == "lost")
+                    lost = failure.exit if failure.exit is not None and failure.exit.tool else exit_
+                    out.fail("performance", message, exit_.seconds, transient=lost.status == "lost", **_tool(lost))
                     return None
                 if failure.side == "reference":   # the task's own code: not this candidate's verdict
                     exit_, got = ended["reference"]
@@ -667,7 +681,7 @@ class Verifier:
                     if name == "reference":
                         raise VerifierError(f"the reference failed in the timing window: {exit_.describe()}")
                     out.fail("performance", self._job_failure(sides[name].job_dir, exit_, got), exit_.seconds,
-                             transient=exit_.status == "lost")
+                             transient=exit_.status == "lost", **_tool(exit_))
                     return None
                 if path.stat().st_size > cfg.max_output_mb << 20:
                     out.fail("performance", "outputs larger than the output limit")
@@ -684,6 +698,11 @@ class Verifier:
             for side in sides.values():
                 side.close()
                 shutil.rmtree(side.job_dir, ignore_errors=True)
+
+
+def _tool(exit_: JobExit) -> dict[str, str]:
+    """The details that mark a job's ending as the tool's failure (``verifier.outcome.TOOL``), or none."""
+    return {TOOL: exit_.tool} if exit_.tool else {}
 
 
 def timed_words(timed: list[int], total: int, left: list[int], most: int, budget_s: float) -> str:

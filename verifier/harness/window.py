@@ -139,7 +139,10 @@ class Side:
         if not self.handle.pause(stop):
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
-            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued")
+            # the sandbox worker did not stop or continue a process that is still there: the tool's failure
+            what = "stop" if stop else "continue"
+            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued",
+                             JobExit("lost", detail=f"the sandbox worker did not {what} the timing process"))
         self.stopped = stop
 
     def close(self) -> None:

@@ -352,6 +352,11 @@ def _fmt_flops(n: float) -> str:
     return f"{int(n)} FLOP"
 
 
+BELOW_FLOOR = 0.5
+"""A memory-bound kernel timed under this share of the roofline's floor is flagged for review (above the
+floor itself is possible with data kept in cache, and the summary says so)."""
+
+
 def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: dict[str, Any] | None = None
            ) -> dict[str, Any] | None:
     """Where a kernel taking ``latency_ms`` sits on the roofline (pure; None without a profile or time).
@@ -385,9 +390,23 @@ def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: d
     else:
         head = f"compute-bound: {100 * fraction:.0f} % of the {peak:.0f} GFLOP/s FMA ceiling"
         detail = f"{_fmt_flops(flops)} at {out['achieved_gflops']:.1f} GFLOP/s"
-    note = "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else ""
+    note = ("; under half of it: flagged for review" if bound == "memory" and fraction > 1 / BELOW_FLOOR
+            else "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else "")
     out["summary"] = f"{head} ({detail}; floor {floor_ms:.3f} ms{note})"
     return out
+
+
+def below_floor(point: dict[str, Any] | None) -> str:
+    """The flag of a memory-bound kernel timed under half the roofline's floor, or "": the floor is the one
+    ``assess`` gives in the summary beside it (one computation: the profile's bytes at the triad ceiling),
+    so the flag and the roofline line never name two floors."""
+    if not point or point.get("bound") != "memory" or not point.get("floor_ms") or not point.get("latency_ms"):
+        return ""
+    floor, latency = float(point["floor_ms"]), float(point["latency_ms"])
+    if latency >= BELOW_FLOOR * floor:
+        return ""
+    return (f"{latency:.3f} ms is under half the roofline floor {floor:.3f} ms ({_fmt_bytes(point['bytes'])} moved "
+            f"at the {point['ceiling_gbps']:.1f} GB/s triad ceiling): review before trusting")
 
 
 def describe_profile(profile: dict[str, Any], ceilings: dict[str, Any] | None) -> str:
