@@ -434,12 +434,13 @@ def _task_section(task: Task) -> str:
             f"```python\n{task.source.strip()}\n```")
 
 
-def _rules_enforced() -> str:
-    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule, never cut."""
+def _rules_enforced(backend: str = "cpu", form: str = "kernel-launch") -> str:
+    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule (``backend``'s own
+    too, for the ``form`` asked for), never cut."""
     from verifier.gates.antihack.rules import contract_text
 
     return ("## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate)\n"
-            + contract_text())
+            + contract_text(backend, form))
 
 
 def _api_section(api: Sequence[Experience]) -> str:
@@ -610,7 +611,7 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
            f"Correctness first: match the reference's outputs {within}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
-    head = [_task_section(task), facts.section(task), _rules_enforced(),
+    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form),
             f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else ""]
     return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
 
@@ -660,7 +661,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
-    head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
+    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
     return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
 
 
@@ -670,7 +671,7 @@ def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: E
     """The refinement baseline: feedback from its own attempts on this task (the last one and the best
     in full, every attempt as its idea and verdict), no shared memory. One absolute time, the best's."""
     facts = _facts(facts, backend)
-    head = [_task_section(task), facts.section(task), _rules_enforced()]
+    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form)]
     if best is not None:
         roof = roofline_line(outcome_of(best), own=True)
         mine = f"\nIts own time: {own_time(outcome_of(best))}." if own_time(outcome_of(best)) else ""

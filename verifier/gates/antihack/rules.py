@@ -9,16 +9,27 @@ a ``kernel`` example is appended to a correct kernel source.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+from verifier.backends.base import KernelRules
+from verifier.gates.antihack.kernel import _BANNED_INCLUDES, _BANNED_WORDS, _COMMON_WORDS
 
 
 @dataclass(frozen=True)
 class Rule:
-    """One rule: what it says, where it applies (``model``, ``kernel`` or ``dynamic``), and a violation."""
+    """One rule: what it says, where it applies (``model``, ``kernel``, ``dynamic``, or ``device``: a backend's own,
+    ``device_rules``), and a violation."""
 
     says: str
     where: str
     example: str = ""
+    more: tuple[str, ...] = ()
+    """Further violations, one per spelling the rule covers (each reaches its own refusal in the gate)."""
+
+    @property
+    def examples(self) -> tuple[str, ...]:
+        return (self.example, *self.more) if self.example else self.more
 
 
 RULES: tuple[Rule, ...] = (
@@ -42,24 +53,90 @@ RULES: tuple[Rule, ...] = (
          "h = open('x')"),
     Rule("no patching of torch, the runtime or the harness (assigning to their attributes)", "model",
          "torch.empty = None"),
-    Rule("kernel sources include no torch, BLAS or Python headers", "kernel", "#include <cblas.h>"),
-    Rule("kernel sources call no process, file, network, environment, timer or signal functions, and "
-         "name none of them anywhere (never a variable called `time`, `clock`, `signal` or `open`)", "kernel",
-         "static int started = time(0);"),
+    Rule("kernel sources `#include` only a literal `<header>` or one of their own files as `\"file.h\"` (no macro, "
+         "no absolute or parent path, no `#include_next` or `#import`; `__has_include` names its header literally "
+         "too), and no header of these: " + "; ".join(named for _, _, named in _BANNED_INCLUDES), "kernel",
+         "#include <cblas.h>",
+         more=tuple(f"#include <{first}>" for first in ("torch/extension.h", "sys/socket.h", "fstream", "unistd.h",
+                                                        "chrono", "thread"))
+         + ("#include_next <vector>", "#define HDR <vector>\n#include HDR", '#include "elsewhere.h"',
+            "#include </usr/include/stdio.h>", "#if __has_include(HDR)\n#endif")),
+    Rule("kernel sources name no function of these kinds: "
+         + ", ".join(w for w in _BANNED_WORDS if w != "inline assembly")
+         + "; anywhere, not only in calls (a declaration, `&open`, a macro's body): never a variable called "
+         + ", ".join(f"`{w}`" for w in sorted(_COMMON_WORDS)) + "; OpenMP sets the thread count: no `num_threads` "
+         "clause and no `omp_set_num_threads`", "kernel",
+         "static int started = time(0);",
+         more=tuple(f"static void* f{k} = (void*) &{words[0]};"
+                    for k, (what, words) in enumerate(_BANNED_WORDS.items()) if what != "inline assembly")),
     Rule("no inline assembly in kernel sources", "kernel", 'static void pause_cpu() { asm("pause"); }'),
-    Rule("no code run at load time (constructor or destructor attributes, `init_priority`)", "kernel",
-         "__attribute__((constructor)) static void at_load() {}"),
-    Rule("no system paths (`/proc`, `/sys`) in kernel strings", "kernel",
+    Rule("no code run at load time and no symbol aliasing (constructor or destructor attributes, `init_priority`, "
+         "`section`, `.init_array`, `alias`, `ifunc`, `weakref`, `symver`)", "kernel",
+         "__attribute__((constructor)) static void at_load() {}",
+         more=('static const char* s = ".init_array";', "#define RUN_FIRST constructor")),
+    Rule("no system paths (`/proc`, `/sys`, `/dev`) in kernel strings", "kernel",
          'static const char* where = "/proc/self/status";'),
     Rule("threads only through OpenMP (`#pragma omp`, and `omp.h`'s `omp_get_thread_num()` and the like are "
          "fine), never threads of the kernel's own (`std::thread`, `pthread_create`)", "kernel",
-         "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }"),
+         "#include <thread>\nstatic void spawn() { std::thread t([] {}); t.join(); }",
+         more=("static void spawn() { std::thread t([] {}); t.join(); }",)),
+    Rule("write C++ the way the rules can read it: no token pasting (`##`; GNU's `, ##__VA_ARGS__` is fine), no "
+         "digit separators (`1'000`), no raw strings (`R\"(...)\"`), no trigraphs (`??=`), no `%:` digraph, no "
+         "`_Pragma` (write `#pragma` lines), and close every string or character literal on the line it opens "
+         "(no stray apostrophe in `#if 0` blocks or `#warning` text)", "kernel",
+         "#define CAT(a, b) a##b",
+         more=("static const int kBig = 1'000;", 'static const char* s = R"(x)";', "??=define X 1",
+               "%:define X 1", '_Pragma("omp parallel for")', "#if 0\nit's off\n#endif")),
+    Rule("no preprocessor directive that changes how the source is read: `#pragma GCC push_options`, "
+         "`#pragma weak`, `#pragma redefine_extname`, `#line`, `#embed` (`#pragma omp`, `once` and `unroll` are "
+         "fine)", "kernel", "#pragma GCC push_options"),
     Rule("every timed call runs your kernels: a `forward` that skips the library, runs PyTorch compute, or "
          "returns results kept from an earlier call is refused", "dynamic"),
     Rule("kernels may not install signal handlers or timers", "dynamic"),
 )
 
 
-def contract_text() -> str:
-    """The rules as a prompt section's bullet list (and docs/verifier.md's, word for word)."""
-    return "\n".join(f"- {rule.says}." for rule in RULES)
+def device_rules(backend: str, form: str = "kernel-launch") -> tuple[Rule, ...]:
+    """The rules ``backend`` adds to the common ones, in words made from its own table (``kernel_rules``,
+    a ``verifier.backends.KernelRules``; for the custom-op ``form``, each place's ``project_rules`` too),
+    so the prompt states what the gate refuses on that backend; () for the CPU."""
+    from verifier.backends import backend_class
+    from verifier.errors import UnknownBackend
+
+    try:
+        cls = backend_class(backend)
+    except UnknownBackend:
+        return ()
+    tables: list[tuple[str, KernelRules]] = []
+    own = getattr(cls, "kernel_rules", None)
+    if isinstance(own, KernelRules):
+        tables.append(("kernel sources", own))
+    places = getattr(cls, "project_rules", None)
+    if form != "kernel-launch" and isinstance(places, dict):
+        for place, table in places.items():
+            if isinstance(table, KernelRules) and table is not own:
+                tables.append((f"`{place}/` sources" if place else "the binding", table))
+    said: dict[str, str] = {}     # what a rule says -> where (a project's kernel sources repeat the backend's)
+    for where, table in tables:
+        for what, (words, why) in table.words.items():
+            said.setdefault(f"no {what} of their own ({', '.join(f'`{w}`' for w in words)}): {why}", where)
+        for pattern, why in table.includes:
+            said.setdefault(f"no `#include` of {_alternatives(pattern)}: {why}", where)
+        for pattern, why in table.prefixes:
+            names = _alternatives(pattern) if re.fullmatch(r"[\w|^]+", pattern) else ""
+            said.setdefault(f"{f'no {names}: ' if names else ''}{why}", where)
+        if table.launch_needs_stream:
+            said.setdefault("every launch names the launcher's stream as its fourth parameter, `<<<grid, block, "
+                            "shared_bytes, stream>>>` (never `0`, `nullptr` or the default stream)", where)
+    return tuple(Rule(f"{where}: {says}", "device") for says, where in said.items())
+
+
+def _alternatives(pattern: str) -> str:
+    """A header or name pattern of a backend's table as words: ``^acl/|^aclnn`` -> "`acl/`, `aclnn`"."""
+    return ", ".join(f"`{alt.strip('^$')}`" for alt in pattern.split("|"))
+
+
+def contract_text(backend: str = "cpu", form: str = "kernel-launch") -> str:
+    """The rules as a prompt section's bullet list (and docs/verifier.md's, word for word, for the CPU):
+    the common rules, then ``backend``'s own (``device_rules``)."""
+    return "\n".join(f"- {rule.says}." for rule in (*RULES, *device_rules(backend, form)))
