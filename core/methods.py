@@ -136,6 +136,9 @@ class PassK:
 
 
 class Refinement:
+    """Feedback from the run's own attempts only: the evokernel prompt for the same state (the best as the
+    start point, every attempt of the run as an idea tried), without the memory."""
+
     name = "refinement"
     teaching = BASELINE
 
@@ -146,8 +149,12 @@ class Refinement:
         attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
         api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
         own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
-        attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts,
-                                                   history=own)
+        if best is None:
+            attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts,
+                                                    history=own)
+        else:
+            attempt.messages = prompts.refine_prompt(task, engine.backend, api, [], [], best, own, best=best,
+                                                     facts=engine.facts)
         return attempt
 
 
@@ -171,7 +178,8 @@ class EvoKernel:
         history = memory.task_history(store, task.id, backend)
         exclude: list[str] = sorted(replaced | {e.id for e in history})   # a rule's items show as the rule only
         if stage == "refine":
-            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
+            left = int(run.config.get("iterations", 0)) - run.progress[task.id].iterations_used
+            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best, left=left)
             exclude.append(attempt.start.id)
             kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
             query += " " + kernels[:2000]

@@ -71,16 +71,22 @@ def start_rank(exp: Experience, best: Experience | None) -> tuple[float, bool, f
     return (q, is_best, -(latency_of(exp) or math.inf))
 
 
+MIN_LEFT_TO_EXPLORE = 3   # calls a task must have left (this one included) for a start point to be explored
+
+
 def choose_start_point(points: Sequence[Experience], epsilon: float, rng: random.Random,
-                       best: Experience | None = None) -> Experience:
+                       best: Experience | None = None, left: int | None = None) -> Experience:
     """The refinement start point from P(x) (``points``, with the best always among them): the
-    highest ``start_rank``, or a random one with probability epsilon."""
+    highest ``start_rank``, or a random one with probability epsilon while the task has at least
+    ``MIN_LEFT_TO_EXPLORE`` calls ``left`` (this one included): a detour from a point that is not the best
+    pays only when a later call can follow it up, and with 4 calls per task two of three refinements
+    started from such a point."""
     points = list(points)
     if best is not None and all(p.id != best.id for p in points):
         points.append(best)
     if not points:
         raise ValueError("no start points")
-    if rng.random() < epsilon:
+    if (left is None or left >= MIN_LEFT_TO_EXPLORE) and rng.random() < epsilon:
         return points[rng.randrange(len(points))]
     return max(points, key=lambda e: start_rank(e, best))
 

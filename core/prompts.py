@@ -328,6 +328,9 @@ def own_time(outcome: Outcome) -> str:
     return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
 
 
+NOISY_SPREAD = 0.10    # a time whose IQR is more than this share of its median gives its roofline share as a range
+
+
 def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown; ``own``:
     the start point's or best's line, said to come from its own time. When PyTorch, in the same window,
@@ -339,6 +342,13 @@ def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
         return ""
     line = f"Roofline: {point['summary']}" + (" (from its own time above)" if own else "")
     floor, ref = point.get("floor_ms"), outcome.reference_ms
+    median, spread = outcome.latency_ms, outcome.latency_spread_ms
+    if point.get("fraction") and median and spread and spread > NOISY_SPREAD * median and spread < 2 * median:
+        # one share from a noisy time is a guess: a draft at "8.9 ms ± 3.7 -> 30 %" whose equal successor ran 5.25 ms
+        share = point["fraction"] * median
+        lo, hi = share / (median + spread / 2), share / (median - spread / 2)
+        line += (f"; its time was noisy (IQR {100 * spread / median:.0f} % of its median), so its share is "
+                 f"anywhere between {100 * lo:.0f} % and {100 * hi:.0f} %")
     if floor and ref and 0 < ref < floor:
         line += (f"; PyTorch ran at {100 * floor / ref:.0f} % of this ceiling in the same window: the ceiling "
                  "was measured too low, so this floor is no limit")
@@ -602,17 +612,24 @@ def _bound_hint(point: dict[str, Any]) -> str:
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                  memory: Sequence[Experience], *, facts: PromptFacts | None = None,
                  history: Sequence[Experience] = ()) -> list[Message]:
-    """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed)."""
+    """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed;
+    the newest of them is shown with its code and why it failed, to be fixed or replaced). Every method
+    drafts with this prompt; only evokernel's carries memory (``rules``, ``memory``)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
     within = ("within each dtype's tolerance (under Cases)" if _multi_case(task)
               else f"within atol={_num(atol)}, rtol={_num(rtol)}")
-    ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
-           f"Correctness first: match the reference's outputs {within}, "
+    last = max(history, key=lambda e: e.created_at) if history else None
+    fix = ""
+    if last is not None and last.files and not outcome_of(last).feasible:
+        fix = (f"## Your last attempt [mem:{last.id}]: {in_window(outcome_of(last))}\n" + _code(last.files))
+    ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew"
+           + (" (fix the last attempt, or write a new first kernel if its approach cannot work)" if fix else "")
+           + f". Correctness first: match the reference's outputs {within}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
     head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form),
-            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else ""]
+            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else "", fix]
     return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
 
 
@@ -663,35 +680,3 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            "you changed.")
     head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
     return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
-
-
-def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
-                    best: Experience | None, *, facts: PromptFacts | None = None,
-                    history: Sequence[Experience] = ()) -> list[Message]:
-    """The refinement baseline: feedback from its own attempts on this task (the last one and the best
-    in full, every attempt as its idea and verdict), no shared memory. One absolute time, the best's."""
-    facts = _facts(facts, backend)
-    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form)]
-    if best is not None:
-        roof = roofline_line(outcome_of(best), own=True)
-        mine = f"\nIts own time: {own_time(outcome_of(best))}." if own_time(outcome_of(best)) else ""
-        head.append(f"## Your best kernel so far: {in_window(outcome_of(best), 'your best then')}{mine}\n"
-                    + windows("this prompt shows one absolute time, your best kernel's above")
-                    + (f"\n{roof}" if roof else "") + "\n" + _code(best.files))
-    if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {in_window(outcome_of(last), 'your best')}\n" + _code(last.files))
-    marks = {e.id: name for e, name in ((last, "your last attempt, shown above"),
-                                        (best, "your best kernel, shown above")) if e is not None}
-    tried = _history(list({e.id: e for e in history}.values()), None, tagged=False, marks=marks)
-    if tried:
-        head.append(tried)
-    if last is None:
-        ask = "Write a first correct kernel."
-    elif best is None:
-        failed = outcome_of(last).failed_gate
-        ask = "Fix the last attempt: it " + (f"failed at {failed}." if failed else "was not feasible.")
-    else:
-        ask = ("Write a faster variant of your best kernel (it is timed beside your best in one window and counts "
-               "only if faster there).")
-    return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask],
-                                   task=task), facts.form)
