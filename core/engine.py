@@ -266,11 +266,14 @@ class Engine:
             self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str],
-                      best: Experience | None = None, *, gates: bool = True) -> Outcome:
+                      best: Experience | None = None, *, gates: bool = True, fresh: bool = False) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window. ``gates``: emit
-        each gate's result (the final window, which is no attempt, emits none)."""
+        each gate's result (the final window, which is no attempt, emits none); ``fresh``: a new window even
+        when these files were verified beside this best before (the final window)."""
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
+        if fresh:
+            extra["fresh"] = True
 
         def on_gate(g: GateResult) -> None:
             if gates:
@@ -459,10 +462,12 @@ class Engine:
     # -- the final window ------------------------------------------------------------------------------
 
     async def final_windows(self, run: RunRecord, tasks: list[Task], *, again: bool = False) -> None:
-        """Each task's best timed beside its first feasible kernel and the reference in one window, kept
-        in the run's progress (``extra["final"]``) for the report: best/first and best/ref from one window,
-        never two speedups from two windows divided. Tasks whose best is their first need none; a task
-        already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
+        """Each task's best timed beside its first feasible kernel and the reference in one window, now (a
+        fresh window: the verifier's recorded verdict of the same files is never reused, and the best was
+        usually verified beside the first when it became the best), kept in the run's progress
+        (``extra["final"]``) for the report: best/first and best/ref from one window, never two speedups from
+        two windows divided. A best that is the first is timed beside the reference alone (best/first is 1).
+        A task already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
         by_id = {t.id: t for t in tasks}
         for task_id in run.tasks:
             progress, task = run.progress.get(task_id), by_id.get(task_id)
@@ -473,15 +478,20 @@ class Engine:
             first = next((e for e in self.store.get_many(progress.attempts)
                           if e is not None and outcome_of(e).timed), None)
             best = self.store.get(progress.best_id)
-            if first is None or best is None or first.id == best.id or not best.files or not first.files:
+            if first is None or best is None or not best.files or not first.files:
                 continue
-            out = await self._verify(task, progress.iterations_used, best.files, first, gates=False)
+            alone = first.id == best.id
+            out = await self._verify(task, progress.iterations_used, best.files, None if alone else first,
+                                     gates=False, fresh=True)
             final: dict[str, Any] = {"best": best.id, "first": first.id, "feasible": out.feasible}
             if out.feasible:
                 final.update(latency_ms=out.latency_ms, reference_ms=out.reference_ms, speedup=out.speedup,
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
-                over_first = policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel")
+                if alone:    # the same kernel: best/first is 1 by definition, its time is the first's
+                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first="same")
+                over_first = ("is the first feasible kernel" if alone else
+                              policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel"))
                 over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")
                 words = f"the best {over_first}, {over_ref}"
             else:
