@@ -353,6 +353,8 @@ class Engine:
             repeat = human and not created
             if teaching.credits and not repeat and not slip and not attempt.ours:
                 changes = self._credit(task, attempt, reward, state.start_points)
+                if out.failed_gate == "anti_hack":     # learned once, for every later prompt of this backend
+                    memory.learn_refusal(self.store, self.backend, task.id, out.message, run.id if run else "")
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.

@@ -21,6 +21,7 @@ from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
 __all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "family", "import_memory",
+           "is_refusal", "learn_refusal", "refusal_words",
            "list_experiences", "memory_stats", "numbered_summaries", "resident_rules", "show_experience",
            "successful_adopters", "summary", "task_history", "whole_sentences"]
 
@@ -167,14 +168,55 @@ def _lesson(exp: Experience) -> str:
 
 
 def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple[list[Experience], set[str]]:
-    """The rules a prompt carries (this backend's, then backend-agnostic ones, by Q1) and the ids of
-    the items they replaced, which retrieval and API knowledge must leave out."""
+    """The rules a prompt carries and the ids of the items they replaced, which retrieval and API knowledge
+    must leave out: the refusals seen on this backend (``learn_refusal``, every one, most frequent first,
+    up to ``REFUSALS_SHOWN``), then consolidated rules (this backend's, then backend-agnostic ones, by Q1)."""
     rules = [*store.query(kind="rule", backend=backend, sort="q1", limit=None),
              *store.query(kind="rule", backend="", sort="q1", limit=None)] if backend else \
         store.query(kind="rule", sort="q1", limit=None)
-    rules = [r for r in rules if _still_earned(store, r)]
+    refusals = sorted((r for r in rules if is_refusal(r)), key=lambda r: (-int(r.extra.get("count", 1)), r.created_at))
+    rules = [r for r in rules if not is_refusal(r) and _still_earned(store, r)]
     replaced = {str(r.extra.get("from")) for r in rules if (r.extra or {}).get("from")}
-    return rules[:limit], replaced
+    return [*refusals[:REFUSALS_SHOWN], *rules[:limit]], replaced
+
+
+# -- refusals learned once -------------------------------------------------------------------------------
+
+REFUSALS_SHOWN = 8       # refusals a prompt carries at most (each is one rule of the gate; the table has ~20)
+_WHERE = re.compile(r"^(?:anti_hack:\s*)?(?:[\w./-]+\.(?:py|cpp|cc|cu|h|hpp|c)(?: line \d+)?:\s*)?")
+
+
+def is_refusal(exp: Experience) -> bool:
+    """Whether a rule item is a refusal learned from the anti-hack gate (``learn_refusal``)."""
+    return exp.kind == "rule" and bool((exp.extra or {}).get("refusal"))
+
+
+def refusal_words(message: str) -> str:
+    """What a refusal says, without where it was (gate, file and line): the same refusal in another file or
+    task reads the same ("token pasting (##) is not allowed")."""
+    return " ".join(_WHERE.sub("", " ".join(str(message).split()), count=1).split())
+
+
+def learn_refusal(store: Memory, backend: str, task_id: str, message: str, run_id: str = "") -> Experience | None:
+    """Keep an anti-hack refusal as a rule of ``backend``, shown in every later prompt there
+    (``resident_rules``): both GEMM drafts of a run were refused for token pasting, the second after the
+    first, with nothing of the first in its prompt. The same refusal again is counted on the rule it made
+    (how many attempts, which tasks), never stored twice."""
+    from core.seeds import GENERAL_TASK
+
+    words = refusal_words(message)
+    if not words:
+        return None
+    for rule in store.query(kind="rule", backend=backend, limit=None):
+        if is_refusal(rule) and rule.extra.get("refusal") == words:
+            tasks = list(dict.fromkeys([*rule.extra.get("tasks", []), task_id]))
+            store.update_extra(rule.id, {"count": int(rule.extra.get("count", 1)) + 1, "tasks": tasks})
+            return store.get(rule.id)
+    rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=backend, stage="",
+                      title="Refused at the anti_hack gate before", text=words, source="llm", run_id=run_id,
+                      extra={"refusal": words, "count": 1, "tasks": [task_id]})
+    rule.id, _ = store.add_experience(rule)
+    return rule
 
 
 def _still_earned(store: Memory, rule: Experience) -> bool:

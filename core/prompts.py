@@ -387,6 +387,13 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
     """A memory item framed by what it shows: for an attempt, its task, stage and in-window verdict, its
     change and roofline, the lines that matter; for knowledge, its title and text."""
     head = f"[mem:{exp.id}] "
+    refusal = (exp.extra or {}).get("refusal") if exp.kind == "rule" else None
+    if refusal:
+        count, tasks = int(exp.extra.get("count", 1)), [str(t) for t in exp.extra.get("tasks", [])]
+        named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
+        attempts = f"{count} attempt{'s' if count != 1 else ''}" + (f": {named}" if named else "")
+        return (head + f"Refused before at the anti_hack gate on this backend ({attempts}): {refusal}. "
+                "The rules above say so; write it another way.")
     if exp.kind in ("best_practice", "rule", "api_template"):
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
@@ -458,8 +465,8 @@ def _api_section(api: Sequence[Experience]) -> str:
 
 
 def _rules_section(rules: Sequence[Experience]) -> str:
-    return ("## Rules kept resident (items that correct kernels of several operators cited)\n"
-            + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
+    return ("## Rules kept resident (refusals seen before on this backend; items that correct kernels of several "
+            "operators cited)\n" + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
 
 
 def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None) -> str:
