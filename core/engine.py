@@ -41,8 +41,6 @@ from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
 from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
 
-RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
-RULE_MIN_Q = 0.3
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
@@ -92,6 +90,8 @@ class Engine:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        # Each task's traced graph first (a few seconds): the first prompt already knows what its kernel is.
+        await asyncio.to_thread(self.facts.prepare, tasks, False)
         self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
@@ -342,7 +342,7 @@ class Engine:
                            else None),
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
-                signature=task.signature(), extra=extra,
+                signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
             )
             exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
@@ -412,7 +412,7 @@ class Engine:
             weights[attempt.start.id] = 1.0
         before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
         after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights)
+                                         weights=weights, cited=attempt.cited)
         self.store.record_retrieval(task.id, [e.id for e in attempt.context])
         adopted = [i for i in attempt.cited if i in set(ids)]
         if adopted:
@@ -508,7 +508,7 @@ class Engine:
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
         if self._teaching(run).credits:
-            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
+            memory.consolidate_rules(self.store, self.backend, run.id)
 
     # -- the workspace ----------------------------------------------------------------------------
 

@@ -20,7 +20,8 @@ from store.protocol import Memory
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
-__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "family", "import_memory",
+__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "earned", "export_memory", "family",
+           "import_memory",
            "is_refusal", "learn_refusal", "refusal_words",
            "list_experiences", "memory_stats", "numbered_summaries", "resident_rules", "show_experience",
            "successful_adopters", "summary", "task_history", "whole_sentences"]
@@ -39,6 +40,28 @@ def summary(exp: Experience, number: int | None = None) -> dict[str, Any]:
         "failed_gate": outcome.failed_gate, "latency_ms": outcome.latency_ms, "speedup": outcome.speedup,
         "vs_reference": outcome.vs_reference, "vs_best": outcome.vs_best,   # "noisy": the speedup judges nothing
     }
+
+
+def earned(exp: Experience) -> str:
+    """How an item's value was earned, in one line for the memory browser and ``memory show``: how often it was
+    shown and cited (by which tasks), and the rewards behind its values, each marked cited (w = 1) or not (with
+    its weight): "shown 9 times (relu 4, gelu 5), cited 2 (relu 2); Q1 from +1 cited, +1 cited, -1 uncited w 0"."""
+    def by_task(counts: dict[str, int]) -> str:
+        return ", ".join(f"{t} {n}" for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    shown, cited = sum(exp.retrieved_by.values()), sum(exp.cited_by.values())
+    said = [f"shown {shown} time{'s' if shown != 1 else ''}" + (f" ({by_task(exp.retrieved_by)})" if shown else ""),
+            f"cited {cited}" + (f" ({by_task(exp.cited_by)})" if cited else "")]
+    for stage, name in (("draft", "Q1"), ("refine", "Q2")):
+        rewards = []
+        for h in exp.q_history:
+            if h.get("stage") != stage or h.get("reward") is None:
+                continue
+            how = "" if "cited" not in h else " cited" if h["cited"] else f" uncited w {float(h.get('w', 0)):g}"
+            rewards.append(f"{float(h['reward']):+.2f}{how}")
+        if rewards:
+            said.append(f"{name} from " + ", ".join(rewards[-8:]) + (" ..." if len(rewards) > 8 else ""))
+    return "; ".join(said)
 
 
 def numbered_summaries(store: Store, exps: list[Experience]) -> list[dict[str, Any]]:
@@ -82,7 +105,7 @@ def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
             raise StoreError(f"no experience {exp_id}")
         number, parent, children = family(store, exp)
     data = exp.to_dict()
-    data.update(number=number, parent=parent, children=children)
+    data.update(number=number, parent=parent, children=children, earned=earned(exp))
     return data
 
 
@@ -118,8 +141,8 @@ def task_history(store: Memory, task_id: str, backend: str, limit: int = HISTORY
 
 # -- resident rules ----------------------------------------------------------------------------------
 
-RULE_MIN_TASKS = 3        # an item adopted with positive value by this many operators becomes a rule
-RULE_MIN_Q = 0.3
+RULE_MIN_TASKS = 3        # an item cited by correct kernels of this many operators becomes a rule
+RULE_MIN_Q = 0.3          # ... with at least this value (measured: docs/memory.md, "Credit where it was earned")
 MAX_RULES = 5
 RULE_TEXT_CHARS = 600
 RULE_NAMES_SHOWN = 4
@@ -183,7 +206,7 @@ def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple
 # -- refusals learned once -------------------------------------------------------------------------------
 
 REFUSALS_SHOWN = 8       # refusals a prompt carries at most (each is one rule of the gate; the table has ~20)
-_WHERE = re.compile(r"^(?:anti_hack:\s*)?(?:[\w./-]+\.(?:py|cpp|cc|cu|h|hpp|c)(?: line \d+)?:\s*)?")
+_WHERE = re.compile(r"^(?:anti_hack:\s*)*(?:[\w./-]+\.(?:py|cpp|cc|cu|h|hpp|c)(?: line \d+)?:\s*)?")
 
 
 def is_refusal(exp: Experience) -> bool:

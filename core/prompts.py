@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
+from core.kinship import KernelKind, kind_of, kind_of_signature, relevance
 from core.tasks import Task, cases_section
 from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
@@ -109,11 +110,22 @@ class PromptFacts:
         facts.tolerance = getattr(verifier, "tolerance_for", None)
         return facts
 
-    def prepare(self, tasks: Sequence[Task]) -> None:
-        """Count the tasks' rooflines and measure the ceilings (blocking: run it in a thread beside
-        the first attempts; prompts built after it carry them)."""
+    def prepare(self, tasks: Sequence[Task], ceilings: bool = True) -> None:
+        """Count the tasks' rooflines and measure the ceilings (blocking: run it in a thread; prompts built
+        after it carry them). ``ceilings`` False counts the tasks only (a few seconds: the engine waits for
+        it, so the first prompt already knows each task's kind, ``kind``)."""
         if self.meter is not None:
-            self.meter.prepare([t.spec() for t in tasks])
+            self.meter.prepare([t.spec() for t in tasks], ceilings=ceilings)
+
+    def kind(self, task: Task) -> KernelKind:
+        """What the task's kernel is (``core.kinship``): its family from the traced graph, its regime on this
+        machine's roofline, its dtypes (a multi-case task's from its cases)."""
+        from verifier.cases import case_dtypes
+
+        dtypes = [d for case in task.cases for d in case_dtypes(case)]
+        if self.ceilings is None and self.meter is not None:
+            self.ceilings = self.meter.cached_ceilings()
+        return kind_of(task.ops, task.category, self.profile(task), self.ceilings, self.backend, dtypes)
 
     def tolerance_for(self, task: Task) -> tuple[float, float]:
         """(atol, rtol) for float32 outputs of ``task`` as the verifier will apply them."""
@@ -368,14 +380,16 @@ def change_of(exp: Experience) -> str:
 TRACE_KINDS = ("draft_trace", "refine_trace", "human_edit")   # an attempt, as opposed to knowledge
 
 
-def relevant(exp: Experience, task: Task | None) -> bool:
-    """Whether another task's attempt is worth its code in ``task``'s prompt: it shares a traced op or
-    the category with ``task``, or ``task`` cited it before, or another operator than its own cited it and
-    it kept a positive value (its own task citing it says nothing about other tasks). The rest show as a
-    lesson (their Change line and verdict): gelu's draft code in a cumsum prompt was half the prompt and
-    no help."""
+def relevant(exp: Experience, task: Task | None, kind: KernelKind | None = None) -> bool:
+    """Whether another task's attempt is worth its code in ``task``'s prompt. With the task's ``kind``
+    (``core.kinship``): a working kernel that is kin (its family, or shared identity ops); a failed one shows
+    as a lesson only (its Change line and why it failed). Without: it shares a traced op or the category with
+    ``task``, or ``task`` cited it before, or another operator than its own cited it and it kept a positive
+    value. The rest show as a lesson: gelu's draft code in a cumsum prompt was half the prompt and no help."""
     if task is None or exp.kind not in TRACE_KINDS:
         return True
+    if kind is not None:
+        return outcome_of(exp).feasible and relevance(kind_of_signature(exp.signature), kind) > 0
     sig = exp.signature or {}
     if set(sig.get("ops") or ()) & set(task.ops) or (sig.get("category") and sig.get("category") == task.category):
         return True
@@ -398,7 +412,9 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
-    category = (exp.signature or {}).get("category")
+    item = kind_of_signature(exp.signature) if exp.kind in TRACE_KINDS else None
+    category = ((f"{item.family}" + (f", {item.regime}-bound" if item.regime else "")) if item is not None
+                else (exp.signature or {}).get("category"))
     result = outcome_of(exp)
     if exp.kind in TRACE_KINDS:
         body = head + f"{where}{f' ({category})' if category else ''}, {who}: {in_window(result)}"
@@ -469,13 +485,28 @@ def _rules_section(rules: Sequence[Experience]) -> str:
             "operators cited)\n" + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
 
 
-def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None) -> str:
+CLOSEST_CODE_LINES = {40: 200, 20: 80, 8: 40, 0: 0}   # the closest kernel's lines at each of MEMORY_CODE_LINES
+
+
+def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None,
+                    kind: KernelKind | None = None) -> str:
     """Items from other tasks: an attempt relevant to ``task`` (``relevant``) with its code, the others as
-    lessons (their Change line and verdict)."""
+    lessons (their Change line and verdict). With the task's ``kind``, the section says what the kernel is,
+    and the first working kernel of its family (the closest, shown first) comes with all its code that fits,
+    to be reused."""
     if not memory:
         return ""
-    return ("## Memory: earlier attempts on other tasks and lessons (cite the ones you use)\n"
-            + "\n\n".join(render_experience(e, with_code=relevant(e, task), max_lines=max_lines) for e in memory))
+    closest = next((e.id for e in memory if kind is not None and e.kind in TRACE_KINDS and relevant(e, task, kind)
+                    and (kind_of_signature(e.signature) or kind).family == kind.family), None)
+    head = "## Memory: earlier attempts on other tasks and lessons (cite the ones you use)"
+    if kind is not None:
+        head += (f"\nThis task's kernel is {kind.words()}. Kernels of other tasks come first by how close they are"
+                 + ("; the first is the closest working kernel of this family, in full: reuse it where it fits"
+                    if closest else ""))
+    return head + "\n" + "\n\n".join(
+        render_experience(e, with_code=relevant(e, task, kind),
+                          max_lines=CLOSEST_CODE_LINES.get(max_lines, max_lines) if e.id == closest else max_lines)
+        for e in memory)
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -483,7 +514,8 @@ def _join(parts: Sequence[str]) -> str:
 
 
 def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
-         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None) -> tuple[str, bool]:
+         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
+         kind: KernelKind | None = None) -> tuple[str, bool]:
     """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
     whether any item to cite (a rule or a memory item) is left in it.
 
@@ -493,7 +525,8 @@ def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experie
     memory, api = list(memory), list(api)
 
     def text(lines: int) -> tuple[str, bool]:
-        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines, task), *tail]),
+        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines, task, kind),
+                       *tail]),
                 bool(rules or memory))
 
     for lines in MEMORY_CODE_LINES:
@@ -618,7 +651,7 @@ def _bound_hint(point: dict[str, Any]) -> str:
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                  memory: Sequence[Experience], *, facts: PromptFacts | None = None,
-                 history: Sequence[Experience] = ()) -> list[Message]:
+                 history: Sequence[Experience] = (), kind: KernelKind | None = None) -> list[Message]:
     """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed;
     the newest of them is shown with its code and why it failed, to be fixed or replaced). Every method
     drafts with this prompt; only evokernel's carries memory (``rules``, ``memory``)."""
@@ -637,12 +670,13 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     tried = _history(history, None)
     head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form),
             f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else "", fix]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind), facts.form)
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, history: Sequence[Experience], *,
-                  best: Experience | None = None, facts: PromptFacts | None = None) -> list[Message]:
+                  best: Experience | None = None, facts: PromptFacts | None = None,
+                  kind: KernelKind | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it
     differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
     they came from, the start point and the best among them). One absolute time, the start point's in its
@@ -686,4 +720,4 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
     head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind), facts.form)

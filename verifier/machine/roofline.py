@@ -138,7 +138,8 @@ def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
     by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
     by_op.update(elementwise.by_op)
     ew = sum(elementwise.by_op.values())
-    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)),
+    floats = sorted({str(t.dtype).replace("torch.", "") for t in _tensors(inputs) if t.is_floating_point()})
+    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)), "dtypes": floats,
                               "param_bytes": _nbytes(list(state.values())), "output_bytes": _nbytes(_tensors(out)),
                               "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew, "by_op": by_op}
     result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
@@ -517,9 +518,9 @@ class RooflineMeter:
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
 
-    def prepare(self, specs: list[TaskSpec]) -> None:
-        """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
-        first prompts of a run already carry them. Never raises."""
+    def prepare(self, specs: list[TaskSpec], ceilings: bool = True) -> None:
+        """Count every task not counted yet (one subprocess for all) and measure the ceilings (unless not
+        ``ceilings``), so the first prompts of a run already carry them. Never raises."""
         try:
             with self._guard:
                 missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
@@ -532,7 +533,8 @@ class RooflineMeter:
                         continue
                     self._profiles[self._profile_key(spec)] = found
                     self._write("tasks.json", self._profile_key(spec), found)
-            self.ceilings()
+            if ceilings:
+                self.ceilings()
         except Exception as exc:
             self.problems.append(f"{type(exc).__name__}: {exc}")
 
