@@ -186,15 +186,18 @@ def op_overlap(a: KernelKind, b: KernelKind) -> float:
 
 
 def relevance(item: KernelKind | None, task: KernelKind) -> float:
-    """How close an experience's kernel is to the task's: 4 for the same family, 1 more in the same regime,
-    0.5 more sharing a dtype, up to 2 more for shared identity ops. Another family counts only through shared
-    identity ops (a fused GEMM's group-norm epilogue and a group norm); 0 means unrelated."""
+    """How close an experience's kernel is to the task's: 4 for the same family, 2 more in the same regime,
+    0.5 more sharing a dtype, up to 1 more for shared identity ops. The regime weighs more than the op names:
+    a standard convolution learns more from a compute-bound matmul than from a memory-bound depthwise
+    convolution, a matrix-vector product more from a memory-bound kernel of its family than from a blocked
+    GEMM (bench/retrieval_quality.py). Another family counts only through shared identity ops (a fused GEMM's
+    group-norm epilogue and a group norm); 0 means unrelated."""
     if item is None:
         return 0.0
     shared = op_overlap(item, task)
     if item.family != task.family and shared == 0.0:
         return 0.0
-    score = 4.0 * (item.family == task.family) + 2.0 * shared
-    score += 1.0 if item.regime and item.regime == task.regime else 0.0
+    score = 4.0 * (item.family == task.family) + 1.0 * shared
+    score += 2.0 if item.regime and item.regime == task.regime else 0.0
     score += 0.5 if set(item.dtypes) & set(task.dtypes) else 0.0
     return score

@@ -50,7 +50,7 @@ ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit")
 POOL_PER_TASK = 2     # items of one other task a pool holds at most: its closest kernels, not its whole history
 # Words a knowledge item's names must share with a task of each family to be shown to it.
 FAMILY_NAMES = {
-    "gemm": {"gemm", "matmul", "bmm", "linear", "matvec", "conv", "conv2d", "blocking", "tiling", "epilogue"},
+    "gemm": {"gemm", "matmul", "bmm", "linear", "matvec", "conv", "conv2d", "blocking", "tiling"},
     "normalization": {"norm", "layer_norm", "rms_norm", "group_norm", "softmax", "log_softmax", "normalization"},
     "reduction": {"reduction", "sum", "mean", "max", "min", "argmax", "argmin", "pool", "loss"},
     "scan": {"scan", "cumsum", "cumprod", "prefix"},
