@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
 from core.kinship import KernelKind, kind_of, kind_of_signature, relevance
-from core.tasks import Task, cases_section
+from core.tasks import Task, cases_section, timed_cases
 from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
+from verifier.config import VerifyConfig
 from verifier.outcome import Outcome, speed_words
 from verifier.task import TaskSpec
 
@@ -91,6 +92,7 @@ class PromptFacts:
     tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None  # spec -> dtype -> tolerances
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
+    timed_cases: int = field(default_factory=lambda: VerifyConfig().timed_cases)   # [verifier] timed_cases
 
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
@@ -106,6 +108,7 @@ class PromptFacts:
         except Exception:  # the prompt says less; generation goes on
             facts.machine = {"threads": getattr(config, "threads", 0)}
         facts.meter = getattr(verifier, "roofline", None)
+        facts.timed_cases = int(getattr(config, "timed_cases", facts.timed_cases))
         facts.ceilings = facts.meter.cached_ceilings() if facts.meter is not None else None
         facts.tolerance = getattr(verifier, "tolerance_for", None)
         return facts
@@ -150,7 +153,7 @@ class PromptFacts:
 
     def section(self, task: Task) -> str:
         """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance."""
-        from verifier.machine.roofline import describe_profile
+        from verifier.machine.roofline import describe_cases, describe_profile
 
         m = self.machine
         lines = []
@@ -182,9 +185,11 @@ class PromptFacts:
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
                          f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
         profile = self.profile(task)
-        if profile:
+        if profile and _multi_case(task):     # over the cases a verification times, never case 0 alone
+            lines.append(f"- This task's roofline: {describe_cases(profile, timed_cases(task, self.timed_cases), c)}.")
+        elif profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
-        cases = cases_section(task, self.backend, self.tolerance)
+        cases = cases_section(task, self.backend, self.tolerance, self.timed_cases)
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
                          "dtype (per dtype under Cases below), with NaN/Inf where the reference has them.")
@@ -365,6 +370,38 @@ def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
         line += (f"; PyTorch ran at {100 * floor / ref:.0f} % of this ceiling in the same window: the ceiling "
                  "was measured too low, so this floor is no limit")
     return line
+
+
+def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) -> str:
+    """A multi-case kernel's timed cases, one line each, as its window measured them: the case, its speed
+    beside PyTorch in its own window (``speed_words``; the gate's verdict, or its rule on the interval for an
+    outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
+    single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
+    fp16 column sums 1.11x, and no prompt said so."""
+    from verifier.cases import describe_case
+    from verifier.machine.roofline import assess
+    from verifier.timing import Ratio
+
+    timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
+    if not timed:
+        return ""
+    cases = task.spec().cases
+    profile = facts.profile(task) if facts is not None else None
+    counted = (profile or {}).get("cases") or []
+    config = VerifyConfig()
+    rows = []
+    for c in timed:
+        k = int(c.get("case", 0))
+        verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
+        if not verdict and ci and len(ci) == 2:
+            verdict = Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])).verdict(config.min_speed_change,
+                                                                                     config.noise_limit)
+        said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
+        point = assess(counted[k], c.get("latency_ms"), facts.ceilings if facts else None) if k < len(counted) else None
+        roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
+                if point and point.get("fraction") else "")
+        rows.append(f"- #{k + 1} ({describe_case(cases[k]) if k < len(cases) else 'case'}): {said}{roof}")
+    return "Each timed case in its own window, beside PyTorch:\n" + "\n".join(rows)
 
 
 def attempt_text(outcome: Outcome) -> str:
@@ -701,6 +738,8 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(outcome_of(start)):
         start_text += f"\n{roofline_line(outcome_of(start), own=True)}"
+    if case_speeds(outcome_of(start), task, facts):
+        start_text += "\n" + case_speeds(outcome_of(start), task, facts)
     start_text += "\n" + _code(start.files)
     marks = {start.id: "the start point"}
     if best is not None:
