@@ -65,7 +65,6 @@ LABELS: dict[str, tuple[str, str]] = {
     "31_ELU": ("pointwise", "memory"),
     "32_HardTanh": ("pointwise", "memory"),
     "23_Softmax": ("normalization", "memory"),
-    "24_LogSoftmax": ("normalization", "memory"),
     "33_BatchNorm": ("normalization", "memory"),
     "35_GroupNorm_": ("normalization", "memory"),
     "37_FrobeniusNorm_": ("normalization", "memory"),
@@ -104,8 +103,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "93_masked_cumsum": ("scan", "memory"),
 }
 LEVEL2 = {"12_Gemm_Multiply_LeakyReLU", "76_Gemm_Add_ReLU", "30_Gemm_GroupNorm_Hardtanh", "86_Matmul_Divide_GELU"}
-MEMORY = list(LABELS)[:31]
-HELD_OUT = list(LABELS)[31:]
+MEMORY = list(LABELS)[:30]     # (24_LogSoftmax left out: a task of the model-played runs of #36)
+HELD_OUT = list(LABELS)[30:]
 # Seed knowledge an expert would want in a prompt, by the task it is shown to: the CPU's one retrievable item
 # (the others are API knowledge, chosen by name) is about fused level-2 chains, tails and allocation.
 KNOWLEDGE = {"Habits of fast, correct CPU kernels": lambda task_id: task_id in LEVEL2}
