@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from verifier.backends.base import KernelRules
 from verifier.gates.antihack.kernel import _BANNED_INCLUDES, _BANNED_WORDS, _COMMON_WORDS
+from verifier.gates.antihack.model_names import TORCH_FORBIDDEN
 
 
 @dataclass(frozen=True)
@@ -34,23 +35,50 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule("model.py imports only `torch`, `torch.nn`, `math`, `typing`, `numbers`, `__future__` and exactly "
-         "`from verifier.runtime import load`", "model", "import numpy"),
-    Rule("no fallback to the reference: no `nn.functional`, no subclassing or naming `Model`", "model",
-         "import torch.nn.functional as F"),
+         "`from verifier.runtime import load` (no star or relative imports, no private names), and calls `lib = "
+         "load()` without arguments, using nothing else of the verifier", "model", "import numpy",
+         more=("import ctypes", "import os", "import verifier.harness", "from . import helpers",
+               "from torch import *", "from verifier import harness", "import verifier.runtime",
+               "from typing import _GenericAlias", "lib2 = load(1)", "v = load.cache_info")),
+    Rule("no fallback to the reference: no `nn.functional`, no subclassing or naming `Model`; every class derives "
+         "from `nn.Module`, with no class keywords (`metaclass=`)", "model",
+         "import torch.nn.functional as F",
+         more=("class Fake(object):\n    pass", "class Meta(nn.Module, metaclass=type):\n    pass",
+               "y = torch.nn.functional", "y = nn.functional.relu",
+               "def g():\n    return F\nimport torch.nn.functional as F",
+               "def f(functional):\n    return functional.x()")),
     Rule("no `try`/`except` anywhere in model.py", "model", "try:\n    pass\nexcept Exception:\n    pass"),
     Rule("no PyTorch compute outside `__init__`: `forward` (and every other function or module code) may only "
          "allocate (`torch.empty`, `torch.empty_like`, `torch.zeros`), reshape/view and call the library; nn "
-         "layers built in `__init__` hold weights and are never called", "model",
-         "y = torch.relu(torch.empty(2))"),
-    Rule("no torch function kept or passed as a value (`f = torch.relu`)", "model", "f = torch.relu"),
+         "layers built in `__init__` hold weights and are never called; `nn.init`, `nn.<Layer>(...)` and the "
+         "classes of model.py only in `__init__`; no `@`; no calling the result of a call (`make()()`)", "model",
+         "y = torch.relu(torch.empty(2))",
+         more=("y = torch.empty(2, 2) @ torch.empty(2, 2)", "y = torch.empty(2).add(1)",
+               "nn.init.zeros_(torch.empty(2))", "layer = nn.Linear(2, 2)",
+               "class Helper(nn.Module):\n    pass\nh = Helper()",
+               "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+               "        self.l = nn.Linear(2, 2)\n    def forward(self, x):\n        return self.l(x)",
+               "def f(g):\n    return g()()")),
+    Rule("no torch function, tensor method or module kept or passed as a value (`f = torch.relu`, "
+         "`g = x.add`, `m = math`), and no attributes of a module's members (`math.pi.real`)", "model",
+         "f = torch.relu", more=("v = torch.empty(2).add", "import math\nm = math", "import math\nv = math.pi.real")),
+    Rule("no torch settings, compilers or submodules (" + ", ".join(f"`torch.{n}`" for n in sorted(TORCH_FORBIDDEN))
+         + "), no classes reached into (`torch.Tensor.add`), and from `nn` only classes (`nn.Module`, `nn.Parameter`, "
+         "layers) and `nn.init.<function>`", "model", "from torch import cuda",
+         more=("s = torch.manual_seed", "v = nn.parameter", "v = nn.Linear.weight", "v = torch.linalg.norm",
+               "v = torch.nn.init.normal_.x")),
     Rule("no data handed to NumPy or Python outside `__init__` (`.numpy()`, `.tolist()`, `.item()`, "
          "`__array__`)", "model", "v = torch.empty(2).numpy()"),
     Rule("no private or dunder attributes (`w._version`, `x.__class__`) beyond `super().__init__()`, "
-         "`__name__` and your own `self._name` attributes", "model", "v = torch.empty(2)._version"),
-    Rule("no `getattr`, `setattr`, `delattr`, `vars`, `globals`, `locals` or `type`", "model",
-         "g = getattr(torch, 'empty')"),
+         "`__name__` and your own `self._name` attributes (set private attributes only on `self`); no module "
+         "reached through an attribute (`torch.os`); no methods with dunder names beyond `__init__` or with the "
+         "names of nn.Module's internals (`_apply`, `_call_impl`)", "model", "v = torch.empty(2)._version",
+         more=("v = torch.empty(2).__dict__", "v = torch.os", "nn.Module.__init__(torch.empty(1))", "v = __file__",
+               "def f(o):\n    o._x = 1", "def __getattr__(name):\n    pass", "def _apply():\n    pass")),
+    Rule("no `getattr`, `setattr`, `delattr`, `vars`, `globals`, `locals` or `type`, and no `global` statements",
+         "model", "g = getattr(torch, 'empty')", more=("def f():\n    global counter",)),
     Rule("no files, threads, processes, sockets, environment, timers or hooks in model.py", "model",
-         "h = open('x')"),
+         "h = open('x')", more=("h = torch.empty(2).register_hook",)),
     Rule("no patching of torch, the runtime or the harness (assigning to their attributes)", "model",
          "torch.empty = None"),
     Rule("kernel sources `#include` only a literal `<header>` or one of their own files as `\"file.h\"` (no macro, "
