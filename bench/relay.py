@@ -178,8 +178,8 @@ def main() -> int:
     serve.add_argument("--folder", type=Path, required=True)
     serve.add_argument("--port", type=int, default=8765)
     serve.add_argument("--timeout-s", type=float, default=14400.0)
-    pending = sub.add_parser("pending", help="list the requests still waiting for an answer")
-    pending.add_argument("--folder", type=Path, required=True)
+    listing = sub.add_parser("pending", help="list the requests still waiting for an answer")
+    listing.add_argument("--folder", type=Path, required=True)
     args = parser.parse_args()
     if args.command == "pending":
         waiting = pending(args.folder)

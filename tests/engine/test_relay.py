@@ -64,3 +64,13 @@ def test_a_prompt_becomes_a_file_and_the_answer_file_the_response(tmp_path):
     assert relay.file_for(body) == "0001-relu-draft.md" and relay.wait_for("0001-relu-draft.md")
     relay.stop()
     assert "answered 0001-relu-draft.md" in (tmp_path / "relay" / "relay.log").read_text()
+    # the player's command: what waits (nothing now; a request without its answer file after)
+    import subprocess
+    import sys
+
+    def listed() -> str:
+        return subprocess.run([sys.executable, str(ROOT / "bench" / "relay.py"), "pending", "--folder",
+                               str(tmp_path / "relay")], capture_output=True, text=True, timeout=60).stdout
+    assert listed().strip() == "nothing pending"
+    (tmp_path / "relay" / "requests" / "0002-gelu-draft.md").write_text("=== USER ===\n## Task gelu (level 1, x)\n")
+    assert listed().strip() == "0002-gelu-draft.md"
