@@ -129,13 +129,15 @@ def consolidation(store: Any, attempts: list[Any]) -> None:
             q[i][a.stage] += ALPHA * (a.reward - q[i][a.stage])
             (good if a.reward > 0 else bad)[i].add(a.task_id)
             if len(good[i]) == 3 and a.reward > 0:
-                (mixed if bad[i] else reached).append(max(q[i].values()))
+                (mixed if bad.get(i) else reached).append(max(q[i].values()))
     print(f"consolidation: {len(reached)} items reached 3 operators citing them in correct kernels with no failed "
           f"citation, at values {', '.join(f'{v:.2f}' for v in sorted(reached)) or '-'}; {len(mixed)} with a failed "
           f"citation too, at {', '.join(f'{v:.2f}' for v in sorted(mixed)) or '-'}")
     for operators in (2, 1):
-        clean = sorted(max(q[i].values()) for i in good if len(good[i] | bad[i]) >= operators and not bad[i])
-        dirty = sorted(max(q[i].values()) for i in bad if len(good[i] | bad[i]) >= operators)
+        cited = set(good) | set(bad)
+        clean = sorted(max(q[i].values()) for i in cited if len(good.get(i, set()) | bad.get(i, set())) >= operators
+                       and not bad.get(i))
+        dirty = sorted(max(q[i].values()) for i in cited if bad.get(i) and len(good.get(i, set()) | bad[i]) >= operators)
         print(f"  items cited by {operators}+ operators: only in correct kernels {len(clean)}, values "
               f"{_spread(clean)}; also in a failed one {len(dirty)}, values {_spread(dirty)}")
 
