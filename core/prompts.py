@@ -526,11 +526,13 @@ CLOSEST_CODE_LINES = {40: 200, 20: 80, 8: 40, 0: 0}   # the closest kernel's lin
 
 
 def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None,
-                    kind: KernelKind | None = None) -> str:
+                    kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> str:
     """Items from other tasks: an attempt relevant to ``task`` (``relevant``) with its code, the others as
     lessons (their Change line and verdict). With the task's ``kind``, the section says what the kernel is,
     and the first working kernel of its family (the closest, shown first) comes with all its code that fits,
-    to be reused."""
+    to be reused, unless this task's attempts already cited it (``reused``): then its key lines, like the
+    others (a fused GEMM's refine prompts carried the matmul kernel its start point was built from in full,
+    16 k characters, and no answer cited it again)."""
     if not memory:
         return ""
     closest = next((e.id for e in memory if kind is not None and e.kind in TRACE_KINDS and relevant(e, task, kind)
@@ -538,8 +540,12 @@ def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | N
     head = "## Memory: earlier attempts on other tasks and lessons (cite the ones you use)"
     if kind is not None:
         head += (f"\nThis task's kernel is {kind.words()}. Kernels of other tasks come first by how close they are"
-                 + ("; the first is the closest working kernel of this family, in full: reuse it where it fits"
+                 + ("; the first is the closest working kernel of this family, which this task's attempts already "
+                    "reused: its key lines" if closest and closest in reused else
+                    "; the first is the closest working kernel of this family, in full: reuse it where it fits"
                     if closest else ""))
+    if closest in reused:
+        closest = None
     return head + "\n" + "\n\n".join(
         render_experience(e, with_code=relevant(e, task, kind),
                           max_lines=CLOSEST_CODE_LINES.get(max_lines, max_lines) if e.id == closest else max_lines)
@@ -552,7 +558,7 @@ def _join(parts: Sequence[str]) -> str:
 
 def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
          tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
-         kind: KernelKind | None = None) -> tuple[str, bool]:
+         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> tuple[str, bool]:
     """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
     whether any item to cite (a rule or a memory item) is left in it.
 
@@ -562,8 +568,8 @@ def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experie
     memory, api = list(memory), list(api)
 
     def text(lines: int) -> tuple[str, bool]:
-        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines, task, kind),
-                       *tail]),
+        return (_join([*head, _api_section(api), _rules_section(rules),
+                       _memory_section(memory, lines, task, kind, reused), *tail]),
                 bool(rules or memory))
 
     for lines in MEMORY_CODE_LINES:
@@ -759,4 +765,5 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
     head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind), facts.form)
+    reused = {str(c) for e in [start, *history] for c in (e.extra or {}).get("cited", [])}
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind, reused=reused), facts.form)

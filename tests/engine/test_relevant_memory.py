@@ -8,6 +8,8 @@ roofline meter."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from canned_runs import canned_run, kernel
 
@@ -120,3 +122,34 @@ def test_a_pointwise_task_is_not_shown_gemm_kernels(tmp_path, public_shaped):
         canned_run(store, "evokernel", {"17_Matmul_with_transposed_B": [kernel("9.0", 1)]}, suite=suite, facts=facts)
         _record, sent = canned_run(store, "evokernel", {"27_SELU_": [kernel("2.0", 2)]}, suite=suite, facts=facts)
     assert "17_Matmul" not in sent["27_SELU_"][0][1]
+
+
+def test_a_kernel_already_reused_is_not_shown_in_full_again():
+    """The model-played run of #36: the fused GEMM's draft cited the matmul's kernel and reused it; each of its
+    refine prompts then carried that kernel in full again (16 k characters) beside the start point built from
+    it, and no answer cited it again. Once this task's attempts cited it, it shows its key lines."""
+    from core import prompts
+    from core.kinship import KernelKind
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(str(Path(__file__).parents[1] / "fixtures" / "suite")).get("relu")
+    kind = KernelKind("pointwise", "memory", ("float32",), ("relu",), "graph")
+    loops = "\n".join(f"    out[{k}] = x[{k}] > 0.f ? x[{k}] : 0.f;  // unrolled line {k}" for k in range(120))
+    closest = Experience(id="c" * 20, task_id="leaky_relu", kind="draft_trace", backend="cpu", stage="draft",
+                         title="leaky_relu draft", reward=1.0, extra={"change": "unrolled"},
+                         files={"model.py": "x = 1\n", "kernel.cpp": f'extern "C" void k(const float* x, float* out) {{\n'
+                                                                     f"{loops}\n}}\n"},
+                         outcome={"verified": True, "feasible": True, "latency_ms": 1.0},
+                         signature=kind.signature())
+
+    def prompt(cited: list[str]) -> str:
+        start = Experience(id="s" * 20, task_id="relu", kind="draft_trace", backend="cpu", stage="draft",
+                           title="relu draft", files={"model.py": "x = 1\n", "kernel.cpp": "// start\n"},
+                           extra={"change": "first", "cited": cited},
+                           outcome={"verified": True, "feasible": True, "latency_ms": 1.0})
+        return prompts.refine_prompt(task, "cpu", [], [], [closest], start, [start], best=start, kind=kind)[1][1]
+
+    assert "unrolled line 119" in prompt([])                 # not reused yet: the closest kernel in full
+    shown = prompt([closest.id])
+    assert "unrolled line 119" not in shown and "(key lines of" in shown and "already reused" in shown
