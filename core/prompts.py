@@ -11,7 +11,7 @@ from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used
 they bear on the task (``relevant``), else as lessons.
 
 What a prompt says is true for it: a kernel appears as the paired ratios of the window it was verified
-in (``in_window``, the words of ``verifier.outcome.speed_words``), and the prompt shows one absolute time,
+in (``in_window``, the words of ``verifier.verdict.words``), and the prompt shows one absolute time,
 the start point's (the best's in the refinement baseline), said with its window. A prompt over
 ``MAX_PROMPT_CHARS`` loses memory code first, then memory items, then API items; the reference, the
 machine, the rules and the start point are never cut.
@@ -30,8 +30,11 @@ from core.tasks import Task, cases_section, timed_cases
 from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
 from verifier.config import VerifyConfig
-from verifier.outcome import Outcome, speed_words
+from verifier.outcome import Outcome
 from verifier.task import TaskSpec
+from verifier.tolerance import Tolerance, tolerance_for
+from verifier.verdict import legend as verdict_legend
+from verifier.verdict import words as speed_words
 
 if TYPE_CHECKING:
     from core.llm import Message
@@ -89,7 +92,8 @@ class PromptFacts:
     backend: str
     machine: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
-    tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None  # spec -> dtype -> tolerances
+    config: VerifyConfig = field(default_factory=VerifyConfig)   # a bare one's settings (the tolerance's)
+    tolerance: Callable[[TaskSpec], Tolerance] | None = None   # the verifier's tolerance_for
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
     timed_cases: int = field(default_factory=lambda: VerifyConfig().timed_cases)   # [verifier] timed_cases
@@ -97,6 +101,7 @@ class PromptFacts:
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
         facts = cls(backend)
+        facts.tolerance = verifier.tolerance_for   # what its gates apply (VerifierProtocol), stated as applied
         vb = getattr(verifier, "backend", None)
         config = getattr(verifier, "config", None)
         if vb is None or config is None:
@@ -110,7 +115,6 @@ class PromptFacts:
         facts.meter = getattr(verifier, "roofline", None)
         facts.timed_cases = int(getattr(config, "timed_cases", facts.timed_cases))
         facts.ceilings = facts.meter.cached_ceilings() if facts.meter is not None else None
-        facts.tolerance = getattr(verifier, "tolerance_for", None)
         return facts
 
     def prepare(self, tasks: Sequence[Task], ceilings: bool = True) -> None:
@@ -130,18 +134,16 @@ class PromptFacts:
             self.ceilings = self.meter.cached_ceilings()
         return kind_of(task.ops, task.category, self.profile(task), self.ceilings, self.backend, dtypes)
 
+    def tolerance_of(self, task: Task) -> Tolerance:
+        """``task``'s tolerance per output dtype as the verifier applies it: the verifier's own
+        (``from_verifier``), else ``verifier.tolerance`` with this bare one's backend and settings."""
+        if self.tolerance is not None:
+            return self.tolerance(task.spec())
+        return tolerance_for(task.spec(), self.config, self.backend)
+
     def tolerance_for(self, task: Task) -> tuple[float, float]:
         """(atol, rtol) for float32 outputs of ``task`` as the verifier will apply them."""
-        if self.tolerance is not None:
-            return self.tolerance(task.spec())("float32")
-        from verifier.backends import get_backend
-
-        try:
-            atol, rtol = get_backend(self.backend).tolerance("float32")
-        except Exception:
-            atol = rtol = 1e-2
-        spec = task.spec()   # a task may set its own ATOL / RTOL
-        return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
+        return self.tolerance_of(task)("float32")
 
     def profile(self, task: Task) -> dict[str, Any] | None:
         if self.meter is None:
@@ -189,7 +191,7 @@ class PromptFacts:
             lines.append(f"- This task's roofline: {describe_cases(profile, timed_cases(task, self.timed_cases), c)}.")
         elif profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
-        cases = cases_section(task, self.backend, self.tolerance, self.timed_cases)
+        cases = cases_section(task, self.tolerance_of(task), self.timed_cases)
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
                          "dtype (per dtype under Cases below), with NaN/Inf where the reference has them.")
@@ -381,6 +383,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     from verifier.cases import describe_case
     from verifier.machine.roofline import assess
     from verifier.timing import Ratio
+    from verifier.verdict import judge
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:
@@ -394,8 +397,8 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
         k = int(c.get("case", 0))
         verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
         if not verdict and ci and len(ci) == 2:
-            verdict = Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])).verdict(config.min_speed_change,
-                                                                                     config.noise_limit)
+            verdict = judge(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
+                            config.noise_limit)
         said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
         point = assess(counted[k], c.get("latency_ms"), facts.ceilings if facts else None) if k < len(counted) else None
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
@@ -498,7 +501,7 @@ def _task_section(task: Task) -> str:
     else:
         sizes_text = sizes or "as written"
         scaled = f" ({task.scale_note()})" if task.size_overrides else ""
-    return (f"## Task {task.id} (level {task.level}, {task.category})\n"
+    return (f"## Task {task.name} (level {task.level}, {task.category})\n"
             f"Reference implementation (PyTorch). Sizes: {sizes_text}{scaled}. "
             "Your kernel must also handle other sizes (it is checked at a second, ragged shape).\n"
             f"```python\n{task.source.strip()}\n```")
@@ -669,10 +672,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 def windows(shown: str) -> str:
     """How a prompt compares kernels, said once: paired ratios from one window, with the direction of
     their intervals; ``shown``: which absolute time the prompt gives, and from which window."""
-    return ("Kernels are compared by ratios timed together in one window, each with its 95 % interval: \"1.20x "
-            "faster than X [1.10, 1.30]\" is this kernel's speedup over X, \"1.20x slower than X\" X's speedup over "
-            "this one, a \"speedup interval\" this kernel's (above 1 = faster). Times from different windows are "
-            f"not comparable (the load differs): {shown}.")
+    return f"{verdict_legend()} Times from different windows are not comparable (the load differs): {shown}."
 
 
 def _bound_hint(point: dict[str, Any]) -> str:
