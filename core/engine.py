@@ -44,8 +44,6 @@ from verifier.outcome import GateResult
 
 TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
 #                           this many times in all before the attempt is recorded as not judged
-RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
-RULE_MIN_Q = 0.3
 SAME_CODE_KINDS = ("human_edit", "refine_trace", "draft_trace", "baseline_trace")
 """The judged attempts whose verdict a save of the same code gets at once (never a not-judged one)."""
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
@@ -97,6 +95,8 @@ class Engine:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        # Each task's traced graph first (a few seconds): the first prompt already knows what its kernel is.
+        await asyncio.to_thread(self.facts.prepare, tasks, False)
         self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
@@ -284,11 +284,14 @@ class Engine:
             self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str],
-                      best: Experience | None = None, *, gates: bool = True) -> Outcome:
+                      best: Experience | None = None, *, gates: bool = True, fresh: bool = False) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window. ``gates``: emit
-        each gate's result (the final window, which is no attempt, emits none)."""
+        each gate's result (the final window, which is no attempt, emits none); ``fresh``: a new window even
+        when these files were verified beside this best before (the final window)."""
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
+        if fresh:
+            extra["fresh"] = True
 
         def on_gate(g: GateResult) -> None:
             if gates:
@@ -373,7 +376,7 @@ class Engine:
                            else None),
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
-                signature=task.signature(), extra=extra,
+                signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
                 code_id=candidate_identity(attempt.files) if attempt.files else "",
             )
             exp_id, created = self.store.add_experience(exp)
@@ -385,6 +388,8 @@ class Engine:
             repeat = human and not created
             if teaching.credits and not repeat and not slip and not unjudged:
                 changes = self._credit(task, attempt, reward, state.start_points)
+                if out.failed_gate == "anti_hack":     # learned once, for every later prompt of this backend
+                    memory.learn_refusal(self.store, self.backend, task.id, out.message, run.id if run else "")
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
@@ -451,7 +456,7 @@ class Engine:
             weights[attempt.start.id] = 1.0
         before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
         after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights)
+                                         weights=weights, cited=attempt.cited)
         self.store.record_retrieval(task.id, [e.id for e in attempt.context])
         adopted = [i for i in attempt.cited if i in set(ids)]
         if adopted:
@@ -503,10 +508,12 @@ class Engine:
     # -- the final window ------------------------------------------------------------------------------
 
     async def final_windows(self, run: RunRecord, tasks: list[Task], *, again: bool = False) -> None:
-        """Each task's best timed beside its first feasible kernel and the reference in one window, kept
-        in the run's progress (``extra["final"]``) for the report: best/first and best/ref from one window,
-        never two speedups from two windows divided. Tasks whose best is their first need none; a task
-        already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
+        """Each task's best timed beside its first feasible kernel and the reference in one window, now (a
+        fresh window: the verifier's recorded verdict of the same files is never reused, and the best was
+        usually verified beside the first when it became the best), kept in the run's progress
+        (``extra["final"]``) for the report: best/first and best/ref from one window, never two speedups from
+        two windows divided. A best that is the first is timed beside the reference alone (best/first is 1).
+        A task already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
         by_id = {t.id: t for t in tasks}
         for task_id in run.tasks:
             progress, task = run.progress.get(task_id), by_id.get(task_id)
@@ -517,15 +524,20 @@ class Engine:
             first = next((e for e in self.store.get_many(progress.attempts)
                           if e is not None and outcome_of(e).timed), None)
             best = self.store.get(progress.best_id)
-            if first is None or best is None or first.id == best.id or not best.files or not first.files:
+            if first is None or best is None or not best.files or not first.files:
                 continue
-            out = await self._verify(task, progress.iterations_used, best.files, first, gates=False)
+            alone = first.id == best.id
+            out = await self._verify(task, progress.iterations_used, best.files, None if alone else first,
+                                     gates=False, fresh=True)
             final: dict[str, Any] = {"best": best.id, "first": first.id, "feasible": out.feasible}
             if out.feasible:
                 final.update(latency_ms=out.latency_ms, reference_ms=out.reference_ms, speedup=out.speedup,
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
-                over_first = policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel")
+                if alone:    # the same kernel: best/first is 1 by definition, its time is the first's
+                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first="same")
+                over_first = ("is the first feasible kernel" if alone else
+                              policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel"))
                 over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")
                 words = f"the best {over_first}, {over_ref}"
             else:
@@ -540,7 +552,7 @@ class Engine:
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
         if self._teaching(run).credits:
-            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
+            memory.consolidate_rules(self.store, self.backend, run.id)
 
     # -- the workspace ----------------------------------------------------------------------------
 

@@ -591,8 +591,18 @@ def within_budget(task: Task) -> Task:
 CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 
 
-def cases_section(task: Task, tolerance: Tolerance) -> str:
-    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
+def timed_cases(task: Task, most: int) -> list[int]:
+    """The cases of a multi-case task every verification times, at most ``most`` (``[verifier] timed_cases``):
+    chosen by its cases alone (``verifier.cases.timing_order``), the same ones for every candidate and run."""
+    from verifier.cases import timing_order
+
+    cases = task.spec().cases
+    return timing_order(cases, range(len(cases)))[:most] if len(cases) > 1 else []
+
+
+def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = None) -> str:
+    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, which are
+    timed (``most_timed``: ``[verifier] timed_cases``; every case when None), each
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
     dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
@@ -614,19 +624,29 @@ def cases_section(task: Task, tolerance: Tolerance) -> str:
                 d = canonical_dtype(str(entry.get("dtype", "float32")))
                 if d not in dtypes:
                     dtypes.append(d)
-    lines = [f"## Cases: {len(cases)}, every one checked and timed (the speedup is the geometric mean over them)",
+    timed = timed_cases(task, most_timed) if most_timed is not None else list(range(len(cases)))
+    if len(timed) < len(cases):
+        head = (f"## Cases: {len(cases)}, every one checked for correctness; {len(timed)} timed, the same ones in "
+                f"every verification ({', '.join(f'#{k + 1}' for k in sorted(timed))}: the largest case of each "
+                f"dtype, then the largest others); the speedup is the geometric mean over the timed cases")
+    else:
+        head = (f"## Cases: {len(cases)}, every one checked for correctness and timed (the speedup is the geometric "
+                "mean over them)")
+    lines = [head,
              "One ModelNew (one model.py) gets every case's inputs in turn: "
              + ("it must serve all of these dtypes, " + ", ".join(dtypes) + " (check each tensor's dtype and call "
                 "a launcher written for it)"
                 if len(dtypes) > 1 else f"every tensor input is {dtypes[0] if dtypes else 'float32'}")
              + ", and every shape below (read sizes from the tensors, never fix them)."]
-    for k, case in enumerate(cases[:CASE_LINES]):
-        lines.append(f"- case {k}: {describe_case(case)}")
-    if len(cases) > CASE_LINES:
+    listed = sorted(set(range(min(len(cases), CASE_LINES))) | set(timed))
+    for k in listed:
+        lines.append(f"- case #{k + 1}{' (timed)' if k in timed and len(timed) < len(cases) else ''}: "
+                     f"{describe_case(cases[k])}")
+    if len(cases) > len(listed):
         sizes = sorted((sum(_numel(s) for e in c.get("inputs", []) for s in entry_shapes(e)), k)
                        for k, c in enumerate(cases))
-        lines.append(f"- ... {len(cases) - CASE_LINES} more; the smallest is case {sizes[0][1]} "
-                     f"({describe_case(cases[sizes[0][1]])}), the largest case {sizes[-1][1]} "
+        lines.append(f"- ... {len(cases) - len(listed)} more; the smallest is case #{sizes[0][1] + 1} "
+                     f"({describe_case(cases[sizes[0][1]])}), the largest case #{sizes[-1][1] + 1} "
                      f"({describe_case(cases[sizes[-1][1]])})")
     for name, values in attributes.items():
         if len(values) > 1:

@@ -93,6 +93,7 @@ class Experience:
     adoptions: int = 0
     adopted_by: list[str] = field(default_factory=list)
     retrieved_by: dict[str, int] = field(default_factory=dict)
+    cited_by: dict[str, int] = field(default_factory=dict)    # answers that cited it, per task
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -133,16 +133,19 @@ class Outcome:
             self.message = ", ".join(parts)
         return self
 
+    CASE_TIMES = ("latency_ms", "reference_ms", "speedup", "speedup_ci", "vs_reference", "gain", "gain_ci", "vs_best",
+                  "rounds")
+
     def add_case_times(self, timed: list[dict[str, Any]]) -> None:
-        """Each case's time and speedup from its own window (the performance gate's ``cases``) beside its
-        correctness verdict in ``cases``."""
+        """Each case's time, speedup and verdicts from its own window (the performance gate's ``cases``) beside
+        its correctness verdict in ``cases``."""
         by_case = {int(c["case"]): c for c in self.cases if "case" in c}
         for t in timed:
             entry = by_case.get(int(t["case"]))
             if entry is None:
                 entry = by_case[int(t["case"])] = {"case": int(t["case"])}
                 self.cases.append(entry)
-            entry.update({k: t[k] for k in ("latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds") if k in t})
+            entry.update({k: t[k] for k in self.CASE_TIMES if k in t})
         self.cases.sort(key=lambda c: int(c.get("case", 0)))
 
     @property

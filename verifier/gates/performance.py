@@ -149,7 +149,8 @@ def judge_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference
         message += f"; {words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
     per_case: list[dict[str, Any]] = [
         {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
-         "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
+         "speedup_ci": p.speedup_ci, "vs_reference": p.vs_reference, "gain": p.gain, "gain_ci": p.gain_ci,
+         "vs_best": p.vs_best, "rounds": w.rounds} for case, p, w in parts]
     message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x"
                                 for c in per_case)
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 from verifier.machine import priority
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2    # 2: the inputs' dtypes, and every case of a multi-case task
 CEILINGS_FORMAT = 1
 
 # Reductions and composite ops: FLOPs per element of their (first) input. A floor, not a census:
@@ -138,7 +138,8 @@ def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
     by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
     by_op.update(elementwise.by_op)
     ew = sum(elementwise.by_op.values())
-    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)),
+    floats = sorted({str(t.dtype).replace("torch.", "") for t in _tensors(inputs) if t.is_floating_point()})
+    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)), "dtypes": floats,
                               "param_bytes": _nbytes(list(state.values())), "output_bytes": _nbytes(_tensors(out)),
                               "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew, "by_op": by_op}
     result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
@@ -160,10 +161,46 @@ def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
             with torch.device(device):
                 model = module.Model(*module.get_init_inputs())
                 inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-            return {**count_forward(model, inputs), "device": device}
+            found = {**count_forward(model, inputs), "device": device}
+            if len(spec.cases) > 1:   # a multi-case task: every case's bytes and FLOPs (a prompt's roofline is the
+                found["cases"] = _count_cases(module, model, len(spec.cases), device)   # timed cases', not case 0's)
+            return found
         except Exception as exc:  # no meta kernel for some op: count on real tensors
             problem = f"{type(exc).__name__}: {exc}"
     raise RuntimeError(f"could not count the reference of {spec.id}: {problem}")
+
+
+def _count_cases(module: Any, model: Any, n: int, device: str) -> list[dict[str, Any]]:
+    """Bytes and FLOPs of each of a multi-case task's ``n`` cases (the totals of ``count_forward``)."""
+    import torch
+
+    from verifier.cases import inputs_for
+
+    out = []
+    for k in range(n):
+        with torch.device(device):
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs_for(module.get_inputs, k)()]
+        counted = count_forward(model, inputs)
+        out.append({key: counted[key] for key in ("bytes", "flops", "input_bytes", "output_bytes")})
+    return out
+
+
+def describe_cases(profile: dict[str, Any], timed: list[int], ceilings: dict[str, Any] | None) -> str:
+    """One line for a multi-case task's prompt: what its ``timed`` cases move and compute, and their floors."""
+    cases = [profile["cases"][k] for k in timed if k < len(profile.get("cases") or [])]
+    if not cases:
+        return describe_profile(profile, ceilings)
+    nbytes, flops = [int(c["bytes"]) for c in cases], [int(c["flops"]) for c in cases]
+    text = (f"over its {len(cases)} timed case{'s' if len(cases) != 1 else ''}: {_fmt_bytes(min(nbytes))} to "
+            f"{_fmt_bytes(max(nbytes))} moved and {_fmt_flops(min(flops))} to {_fmt_flops(max(flops))} per case")
+    points = [assess(c, 1.0, ceilings) for c in cases]
+    floors = [p for p in points if p and p.get("floor_ms") is not None]
+    if floors:
+        bounds = sorted({str(p["bound"]) for p in floors})
+        said = " or ".join(f"{b}-bound" for b in bounds)
+        lo, hi = min(p["floor_ms"] for p in floors), max(p["floor_ms"] for p in floors)
+        text += f": {said} on this machine, roofline floors {lo:.4f} ms to {hi:.4f} ms"
+    return text
 
 
 def _main(argv: list[str]) -> int:
@@ -536,9 +573,9 @@ class RooflineMeter:
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
 
-    def prepare(self, specs: list[TaskSpec]) -> None:
-        """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
-        first prompts of a run already carry them. Never raises."""
+    def prepare(self, specs: list[TaskSpec], ceilings: bool = True) -> None:
+        """Count every task not counted yet (one subprocess for all) and measure the ceilings (unless not
+        ``ceilings``), so the first prompts of a run already carry them. Never raises."""
         try:
             with self._guard:
                 missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
@@ -551,7 +588,8 @@ class RooflineMeter:
                         continue
                     self._profiles[self._profile_key(spec)] = found
                     self._write("tasks.json", self._profile_key(spec), found)
-            self.ceilings()
+            if ceilings:
+                self.ceilings()
         except Exception as exc:
             self.problems.append(f"{type(exc).__name__}: {exc}")
 
