@@ -14,7 +14,6 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -35,6 +34,7 @@ from core.sizing import (
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.task import TaskSpec, module_constants, size_constants
+from verifier.tolerance import Tolerance
 
 BUILTIN_ROOT = Path(__file__).parent / "suites" / "builtin"
 CATEGORIES = ("activation", "elementwise", "reduction", "normalization", "pooling", "matmul", "convolution",
@@ -543,14 +543,12 @@ def within_budget(task: Task) -> Task:
 CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 
 
-def cases_section(task: Task, backend: str = "cpu",
-                  tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None) -> str:
+def cases_section(task: Task, tolerance: Tolerance) -> str:
     """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
-    spec -> dtype -> (atol, rtol), the verifier's ``tolerance_for``; else ``backend``'s, floored for fp16/bf16 and
-    overridden by the task's own ATOL/RTOL, as the verifier does)."""
-    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, dtype_tolerance, entry_shapes
+    dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
+    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, entry_shapes
     from verifier.toolchain.cdecl import POINTER_DTYPES
 
     cases = task.spec().cases
@@ -595,20 +593,7 @@ def cases_section(task: Task, backend: str = "cpu",
         lines.append("C pointer types the runtime accepts per dtype: " + "; ".join(types))
     floats = [d for d in dtypes if d in FLOAT_DTYPES]
     if floats:
-        spec = task.spec()
-        applied = tolerance(spec) if tolerance is not None else None
-
-        def tol(d: str) -> tuple[float, float]:
-            if applied is not None:
-                return applied(d)
-            try:
-                from verifier.backends import get_backend
-
-                atol, rtol = dtype_tolerance(d, *get_backend(backend).tolerance(d))
-            except Exception:  # an unknown backend: the paper's default, floored
-                atol, rtol = dtype_tolerance(d, 1e-2, 1e-2)
-            return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
-        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tol(d)[0]:g} rtol={tol(d)[1]:g}"
+        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tolerance(d)[0]:g} rtol={tolerance(d)[1]:g}"
                                                                 for d in floats))
     return "\n".join(lines)
 

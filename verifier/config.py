@@ -68,9 +68,9 @@ class VerifyConfig(BaseModel):
     """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
 
     noise_limit: float = Field(0.15, gt=0)
-    """A window whose speed interval holds 1 yet is wider than this fraction of the ratio either side
-    (±15 %) is "noisy": too disturbed to tell, no verdict, measure again (see verifier.timing.NOISE_LIMIT
-    for the measurements behind the default)."""
+    """A window whose speed interval reaches further than this fraction from equal speed (±15 %), without
+    a change of ``min_speed_change`` beyond 1, is "noisy": too disturbed to tell, no verdict, measure again
+    (see verifier.verdict.NOISE_LIMIT for the measurements behind the default)."""
 
     check_samples: int = Field(1024, ge=16)
     """Positions of every output compared with the reference's on every timed call."""

@@ -17,7 +17,6 @@ task's precondition), places where two runs of the reference differ (not compare
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +25,7 @@ from verifier.harness.reference import Reference
 from verifier.inputs import Trial, case_trials, shape_trial, trial_plan
 from verifier.jobs import CandidateResult, ShapeSearch
 from verifier.task import TaskSpec, alt_shape_candidates, larger_shape_candidates, widen_inputs
+from verifier.tolerance import Tolerance
 
 
 @dataclass
@@ -74,7 +74,7 @@ def notes(ref: Reference) -> list[str]:
 
 
 def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
-          tolerance: Callable[[str], tuple[float, float]], cases: tuple[dict[str, Any], ...] = ()) -> Verdict:
+          tolerance: Tolerance, cases: tuple[dict[str, Any], ...] = ()) -> Verdict:
     """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``.
     A multi-case task (``cases``, the spec's) is judged case by case: every case's trials are compared,
     the verdict's ``details["cases"]`` holds each case's own verdict (its inputs, correct or not, its largest

@@ -311,7 +311,7 @@ def settled(samples: dict[str, list[float]], precision: float) -> bool:
     when there is a best) has an interval within ±``precision`` of the ratio: the rounds still to come
     would narrow an interval no verdict depends on. The width decides, never the side of 1 the ratio is
     on, so stopping here favours no verdict; a window stopped here is never "noisy" for its width
-    (``Ratio.verdict``: the noise limit is far above the precision)."""
+    (``verifier.verdict.judge``: the noise limit is far above the precision)."""
     cand = samples["candidate"]
     for other in ("reference", "best"):
         if other in samples:
