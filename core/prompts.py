@@ -431,7 +431,7 @@ def _task_section(task: Task) -> str:
     else:
         sizes_text = sizes or "as written"
         scaled = f" ({task.scale_note()})" if task.size_overrides else ""
-    return (f"## Task {task.id} (level {task.level}, {task.category})\n"
+    return (f"## Task {task.name} (level {task.level}, {task.category})\n"
             f"Reference implementation (PyTorch). Sizes: {sizes_text}{scaled}. "
             "Your kernel must also handle other sizes (it is checked at a second, ragged shape).\n"
             f"```python\n{task.source.strip()}\n```")

@@ -76,7 +76,9 @@ _HEAVY = ("convolution", "matmul", "normalization", "pooling")
 
 @dataclass(frozen=True)
 class Task:
-    """One operator to write a kernel for."""
+    """One operator to write a kernel for. ``id`` is the task's key in the workspace (``core.identity``: the
+    id in its suite, with the suite's name beside it where another suite's task has that id), ``name`` its
+    id in its suite (the file's stem), ``suite`` its suite's name."""
 
     id: str
     level: int
@@ -93,6 +95,12 @@ class Task:
     notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
     case_notes: tuple[str, ...] = ()    # what fitting the cases to their memory budget changed
     category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
+    name: str = ""                      # the id in its suite ("" until set: the id)
+    suite: str = ""                     # its suite's name (core.identity.suite_label)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -103,7 +111,7 @@ class Task:
         consts = module_constants(self.source)
         atol, rtol = consts.get("ATOL"), consts.get("RTOL")
         return TaskSpec(
-            id=self.id, source=self.source, path=str(self.path), level=self.level,
+            id=self.name, source=self.source, path=str(self.path), level=self.level,
             size_overrides=dict(self.size_overrides),
             atol=float(atol) if isinstance(atol, (int, float)) else None,
             rtol=float(rtol) if isinstance(rtol, (int, float)) else None,
@@ -113,7 +121,7 @@ class Task:
     def signature(self) -> dict[str, Any]:
         """What retrieval matches on: ops, category, level, sizes and a text description."""
         return {"ops": list(self.ops), "category": self.category, "level": self.level,
-                "sizes": self.sizes, "text": f"{self.id} {self.category} {self.description} {' '.join(self.ops)}"}
+                "sizes": self.sizes, "text": f"{self.name} {self.category} {self.description} {' '.join(self.ops)}"}
 
     def scale_note(self) -> str:
         """A line saying how sizes were scaled ("" when they were not)."""
@@ -131,10 +139,17 @@ class Task:
 
 @dataclass
 class Suite:
-    name: str
+    name: str           # as given (builtin, or the folder as typed)
     root: Path
     tasks: list[Task]
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The suite's name beside a task id that another suite also has (``core.identity.suite_label``)."""
+        from core.identity import suite_label
+
+        return suite_label(self.name if self.name == "builtin" else self.root)
 
     def get(self, task_id: str) -> Task:
         for task in self.tasks:
@@ -238,7 +253,7 @@ def _listed_cases(task: Task) -> tuple[dict[str, Any], ...]:
         try:
             import torch
 
-            module = load_task_module(TaskSpec(id=task.id, source=task.source, path=str(task.path),
+            module = load_task_module(TaskSpec(id=task.name, source=task.source, path=str(task.path),
                                                size_overrides=dict(task.size_overrides)))
             with torch.device("meta"):
                 groups = list(module.get_input_groups())
@@ -342,6 +357,8 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
             continue
         ids[task_id] = level
         tasks.append(task)
+    label = Suite(name, root, []).label
+    tasks = [replace(t, suite=label) for t in tasks]
     tasks.sort(key=lambda t: (t.level, t.id))
     if not tasks and not errors:
         raise TaskError(f"no task files in {root}: a task is a .py file defining Model, get_inputs, get_init_inputs")
@@ -370,7 +387,7 @@ def recorded_sizes(task: Task, cache_dir: Path | None) -> Probe | None:
         data = json.loads(sizes_path(cache_dir).read_text())
     except (OSError, ValueError):
         return None
-    entry = data.get(f"{task.id}:{task_hash(task)}") if isinstance(data, dict) else None
+    entry = data.get(f"{task.name}:{task_hash(task)}") if isinstance(data, dict) else None
     return Probe.from_dict(entry["probe"]) if isinstance(entry, dict) and isinstance(entry.get("probe"), dict) \
         else None
 
@@ -386,8 +403,10 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
         data = {}
     if not isinstance(data, dict):
         data = {}
-    data = {k: v for k, v in data.items() if not k.startswith(f"{task.id}:")}  # the previous version's
-    data[f"{task.id}:{task_hash(task)}"] = {"id": task.id, "path": str(task.path), "decided_at": time.time(),
+    # the previous version of this file (another suite's task of this id keeps its own)
+    data = {k: v for k, v in data.items()
+            if not (k.startswith(f"{task.name}:") and isinstance(v, dict) and v.get("path") == str(task.path))}
+    data[f"{task.name}:{task_hash(task)}"] = {"id": task.name, "path": str(task.path), "decided_at": time.time(),
                                             "settings": settings or {}, "probe": {**probe.to_dict(), "steps": []}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
