@@ -112,7 +112,9 @@ def test_a_verification_the_verifier_lost_teaches_nothing(loop):
     draft, lost, wrong = _attempts(store, record, "relu")
     # verified again (the tool's failure), then recorded as not judged: no reward, not the kernel's
     assert lost.outcome["failed_gate"] == "build" and lost.reward is None and lost.kind == "not_judged"
-    assert len(verifier.calls) == 4 and "not judged" in lost.title
+    # the draft, the lost one twice, the wrong one, and the final window measuring the best afresh
+    assert verifier.calls == [("relu", False), ("relu", True), ("relu", True), ("relu", True), ("relu", False)]
+    assert "not judged" in lost.title
     assert wrong.reward == -1.0
     # the start point's Q2 moved once (the wrong kernel's -1), not for the lost verification
     updates = [e for e in events if type(e).__name__ == "ValuesUpdated" and e.stage == "refine"]
