@@ -46,7 +46,7 @@ from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
 from verifier.outcome import GateResult, Outcome
-from verifier.sandbox import declared_env, scrubbed_env
+from verifier.processes import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
@@ -366,7 +366,7 @@ class Verifier:
     def _job_env(self, job_dir: Path, build: BuildResult | None) -> dict[str, str]:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
-        (``call_variables``), nothing secret-looking (``verifier.sandbox.declared_env``)."""
+        (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
         call_env = getattr(self.backend, "call_env", None)
         if build is None or build.library is None or call_env is None:
             return {}

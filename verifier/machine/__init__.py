@@ -69,15 +69,12 @@ def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) 
 
     Read from ``g++ <flags> -Q --help=target`` (x86: ``-mavx2 [enabled]``); on targets that do not
     list extensions that way (AArch64), from the predefined macros of ``-E -dM``. Empty on failure."""
-    import subprocess
+    from verifier.processes import run_process
 
     found: list[str] = []
     arch = ""
-    try:
-        out = subprocess.run([compiler, *flags, "-Q", "--help=target"], capture_output=True, text=True,
-                             timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
+    ran = run_process([compiler, *flags, "-Q", "--help=target"], timeout=20, background=False, stderr=False)
+    out = ran.output if ran.started and not ran.timed_out else ""
     for line in out.splitlines():
         parts = line.split()
         if len(parts) >= 2 and parts[0] in ("-march=", "-mcpu=") and not arch:
@@ -85,11 +82,9 @@ def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) 
         if len(parts) >= 2 and parts[-1] == "[enabled]" and parts[0].startswith("-m"):
             found.append(parts[0][2:])
     if not found:
-        try:
-            macros = subprocess.run([compiler, *flags, "-E", "-dM", "-x", "c++", "/dev/null"], capture_output=True,
-                                    text=True, timeout=20).stdout
-        except (OSError, subprocess.TimeoutExpired):
-            macros = ""
+        ran = run_process([compiler, *flags, "-E", "-dM", "-x", "c++", "/dev/null"], timeout=20, background=False,
+                          stderr=False)
+        macros = ran.output if ran.started and not ran.timed_out else ""
         names = {"__ARM_NEON": "neon", "__ARM_FEATURE_SVE": "sve", "__ARM_FEATURE_SVE2": "sve2",
                  "__ARM_FEATURE_DOTPROD": "dotprod", "__ARM_FEATURE_FP16_VECTOR_ARITHMETIC": "fp16",
                  "__ARM_FEATURE_BF16": "bf16", "__ARM_FEATURE_MATMUL_INT8": "i8mm", "__AVX2__": "avx2",

@@ -17,7 +17,8 @@ from typing import Any
 
 from verifier.errors import SandboxError
 from verifier.machine import priority
-from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
+from verifier.processes import kill_group
+from verifier.sandbox.isolation import bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
@@ -335,5 +336,5 @@ class ForkServer:
         try:
             proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            kill_group(proc.pid)
             proc.wait()

@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import Backend, BuildPlanError
-from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
+from verifier.processes import run_process, scrubbed_env
 from verifier.sandbox.forkserver import landlock_abi
+from verifier.sandbox.isolation import bwrap_argv, bwrap_status, sandbox_view
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
 from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined, policy_for
 
