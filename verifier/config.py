@@ -76,7 +76,7 @@ class VerifyConfig(BaseModel):
 
     flush_cache: bool = True
     """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
-    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
+    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.caches.flush_plan``)."""
 
     implausible_speedup: float = Field(50.0, gt=1)
     """Speedups above this are flagged for review (and also any below the memory-bandwidth bound)."""

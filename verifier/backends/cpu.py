@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from verifier.backends.base import BuildPlan, DeviceRuntime, Toolchain
-from verifier.machine import cpu_model
+from verifier.machine.facts import cpu_model
 from verifier.sandbox.seccomp import CPU_NEEDS
 from verifier.toolchain.cdecl import Signature, parse_extern_c
 from verifier.toolchain.linkage import LinkPolicy

@@ -466,7 +466,7 @@ class RooflineMeter:
         import hashlib
         import platform
 
-        from verifier.machine import cpu_model
+        from verifier.machine.facts import cpu_model
 
         text = f"{cpu_model()}|{os.cpu_count()}|{self.threads}|{platform.machine()}|{self.backend.build_key()}"
         return f"{CEILINGS_FORMAT}:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -487,7 +487,7 @@ class RooflineMeter:
             before = self.cached_ceilings()
             if before and not remeasure:
                 return before
-            from verifier.machine import last_level_cache_bytes
+            from verifier.machine.caches import last_level_cache_bytes
 
             compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
             module = sys.modules.get(type(self.backend).__module__)
