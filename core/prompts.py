@@ -85,7 +85,7 @@ def _form_section(backend: str, form: str) -> str:
 @dataclass
 class PromptFacts:
     """What every prompt says about where kernels run, gathered once from the verifier: machine facts
-    (``verifier.machine.machine_facts``), measured ceilings and task profiles (``verifier.machine.roofline``),
+    (``verifier.machine.facts.machine_facts``), measured ceilings and task profiles (``verifier.machine.roofline``),
     and the backend's tolerances. Built with ``from_verifier``; a bare ``PromptFacts(backend)`` says
     only what the backend's name implies."""
 
@@ -107,7 +107,7 @@ class PromptFacts:
         if vb is None or config is None:
             return facts
         try:
-            from verifier.machine import machine_facts
+            from verifier.machine.facts import machine_facts
 
             facts.machine = machine_facts(vb, config.threads)
         except Exception:  # the prompt says less; generation goes on
@@ -220,7 +220,7 @@ def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
     """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
     slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
     reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
-    from verifier.machine import FLUSH_SHARED_SHARE, human_bytes
+    from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
 
     private, shared = [], []
     for c in caches:
@@ -382,8 +382,8 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     fp16 column sums 1.11x, and no prompt said so."""
     from verifier.cases import describe_case
     from verifier.machine.roofline import assess
-    from verifier.timing import Ratio
     from verifier.verdict import judge
+    from verifier.window_stats import Ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:

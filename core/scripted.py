@@ -32,9 +32,9 @@ from verifier.config import VerifyConfig
 from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
-from verifier.timing import Ratio
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.verdict import NOISE_LIMIT, judge
+from verifier.window_stats import Ratio
 
 
 class ScriptedModel:

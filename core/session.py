@@ -20,10 +20,10 @@ from core.events import EventBus
 from core.identity import keyed, task_keys
 from core.llm import LLMClient, OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
-from core.verification import open_verifier
 from core.watcher import EditWatcher
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
+from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
 from verifier import Outcome
 from verifier.harness.protocol import VerifierProtocol

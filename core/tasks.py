@@ -483,7 +483,7 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
                 window: tuple[float, float], bytes_cap: int, timeout_s: float) -> Probe:
-    from verifier.machine import fingerprint
+    from verifier.machine.facts import fingerprint
 
     auto = scale == "auto"
     factor = 1.0 if auto or scale in (None, "none") else _factor(scale)

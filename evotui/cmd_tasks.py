@@ -119,7 +119,7 @@ def _recorded(task, cache_dir) -> tuple[Any, str]:
 
 
 def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
-    from core.verification import time_references
+    from core.workspace_verifier import time_references
 
     def progress(i: int, n: int, task_id: str, result: dict) -> None:
         said = f"{result['reference_ms']:.3f} ms" if "reference_ms" in result else result.get("reference_error")

@@ -78,7 +78,7 @@ class VerifyConfig(BaseModel):
 
     flush_cache: bool = True
     """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
-    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
+    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.caches.flush_plan``)."""
 
     timing: Literal["evokernel", "multikernelbench", "npukernelbench"] = "evokernel"
     """What one timed sample is (``verifier.timing_method``): ``evokernel``, one cold call after a cache flush (the

@@ -46,7 +46,7 @@ def _run(workspace, ids, iterations):
 
 
 def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace, llm_env):
-    from verifier.machine import compiler_target
+    from verifier.machine.facts import compiler_target
 
     answers = iter([
         ("Change: first version, one parallel simd loop", C.elementwise(C.RELU)),

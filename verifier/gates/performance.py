@@ -25,10 +25,10 @@ import torch
 
 from verifier.harness.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome
-from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
 from verifier.tolerance import Tolerance
 from verifier.verdict import NOISE_LIMIT, words
 from verifier.verdict import judge as verdict_of
+from verifier.window_stats import Window, geomean_ratio, paired_ratio, summarize
 
 if TYPE_CHECKING:
     from verifier.harness.reference import Reference

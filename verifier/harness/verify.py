@@ -46,18 +46,20 @@ from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
-from verifier.machine import fingerprint, flush_bytes, priority
+from verifier.machine import priority
+from verifier.machine.caches import flush_bytes
+from verifier.machine.facts import fingerprint
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
 from verifier.outcome import TOOL, GateResult, Outcome
-from verifier.sandbox import declared_env, scrubbed_env
+from verifier.processes import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
-from verifier.timing import Ratio
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.toolchain.build import BuildResult, default_cache_dir
+from verifier.window_stats import Ratio
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
@@ -92,7 +94,7 @@ class Verifier:
         # lock per machine and user, whatever the workspace, so two workbenches never time together.
         self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
-                        # what evicts the timed cores' caches (verifier.machine.flush_plan), not twice a VM's
+                        # what evicts the timed cores' caches (verifier.machine.caches.flush_plan), not twice a VM's
                         # reported host L3 (960 MiB, ~330 ms per timed call here)
                         "flush_bytes": flush_bytes(cfg.threads) if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
@@ -377,7 +379,7 @@ class Verifier:
     def _job_env(self, job_dir: Path, build: BuildResult | None) -> dict[str, str]:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
-        (``call_variables``), nothing secret-looking (``verifier.sandbox.declared_env``)."""
+        (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
         call_env = getattr(self.backend, "call_env", None)
         if build is None or build.library is None or call_env is None:
             return {}

@@ -39,9 +39,9 @@ from typing import Any
 
 from verifier.jobs import layout_bytes, tensor_bytes
 from verifier.sandbox.client import JobExit, JobHandle
-from verifier.timing import Window, paired_ratio
 from verifier.timing_method import DEFAULT as DEFAULT_METHOD
 from verifier.timing_method import METHODS, TimingMethod
+from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0

@@ -25,6 +25,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
+from verifier.locations import cache_dir
+
 LOCK_DIR_ENV = "EVOKERNEL_LOCK_DIR"
 POLL_S = 0.02   # a waiter tries again this often (what an abandoned wait can take to end)
 
@@ -57,7 +59,7 @@ def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
     for path in candidates:
         if _private_dir(path):
             return path
-    fallback = Path.home() / ".cache" / "evokernel"
+    fallback = cache_dir()
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
 

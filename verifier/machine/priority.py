@@ -146,18 +146,5 @@ def end_started_by(prefix: str) -> int:
     return len(mine)
 
 
-def run(argv: list[str], *, background: bool, timeout: float | None = None, **kwargs: Any
-        ) -> subprocess.CompletedProcess[Any]:
-    """``subprocess.run`` with ``capture_output``-style pipes given in ``kwargs``, started by ``popen``."""
-    proc = popen(argv, background=background, **kwargs)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
 if PER_THREAD:
     _launchers()  # now, in the importing thread: see the module docstring

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     from verifier.machine.lock import MachineLock
     from verifier.task import TaskSpec
 
-from verifier.machine import priority
+from verifier.processes import run_process, without_secrets
 
 PROFILE_FORMAT = 2    # 2: the inputs' dtypes, and every case of a multi-case task
 CEILINGS_FORMAT = 1
@@ -231,7 +230,7 @@ def profile_task(spec: TaskSpec, timeout: float = 120.0) -> dict[str, Any]:
 
 def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[str, Any] | str]:
     """Profiles of ``specs`` counted in one fresh interpreter: each a dict, or a string saying why not."""
-    from verifier.sandbox import scrubbed_env
+    from verifier.processes import scrubbed_env
 
     if not specs:
         return []
@@ -241,15 +240,13 @@ def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[st
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
-        why = ""
-        try:  # counting is not a timing: at lower priority (verifier.machine.priority)
-            ran = priority.run([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)],
-                               background=True, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, timeout=timeout, start_new_session=True)
-            tail = (ran.stderr or "").strip().splitlines()[-1:] or [f"exit {ran.returncode}"]
-            why = f"counting the reference failed: {tail[0][:300]}"
-        except subprocess.TimeoutExpired:
+        # counting is not a timing: at lower priority (verifier.machine.priority)
+        ran = run_process([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], cwd=tmp, env=env,
+                          timeout=timeout, background=True)
+        if ran.timed_out:
             why = f"counting the reference took over {timeout:.0f} s"
+        else:
+            why = f"counting the reference failed: {ran.last_line() or ran.describe()}"
         try:
             results = json.loads((Path(tmp) / "result.json").read_text())
         except (OSError, ValueError):
@@ -349,23 +346,17 @@ def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: i
     with tempfile.TemporaryDirectory(prefix="evokernel-ceilings-") as tmp:
         src, exe = Path(tmp) / "ceilings.cpp", Path(tmp) / "ceilings"
         src.write_text(CEILINGS_SOURCE)
-        try:
-            built = priority.run([compiler, *flags, "-o", str(exe), str(src)], background=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RuntimeError(f"building the ceilings probe failed: {exc}") from None
-        if built.returncode != 0:
-            raise RuntimeError(f"building the ceilings probe failed: {(built.stderr or '').strip()[:300]}")
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"}
-        try:
-            ran = priority.run([str(exe), str(n)], background=False, stdout=subprocess.PIPE,  # a timing
-                               stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the ceilings probe ran over {timeout:.0f} s") from None
+        built = run_process([compiler, *flags, "-o", str(exe), str(src)], timeout=timeout, background=True)
+        if not built.ok:
+            raise RuntimeError(f"building the ceilings probe failed: {built.output.strip()[:300] or built.describe()}")
+        env = {**without_secrets(os.environ), "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"}
+        ran = run_process([str(exe), str(n)], timeout=timeout, env=env, background=False, stderr=False)  # a timing
+        if ran.timed_out:
+            raise RuntimeError(f"the ceilings probe ran over {timeout:.0f} s")
     try:
-        data = json.loads(ran.stdout.strip().splitlines()[-1])
+        data = json.loads(ran.output.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"the ceilings probe printed no result (exit {ran.returncode})") from None
+        raise RuntimeError(f"the ceilings probe printed no result ({ran.describe()})") from None
     if "error" in data:
         raise RuntimeError(f"the ceilings probe failed: {data['error']}")
     data.pop("check", None)
@@ -531,7 +522,7 @@ class RooflineMeter:
         import hashlib
         import platform
 
-        from verifier.machine import cpu_model
+        from verifier.machine.facts import cpu_model
 
         text = f"{cpu_model()}|{os.cpu_count()}|{self.threads}|{platform.machine()}|{self.backend.build_key()}"
         return f"{CEILINGS_FORMAT}:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -552,7 +543,7 @@ class RooflineMeter:
             before = self.cached_ceilings()
             if before and not remeasure:
                 return before
-            from verifier.machine import last_level_cache_bytes
+            from verifier.machine.caches import last_level_cache_bytes
 
             compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
             module = sys.modules.get(type(self.backend).__module__)

@@ -17,7 +17,8 @@ from typing import Any
 
 from verifier.errors import SandboxError
 from verifier.machine import priority
-from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
+from verifier.processes import kill_group
+from verifier.sandbox.isolation import bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
@@ -382,6 +383,6 @@ class ForkServer:
                 with self._lock:
                     pids = [p.pid for p in self._pending.values() if p.pid]
                 for pid in pids:
-                    _kill_group(pid)
-            _kill_group(proc.pid)     # (with bubblewrap its PID namespace ends with it, every job inside)
+                    kill_group(pid)
+            kill_group(proc.pid)      # (with bubblewrap its PID namespace ends with it, every job inside)
             proc.wait()
