@@ -114,7 +114,8 @@ def test_hanging_kernel_is_killed(verifier, suite, make_candidate, fast_config):
     assert "did not finish" in out.message
     assert out.gate("correctness").seconds < fast_config.run_timeout_s + 15
     # a timeout may be the machine's load: it is not recorded as the candidate's verdict
-    assert verifier._cached_outcome(verifier._outcome_key(suite.get("relu").spec(), out.candidate_hash)) is None
+    key = verifier.outcomes.key(suite.get("relu").spec(), out.candidate_hash, "", verifier.backend, verifier.config)
+    assert verifier.outcomes.get(key) is None
 
 
 def test_segfault_is_an_outcome(verifier, suite, make_candidate):
