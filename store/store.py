@@ -22,7 +22,17 @@ from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
 from store.records import Experience, RunRecord, TaskState
-from store.schema import SCHEMA_VERSION, Tables, Txn, apply_migrations, migration_path, newer_message, older_message
+from store.schema import (
+    SCHEMA_VERSION,
+    TASK_CLAIM,
+    Tables,
+    Txn,
+    apply_migrations,
+    claim_key,
+    migration_path,
+    newer_message,
+    older_message,
+)
 from store.stats import store_stats
 
 if TYPE_CHECKING:
@@ -147,6 +157,14 @@ class Store:
                 e.id, e.created_at, e.updated_at = i, c, u
             raise
 
+    def same_code(self, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+                  files: dict[str, str]) -> str | None:
+        """The id of a stored experience of ``task_id`` (one of ``kinds``, in that order) with the same code:
+        the same ``code_id``, or for records stored without one, the same normalised ``files``."""
+        kinds = list(kinds)
+        return self._env.read(lambda txn: experiences.same_code(txn, self._t, task_id, kinds, backend, code_id,
+                                                                 files))
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with its files, values and history, or None."""
         return self._env.read(lambda txn: experiences.load(txn, self._t, exp_id))
@@ -270,16 +288,19 @@ class Store:
 
     def update_values(
         self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
-        weights: dict[str, float] | None = None,
+        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None,
     ) -> dict[str, float]:
         """In one transaction, Q ← Q + α·w·(r − Q) on each id's Q1 (stage "draft") or Q2 ("refine").
 
         ``w`` is ``weights.get(id, 1.0)``; the update count grows by one and the history keeps the last
-        32 updates. Returns the new values of the ids that exist.
+        32 updates, each with its weight and (given ``cited``) whether the answer cited the id. Returns the
+        new values of the ids that exist.
         """
         ids = list(ids)
+        cited = list(cited) if cited is not None else None
         return self._write(lambda txn: values.update_values(
-            txn, self._t, ids, stage=stage, reward=reward, alpha=alpha, task_id=task_id, weights=weights))
+            txn, self._t, ids, stage=stage, reward=reward, alpha=alpha, task_id=task_id, weights=weights,
+            cited=cited))
 
     def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
         """Count one retrieval of each id for ``task_id``."""
@@ -287,7 +308,7 @@ class Store:
         self._write(lambda txn: values.record_retrieval(txn, self._t, task_id, ids))
 
     def record_adoption(self, task_id: str, ids: Iterable[str]) -> None:
-        """Note that ``task_id`` adopted (cited) each id."""
+        """Note that ``task_id`` adopted (cited) each id (every citation counted, per task)."""
         ids = list(ids)
         self._write(lambda txn: values.record_adoption(txn, self._t, task_id, ids))
 
@@ -316,6 +337,36 @@ class Store:
         """Every stored task state, by task id."""
         raws = self._env.read(lambda txn: [bytes(v) for v in txn.cursor(db=self._t.tasks).iternext(keys=False)])
         return [TaskState.from_dict(unpack(r)) for r in raws]
+
+    def task_claims(self) -> dict[str, dict[str, Any]]:
+        """Every task key this memory knows, with what it stands for (``store.schema.TASK_CLAIM``)."""
+        def run(txn: Txn) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            cur = txn.cursor(db=self._t.meta)
+            if cur.set_range(TASK_CLAIM):
+                for key, raw in cur:
+                    key = bytes(key)
+                    if not key.startswith(TASK_CLAIM):
+                        break
+                    out[key[len(TASK_CLAIM):].decode(errors="replace")] = unpack(raw)
+            return out
+
+        return self._env.read(run)
+
+    def claim_task(self, key: str, claim: dict[str, Any], *, replacing: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """Claim task key ``key`` for ``claim`` when no claim holds it (or exactly ``replacing`` does: a legacy
+        claim being adopted); returns the claim that holds it now (``claim`` when this call took it). One
+        transaction: of two processes claiming one key, one wins and the other is told so."""
+        def run(txn: Txn) -> dict[str, Any]:
+            raw = txn.get(claim_key(key), db=self._t.meta)
+            held = unpack(raw) if raw is not None else None
+            if held is None or (replacing is not None and held == replacing):
+                txn.put(claim_key(key), pack(claim), db=self._t.meta)
+                return claim
+            return cast(dict[str, Any], held)
+
+        return self._write(run)
 
     def put_run(self, run: RunRecord) -> None:
         """Store ``run`` (``started_at`` defaults to now; ``updated_at`` becomes now)."""

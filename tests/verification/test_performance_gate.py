@@ -90,3 +90,31 @@ def test_a_clean_window_is_measured_once(monkeypatch):
     out, heard, windows = run_gate(monkeypatch, [Ratio(0.94, 0.91, 0.98)], Roofline(0.4))
     assert windows == 1 and out.vs_reference == out.vs_best == "slower" and heard == ["passed"]
     assert out.gate("performance").message.endswith("compute-bound: 40%")
+
+
+def test_each_case_of_a_multi_case_task_has_its_verdicts_by_the_same_rule(monkeypatch):
+    """#37 put each case's verdicts beside its times (the prompt names a slower case); here they are decided
+    by the one rule, with the task's, once the gate has measured every case."""
+    from verifier.inputs import Trial
+
+    by_case = {0: Ratio(1.3, 1.2, 1.4), 1: Ratio(0.8, 0.75, 0.85), 2: Ratio(1.02, 0.7, 1.5)}
+
+    def measure(ref, case, budget_s):
+        sides = ["reference", "candidate", "best"]
+        samples = {side: [1.0 + case] * 8 for side in sides}      # the case, read back by the ratio below
+        return ({"window": {"sides": sides, "samples": samples, "wall": samples, "order": [sides] * 8,
+                            "clock": "wall", "preempted": [False] * 8}}, {"checks": []})
+
+    monkeypatch.setattr(performance, "paired_ratio", lambda numerator, denominator: by_case[int(denominator[0]) - 1])
+    trials = [Trial(seed=k, distribution="normal", case=k) for k in by_case]
+    ref = Reference(trials, [{"leaves": []} for _ in trials], [[] for _ in trials])
+    out = Outcome.start("t", "cpu")
+    for gate in ("format", "anti_hack", "build", "correctness"):
+        out.pass_gate(gate)
+    out.cases = [{"case": k, "passed": True} for k in by_case]
+    performance.check(SimpleNamespace(cases=()), ref, out, measure=measure, roofline=Roofline(None),
+                      tolerance=lambda dtype: (1e-4, 1e-4), config=VerifyConfig(), best_hash="b" * 16, with_best=True)
+    out.finish()
+    assert [(c["vs_reference"], c["vs_best"]) for c in out.cases] == [
+        ("faster", "faster"), ("slower", "slower"), ("noisy", "noisy")]
+    assert out.gate("performance").passed and out.vs_reference == "same"    # the task's: equal windows' geomean

@@ -9,6 +9,8 @@ import subprocess
 
 import pytest
 
+from verifier.harness.candidate_files import candidate_identity
+
 import candidates as C
 
 pytestmark = pytest.mark.slow
@@ -72,6 +74,25 @@ def test_reverification_uses_the_caches(verifier, suite, make_candidate):
     assert not first.build_cached and fresh.build_cached     # a fresh run still reuses the build
 
 
+def test_a_comment_or_spacing_change_gets_the_recorded_verdict(verifier, suite, make_candidate):
+    """#37 finding 4: the CLI's recorded verdicts were keyed on the raw text, so a comment-only change cost a
+    full verification (9-32 s). They are keyed on the code's identity (comments and spacing aside)."""
+    files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // identity"))
+    task = suite.get("relu").spec()
+    first = verifier.verify(task, make_candidate(files))
+    tidied = {**files, "kernel.cpp": "// tidied\n" + files["kernel.cpp"].replace("; ++i)", ";  ++i )"),
+              "model.py": files["model.py"].replace("lib = load()", "lib = load()   # the library")}
+    again = verifier.verify(task, make_candidate(tidied))
+    changed = {**files, "kernel.cpp": files["kernel.cpp"].replace("0.f ? x[i]", "0.f ? 1.0f * x[i]")}
+    other = verifier.verify(task, make_candidate(changed))
+    assert first.feasible and again.from_cache and again.latency_ms == first.latency_ms
+    # kept under the code's identity
+    assert verifier.outcomes.get(verifier.outcomes.key(task, candidate_identity(tidied), "", verifier.backend,
+                                                       verifier.config)) is not None
+    assert again.candidate_hash != first.candidate_hash      # the record names these files
+    assert not other.from_cache                               # a change of code is verified
+
+
 # ----------------------------------------------------------------------------- rejected
 
 
@@ -109,12 +130,15 @@ def test_bad_candidates_fail_at_the_right_gate(verifier, suite, make_candidate, 
 
 
 def test_hanging_kernel_is_killed(verifier, suite, make_candidate, fast_config):
-    out = verify(verifier, suite, "relu", C.elementwise(C.HANG), make_candidate)
+    files = C.elementwise(C.HANG)
+    out = verify(verifier, suite, "relu", files, make_candidate)
     assert out.failed_gate == "correctness"
     assert "did not finish" in out.message
     assert out.gate("correctness").seconds < fast_config.run_timeout_s + 15
-    # a timeout may be the machine's load: it is not recorded as the candidate's verdict
-    key = verifier.outcomes.key(suite.get("relu").spec(), out.candidate_hash, "", verifier.backend, verifier.config)
+    # a timeout may be the machine's load: it is not recorded as the candidate's verdict (the key the verifier
+    # keeps outcomes under: the code's identity)
+    key = verifier.outcomes.key(suite.get("relu").spec(), candidate_identity(files), "", verifier.backend,
+                                verifier.config)
     assert verifier.outcomes.get(key) is None
 
 

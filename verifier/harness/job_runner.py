@@ -28,12 +28,13 @@ from typing import Any
 from verifier.backends import Backend, backend_device, runtime_target
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
+from verifier.harness import window as timing_window
 from verifier.harness.reference import Reference
-from verifier.harness.window import Observer, Side, SideFailed, WindowSettings, finish, run_window
+from verifier.harness.window import Observer, Side, SideFailed, WindowSettings, finish
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
 from verifier.machine.priority import BACKGROUND_NICENESS
-from verifier.outcome import Outcome
+from verifier.outcome import TOOL, Outcome
 from verifier.processes import declared_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import RuntimeNeeds
@@ -196,10 +197,14 @@ class JobRunner:
     def _sides(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                observer: Observer | None = None) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        from verifier.timing_method import timing_method
+
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
+        method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
-                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self.flush_bytes,
+                "eval_mode": bool(ref.eval_mode), "timer": clock,
+                "flush_bytes": self.flush_bytes if method.flush else 0,
                 # a reference whose runs differ (duplicate-index scatter) keeps its trials' integer inputs
                 "fixed_integers": any(m is not None for masks in ref.ignore[:2] for m in masks)}
         sides: dict[str, Side] = {}
@@ -215,7 +220,8 @@ class JobRunner:
                                  trusted=False)
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
-                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock)
+                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
+                                  method=method)
         on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self.flush_bytes and on_host else None
         failure: SideFailed | None = None
@@ -229,7 +235,8 @@ class JobRunner:
                     side.start(server.submit(side.job_dir, self.limits(), timeout,
                                              self.job_env(side.job_dir, builds.get(side.name))))
                 try:
-                    result = run_window(sides, settings, flush, observer)
+                    # looked up at each call (tests record the windows: test_timing_method.py)
+                    result = timing_window.run_window(sides, settings, flush, observer)
                 except SideFailed as exc:
                     failure = exc
                     for side in sides.values():
@@ -243,7 +250,9 @@ class JobRunner:
                         message = self.failure(sides["candidate"].job_dir, failure.exit or exit_, got)
                     else:   # it broke the protocol and was stopped
                         message = f"the candidate's timing process {failure}"
-                    out.fail("performance", message, exit_.seconds, transient=exit_.status == "lost")
+                    lost = failure.exit if failure.exit is not None and failure.exit.tool else exit_
+                    out.fail("performance", message, exit_.seconds, transient=lost.status == "lost",
+                             **tool_failure(lost))
                     return None
                 if failure.side == "reference":   # the task's own code: not this candidate's verdict
                     exit_, got = ended["reference"]
@@ -259,7 +268,7 @@ class JobRunner:
                     if name == "reference":
                         raise VerifierError(f"the reference failed in the timing window: {exit_.describe()}")
                     out.fail("performance", self.failure(sides[name].job_dir, exit_, got), exit_.seconds,
-                             transient=exit_.status == "lost")
+                             transient=exit_.status == "lost", **tool_failure(exit_))
                     return None
                 if path.stat().st_size > cfg.max_output_mb << 20:
                     out.fail("performance", "outputs larger than the output limit")
@@ -276,6 +285,11 @@ class JobRunner:
             for side in sides.values():
                 side.close()
                 shutil.rmtree(side.job_dir, ignore_errors=True)
+
+
+def tool_failure(exit_: JobExit) -> dict[str, str]:
+    """The details that mark a job's ending as the tool's failure (``verifier.outcome.TOOL``), or none."""
+    return {TOOL: exit_.tool} if exit_.tool else {}
 
 
 def omp_env(threads: int) -> dict[str, str]:

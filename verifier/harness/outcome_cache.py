@@ -1,11 +1,13 @@
-"""The outcome cache: a byte-identical candidate verified before on this machine, with the same settings
-and the same best, gets its recorded Outcome back (``Outcome.from_cache``) unless the caller asks for a
-fresh verification. Every gate is deterministic but the timing, which was measured here.
+"""The outcome cache: a candidate with the same code (``candidate_identity``: comments and spacing aside)
+verified before on this machine, with the same settings and the same best, gets its recorded Outcome back
+(``Outcome.from_cache``) unless the caller asks for a fresh verification. Every gate is deterministic but the
+timing, which was measured here.
 
 Keys hash what decides a verdict: ``OUTCOME_FORMAT`` (bumped when the gates change what they decide), the
-candidate's and the best's files, the task (its source, sizes and tolerances), the backend's build key,
+candidate's and the best's code, the task (its source, sizes and tolerances), the backend's build key,
 every verifier setting, and this machine's fingerprint. Outcomes whose failure may be the machine's load
-(a timeout, a lost job: ``transient``) or the verifier's own are never stored.
+(a timeout, a lost job: ``transient``) or the verifier's own are never stored, nor is an outcome that judges
+nothing (``Outcome.not_judged``: the tool's failure).
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ class OutcomeCache:
         self.folder = folder
 
     @staticmethod
-    def key(task: TaskSpec, candidate_hash: str, best_hash: str, backend: Any, config: VerifyConfig) -> str:
-        """What a verdict depends on, hashed (see the module's docstring)."""
-        text = json.dumps([OUTCOME_FORMAT, candidate_hash, best_hash, task.key, task.atol, task.rtol,
+    def key(task: TaskSpec, candidate: str, best: str, backend: Any, config: VerifyConfig) -> str:
+        """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the code's
+        identities (``verifier.harness.candidate_files.candidate_identity``; "" for no best)."""
+        text = json.dumps([OUTCOME_FORMAT, candidate, best, task.key, task.atol, task.rtol,
                            backend.build_key(), config.model_dump(mode="json"),
                            fingerprint(config.threads, backend.name)],
                           sort_keys=True, default=str)

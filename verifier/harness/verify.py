@@ -34,12 +34,18 @@ from verifier.gates.build import check_build
 from verifier.gates.correctness import judge
 from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
-from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
-from verifier.harness.job_runner import JobRunner, omp_env
+from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
+    MAX_READ_BYTES,
+    candidate_hash,
+    candidate_identity,
+    read_candidate,
+)
+from verifier.harness.job_runner import JobRunner, omp_env, tool_failure
 from verifier.harness.outcome_cache import OutcomeCache
 from verifier.harness.reference import Reference, ReferenceCache, Spares
 from verifier.harness.window import Observer
 from verifier.jobs import CandidateJob, CandidateResult
+from verifier.machine import priority
 from verifier.machine.caches import flush_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.roofline import RooflineMeter
@@ -116,7 +122,8 @@ class Verifier:
         self.jobs = JobRunner(self.backend, cfg, self.needs, self.server, self.reference_server, self._lock,
                               int(self._timing["flush_bytes"]))
         self.outcomes = OutcomeCache(self.cache_dir / "outcomes")
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
         self._warm: Future[None] | None = None
         # the next verification's reference, made ahead (looked up at each call: bench/fresh_reference_cost.py swaps it)
@@ -134,8 +141,12 @@ class Verifier:
             self.server.start()
 
     def close(self) -> None:
+        """Stop the sandboxes and everything in flight at once: closing never waits on a job, on a count of a
+        reference or a probe this verifier's threads started, nor on the lock another process's timing holds."""
+        self._lock.abandon()
         self.server.close()
         self.reference_server.close()
+        priority.end_started_by(f"verifier-{id(self):x}")
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.jobs_root, ignore_errors=True)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
@@ -175,9 +186,10 @@ class Verifier:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
         ``on_gate`` is called (from this thread) as each gate gets its verdict. ``best``: the files of
         the task's best so far, timed in the same window as the candidate (``Outcome.gain``,
-        ``vs_best``). A byte-identical candidate verified before on this machine with the same
-        settings (and the same best) returns its recorded Outcome (``from_cache``) unless ``fresh``:
-        every gate is deterministic but the timing, which was measured here."""
+        ``vs_best``). A candidate with the same code (``candidate_identity``: comments and spacing aside)
+        verified before on this machine with the same settings (and the same best) returns its recorded
+        Outcome (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
+        measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
@@ -186,8 +198,8 @@ class Verifier:
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
-        best_hash = candidate_hash(best) if best else ""
-        key = self.outcomes.key(task, out.candidate_hash, best_hash, self.backend, self.config)
+        key = self.outcomes.key(task, candidate_identity(files), candidate_identity(best) if best else "",
+                                self.backend, self.config)
         if not fresh:
             cached = self.outcomes.get(key)
             if cached is not None:
@@ -195,6 +207,7 @@ class Verifier:
                     if on_gate is not None and g.status != "skipped":
                         on_gate(g)
                 cached.from_cache, cached.seconds = True, time.perf_counter() - started
+                cached.candidate_hash = out.candidate_hash   # these files (the same code as the ones timed)
                 return cached
         if on_gate is not None:
             out.listener = on_gate
@@ -211,7 +224,7 @@ class Verifier:
             out.seconds = time.perf_counter() - started
             out.listener = None
         out.finish()
-        if not any(g.details.get("transient") for g in out.gates):
+        if not out.not_judged and not any(g.details.get("transient") for g in out.gates):
             self.outcomes.put(key, out)
         return out
 
@@ -282,7 +295,7 @@ class Verifier:
                 exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build))
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self.jobs.failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"))
+                         transient=exit_.status in ("timeout", "lost"), **tool_failure(exit_))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)

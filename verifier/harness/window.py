@@ -10,7 +10,9 @@ the rounds, draws every round's seed, holds the clock and compares the outputs:
   own buffers before its call. No two calls of a window, or of two verifications, see related values.
 * **the clock is here**: a call is the time from writing ``go NONCE`` to the side's ``done NONCE``
   (on devices, the side's event pair, with this wall clock kept beside it); caches are flushed right
-  before, by the reference's process (on devices, by each side while staging).
+  before, by the reference's process (on devices, by each side while staging). What one sample is (a
+  cold call after the flush, or the public suites' warm calls) is the timing method's
+  (``verifier.timing_method``, ``[verifier] timing``): the window consults it and nothing else changes.
 * **untrusted sides are stopped** (SIGSTOP through the fork server, every thread seen stopped) while
   any other side is timed: a candidate's signal handlers, timers, threads or spinning cannot take
   a core from the reference or the best, and its memory writes reach only its own process.
@@ -37,6 +39,8 @@ from typing import Any
 
 from verifier.jobs import layout_bytes, tensor_bytes
 from verifier.sandbox.client import JobExit, JobHandle
+from verifier.timing_method import DEFAULT as DEFAULT_METHOD
+from verifier.timing_method import METHODS, TimingMethod
 from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
@@ -101,19 +105,20 @@ class Side:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return line.decode(errors="replace").split(" ")
 
-    def go(self) -> tuple[float, list[str]]:
-        """One timed call: milliseconds from writing ``go NONCE`` to reading the answer line, and the
-        answer, which must be ``done NONCE ...`` with this call's nonce."""
+    def go(self, calls: int = 1) -> tuple[float, list[str]]:
+        """One timed sample: milliseconds from writing ``go NONCE [CALLS]`` to reading the answer line, per call
+        (``calls`` back to back, the timing method's), and the answer, which must be ``done NONCE ...`` with this
+        sample's nonce (its event time per call too)."""
         nonce = secrets.token_hex(8)
-        line = f"go {nonce}\n".encode()
+        line = (f"go {nonce}\n" if calls == 1 else f"go {nonce} {calls}\n").encode()
         t0 = time.perf_counter_ns()
         os.write(self._to, line)
-        words = self.read()
+        words = self.read(COMMAND_TIMEOUT_S * calls)
         t1 = time.perf_counter_ns()
         if len(words) != 4 or words[0] != "done" or words[1] != nonce:
             raise SideFailed(self.name, f"answered {' '.join(words)[:200]!r} to a timed call: only the harness's "
                                         "own answer line may be written to the side's channel")
-        return (t1 - t0) / 1e6, words
+        return (t1 - t0) / 1e6 / calls, words
 
     def call(self, line: str, expect: str = "ok", timeout: float = COMMAND_TIMEOUT_S) -> list[str]:
         self.send(line)
@@ -134,7 +139,10 @@ class Side:
         if not self.handle.pause(stop):
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
-            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued")
+            # the sandbox worker did not stop or continue a process that is still there: the tool's failure
+            what = "stop" if stop else "continue"
+            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued",
+                             JobExit("lost", detail=f"the sandbox worker did not {what} the timing process"))
         self.stopped = stop
 
     def close(self) -> None:
@@ -159,6 +167,7 @@ class WindowSettings:
     samples: int = 1024            # positions compared per output on every timed call
     case: int | None = None        # a multi-case task's case
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
+    method: TimingMethod = METHODS[DEFAULT_METHOD]   # what one sample is (verifier.timing_method)
 
 
 Observer = Callable[[str, Any], None]
@@ -232,15 +241,16 @@ class _Run:
         for s in self.untrusted:
             s.pause(True)
 
-    def timed(self, name: str) -> tuple[float, float | None, bool]:
-        """One side's call, the others stopped: (harness ms, the side's event ms or None, preempted)."""
+    def timed(self, name: str, calls: int = 1) -> tuple[float, float | None, bool]:
+        """One side's sample of ``calls`` calls, the others stopped: (harness ms, the side's event ms or None,
+        preempted), per call."""
         s = self.sides[name]
         s.pause(False)
-        if self.flush is not None:
+        if self.flush is not None and self.settings.method.flush:
             self.flush()
         if self.observe is not None:
             self.observe("timed", (name, self.sides))
-        ms, words = s.go()
+        ms, words = s.go(calls)
         s.pause(True)
         return ms, None if words[2] == "-" else float(words[2]), words[3] == "1"
 
@@ -263,7 +273,8 @@ class _Run:
         wall: dict[str, list[float]] = {n: [] for n in names}
         order: list[list[str]] = []
         preempted: list[bool] = []
-        for i in range(settings.warmup):   # untimed: loads libraries, touches pages, warms the allocators
+        warmup = settings.warmup if settings.method.warmup is None else settings.method.warmup
+        for i in range(warmup):   # untimed: loads libraries, touches pages, warms the allocators
             if i < 2:
                 self.stage(i % 2)
             for name in self.rng.sample(names, len(names)):
@@ -277,7 +288,7 @@ class _Run:
             this_round = self.rng.sample(names, len(names))
             switched = False
             for name in this_round:
-                ms, event, was_preempted = self.timed(name)
+                ms, event, was_preempted = self.timed(name, settings.method.calls)
                 wall[name].append(ms)
                 samples[name].append(event if settings.clock == "events" and event is not None else ms)
                 switched |= was_preempted

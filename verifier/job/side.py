@@ -256,6 +256,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             channel.reply("ok")
         elif command == "go":
             nonce = words[1]
+            repeat = max(1, min(int(words[2]), 1000)) if len(words) > 2 else 1   # the timing method's calls
             arm()           # armed already (by the staging or the last call) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
@@ -263,7 +264,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 if pair is not None:
                     pair[0].record()
                 with torch.no_grad():
-                    out = models[current](*buffers)
+                    for _ in range(repeat):
+                        out = models[current](*buffers)
                 if pair is not None:
                     pair[1].record()
                 sync()
@@ -272,7 +274,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             after = resource.getrusage(resource.RUSAGE_SELF)
             preempted = after.ru_nivcsw != before.ru_nivcsw
-            event_ms = f"{float(pair[0].elapsed_time(pair[1])):.6f}" if pair is not None else "-"
+            event_ms = f"{float(pair[0].elapsed_time(pair[1])) / repeat:.6f}" if pair is not None else "-"
             channel.reply(f"done {nonce} {event_ms} {int(preempted)}")
             trace = disarm()
             # Copied into the same buffers every call, and the result freed at once: nothing allocated

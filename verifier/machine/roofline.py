@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 from verifier.processes import run_process, without_secrets
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2    # 2: the inputs' dtypes, and every case of a multi-case task
 CEILINGS_FORMAT = 1
 
 # Reductions and composite ops: FLOPs per element of their (first) input. A floor, not a census:
@@ -137,7 +137,8 @@ def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
     by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
     by_op.update(elementwise.by_op)
     ew = sum(elementwise.by_op.values())
-    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)),
+    floats = sorted({str(t.dtype).replace("torch.", "") for t in _tensors(inputs) if t.is_floating_point()})
+    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)), "dtypes": floats,
                               "param_bytes": _nbytes(list(state.values())), "output_bytes": _nbytes(_tensors(out)),
                               "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew, "by_op": by_op}
     result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
@@ -159,10 +160,46 @@ def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
             with torch.device(device):
                 model = module.Model(*module.get_init_inputs())
                 inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-            return {**count_forward(model, inputs), "device": device}
+            found = {**count_forward(model, inputs), "device": device}
+            if len(spec.cases) > 1:   # a multi-case task: every case's bytes and FLOPs (a prompt's roofline is the
+                found["cases"] = _count_cases(module, model, len(spec.cases), device)   # timed cases', not case 0's)
+            return found
         except Exception as exc:  # no meta kernel for some op: count on real tensors
             problem = f"{type(exc).__name__}: {exc}"
     raise RuntimeError(f"could not count the reference of {spec.id}: {problem}")
+
+
+def _count_cases(module: Any, model: Any, n: int, device: str) -> list[dict[str, Any]]:
+    """Bytes and FLOPs of each of a multi-case task's ``n`` cases (the totals of ``count_forward``)."""
+    import torch
+
+    from verifier.cases import inputs_for
+
+    out = []
+    for k in range(n):
+        with torch.device(device):
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs_for(module.get_inputs, k)()]
+        counted = count_forward(model, inputs)
+        out.append({key: counted[key] for key in ("bytes", "flops", "input_bytes", "output_bytes")})
+    return out
+
+
+def describe_cases(profile: dict[str, Any], timed: list[int], ceilings: dict[str, Any] | None) -> str:
+    """One line for a multi-case task's prompt: what its ``timed`` cases move and compute, and their floors."""
+    cases = [profile["cases"][k] for k in timed if k < len(profile.get("cases") or [])]
+    if not cases:
+        return describe_profile(profile, ceilings)
+    nbytes, flops = [int(c["bytes"]) for c in cases], [int(c["flops"]) for c in cases]
+    text = (f"over its {len(cases)} timed case{'s' if len(cases) != 1 else ''}: {_fmt_bytes(min(nbytes))} to "
+            f"{_fmt_bytes(max(nbytes))} moved and {_fmt_flops(min(flops))} to {_fmt_flops(max(flops))} per case")
+    points = [assess(c, 1.0, ceilings) for c in cases]
+    floors = [p for p in points if p and p.get("floor_ms") is not None]
+    if floors:
+        bounds = sorted({str(p["bound"]) for p in floors})
+        said = " or ".join(f"{b}-bound" for b in bounds)
+        lo, hi = min(p["floor_ms"] for p in floors), max(p["floor_ms"] for p in floors)
+        text += f": {said} on this machine, roofline floors {lo:.4f} ms to {hi:.4f} ms"
+    return text
 
 
 def _main(argv: list[str]) -> int:
@@ -343,6 +380,11 @@ def _fmt_flops(n: float) -> str:
     return f"{int(n)} FLOP"
 
 
+BELOW_FLOOR = 0.5
+"""A memory-bound kernel timed under this share of the roofline's floor is flagged for review (above the
+floor itself is possible with data kept in cache, and the summary says so)."""
+
+
 def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: dict[str, Any] | None = None
            ) -> dict[str, Any] | None:
     """Where a kernel taking ``latency_ms`` sits on the roofline (pure; None without a profile or time).
@@ -376,9 +418,23 @@ def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: d
     else:
         head = f"compute-bound: {100 * fraction:.0f} % of the {peak:.0f} GFLOP/s FMA ceiling"
         detail = f"{_fmt_flops(flops)} at {out['achieved_gflops']:.1f} GFLOP/s"
-    note = "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else ""
+    note = ("; under half of it: flagged for review" if bound == "memory" and fraction > 1 / BELOW_FLOOR
+            else "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else "")
     out["summary"] = f"{head} ({detail}; floor {floor_ms:.3f} ms{note})"
     return out
+
+
+def below_floor(point: dict[str, Any] | None) -> str:
+    """The flag of a memory-bound kernel timed under half the roofline's floor, or "": the floor is the one
+    ``assess`` gives in the summary beside it (one computation: the profile's bytes at the triad ceiling),
+    so the flag and the roofline line never name two floors."""
+    if not point or point.get("bound") != "memory" or not point.get("floor_ms") or not point.get("latency_ms"):
+        return ""
+    floor, latency = float(point["floor_ms"]), float(point["latency_ms"])
+    if latency >= BELOW_FLOOR * floor:
+        return ""
+    return (f"{latency:.3f} ms is under half the roofline floor {floor:.3f} ms ({_fmt_bytes(point['bytes'])} moved "
+            f"at the {point['ceiling_gbps']:.1f} GB/s triad ceiling): review before trusting")
 
 
 def describe_profile(profile: dict[str, Any], ceilings: dict[str, Any] | None) -> str:
@@ -508,9 +564,9 @@ class RooflineMeter:
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
 
-    def prepare(self, specs: list[TaskSpec]) -> None:
-        """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
-        first prompts of a run already carry them. Never raises."""
+    def prepare(self, specs: list[TaskSpec], ceilings: bool = True) -> None:
+        """Count every task not counted yet (one subprocess for all) and measure the ceilings (unless not
+        ``ceilings``), so the first prompts of a run already carry them. Never raises."""
         try:
             with self._guard:
                 missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
@@ -523,7 +579,8 @@ class RooflineMeter:
                         continue
                     self._profiles[self._profile_key(spec)] = found
                     self._write("tasks.json", self._profile_key(spec), found)
-            self.ceilings()
+            if ceilings:
+                self.ceilings()
         except Exception as exc:
             self.problems.append(f"{type(exc).__name__}: {exc}")
 
