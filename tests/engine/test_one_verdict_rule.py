@@ -2,7 +2,7 @@
 workbench and the run line show, the reward (its sign, the new best and the reason said with it) and the
 word the prompt states agree, over a table of windows that includes the boundary cases.
 
-The stored word comes from the real performance gate (``verifier.gates.performance.judge``) given the
+The stored word comes from the real performance gate (``verifier.gates.performance.check``) given the
 window's paired ratio; the reward and its reason from the real engine's commit path (a real LMDB store,
 a verifier double that returns what the gate stored); the shown and prompted words from the workbench's,
 the run line's and the prompt's own formatters. Seen failing on the code before the rule was one: the
@@ -60,9 +60,26 @@ def stored_word(verdict: str, ci: list[float] | None) -> str:
     return {"noisy": "too noisy", "implausible": "not trusted"}.get(verdict, verdict)
 
 
+class NoRoofline:
+    """A roofline that knows no task (no point, no ceilings): the gate judges by the window alone."""
+
+    def point(self, task, latency_ms):
+        return None
+
+    def cached_ceilings(self):
+        return None
+
+    def ceilings(self, remeasure=False):
+        return None
+
+
 def gate_outcome(ratio: Ratio, monkeypatch, *, best: bool) -> Outcome:
-    """What the real performance gate stores for a window whose paired ratios (against the reference and,
-    with ``best``, against the best) are ``ratio``."""
+    """What the real performance gate (``verifier.gates.performance.check``: its second window included)
+    stores for windows whose paired ratios (against the reference and, with ``best``, against the best) are
+    ``ratio``."""
+    from verifier import VerifyConfig
+    from verifier.harness.reference import Reference
+
     monkeypatch.setattr(performance, "paired_ratio", lambda numerator, denominator: ratio)
     out = Outcome.start("relu", "cpu")
     for gate in ("format", "anti_hack", "build", "correctness"):
@@ -71,9 +88,10 @@ def gate_outcome(ratio: Ratio, monkeypatch, *, best: bool) -> Outcome:
     samples = {side: [1.0] * 8 for side in sides}
     result = {"window": {"sides": sides, "samples": samples, "wall": samples, "order": [sides] * 8,
                          "clock": "wall", "preempted": [False] * 8}}
-    ref = SimpleNamespace(bandwidth_gbps=0.0, outputs=[], noise=[], ignore=[])
-    performance.judge(result, {"checks": []}, ref, lambda dtype: (1e-4, 1e-4), out, min_speed_change=MIN_CHANGE,
-                      implausible_speedup=50.0)
+    performance.check(SimpleNamespace(cases=()), Reference([], [], []), out,
+                      measure=lambda ref, case, budget_s: (dict(result), {"checks": []}), roofline=NoRoofline(),
+                      tolerance=lambda dtype: (1e-4, 1e-4), config=VerifyConfig(min_speed_change=MIN_CHANGE),
+                      best_hash="b" * 16 if best else "", with_best=best)
     return out.finish()
 
 

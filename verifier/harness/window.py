@@ -20,7 +20,7 @@ the rounds, draws every round's seed, holds the clock and compares the outputs:
   positions drawn after both calls, every call under the op trace and the call count; two more calls
   after the window are compared at every position.
 
-``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.judge`` reads.
+``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.measured`` reads.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ right before each timed call. For tests, which look at what every call saw and a
 def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None = None,
                observe: Observer | None = None) -> dict[str, Any]:
     """Run one window over ``sides`` (``reference`` and ``candidate``, maybe ``best``), all started and
-    answering. Returns the result part of what ``verifier.gates.performance.judge`` reads (the sides'
+    answering. Returns the result part of what ``verifier.gates.performance.measured`` reads (the sides'
     picks follow from ``finish``); raises ``SideFailed``."""
     run = _Run(sides, settings, flush, observe)
     try:
