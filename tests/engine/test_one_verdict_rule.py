@@ -214,3 +214,16 @@ def test_a_gain_judged_from_two_windows_says_so_in_its_reason():
     assert classify(reason) == "faster" and "two windows" in reason
     within = Outcome(feasible=True, latency_ms=1.0, speedup=2.0 * (1 + UNPAIRED_BAND) * 0.99, vs_reference="faster")
     assert policy.gain_over_best(within, best)[1] == "same"
+
+
+def test_a_noisy_window_on_one_side_of_1_says_why_it_judged_nothing():
+    # seen in the #37 walk-through: "too noisy (speedup interval [1.43, 2.05], above 1 = faster), no verdict"
+    # read as a contradiction; such a window is noisy because the medians' ratio disagrees with its interval
+    from verifier.verdict import NOISY, judge, words
+
+    ratio = Ratio(value=1.74, low=1.43, high=2.05, of_medians=0.90)
+    assert judge(ratio, 0.03) == NOISY
+    said = words(NOISY, 1.74, [1.43, 2.05], "PyTorch")
+    assert "medians disagree" in said and "above 1 = faster" not in said and "no verdict" in said
+    wide = words(NOISY, 1.05, [0.90, 1.18], "the best")
+    assert "above 1 = faster" in wide and "medians" not in wide
