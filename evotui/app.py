@@ -25,7 +25,14 @@ from core.errors import EvoKernelError
 from core.workspace import Workspace
 from evotui import appearance, keys
 from evotui.engine_host import EngineHost
-from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
+from evotui.messages import (
+    EngineEvent,
+    PanesDrawn,
+    RunStateChanged,
+    ThemeChanged,
+    WorkspaceFailed,
+    WorkspaceOpened,
+)
 from evotui.preferences import Preferences
 from evotui.readers import Readers
 from evotui.run_control import RunControl
@@ -83,8 +90,8 @@ class EvoKernelApp(RunControl, Readers, App):
             self.push_screen(FirstRunScreen(str(self.workspace.root), self.created, ready, suite=self.config.suite,
                                             size_scale=self.config.size_scale, backend=self.config.backend))
 
-    def start_engine_host(self) -> None:
-        """Open the session in the background (the main screen calls this once it is drawn)."""
+    def on_panes_drawn(self, message: PanesDrawn) -> None:
+        """Open the session in the background, once the main screen is drawn."""
         if self.host.loop is None:
             self.host.start()
 

@@ -1,13 +1,11 @@
 """The main screen: tasks, the selected task's attempt tree, the selected attempt's code or diff, the
 event log, a header with the run's state and a footer with the keys.
 
-It turns engine events into pane updates and asks the app to load what the panes show; the app's
-workers read the memory and post the results back here.
+It turns engine events into pane updates and asks the app for what the panes show (``Read*`` messages);
+the app's workers read the memory and post the results back here.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +21,10 @@ from evotui.messages import (
     AttemptHighlighted,
     AttemptLoaded,
     AttemptsLoaded,
+    PanesDrawn,
+    ReadAnswer,
+    ReadAttempt,
+    ReadAttempts,
     StatusesDrawn,
     TaskHighlighted,
     TaskRowsLoaded,
@@ -34,9 +36,6 @@ from evotui.widgets.event_log import EventLog
 from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunHeader
 from evotui.widgets.task_table import TaskTable
-
-if TYPE_CHECKING:
-    from evotui.app import EvoKernelApp
 
 
 class MainScreen(Screen):
@@ -63,11 +62,6 @@ class MainScreen(Screen):
     MainScreen TaskTable:focus-within, MainScreen AttemptTree:focus, MainScreen CodeView:focus,
     MainScreen EventLog:focus { border: round $primary; }
     """
-
-    @property
-    def workbench(self) -> EvoKernelApp:
-        """The app as the workbench it is: its readers and engine host."""
-        return cast("EvoKernelApp", self.app)
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,7 +97,7 @@ class MainScreen(Screen):
         self.query_one(CodeView).border_title = "Code"
         self.query_one(EventLog).border_title = "Events"
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
-        self.call_after_refresh(self.workbench.start_engine_host)   # data arrives once every pane is up
+        self.call_after_refresh(self.post_message, PanesDrawn())   # data arrives once every pane is up
 
     # -- what the panes show ------------------------------------------------------------------------
 
@@ -253,7 +247,7 @@ class MainScreen(Screen):
             return  # the same task, or a highlight the cursor has already left
         self.task_id = message.task_id
         self._title_attempts()
-        self.workbench.load_attempts(message.task_id, self)
+        self.post_message(ReadAttempts(task_id=message.task_id, reply_to=self))
 
     def on_attempts_loaded(self, message: AttemptsLoaded) -> None:
         if message.task_id != self.task_id:
@@ -280,7 +274,7 @@ class MainScreen(Screen):
             return  # a highlight the cursor has already left
         if self.shown_exp is not None and self.shown_exp.id == message.exp_id:
             return
-        self.workbench.load_attempt(message.exp_id, self)
+        self.post_message(ReadAttempt(exp_id=message.exp_id, reply_to=self))
 
     def on_attempt_loaded(self, message: AttemptLoaded) -> None:
         line = self.current_attempt
@@ -335,7 +329,7 @@ class MainScreen(Screen):
                 view.show_text("", f"{here} is a {line.source} attempt: there is no model answer (d: its code).")
             elif self.answer is None or self.answer[0] != self.shown_exp.id:
                 view.show_text("", "reading the answer…")
-                self.workbench.load_answer(self.shown_exp.id, self)
+                self.post_message(ReadAnswer(exp_id=self.shown_exp.id, reply_to=self))
             elif self.answer[1] is None:
                 view.show_text("", "this answer is no longer in the response cache.")
             else:
@@ -461,4 +455,4 @@ class MainScreen(Screen):
         if e.task == self.task_id:
             self.follow = e.experience_id    # the tree goes to it (unless its cursor was moved by hand)
             self._title_attempts()
-            self.workbench.load_attempts(e.task, self)
+            self.post_message(ReadAttempts(task_id=e.task, reply_to=self))

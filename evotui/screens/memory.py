@@ -5,8 +5,6 @@ code. Attempts are numbered ``#n`` as in the main screen's attempt tree."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
@@ -14,14 +12,18 @@ from textual.widgets import Footer, Input, Select
 
 from core.memory import KINDS, SORTS, SOURCES
 from evotui import keys
-from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged, RelativeChosen
+from evotui.messages import (
+    ExperienceHighlighted,
+    ExperienceLoaded,
+    MemoryLoaded,
+    ReadExperience,
+    ReadMemory,
+    RelativeChosen,
+)
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
-
-if TYPE_CHECKING:
-    from evotui.app import EvoKernelApp
 
 
 def _backends() -> list[str]:
@@ -63,11 +65,6 @@ class MemoryScreen(Screen):
     """
     TITLES = {"memory": "Memory", "detail": "Experience"}
 
-    @property
-    def workbench(self) -> EvoKernelApp:
-        """The app as the workbench it is: its readers and engine host."""
-        return cast("EvoKernelApp", self.app)
-
     def __init__(self, task_ids: list[str]) -> None:
         super().__init__()
         self.task_ids = task_ids
@@ -106,7 +103,9 @@ class MemoryScreen(Screen):
         self._query()
 
     def _query(self) -> None:
-        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort, self.search))
+        """Ask the app for the list under the filters, order and search now set."""
+        self.query_one(MemoryList).border_subtitle = "loading…"
+        self.post_message(ReadMemory(filters=dict(self.filters), sort=self.sort, search=self.search, reply_to=self))
 
     @property
     def focus_chain(self):
@@ -142,10 +141,6 @@ class MemoryScreen(Screen):
         elif name in self.filters:
             self.filters[name] = None if event.value is Select.BLANK else str(event.value)
         self._query()
-
-    def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
-        self.query_one(MemoryList).border_subtitle = "loading…"
-        self.workbench.load_memory(message.filters, message.sort, self, message.search)
 
     def action_open_filter(self) -> None:
         """f: open the task filter's drop-down (arrows and enter choose; tab moves to the next filter)."""
@@ -216,7 +211,7 @@ class MemoryScreen(Screen):
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
             self.opened_id = None
-            self.workbench.load_experience(message.exp_id, self)
+            self.post_message(ReadExperience(exp_id=message.exp_id, reply_to=self))
 
     def on_relative_chosen(self, message: RelativeChosen) -> None:
         """A parent or child chosen in the detail: the list's cursor goes to it when the list holds it,
@@ -228,7 +223,7 @@ class MemoryScreen(Screen):
             if listing.current_id == self.shown_id:   # already there: nothing else will load it
                 return
         self.opened_id = message.exp_id
-        self.workbench.load_experience(message.exp_id, self)
+        self.post_message(ReadExperience(exp_id=message.exp_id, reply_to=self))
 
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
         if message.exp is None or message.exp.id not in (self.query_one(MemoryList).current_id, self.opened_id):
