@@ -13,11 +13,12 @@ import functools
 import gc
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.worker import WorkerState
+from textual.worker import Worker, WorkerState
 
 from core import events as ev
 from core.attempts import outcome_of
@@ -43,13 +44,14 @@ from evotui.widgets import marks
 from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunStatus
 from evotui.widgets.task_table import TaskTable
+from store import Experience
 
 # A run's end status -> the state shown; "paused" and "failed" runs are resumed by r.
 KEEP = object()
 FINISHED_STATE = {"finished": "finished", "stopped": "paused", "failed": "failed", "budget": "budget spent"}
 
 
-class EvoKernelApp(RunControl, Readers, App):
+class EvoKernelApp(RunControl, Readers, App[None]):
     """The EvoKernel workbench on one workspace."""
 
     TITLE = "EvoKernel"
@@ -59,7 +61,7 @@ class EvoKernelApp(RunControl, Readers, App):
     run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
 
     def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True,
-                 overrides: dict | None = None) -> None:
+                 overrides: dict[str, Any] | None = None) -> None:
         super().__init__()
         self.workspace = workspace
         self.created = list(created or [])
@@ -81,7 +83,7 @@ class EvoKernelApp(RunControl, Readers, App):
                                                              backend=self.config.backend,
                                                              model=self.config.llm.model or ""))
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> Screen[None]:
         return self.main
 
     def on_mount(self) -> None:
@@ -100,7 +102,7 @@ class EvoKernelApp(RunControl, Readers, App):
 
     # -- run state ----------------------------------------------------------------------------------
 
-    def set_run_state(self, state: str, run_id: str | None | object = KEEP, **changes) -> None:
+    def set_run_state(self, state: str, run_id: str | None | object = KEEP, **changes: Any) -> None:
         """The run state in the header (and a ``RunStateChanged`` message); the run id stays unless given."""
         self.run_status = self.run_status.but(state=state, run_id=self.run_status.run_id if run_id is KEEP else run_id,
                                               **changes)
@@ -129,7 +131,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): "
                            "r resumes it")
 
-    def _restore(self, recent: list) -> None:
+    def _restore(self, recent: list[tuple[Experience, int | None]]) -> None:
         """After a restart: each task's status is its latest attempt's verdict, and the log lists the
         latest attempts again, at the time they were made."""
         table = self.main.query_one("#tasks", TaskTable)
@@ -167,7 +169,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.load_task_rows(self.main)
         self.main.apply_event(e)
 
-    def on_worker_state_changed(self, event) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker ends up: a notification and a line in the log, never a crash."""
         if event.state != WorkerState.ERROR:
             return
@@ -211,7 +213,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.notify(f"could not remember the theme: {exc}", severity="warning")
         self.post_message(ThemeChanged(self.prefs.theme))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # Textual's own theme picker lists every built-in theme; ours switches between themes/ only
         yield from (c for c in super().get_system_commands(screen) if c.title != "Theme")
         for key in keys.commands():   # every key that is a command, titled with its key

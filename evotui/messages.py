@@ -39,7 +39,7 @@ class WorkspaceOpened(WorkbenchMessage):
     tasks: list[TaskRow]
     llm_problem: str | None
     resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
-    recent: list = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
+    recent: list[Any] = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
 
 
 @dataclass(eq=False)
@@ -244,7 +244,7 @@ class Promoted(WorkbenchMessage):
 class MemoryLoaded(WorkbenchMessage):
     """A page of the memory: summaries (dicts of ``core.memory.summary``) and the total matching."""
 
-    items: list[dict]
+    items: list[dict[str, Any]]
     total: int
     filters: dict[str, str | None] = field(default_factory=dict)
     sort: str = "recency"
@@ -261,8 +261,8 @@ class ExperienceLoaded(WorkbenchMessage):
 
     exp: Any
     number: int | None = None
-    parent: dict | None = None
-    children: list[dict] = field(default_factory=list)
+    parent: dict[str, Any] | None = None
+    children: list[dict[str, Any]] = field(default_factory=list)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceLoaded)

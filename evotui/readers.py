@@ -6,7 +6,10 @@ notification by the app's one handler (never a crash).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import work
+from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
@@ -26,13 +29,16 @@ from evotui.messages import (
     TaskRowsLoaded,
 )
 
+if TYPE_CHECKING:
+    from core.session import Session
+
 MEMORY_PAGE = 500
 
 
 class Readers(AppParts):
     """Mixed into the app: ``self.host.session`` is open once ``WorkspaceOpened`` has arrived."""
 
-    def _session(self):
+    def _session(self) -> Session:
         session = self.host.session
         if session is None:
             raise RuntimeError("the workspace is still opening")
@@ -58,7 +64,7 @@ class Readers(AppParts):
     # -- the workers ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _reply(to: MessagePump, message) -> None:
+    def _reply(to: MessagePump, message: Message) -> None:
         if not get_current_worker().is_cancelled:
             to.post_message(message)
 

@@ -7,6 +7,8 @@ the app's workers read the memory and post the results back here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -38,7 +40,7 @@ from evotui.widgets.run_header import RunHeader
 from evotui.widgets.task_table import TaskTable
 
 
-class MainScreen(Screen):
+class MainScreen(Screen[None]):
     """Tasks, attempts, code and events."""
 
     BINDINGS = keys.bindings("main")
@@ -408,7 +410,7 @@ class MainScreen(Screen):
         self.verdicts = [*self.verdicts[-49:], (e.at, f"{e.task} {label}: {marks.short_verdict(out)}"
                                                        + (" (the same code)" if e.duplicate else ""))]
         table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if not human:
             changes["used"] = e.iteration + 1
         if out.feasible:

@@ -5,9 +5,11 @@ code. Attempts are numbered ``#n`` as in the main screen's attempt tree."""
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Select
 
 from core.memory import KINDS, SORTS, SOURCES
@@ -40,7 +42,7 @@ def _label(value: str) -> str:
     return value if value else "none"
 
 
-class MemoryScreen(Screen):
+class MemoryScreen(Screen[None]):
     """Experiences on the left, the selected one in full on the right."""
 
     BINDINGS = keys.bindings("memory")
@@ -108,7 +110,7 @@ class MemoryScreen(Screen):
         self.post_message(ReadMemory(filters=dict(self.filters), sort=self.sort, search=self.search, reply_to=self))
 
     @property
-    def focus_chain(self):
+    def focus_chain(self) -> list[Widget]:
         """Tab goes through the list, the experience and its parent and children first, then the filters
         (six drop-downs used now and then), not the other way round as their place on screen would have it."""
         chain = super().focus_chain
@@ -121,10 +123,10 @@ class MemoryScreen(Screen):
         for widget, name in ((self.query_one(MemoryList), "memory"), (self.query_one(ExperienceDetail), "detail")):
             widget.border_title = ("▶ " if widget.has_focus_within else "") + self.TITLES[name]
 
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._title_panes()
 
-    def on_descendant_blur(self, event) -> None:
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         self._title_panes()
 
     # -- the query ----------------------------------------------------------------------------------
