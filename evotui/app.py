@@ -22,10 +22,11 @@ from textual.worker import Worker, WorkerState
 
 from core import events as ev
 from core.attempts import outcome_of
+from core.config import Config
 from core.errors import EvoKernelError
 from core.workspace import Workspace
 from evotui import appearance, keys
-from evotui.engine_host import EngineHost
+from evotui.engine_host import EngineHost, SessionFactory, open_session
 from evotui.messages import (
     EngineEvent,
     PanesDrawn,
@@ -60,14 +61,15 @@ class EvoKernelApp(RunControl, Readers, App[None]):
 
     run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
 
-    def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True,
-                 overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, workspace: Workspace, config: Config, *, created: list[str] | None = None, watch: bool = True,
+                 session_factory: SessionFactory = open_session) -> None:
         super().__init__()
         self.workspace = workspace
         self.created = list(created or [])
         self.prefs = Preferences.load(workspace.state_dir)
-        self.config = workspace.config().model_copy(update=overrides or {})   # `ui --suite/--size-scale`
-        self.host = EngineHost(workspace, self.post_message, watch=watch, config=self.config)
+        self.config = config
+        self.host = EngineHost(workspace, self.post_message, watch=watch, config=config,
+                               session_factory=session_factory)
         self.main = MainScreen()
         self._memory: MemoryScreen | None = None
         self._before_start: tuple[str, str | None] = ("idle", None)
@@ -226,11 +228,16 @@ class EvoKernelApp(RunControl, Readers, App[None]):
 
 
 def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True,
-             suite: str | None = None, size_scale: float | str | None = None) -> EvoKernelApp:
+             suite: str | None = None, size_scale: float | str | None = None, config: Config | None = None,
+             session_factory: SessionFactory = open_session) -> EvoKernelApp:
     """The workbench on the workspace at ``workspace_path`` (which must exist: see ``Workspace.init``).
 
     ``created`` lists what was just created (it shows the first-run screen); ``watch=False`` turns off
     re-verifying saves in kernels/ (for screenshots); ``suite`` and ``size_scale`` override the
-    workspace's settings for this session (``evokernel ui --suite --size-scale``, as ``run`` takes)."""
+    workspace's settings for this session (``evokernel ui --suite --size-scale``, as ``run`` takes).
+    ``config`` replaces the workspace's settings whole; ``session_factory`` opens the session on the engine's
+    thread (default: the real one; tests pass one with the canned verifier and a scripted model)."""
+    workspace = Workspace(Path(workspace_path).resolve())
     overrides = {k: v for k, v in (("suite", suite), ("size_scale", size_scale)) if v is not None}
-    return EvoKernelApp(Workspace(Path(workspace_path).resolve()), created=created, watch=watch, overrides=overrides)
+    settings = (config or workspace.config()).model_copy(update=overrides)
+    return EvoKernelApp(workspace, settings, created=created, watch=watch, session_factory=session_factory)

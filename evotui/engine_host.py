@@ -56,13 +56,25 @@ def recent_attempts(store: Any, limit: int = RECENT) -> list[tuple[Experience, i
     return [(e, numbers.get(e.id)) for e in kept]
 
 
+SessionFactory = Callable[["Workspace", "Config | None", ev.EventBus], "Session"]
+"""What opens the session on the engine's thread: ``Session`` itself, or a test's (the canned verifier)."""
+
+
+def open_session(workspace: Workspace, config: Config | None, bus: ev.EventBus) -> Session:
+    """The real session: the verifier and the model the configuration names."""
+    from core.session import Session
+
+    return Session(workspace, config, bus=bus)
+
+
 class EngineHost:
     """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
 
     def __init__(self, workspace: Workspace, post: Callable[[Message], Any], *, watch: bool = True,
-                 config: Config | None = None):
+                 config: Config | None = None, session_factory: SessionFactory = open_session):
         self.workspace = workspace
         self.config = config    # the workspace's settings with the command line's overrides
+        self._open_session = session_factory
         self._post = post
         self._watch = watch
         self.session: Session | None = None
@@ -97,12 +109,10 @@ class EngineHost:
             self.loop.close()
 
     async def _open(self) -> None:
-        from core.session import Session
-
         try:
             bus = ev.EventBus()
             bus.subscribe(self._forward)
-            self.session = Session(self.workspace, self.config, bus=bus)
+            self.session = self._open_session(self.workspace, self.config, bus)
             rows = await asyncio.to_thread(self.session.task_rows)
             problem = self.session.llm_problem()
             last = self.session.latest_run()
