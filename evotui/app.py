@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from core import events as ev
-from core.attempts import outcome_of
+from core.attempts import Experience, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError
 from core.workspace import Workspace
@@ -45,7 +45,6 @@ from evotui.widgets import marks
 from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunStatus
 from evotui.widgets.task_table import TaskTable
-from store import Experience
 
 # A run's end status -> the state shown; "paused" and "failed" runs are resumed by r.
 KEEP = object()

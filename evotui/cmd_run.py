@@ -14,9 +14,9 @@ if TYPE_CHECKING:
     from rich.live import Live
 
     from core import events as ev
+    from core.attempts import RunRecord
     from core.session import Session
     from core.tasks import Task
-    from store import RunRecord
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -29,10 +29,10 @@ from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from core.attempts import Experience, RunRecord
     from core.config import Config
     from core.session import Session
     from core.watcher import EditWatcher
-    from store import Experience, RunRecord
 
 T = TypeVar("T")
 
