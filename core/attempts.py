@@ -16,9 +16,10 @@ from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
 from verifier.outcome import GATES, Outcome
 
-__all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
-           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "outcome_of", "recorded_best",
-           "task_rows"]
+# Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here.
+__all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome", "RunRecord", "TaskRow",
+           "attempt_lines", "attempt_numbers", "attempt_with_parent", "default_attempt", "gate_states",
+           "numbered_attempts", "outcome_of", "recorded_best", "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task

@@ -50,9 +50,11 @@ def leave(code: int) -> NoReturn:
 class Session:
     def __init__(self, workspace: Workspace, config: Config | None = None, *, bus: EventBus | None = None,
                  replay: bool = False, backend: str | None = None, cluster: str | None = None,
-                 model: str | None = None):
+                 model: str | None = None, verifier: VerifierProtocol | None = None, llm: LLMClient | None = None):
         """``replay``: answers come from the response cache only (no endpoint); ``model``: the model to ask
-        (``demo``: the shipped canned model, ``core.demo``, no endpoint)."""
+        (``demo``: the shipped canned model, ``core.demo``, no endpoint). ``verifier`` and ``llm`` are parts
+        given whole instead of opened from the configuration (the workbench's tests give the canned verifier
+        and a scripted model of ``core.scripted``)."""
         self.workspace = workspace
         self.config = config or workspace.config()
         self.demo = model == DEMO
@@ -66,8 +68,8 @@ class Session:
         self.replaying = replay
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(workspace.memory_path)
-        self._verifier: VerifierProtocol | None = None
-        self._llm: LLMClient | None = None
+        self._verifier: VerifierProtocol | None = verifier
+        self._llm: LLMClient | None = llm
         self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}

@@ -13,19 +13,28 @@ import functools
 import gc
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.worker import WorkerState
+from textual.worker import Worker, WorkerState
 
 from core import events as ev
-from core.attempts import outcome_of
+from core.attempts import Experience, outcome_of
+from core.config import Config
 from core.errors import EvoKernelError
 from core.workspace import Workspace
 from evotui import appearance, keys
-from evotui.engine_host import EngineHost
-from evotui.messages import EngineEvent, RunStateChanged, ThemeChanged, WorkspaceFailed, WorkspaceOpened
+from evotui.engine_host import EngineHost, SessionFactory, open_session
+from evotui.messages import (
+    EngineEvent,
+    PanesDrawn,
+    RunStateChanged,
+    ThemeChanged,
+    WorkspaceFailed,
+    WorkspaceOpened,
+)
 from evotui.preferences import Preferences
 from evotui.readers import Readers
 from evotui.run_control import RunControl
@@ -42,7 +51,7 @@ KEEP = object()
 FINISHED_STATE = {"finished": "finished", "stopped": "paused", "failed": "failed", "budget": "budget spent"}
 
 
-class EvoKernelApp(RunControl, Readers, App):
+class EvoKernelApp(RunControl, Readers, App[None]):
     """The EvoKernel workbench on one workspace."""
 
     TITLE = "EvoKernel"
@@ -51,14 +60,15 @@ class EvoKernelApp(RunControl, Readers, App):
 
     run_status: reactive[RunStatus] = reactive(RunStatus, init=False)
 
-    def __init__(self, workspace: Workspace, *, created: list[str] | None = None, watch: bool = True,
-                 overrides: dict | None = None) -> None:
+    def __init__(self, workspace: Workspace, config: Config, *, created: list[str] | None = None, watch: bool = True,
+                 session_factory: SessionFactory = open_session) -> None:
         super().__init__()
         self.workspace = workspace
         self.created = list(created or [])
         self.prefs = Preferences.load(workspace.state_dir)
-        self.config = workspace.config().model_copy(update=overrides or {})   # `ui --suite/--size-scale`
-        self.host = EngineHost(workspace, self.post_message, watch=watch, config=self.config)
+        self.config = config
+        self.host = EngineHost(workspace, self.post_message, watch=watch, config=config,
+                               session_factory=session_factory)
         self.main = MainScreen()
         self._memory: MemoryScreen | None = None
         self._before_start: tuple[str, str | None] = ("idle", None)
@@ -74,7 +84,7 @@ class EvoKernelApp(RunControl, Readers, App):
                                                              backend=self.config.backend,
                                                              model=self.config.llm.model or ""))
 
-    def get_default_screen(self) -> Screen:
+    def get_default_screen(self) -> Screen[None]:
         return self.main
 
     def on_mount(self) -> None:
@@ -83,8 +93,8 @@ class EvoKernelApp(RunControl, Readers, App):
             self.push_screen(FirstRunScreen(str(self.workspace.root), self.created, ready, suite=self.config.suite,
                                             size_scale=self.config.size_scale, backend=self.config.backend))
 
-    def start_engine_host(self) -> None:
-        """Open the session in the background (the main screen calls this once it is drawn)."""
+    def on_panes_drawn(self, message: PanesDrawn) -> None:
+        """Open the session in the background, once the main screen is drawn."""
         if self.host.loop is None:
             self.host.start()
 
@@ -93,7 +103,7 @@ class EvoKernelApp(RunControl, Readers, App):
 
     # -- run state ----------------------------------------------------------------------------------
 
-    def set_run_state(self, state: str, run_id: str | None | object = KEEP, **changes) -> None:
+    def set_run_state(self, state: str, run_id: str | None | object = KEEP, **changes: Any) -> None:
         """The run state in the header (and a ``RunStateChanged`` message); the run id stays unless given."""
         self.run_status = self.run_status.but(state=state, run_id=self.run_status.run_id if run_id is KEEP else run_id,
                                               **changes)
@@ -122,7 +132,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.main.note(f"run {run.id} ({plural(len(run.tasks), 'task')}) did not finish ({run.status}): "
                            "r resumes it")
 
-    def _restore(self, recent: list) -> None:
+    def _restore(self, recent: list[tuple[Experience, int | None]]) -> None:
         """After a restart: each task's status is its latest attempt's verdict, and the log lists the
         latest attempts again, at the time they were made."""
         table = self.main.query_one("#tasks", TaskTable)
@@ -160,7 +170,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.load_task_rows(self.main)
         self.main.apply_event(e)
 
-    def on_worker_state_changed(self, event) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """The one place a failed worker ends up: a notification and a line in the log, never a crash."""
         if event.state != WorkerState.ERROR:
             return
@@ -204,7 +214,7 @@ class EvoKernelApp(RunControl, Readers, App):
             self.notify(f"could not remember the theme: {exc}", severity="warning")
         self.post_message(ThemeChanged(self.prefs.theme))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # Textual's own theme picker lists every built-in theme; ours switches between themes/ only
         yield from (c for c in super().get_system_commands(screen) if c.title != "Theme")
         for key in keys.commands():   # every key that is a command, titled with its key
@@ -217,11 +227,16 @@ class EvoKernelApp(RunControl, Readers, App):
 
 
 def make_app(workspace_path: str | Path, *, created: list[str] | None = None, watch: bool = True,
-             suite: str | None = None, size_scale: float | str | None = None) -> EvoKernelApp:
+             suite: str | None = None, size_scale: float | str | None = None, config: Config | None = None,
+             session_factory: SessionFactory = open_session) -> EvoKernelApp:
     """The workbench on the workspace at ``workspace_path`` (which must exist: see ``Workspace.init``).
 
     ``created`` lists what was just created (it shows the first-run screen); ``watch=False`` turns off
     re-verifying saves in kernels/ (for screenshots); ``suite`` and ``size_scale`` override the
-    workspace's settings for this session (``evokernel ui --suite --size-scale``, as ``run`` takes)."""
+    workspace's settings for this session (``evokernel ui --suite --size-scale``, as ``run`` takes).
+    ``config`` replaces the workspace's settings whole; ``session_factory`` opens the session on the engine's
+    thread (default: the real one; tests pass one with the canned verifier and a scripted model)."""
+    workspace = Workspace(Path(workspace_path).resolve())
     overrides = {k: v for k, v in (("suite", suite), ("size_scale", size_scale)) if v is not None}
-    return EvoKernelApp(Workspace(Path(workspace_path).resolve()), created=created, watch=watch, overrides=overrides)
+    settings = (config or workspace.config()).model_copy(update=overrides)
+    return EvoKernelApp(workspace, settings, created=created, watch=watch, session_factory=session_factory)

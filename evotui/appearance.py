@@ -5,6 +5,7 @@ files are loaded at start; switching is setting ``App.theme``."""
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import Any
 
 from textual.theme import Theme
 
@@ -12,7 +13,7 @@ from themes import theme_files
 
 PREFIX = "evokernel-"
 
-PALETTES: dict[str, dict] = {
+PALETTES: dict[str, dict[str, Any]] = {
     "dark": dict(primary="#7aa2f7", secondary="#bb9af7", accent="#ff9e64", foreground="#c0caf5",
                  background="#1a1b26", surface="#1f2335", panel="#292e42", success="#9ece6a",
                  warning="#e0af68", error="#f7768e", dark=True),

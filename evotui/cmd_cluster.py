@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("cluster", help="list the nodes of the Ray cluster: backends, devices, busy/idle, verifications")
     p.add_argument("address", nargs="?", default=None,
                    help='the cluster: "auto" (the one `ray start` runs here), ray://host:port, host:port or local '
@@ -37,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _devices(node: dict) -> str:
+def _devices(node: dict[str, Any]) -> str:
     parts = [f"{node['cpus']} CPU"]
     if node["gpus"]:
         parts.append(f"{node['gpus']} GPU")

@@ -13,7 +13,7 @@ import json
 import sys
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("doctor", help="which backends can build and run here, and why not")
     p.add_argument("--backend", default=None, help="check only this backend (cpu, cuda or ascend)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -13,9 +13,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from core.memory import KINDS, SORTS, SOURCES, STAGES
 
     p = sub.add_parser("memory", help="browse, export and import the memory of experiences")
@@ -145,7 +146,7 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
-def _number(item: dict) -> str:
+def _number(item: dict[str, Any]) -> str:
     """An attempt's ``#n`` among its task's attempts, as the workbench's tree shows it ("" for knowledge)."""
     return f"#{item['number']}" if item.get("number") is not None else ""
 

@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from core.report import RunMetrics
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="metrics of runs (CR, Acc, fast_1, speedups) and PNG curves")
     p.add_argument("runs", nargs="*", help="run ids (default: every run in the workspace)")
     p.add_argument("--out", default=None, help="folder for the PNG files (default: .evokernel/reports/)")
@@ -25,25 +25,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _over_first(m) -> str:
+def _over_first(m: Any) -> str:
     """best/first over the tasks whose best was timed beside their first kernel, and how many were not."""
     apart = f" ({m.not_measured_together} not measured together)" if m.not_measured_together else ""
     return _fmt(m.median_iqr(m.speedup_over_first)) + apart
 
 
-def _fmt(v) -> str:
+def _fmt(v: Any) -> str:
     if v is None:
         return "-"
     med, lo, hi = v
     return f"{med:.2f}x ({lo:.2f}-{hi:.2f})"
 
 
-def _roof(v) -> str:
+def _roof(v: Any) -> str:
     """Median share of the roofline the best kernels reach (#12)."""
     return "-" if v is None else f"{100 * v[0]:.0f}% ({100 * v[1]:.0f}-{100 * v[2]:.0f})"
 
 
-def _roof_task(r: dict | None) -> str:
+def _roof_task(r: dict[str, Any] | None) -> str:
     if not r or r.get("fraction") is None:
         return "-"
     rate = f"{r['achieved_gbps']:.1f} GB/s" if r.get("bound") == "memory" else f"{r['achieved_gflops']:.1f} GFLOP/s"
@@ -93,7 +93,7 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
-def _print_hand(hand: dict) -> None:
+def _print_hand(hand: dict[str, Any]) -> None:
     """One row per task a person edited: edits (typos among them), the first correct and the best."""
     from evotui.table_output import Column, print_table
 
@@ -107,7 +107,7 @@ def _print_hand(hand: dict) -> None:
                 title="hand edits (speedups over PyTorch, each from its own window)")
 
 
-def _cases_cells(cases: dict | None) -> list[str]:
+def _cases_cells(cases: dict[str, Any] | None) -> list[str]:
     """A multi-case task's cases in two cells: passed of all (for its best kernel, or its closest attempt
     when none was feasible; how many were timed when not all), and its first failing case with its inputs."""
     if not cases:

@@ -6,13 +6,20 @@ import argparse
 import asyncio
 import sys
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from rich.console import Group
     from rich.live import Live
 
+    from core import events as ev
+    from core.attempts import RunRecord
+    from core.session import Session
+    from core.tasks import Task
 
-def register(sub: argparse._SubParsersAction) -> None:
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="run EvoKernel (or a baseline) over tasks, headless")
     p.add_argument("--suite", default=None, help='"builtin" (default) or a folder of KernelBench-format files')
     p.add_argument("--level", type=int, default=None, help="only tasks of this level")
@@ -81,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if record.status in ("finished", "budget") else 1
 
 
-def _demo_tasks(tasks, named: bool):
+def _demo_tasks(tasks: list[Task], named: bool) -> list[Task]:
     """The tasks the demo model has canned answers for (all the named ones must be), said on stderr."""
     from core.demo import EXPRESSIONS, knows
     from core.errors import ConfigError
@@ -99,7 +106,7 @@ def _demo_tasks(tasks, named: bool):
     return chosen
 
 
-def run_summary(record) -> str:
+def run_summary(record: RunRecord) -> str:
     """One readable line for a finished (or stopped, failed) run."""
     progress = record.progress.values()
     feasible = sum(1 for p in progress if p.feasible)
@@ -117,14 +124,14 @@ def run_summary(record) -> str:
             f"`evokernel report {record.id}` for the tables")
 
 
-async def _with_close(session, coro):
+async def _with_close(session: Session, coro: Coroutine[Any, Any, RunRecord]) -> RunRecord:
     try:
         return await coro
     finally:
         await session.close_async()
 
 
-def attempt_words(event) -> str:
+def attempt_words(event: ev.AttemptRecorded) -> str:
     """A feasible attempt in one line: its latency, then what its own timing window says, in the words
     every surface uses (``verifier.verdict.words``): against PyTorch and, for a refinement, against
     the best timed beside it ("✓ 24.148 ms, same speed as PyTorch within ±4 %; 1.15x slower than the best
@@ -140,7 +147,7 @@ def attempt_words(event) -> str:
         words += "; " + speed_words(out.vs_best, out.gain, out.gain_ci, "the best")
     if not event.new_best:
         return words
-    if event.replaced_ms and out.latency_ms > event.replaced_ms:
+    if event.replaced_ms and out.latency_ms is not None and out.latency_ms > event.replaced_ms:
         here = f" took {out.best_ms:.3f} ms" if out.best_ms else " was slower"
         return words + (f", new best (the best it replaced took {event.replaced_ms:.3f} ms in another window; "
                         f"timed beside this one it{here})")
@@ -150,7 +157,7 @@ def attempt_words(event) -> str:
 REFUSAL_CHARS = 200
 
 
-def refusal_words(event) -> str:
+def refusal_words(event: ev.AttemptRecorded) -> str:
     """A failed attempt in one line: the gate and the start of its reason ("✗ anti_hack: private
     attribute _version is not allowed: ..."), never the gate's name alone."""
     from rich.markup import escape
@@ -174,7 +181,7 @@ class Reporter:
         self.quiet = quiet
         # one line per attempt however long when the output is not a terminal (a log file is grepped by line)
         self.console = Console(stderr=False, soft_wrap=not sys.stdout.isatty())
-        self.rows: dict[str, dict] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
         self.header = ""
         self.lines: list[str] = []
         self._live: Live | None = None
@@ -187,12 +194,12 @@ class Reporter:
             self._live.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._live is not None:
             self._live.update(self._render())
             self._live.__exit__(*exc)
 
-    def _render(self):
+    def _render(self) -> Group:
         from rich.console import Group
         from rich.table import Table
 
@@ -205,7 +212,7 @@ class Reporter:
                           f"{r['speedup']:.2f}x" if r.get("speedup") else "-", r.get("last", "")[:60])
         return Group(self.header, table, *self.lines[-6:])
 
-    def on_event(self, event) -> None:
+    def on_event(self, event: ev.Event) -> None:
         from rich.markup import escape
 
         from core import events as ev

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from core.tasks import ProbeOptions
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("tasks", help="list the tasks of a suite")
     p.add_argument("--suite", default=None, help='"builtin" (default) or a folder of KernelBench-format files')
     p.add_argument("--level", type=int, default=None, help="only this level")
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"evokernel: {len(unsized)} task{'s' * (len(unsized) > 1)} not sized yet in {where} ({names}), listed as "
               "written: `evokernel tasks --check --size-scale auto` sizes them once and records the sizes",
               file=sys.stderr)
-    timings: dict[str, dict] = {}
+    timings: dict[str, dict[str, Any]] = {}
     if args.time:
         timings = _time_references(ws, tasks, quiet=args.json)
     # the key this workspace knows each task by (``relu@mysuite`` where another suite's relu holds ``relu``):
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _recorded(task, cache_dir) -> tuple[Any, str]:
+def _recorded(task: Any, cache_dir: Any) -> tuple[Any, str]:
     """``(task at its recorded sizes, "")``, ``(None, why the recorded sizing failed)`` or ``(None, "")``
     when this workspace has not sized it yet."""
     from core.tasks import apply_probe, recorded_sizes
@@ -123,23 +123,23 @@ def _recorded(task, cache_dir) -> tuple[Any, str]:
     return apply_probe(task, probe), ""
 
 
-def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
+def _time_references(ws: Any, tasks: Any, quiet: bool) -> dict[str, dict[str, Any]]:
     from core.workspace_verifier import time_references
 
-    def progress(i: int, n: int, task_id: str, result: dict) -> None:
+    def progress(i: int, n: int, task_id: str, result: dict[str, Any]) -> None:
         said = f"{result['reference_ms']:.3f} ms" if "reference_ms" in result else result.get("reference_error")
         print(f"[{i}/{n}] {task_id}: {said}", file=sys.stderr)
 
     return time_references(ws, tasks, None if quiet else progress)
 
 
-def _check(args: argparse.Namespace, suite, scale, probe_options: ProbeOptions) -> int:
+def _check(args: argparse.Namespace, suite: Any, scale: Any, probe_options: ProbeOptions) -> int:
     """``--check``: one row per task file (loaded / sized / time / problems) and a summary line."""
     from core.suite_check import check_tasks
 
     tasks = suite.select(level=args.level)
 
-    def progress(i: int, n: int, row: dict) -> None:
+    def progress(i: int, n: int, row: dict[str, Any]) -> None:
         said = f"{row['ms']:.3g} ms" if row["ms"] is not None else "-"
         print(f"[{i}/{n}] {row['id']}: {said}{'; ' + row['problems'][0] if row['problems'] else ''}", file=sys.stderr)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("ui", help="open the workbench (the default with no command)")
     p.add_argument("--suite", default=None,
                    help='"builtin" or a folder of KernelBench-format files (default: the workspace\'s)')

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 MARKS = {"passed": "[green]✓[/]", "failed": "[red]✗[/]", "skipped": "[dim]·[/]"}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("verify", help="verify a candidate folder against a task, gate by gate")
     p.add_argument("candidate", help="folder with model.py and kernel sources")
     p.add_argument("--task", default=None,

@@ -27,6 +27,9 @@ from core.workspace import Workspace
 from evotui.messages import EngineEvent, WorkspaceFailed, WorkspaceOpened
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from core.attempts import Experience, RunRecord
     from core.config import Config
     from core.session import Session
     from core.watcher import EditWatcher
@@ -39,7 +42,7 @@ RESUMABLE = ("running", "stopped", "failed")
 RECENT = 12   # attempts the log shows again after a restart
 
 
-def recent_attempts(store: Any, limit: int = RECENT) -> list:
+def recent_attempts(store: Any, limit: int = RECENT) -> list[tuple[Experience, int | None]]:
     """The latest attempt of every task and the ``limit`` latest overall, oldest first, each with its
     ``#n`` in its task's tree: what the task statuses and the log showed before the workbench was closed."""
     from core.attempts import ATTEMPT_KINDS, attempt_numbers
@@ -53,13 +56,25 @@ def recent_attempts(store: Any, limit: int = RECENT) -> list:
     return [(e, numbers.get(e.id)) for e in kept]
 
 
+SessionFactory = Callable[["Workspace", "Config | None", ev.EventBus], "Session"]
+"""What opens the session on the engine's thread: ``Session`` itself, or a test's (the canned verifier)."""
+
+
+def open_session(workspace: Workspace, config: Config | None, bus: ev.EventBus) -> Session:
+    """The real session: the verifier and the model the configuration names."""
+    from core.session import Session
+
+    return Session(workspace, config, bus=bus)
+
+
 class EngineHost:
     """Owns the Session and its event loop thread; ``post`` delivers messages to the app."""
 
     def __init__(self, workspace: Workspace, post: Callable[[Message], Any], *, watch: bool = True,
-                 config: Config | None = None):
+                 config: Config | None = None, session_factory: SessionFactory = open_session):
         self.workspace = workspace
         self.config = config    # the workspace's settings with the command line's overrides
+        self._open_session = session_factory
         self._post = post
         self._watch = watch
         self.session: Session | None = None
@@ -67,8 +82,8 @@ class EngineHost:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._watcher: EditWatcher | None = None
-        self._watch_task: asyncio.Task | None = None
-        self._run: concurrent.futures.Future | None = None
+        self._watch_task: asyncio.Task[None] | None = None
+        self._run: concurrent.futures.Future[RunRecord] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -94,12 +109,10 @@ class EngineHost:
             self.loop.close()
 
     async def _open(self) -> None:
-        from core.session import Session
-
         try:
             bus = ev.EventBus()
             bus.subscribe(self._forward)
-            self.session = Session(self.workspace, self.config, bus=bus)
+            self.session = self._open_session(self.workspace, self.config, bus)
             rows = await asyncio.to_thread(self.session.task_rows)
             problem = self.session.llm_problem()
             last = self.session.latest_run()
@@ -179,14 +192,14 @@ class EngineHost:
         """From another event loop: run ``fn()`` on the engine's loop and await its result."""
         return await asyncio.wrap_future(self.submit(fn))
 
-    async def run(self, task_ids: list[str] | None = None, resume_id: str | None = None):
+    async def run(self, task_ids: list[str] | None = None, resume_id: str | None = None) -> RunRecord:
         """Start a run over ``task_ids`` (all of the suite when None), or resume run ``resume_id``.
         Returns the finished RunRecord; raises LLMError (what to configure) without an endpoint."""
         future = self.submit(lambda: self._start_run(task_ids, resume_id))
         self._run = future
         return await asyncio.wrap_future(future)
 
-    async def _start_run(self, task_ids: list[str] | None, resume_id: str | None):
+    async def _start_run(self, task_ids: list[str] | None, resume_id: str | None) -> RunRecord:
         session = self.session
         if session is None:
             raise LLMError("the workspace is still opening")
@@ -213,16 +226,16 @@ class EngineHost:
 
         return await self.call(go)
 
-    async def task_folder(self, task_id: str):
+    async def task_folder(self, task_id: str) -> Path:
         """kernels/<task>/, seeded with the best attempt or a starter candidate when empty."""
-        async def go():
-            return await asyncio.to_thread(self.session.task_folder, task_id)
+        async def go() -> Path:
+            return await asyncio.to_thread(self.opened.task_folder, task_id)
 
         return await self.call(go)
 
-    async def promote(self, exp_id: str):
+    async def promote(self, exp_id: str) -> Path:
         """Put an attempt's files in kernels/<task>/; returns the folder."""
-        async def go():
-            return await asyncio.to_thread(self.session.promote, exp_id)
+        async def go() -> Path:
+            return await asyncio.to_thread(self.opened.promote, exp_id)
 
         return await self.call(go)

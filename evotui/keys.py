@@ -111,9 +111,8 @@ MEMORY_OWNERS = ("memory", "memory_textual")
 
 def help_lines(screen: str = "main") -> list[tuple[str, str]]:
     """(key, what it does) for the help screen of ``screen``: the workbench's, or the memory browser's own."""
-    mine = (lambda key: key.owner in MEMORY_OWNERS) if screen == "memory" else \
-        (lambda key: key.owner not in MEMORY_OWNERS)
-    return [(key.display, key.help) for key in KEYS if key.help and mine(key)]
+    memory = screen == "memory"
+    return [(key.display, key.help) for key in KEYS if key.help and (key.owner in MEMORY_OWNERS) == memory]
 
 
 def commands() -> list[Key]:

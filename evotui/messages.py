@@ -4,7 +4,8 @@ set ``can_replace`` so a burst never floods the queue: a newer message of the sa
 an older one still waiting.
 
 Widgets post messages and the screens or the app decide what happens (no widget touches the
-session). Threads post with ``post_message``, which is thread-safe.
+session); screens ask the app for what to show with ``Read*`` requests and never call it. Threads post
+with ``post_message``, which is thread-safe.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from textual.message import Message
+from textual.message_pump import MessagePump
 
 from core import events as ev
 from core.attempts import AttemptLine, Outcome, TaskRow
@@ -37,7 +39,7 @@ class WorkspaceOpened(WorkbenchMessage):
     tasks: list[TaskRow]
     llm_problem: str | None
     resumable: Any = None        # the latest interrupted run (a RunRecord), which r resumes
-    recent: list = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
+    recent: list[Any] = field(default_factory=list)   # the latest attempts, newest last: (Experience, its #n) pairs
 
 
 @dataclass(eq=False)
@@ -103,15 +105,6 @@ class AttemptHighlighted(WorkbenchMessage):
 
 
 @dataclass(eq=False)
-class MemoryQueryChanged(WorkbenchMessage):
-    """The memory browser's filters or order changed."""
-
-    filters: dict[str, str | None]
-    sort: str
-    search: str = ""      # words every shown experience's title or code holds
-
-
-@dataclass(eq=False)
 class ExperienceHighlighted(WorkbenchMessage):
     """The memory list's cursor is on ``exp_id``."""
 
@@ -124,6 +117,58 @@ class ExperienceHighlighted(WorkbenchMessage):
 @dataclass(eq=False)
 class RelativeChosen(WorkbenchMessage):
     """``exp_id`` (a parent or child of the experience shown) was chosen in the detail pane: show it."""
+
+    exp_id: str
+
+
+# -- from the screens to the app: what to read (the app's readers answer ``reply_to`` with a *Loaded) ---
+
+
+@dataclass(eq=False)
+class PanesDrawn(WorkbenchMessage):
+    """The main screen is drawn: the app opens the session now, so its data arrives once every pane is up."""
+
+
+@dataclass(eq=False)
+class ReadRequest(WorkbenchMessage):
+    """Base class: a screen asks the app to read something from the memory; the answer goes to ``reply_to``."""
+
+    reply_to: MessagePump
+
+
+@dataclass(eq=False)
+class ReadAttempts(ReadRequest):
+    """The attempt tree of ``task_id`` and the attempt shown first (answered by ``AttemptsLoaded``)."""
+
+    task_id: str
+
+
+@dataclass(eq=False)
+class ReadAttempt(ReadRequest):
+    """One attempt and its parent (answered by ``AttemptLoaded``)."""
+
+    exp_id: str
+
+
+@dataclass(eq=False)
+class ReadAnswer(ReadRequest):
+    """The model's raw answer that gave attempt ``exp_id`` (answered by ``AnswerLoaded``)."""
+
+    exp_id: str
+
+
+@dataclass(eq=False)
+class ReadMemory(ReadRequest):
+    """A page of the memory browser's list: its filters, order and search (answered by ``MemoryLoaded``)."""
+
+    filters: dict[str, str | None]
+    sort: str
+    search: str = ""      # words every shown experience's title or code holds
+
+
+@dataclass(eq=False)
+class ReadExperience(ReadRequest):
+    """One experience in full for the memory browser's detail (answered by ``ExperienceLoaded``)."""
 
     exp_id: str
 
@@ -199,7 +244,7 @@ class Promoted(WorkbenchMessage):
 class MemoryLoaded(WorkbenchMessage):
     """A page of the memory: summaries (dicts of ``core.memory.summary``) and the total matching."""
 
-    items: list[dict]
+    items: list[dict[str, Any]]
     total: int
     filters: dict[str, str | None] = field(default_factory=dict)
     sort: str = "recency"
@@ -216,8 +261,8 @@ class ExperienceLoaded(WorkbenchMessage):
 
     exp: Any
     number: int | None = None
-    parent: dict | None = None
-    children: list[dict] = field(default_factory=list)
+    parent: dict[str, Any] | None = None
+    children: list[dict[str, Any]] = field(default_factory=list)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceLoaded)

@@ -1,17 +1,36 @@
 """The app's readers: thread workers that read the memory for the panes and post what they read to
-the screen that asked. A newer request of a kind supersedes the older one (exclusive groups), and a
-worker that fails is turned into a notification by the app's one handler (never a crash).
+the screen that asked (with a ``Read*`` request message, ``evotui.messages``). A newer request of a
+kind supersedes the older one (exclusive groups), and a worker that fails is turned into a
+notification by the app's one handler (never a crash).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual import work
+from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.worker import get_current_worker
 
 from core.attempts import default_attempt
 from evotui.app_parts import AppParts
-from evotui.messages import AnswerLoaded, AttemptLoaded, AttemptsLoaded, ExperienceLoaded, MemoryLoaded, TaskRowsLoaded
+from evotui.messages import (
+    AnswerLoaded,
+    AttemptLoaded,
+    AttemptsLoaded,
+    ExperienceLoaded,
+    MemoryLoaded,
+    ReadAnswer,
+    ReadAttempt,
+    ReadAttempts,
+    ReadExperience,
+    ReadMemory,
+    TaskRowsLoaded,
+)
+
+if TYPE_CHECKING:
+    from core.session import Session
 
 MEMORY_PAGE = 500
 
@@ -19,14 +38,33 @@ MEMORY_PAGE = 500
 class Readers(AppParts):
     """Mixed into the app: ``self.host.session`` is open once ``WorkspaceOpened`` has arrived."""
 
-    def _session(self):
+    def _session(self) -> Session:
         session = self.host.session
         if session is None:
             raise RuntimeError("the workspace is still opening")
         return session
 
+    # -- the screens' requests ------------------------------------------------------------------------
+
+    def on_read_attempts(self, request: ReadAttempts) -> None:
+        self.load_attempts(request.task_id, request.reply_to)
+
+    def on_read_attempt(self, request: ReadAttempt) -> None:
+        self.load_attempt(request.exp_id, request.reply_to)
+
+    def on_read_answer(self, request: ReadAnswer) -> None:
+        self.load_answer(request.exp_id, request.reply_to)
+
+    def on_read_memory(self, request: ReadMemory) -> None:
+        self.load_memory(request.filters, request.sort, request.reply_to, request.search)
+
+    def on_read_experience(self, request: ReadExperience) -> None:
+        self.load_experience(request.exp_id, request.reply_to)
+
+    # -- the workers ---------------------------------------------------------------------------------
+
     @staticmethod
-    def _reply(to: MessagePump, message) -> None:
+    def _reply(to: MessagePump, message: Message) -> None:
         if not get_current_worker().is_cancelled:
             to.post_message(message)
 

@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from textual.app import SuspendNotSupported
@@ -28,7 +29,7 @@ BUSY = ("starting", "running", "pausing")
 RESUMES = ("paused", "failed")   # r resumes the run these states name
 
 
-def editor_command(environ=None) -> list[str] | str:
+def editor_command(environ: Mapping[str, str] | None = None) -> list[str] | str:
     """The editor to start ($VISUAL, else $EDITOR, else vi) as an argument list, or one line saying
     why there is none (a name that is not on PATH, a path that does not exist, bad quoting)."""
     environ = os.environ if environ is None else environ
@@ -48,7 +49,7 @@ def editor_command(environ=None) -> list[str] | str:
 EDIT_SUMMARY_DELAY_S = 0.5   # after the editor returns: the events queued meanwhile are handled by then
 
 
-def tmux_split(argv: list[str], folder: Path, environ=None) -> str | None:
+def tmux_split(argv: list[str], folder: Path, environ: Mapping[str, str] | None = None) -> str | None:
     """Open the editor in a tmux pane beside the workbench when it runs inside tmux (the workbench stays on
     screen, its verdicts with it); what to say in the log, or None when there is no tmux session to split."""
     environ = os.environ if environ is None else environ

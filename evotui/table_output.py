@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from rich.console import JustifyMethod
+    from rich.console import Console, JustifyMethod
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def tsv_cell(value: Any) -> str:
 
 
 def print_table(columns: Iterable[Column | str], rows: Iterable[Iterable[Any]], *, title: str | None = None,
-                stream: TextIO | None = None, console=None) -> None:
+                stream: TextIO | None = None, console: Console | None = None) -> None:
     """Print ``rows`` under ``columns``: a rich table on a terminal, TSV otherwise.
 
     Cells are plain values (str, numbers); rich markup is not interpreted, so a task named

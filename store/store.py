@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from store import experiences, values
+from store import experiences, transfer, values
 from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
@@ -492,9 +492,8 @@ class Store:
 
     def export_jsonl(self, path: str | os.PathLike[str], **filters: str | None) -> int:
         """Write the experiences passing the filters to a JSON Lines file; returns how many."""
-        from store.transfer import export_jsonl
-
-        return export_jsonl(self, Path(path), filters)
+        wanted = experiences.active_filters(filters)
+        return transfer.write_jsonl(Path(path), self.iter_experiences(**wanted), source=self.path, filters=wanted)
 
     def import_jsonl(self, path: str | os.PathLike[str]) -> tuple[int, int]:
         """Add the experiences of a JSON Lines export, keeping ids, values and history.
@@ -502,9 +501,11 @@ class Store:
         Returns (added, skipped): experiences already here (same id) or near-duplicates are skipped,
         so importing the same file twice adds nothing the second time.
         """
-        from store.transfer import import_jsonl
-
-        return import_jsonl(self, Path(path))
+        added = seen = 0
+        for batch in transfer.checked_batches(Path(path)):
+            added += sum(created for _, created in self.add_experiences(batch))
+            seen += len(batch)
+        return added, seen - added
 
     def stats(self) -> dict[str, Any]:
         """Counts by kind, stage, backend and source; sizes; mean values; reward statistics."""

@@ -14,33 +14,28 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from store import experiences
 from store.errors import ImportFormatError, InvalidRecord, StoreError
 from store.records import Experience
 from store.schema import SCHEMA_VERSION
 
-if TYPE_CHECKING:
-    from store.store import Store
-
 FORMAT = 1
 HEADER_TYPE = "evokernel-memory"
 BATCH = 2000
 
 
-def export_jsonl(store: Store, path: Path, filters: dict[str, str | None]) -> int:
-    """Write the experiences passing ``filters`` to ``path`` (atomically); returns how many."""
-    wanted = experiences.active_filters(filters)
+def write_jsonl(path: Path, exps: Iterable[Experience], *, source: Path, filters: dict[str, str]) -> int:
+    """Write ``exps`` to ``path`` (atomically) after a header naming ``source`` and the filters; how many."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     count = 0
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "w", encoding="utf-8") as out:
             header = {"type": HEADER_TYPE, "format": FORMAT, "schema": SCHEMA_VERSION,
-                      "exported_at": time.time(), "source_path": str(store.path), "filters": wanted}
+                      "exported_at": time.time(), "source_path": str(source), "filters": filters}
             out.write(json.dumps(header) + "\n")
-            for exp in store.iter_experiences(**wanted):
+            for exp in exps:
                 out.write(json.dumps({"type": "experience", **exp.to_dict()}, ensure_ascii=False) + "\n")
                 count += 1
             out.flush()
@@ -98,22 +93,16 @@ def _lines(handle: Iterable[str], path: Path) -> Iterator[tuple[int, str]]:
         raise ImportFormatError(f"{path}:{lineno + 1}: not UTF-8 text; is this a memory export?") from None
 
 
-def import_jsonl(store: Store, path: Path) -> tuple[int, int]:
-    """Add the experiences of ``path`` to ``store``: (added, skipped as present or near-duplicate).
-
-    A first pass checks every line (nothing is written if one is bad); the second writes, in batches.
-    """
+def checked_batches(path: Path) -> Iterator[list[Experience]]:
+    """The experiences of ``path`` in batches to write, after a first pass has checked every line (so nothing
+    is written if one is bad)."""
     for _ in read_jsonl(path):
         pass
-    added = seen = 0
     batch: list[Experience] = []
     for exp in read_jsonl(path):
         batch.append(exp)
         if len(batch) == BATCH:
-            added += sum(created for _, created in store.add_experiences(batch))
-            seen += len(batch)
+            yield batch
             batch = []
     if batch:
-        added += sum(created for _, created in store.add_experiences(batch))
-        seen += len(batch)
-    return added, seen - added
+        yield batch

@@ -1,13 +1,13 @@
 """The main screen: tasks, the selected task's attempt tree, the selected attempt's code or diff, the
 event log, a header with the run's state and a footer with the keys.
 
-It turns engine events into pane updates and asks the app to load what the panes show; the app's
-workers read the memory and post the results back here.
+It turns engine events into pane updates and asks the app for what the panes show (``Read*`` messages);
+the app's workers read the memory and post the results back here.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import Any
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -23,6 +23,10 @@ from evotui.messages import (
     AttemptHighlighted,
     AttemptLoaded,
     AttemptsLoaded,
+    PanesDrawn,
+    ReadAnswer,
+    ReadAttempt,
+    ReadAttempts,
     StatusesDrawn,
     TaskHighlighted,
     TaskRowsLoaded,
@@ -35,11 +39,8 @@ from evotui.widgets.marks import plural
 from evotui.widgets.run_header import RunHeader
 from evotui.widgets.task_table import TaskTable
 
-if TYPE_CHECKING:
-    from evotui.app import EvoKernelApp
 
-
-class MainScreen(Screen):
+class MainScreen(Screen[None]):
     """Tasks, attempts, code and events."""
 
     BINDINGS = keys.bindings("main")
@@ -63,11 +64,6 @@ class MainScreen(Screen):
     MainScreen TaskTable:focus-within, MainScreen AttemptTree:focus, MainScreen CodeView:focus,
     MainScreen EventLog:focus { border: round $primary; }
     """
-
-    @property
-    def workbench(self) -> EvoKernelApp:
-        """The app as the workbench it is: its readers and engine host."""
-        return cast("EvoKernelApp", self.app)
 
     def __init__(self) -> None:
         super().__init__()
@@ -103,7 +99,7 @@ class MainScreen(Screen):
         self.query_one(CodeView).border_title = "Code"
         self.query_one(EventLog).border_title = "Events"
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.restyle())
-        self.call_after_refresh(self.workbench.start_engine_host)   # data arrives once every pane is up
+        self.call_after_refresh(self.post_message, PanesDrawn())   # data arrives once every pane is up
 
     # -- what the panes show ------------------------------------------------------------------------
 
@@ -253,7 +249,7 @@ class MainScreen(Screen):
             return  # the same task, or a highlight the cursor has already left
         self.task_id = message.task_id
         self._title_attempts()
-        self.workbench.load_attempts(message.task_id, self)
+        self.post_message(ReadAttempts(task_id=message.task_id, reply_to=self))
 
     def on_attempts_loaded(self, message: AttemptsLoaded) -> None:
         if message.task_id != self.task_id:
@@ -280,7 +276,7 @@ class MainScreen(Screen):
             return  # a highlight the cursor has already left
         if self.shown_exp is not None and self.shown_exp.id == message.exp_id:
             return
-        self.workbench.load_attempt(message.exp_id, self)
+        self.post_message(ReadAttempt(exp_id=message.exp_id, reply_to=self))
 
     def on_attempt_loaded(self, message: AttemptLoaded) -> None:
         line = self.current_attempt
@@ -335,7 +331,7 @@ class MainScreen(Screen):
                 view.show_text("", f"{here} is a {line.source} attempt: there is no model answer (d: its code).")
             elif self.answer is None or self.answer[0] != self.shown_exp.id:
                 view.show_text("", "reading the answer…")
-                self.workbench.load_answer(self.shown_exp.id, self)
+                self.post_message(ReadAnswer(exp_id=self.shown_exp.id, reply_to=self))
             elif self.answer[1] is None:
                 view.show_text("", "this answer is no longer in the response cache.")
             else:
@@ -414,7 +410,7 @@ class MainScreen(Screen):
         self.verdicts = [*self.verdicts[-49:], (e.at, f"{e.task} {label}: {marks.short_verdict(out)}"
                                                        + (" (the same code)" if e.duplicate else ""))]
         table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
-        changes: dict = {}
+        changes: dict[str, Any] = {}
         if not human:
             changes["used"] = e.iteration + 1
         if out.feasible:
@@ -461,4 +457,4 @@ class MainScreen(Screen):
         if e.task == self.task_id:
             self.follow = e.experience_id    # the tree goes to it (unless its cursor was moved by hand)
             self._title_attempts()
-            self.workbench.load_attempts(e.task, self)
+            self.post_message(ReadAttempts(task_id=e.task, reply_to=self))

@@ -5,23 +5,27 @@ code. Attempts are numbered ``#n`` as in the main screen's attempt tree."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
-
+from textual import events
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
+from textual.widget import Widget
 from textual.widgets import Footer, Input, Select
 
 from core.memory import KINDS, SORTS, SOURCES
 from evotui import keys
-from evotui.messages import ExperienceHighlighted, ExperienceLoaded, MemoryLoaded, MemoryQueryChanged, RelativeChosen
+from evotui.messages import (
+    ExperienceHighlighted,
+    ExperienceLoaded,
+    MemoryLoaded,
+    ReadExperience,
+    ReadMemory,
+    RelativeChosen,
+)
 from evotui.widgets.experience_detail import ExperienceDetail
 from evotui.widgets.marks import plural
 from evotui.widgets.memory_list import MemoryList
 from evotui.widgets.run_header import RunHeader
-
-if TYPE_CHECKING:
-    from evotui.app import EvoKernelApp
 
 
 def _backends() -> list[str]:
@@ -38,7 +42,7 @@ def _label(value: str) -> str:
     return value if value else "none"
 
 
-class MemoryScreen(Screen):
+class MemoryScreen(Screen[None]):
     """Experiences on the left, the selected one in full on the right."""
 
     BINDINGS = keys.bindings("memory")
@@ -62,11 +66,6 @@ class MemoryScreen(Screen):
     MemoryScreen #search.shown { display: block; }
     """
     TITLES = {"memory": "Memory", "detail": "Experience"}
-
-    @property
-    def workbench(self) -> EvoKernelApp:
-        """The app as the workbench it is: its readers and engine host."""
-        return cast("EvoKernelApp", self.app)
 
     def __init__(self, task_ids: list[str]) -> None:
         super().__init__()
@@ -106,10 +105,12 @@ class MemoryScreen(Screen):
         self._query()
 
     def _query(self) -> None:
-        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort, self.search))
+        """Ask the app for the list under the filters, order and search now set."""
+        self.query_one(MemoryList).border_subtitle = "loading…"
+        self.post_message(ReadMemory(filters=dict(self.filters), sort=self.sort, search=self.search, reply_to=self))
 
     @property
-    def focus_chain(self):
+    def focus_chain(self) -> list[Widget]:
         """Tab goes through the list, the experience and its parent and children first, then the filters
         (six drop-downs used now and then), not the other way round as their place on screen would have it."""
         chain = super().focus_chain
@@ -122,10 +123,10 @@ class MemoryScreen(Screen):
         for widget, name in ((self.query_one(MemoryList), "memory"), (self.query_one(ExperienceDetail), "detail")):
             widget.border_title = ("▶ " if widget.has_focus_within else "") + self.TITLES[name]
 
-    def on_descendant_focus(self, event) -> None:
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
         self._title_panes()
 
-    def on_descendant_blur(self, event) -> None:
+    def on_descendant_blur(self, event: events.DescendantBlur) -> None:
         self._title_panes()
 
     # -- the query ----------------------------------------------------------------------------------
@@ -142,10 +143,6 @@ class MemoryScreen(Screen):
         elif name in self.filters:
             self.filters[name] = None if event.value is Select.BLANK else str(event.value)
         self._query()
-
-    def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
-        self.query_one(MemoryList).border_subtitle = "loading…"
-        self.workbench.load_memory(message.filters, message.sort, self, message.search)
 
     def action_open_filter(self) -> None:
         """f: open the task filter's drop-down (arrows and enter choose; tab moves to the next filter)."""
@@ -216,7 +213,7 @@ class MemoryScreen(Screen):
     def on_experience_highlighted(self, message: ExperienceHighlighted) -> None:
         if message.exp_id == self.query_one(MemoryList).current_id and message.exp_id != self.shown_id:
             self.opened_id = None
-            self.workbench.load_experience(message.exp_id, self)
+            self.post_message(ReadExperience(exp_id=message.exp_id, reply_to=self))
 
     def on_relative_chosen(self, message: RelativeChosen) -> None:
         """A parent or child chosen in the detail: the list's cursor goes to it when the list holds it,
@@ -228,7 +225,7 @@ class MemoryScreen(Screen):
             if listing.current_id == self.shown_id:   # already there: nothing else will load it
                 return
         self.opened_id = message.exp_id
-        self.workbench.load_experience(message.exp_id, self)
+        self.post_message(ReadExperience(exp_id=message.exp_id, reply_to=self))
 
     def on_experience_loaded(self, message: ExperienceLoaded) -> None:
         if message.exp is None or message.exp.id not in (self.query_one(MemoryList).current_id, self.opened_id):

@@ -4,6 +4,9 @@ number is highlighted; its speedup is in the pane's title)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from rich.style import Style
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -36,7 +39,7 @@ class AttemptTree(Table):
     AttemptTree { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
         self.task_id: str | None = None
         self.attempt_lines: list[AttemptLine] = []
@@ -137,10 +140,10 @@ class AttemptTree(Table):
         if self.task_id is not None:
             self.show(self.task_id, self.attempt_lines)
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"attempt-tree--{name}", partial=True)
 
-    def _cells(self, line: AttemptLine) -> list:
+    def _cells(self, line: AttemptLine) -> list[Any]:
         index = Text(tree_prefix(line)) + Text(str(line.index), style=self._style("best") if line.best else "")
         if line.repeats:   # the same code came back this many more times (not stored twice)
             index.append(f" ×{line.repeats + 1}", style=self._style("skip"))

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import PurePath
+from typing import Any
 
 from rich.cells import cell_len
 from rich.syntax import Syntax
@@ -12,20 +14,21 @@ from rich.text import Text
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 CUT_CACHE = 32
 LEXERS = {".py": "python", ".cpp": "cpp", ".cc": "cpp", ".cxx": "cpp", ".h": "cpp", ".hpp": "cpp",
           ".cu": "cuda", ".cuh": "cuda", ".asc": "cpp"}
 
 
-def pane_background(widget) -> str:
+def pane_background(widget: Widget) -> str:
     """The widget's background as #rrggbb, so highlighted code sits on the pane, not on a box."""
-    return widget.background_colors[1].hex
+    return str(widget.background_colors[1].hex)
 
 
-def file_order(names) -> list[str]:
+def file_order(names: Iterable[str]) -> list[str]:
     """Kernel sources first, headers next, model.py last."""
-    def key(name: str):
+    def key(name: str) -> tuple[bool, bool, str]:
         suffix = PurePath(name).suffix
         return (name == "model.py", suffix in (".h", ".hpp", ".cuh"), name)
     return sorted(names, key=key)
@@ -81,14 +84,15 @@ class CodeView(ScrollView, can_focus=True):
     CodeView { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._content: tuple = ("empty", "Select an attempt to see its code.")
+        self._content: tuple[Any, ...] = ("empty", "Select an attempt to see its code.")
         self._body = Text()
         self._strips: list[Strip] = []
         self._wraps = True
-        self._key: tuple = ("empty", (), "", "")
-        self._cuts: dict[tuple, tuple] = {}     # (content, theme, width) -> (body, strips), oldest first
+        self._key: tuple[Any, ...] = ("empty", (), "", "")
+        # (content, theme, width) -> (body, strips), oldest first
+        self._cuts: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
     def on_mount(self) -> None:
         self._redraw()

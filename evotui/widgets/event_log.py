@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from typing import Any
 
 from rich.text import Text
 from textual import events
@@ -28,7 +29,7 @@ class EventLog(RichLog):
     EventLog { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_lines=2000, min_width=20, wrap=True, markup=False, highlight=False, **kwargs)
         self.lines_written: deque[str] = deque(maxlen=2000)   # plain text, for tests and copy-paste
         self._kept: deque[Text] = deque(maxlen=2000)          # the styled lines, wrapped again on a resize

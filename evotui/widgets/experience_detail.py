@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import time
 from pathlib import PurePath
+from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.rule import Rule
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
+from textual.app import ComposeResult
 from textual.containers import VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
@@ -69,14 +72,14 @@ class ExperienceDetail(VerticalScroll):
     ExperienceDetail > #family.-empty { display: none; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.can_focus = True
         self.exp = None
         self.number: int | None = None
-        self.relatives: list[tuple[str, dict]] = []    # ("parent" | "child", summary), in the list's order
+        self.relatives: list[tuple[str, dict[str, Any]]] = []    # ("parent" | "child", summary), in the list's order
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Static(Text("Select an experience.", style="dim"), id="detail")
         yield OptionList(id="family", classes="-empty")
         yield Static(id="body")
@@ -88,8 +91,8 @@ class ExperienceDetail(VerticalScroll):
         self._show_family()
         self.query_one("#body", Static).update("")
 
-    def show(self, exp, number: int | None = None, parent: dict | None = None,
-             children: list[dict] | None = None) -> None:
+    def show(self, exp: Any, number: int | None = None, parent: dict[str, Any] | None = None,
+             children: list[dict[str, Any]] | None = None) -> None:
         """Show ``exp`` (``number``: its ``#n`` among its task's attempts) with its parent and children."""
         self.exp, self.number = exp, number
         self.relatives = [*((("parent", parent),) if parent else ()), *(("child", c) for c in children or [])]
@@ -111,7 +114,7 @@ class ExperienceDetail(VerticalScroll):
         if self.relatives:
             family.highlighted = 0
 
-    def _relative(self, relation: str, item: dict) -> Text:
+    def _relative(self, relation: str, item: dict[str, Any]) -> Text:
         """One line of the family list: "parent #4  relu draft: feasible · reward +1"."""
         dim = self._style("dim")
         label = f"#{item['number']}" if item.get("number") is not None else item["kind"]
@@ -126,10 +129,10 @@ class ExperienceDetail(VerticalScroll):
         if event.option.id is not None:
             self.post_message(RelativeChosen(event.option.id))
 
-    def _style(self, name: str):
+    def _style(self, name: str) -> Style:
         return self.get_component_rich_style(f"experience-detail--{name}", partial=True)
 
-    def _head(self, exp) -> RenderableType:
+    def _head(self, exp: Any) -> RenderableType:
         """The title (an attempt by its number first) and the facts; the hex id is one of them."""
         dim = self._style("dim")
         title = Text(exp.title or exp.id, style=self._style("title"))
@@ -160,7 +163,7 @@ class ExperienceDetail(VerticalScroll):
         parts.append(facts)
         return Group(*parts)
 
-    def _body(self, exp) -> RenderableType:
+    def _body(self, exp: Any) -> RenderableType:
         """The outcome gate by gate, the Q history, the text and the code."""
         dim = self._style("dim")
         parts: list[RenderableType] = []

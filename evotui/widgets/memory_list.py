@@ -3,6 +3,8 @@ attempt first by its ``#n`` (the number the attempt tree gives it)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.text import Text
 from textual.widgets import DataTable
 
@@ -17,7 +19,7 @@ MIN_TITLE = 24        # below this the other columns give way (the title names t
 DROPS = ("adoptions", "stage", "source", "task", "kind")
 
 
-def _number(item: dict) -> str:
+def _number(item: dict[str, Any]) -> str:
     """An attempt's ``#n`` as its task's attempt tree shows it; "" for knowledge (seeds, rules)."""
     return f"#{item['number']}" if item.get("number") is not None else ""
 
@@ -30,9 +32,9 @@ class MemoryList(Table):
     MemoryList { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
-        self.items: list[dict] = []
+        self.items: list[dict[str, Any]] = []
         self.column_plan: list[tuple[str, int]] = []
 
     def on_mount(self) -> None:
@@ -63,9 +65,9 @@ class MemoryList(Table):
         """The experience under the cursor."""
         if not self.items or not self.row_count:
             return None
-        return self.items[min(self.cursor_row, len(self.items) - 1)]["id"]
+        return str(self.items[min(self.cursor_row, len(self.items) - 1)]["id"])
 
-    def show(self, items: list[dict], keep: bool = False) -> None:
+    def show(self, items: list[dict[str, Any]], keep: bool = False) -> None:
         """Show ``items``; the cursor goes to the first (``keep``: stays where it is)."""
         row = self.cursor_row if keep else 0
         self.items = items

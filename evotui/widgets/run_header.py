@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
+from rich.style import Style
 from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
@@ -27,7 +29,7 @@ class RunStatus:
     nodes: int = 0                 # its nodes that can verify this backend
     cluster_waiting: bool = False  # no node can: the run waits for one
 
-    def but(self, **changes) -> RunStatus:
+    def but(self, **changes: Any) -> RunStatus:
         return replace(self, **changes)
 
 
@@ -55,7 +57,8 @@ class RunHeader(Widget):
 
     def render(self) -> Text:
         s = self.status
-        style = lambda name: self.get_component_rich_style(f"run-header--{name}", partial=True)  # noqa: E731
+        def style(name: str) -> Style:
+            return self.get_component_rich_style(f"run-header--{name}", partial=True)
         label = f"{STATE_SYMBOL.get(s.state, '')} {STATE_LABEL.get(s.state, s.state)}".strip()
         # (text, style, rank): on a narrow terminal the highest ranks go first, so the run's state,
         # progress, tokens and cost stay in view and the workspace name and backend give way

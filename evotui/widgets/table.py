@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import DataTable
 
 from evotui import keys
 
 
-class Table(DataTable):
+class Table(DataTable[Any]):
     """A DataTable that redraws once it has measured rows just added, when it had to draw before.
 
     DataTable sizes auto-width columns in an idle pass after rows are added; a frame drawn before that
@@ -34,7 +38,7 @@ class Table(DataTable):
         if self.row_count:
             self.move_cursor(row=self.row_count - 1)
 
-    def render_lines(self, crop):
+    def render_lines(self, crop: Region) -> list[Strip]:
         if self._require_update_dimensions:   # drawing rows DataTable has not measured yet
             self._drawn_unmeasured = True
         return super().render_lines(crop)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 from rich.cells import cell_len
+from rich.style import Style
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
@@ -40,7 +42,7 @@ class TaskTable(Table):
     TaskTable { height: 1fr; }
     """
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.rows_by_id: dict[str, TaskRow] = {}
         self.status: dict[str, tuple[str, str]] = {}     # task -> (text, tone: ok|fail|busy|dim)
@@ -145,7 +147,7 @@ class TaskTable(Table):
         self.keep_cursor_visible()
         self.call_later(self.refresh)   # a message of our own: its idle pass sizes the columns
 
-    def update_task(self, task_id: str, **changes) -> None:
+    def update_task(self, task_id: str, **changes: Any) -> None:
         """Change fields of one task's row (stage, used, budget, best_speedup, ...)."""
         if task_id in self.rows_by_id:
             self.rows_by_id[task_id] = replace(self.rows_by_id[task_id], **changes)
@@ -193,14 +195,14 @@ class TaskTable(Table):
             if force or old != new:
                 self.update_cell(task_id, key, new)
 
-    def _style(self, tone: str):
+    def _style(self, tone: str) -> Style:
         return self.get_component_rich_style(f"task-table--{tone}", partial=True)
 
     def _status_cell(self, task_id: str) -> Text:
         text, tone = self.status.get(task_id, ("", "dim"))
         return Text(text, style=self._style(tone), no_wrap=True, overflow="ellipsis")
 
-    def _cells(self, task_id: str) -> list:
+    def _cells(self, task_id: str) -> list[Any]:
         r = self.rows_by_id[task_id]
         best = Text(marks.speedup(r.best_speedup), style=self._style("ok") if r.best_speedup else "")
         stage = Text(r.stage, style=self._style("ok") if r.stage == "refine" else "")

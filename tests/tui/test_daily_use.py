@@ -96,8 +96,7 @@ async def test_a_damaged_memory_is_said_once_clearly_and_no_key_claims_it_is_sti
 
 
 @pytest.mark.slow
-async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_task_early(workspace, llm_env):
-    from evotui.app import make_app
+async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_task_early(workspace, canned_app):
     from evotui.messages import EngineEvent
     from evotui.screens.confirm_run import ConfirmRunScreen
 
@@ -106,8 +105,9 @@ async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_tas
 
     config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 6")
     workspace.config_path.write_text(config + "\n")
-    server = llm_env(lambda request, n: Reply("I'm sorry, I can't help with writing that kernel."))
-    app = make_app(workspace.root, watch=False)
+    bench = canned_app(workspace, script=lambda request, n: Reply("I'm sorry, I can't help with writing that kernel."),
+                       watch=False)
+    app, model = bench.app, bench.model
     messages: list = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
         await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
@@ -120,14 +120,14 @@ async def test_r_over_the_whole_suite_asks_first_and_a_refusing_model_ends_a_tas
         assert f"all {tasks} tasks" in text and f"{tasks} tasks × 6 iterations" in text and "Budget:" in text
         await pilot.press("n")
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmRunScreen), what="the answer")
-        assert app.run_status.state == "idle" and not server.requests
+        assert app.run_status.state == "idle" and not model.requests
 
         # y starts it; every answer is a refusal: each task ends after 3, not 6
         await pilot.press("r")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the question")
         await pilot.press("y")
         await wait_for(pilot, lambda: app.run_status.state == "finished", timeout=240, what="the end of the run")
-        assert len(server.requests) == tasks * 3
+        assert len(model.requests) == tasks * 3 and not bench.verifier.calls
         ended = [m.event for m in posted(messages, EngineEvent) if type(m.event).__name__ == "EngineProblem"]
         assert len(ended) == tasks and all("ended early: 3 answers in a row without usable code" in e.message
                                            for e in ended)
@@ -374,34 +374,39 @@ async def test_inside_tmux_the_editor_opens_in_a_split_and_the_workbench_stays(w
 
 @pytest.mark.slow
 async def test_the_verdicts_that_came_in_while_the_editor_held_the_terminal_are_summed_up(workspace, monkeypatch,
-                                                                                           tmp_path):
+                                                                                           tmp_path, canned_app):
     """Outside tmux the editor takes the terminal; saves are verified meanwhile, unseen: when it returns,
-    the log and a notification say what came in."""
+    the log and a notification say what came in (the canned verifier judges the save)."""
     import contextlib
     import os
     import sys
 
-    from evotui.app import make_app
+    from core.scripted import Canned
 
     import candidates as C
 
+    def judge(task_id, files):
+        judged.write_text(task_id)     # the editor below returns once the verdict is recorded
+        return Canned(latency_ms=8.0)
+
     relu = C.elementwise(C.RELU)
+    judged = tmp_path / "judged"
     editor = tmp_path / "editor.py"
     editor.write_text(f'''import os, sys, time
 folder = os.path.dirname(sys.argv[1])
 files = {relu!r}
 for name, text in files.items():
     open(os.path.join(folder, name), "w").write(text)
-pending = os.path.join(folder, ".evokernel-pending")
+pending, judged = os.path.join(folder, ".evokernel-pending"), {str(judged)!r}
 deadline = time.time() + 240
-while not os.path.exists(pending) and time.time() < deadline:
-    time.sleep(0.1)
-while os.path.exists(pending) and time.time() < deadline:
-    time.sleep(0.1)
+while not os.path.exists(judged) and time.time() < deadline:   # the save is being judged
+    time.sleep(0.05)
+while os.path.exists(pending) and time.time() < deadline:      # and its verdict recorded
+    time.sleep(0.05)
 ''')
     monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
     monkeypatch.delenv("TMUX", raising=False)
-    app = make_app(workspace.root)
+    app = canned_app(workspace, judge=judge).app
     app.suspend = contextlib.nullcontext      # a terminal to hand over (the pilot has none)
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")

@@ -1,7 +1,11 @@
 """Hand edits as a daily path (issue 13): saves in a row form a chain, each the child of the previous
 one, rewarded by the same function as the model's refinements; a save that repeats stored code (a
 comment added, an earlier version saved again) is explained in the log and the tree, never a
-verdict that vanishes or a best no attempt shows."""
+verdict that vanishes or a best no attempt shows.
+
+They run the workbench on the canned verifier (``canned_app``): what is decided here (parents, stages,
+rewards, repeats, the log and the tree) is the engine's and the screen's, and a kernel's verdict comes
+from ``judge`` below. The real gates on a hand edit are tested end to end in test_hand_edits.py."""
 
 from __future__ import annotations
 
@@ -10,8 +14,17 @@ import pytest
 import candidates as C
 from waiting import human_attempts, save, wait_for
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.slow   # a workbench per test
 SIZE = (150, 44)
+
+
+def judge(task_id: str, files: dict[str, str]):
+    """The relu kernels below as the real gates judge them: relu passes, the identity fails correctness."""
+    from core.scripted import Canned
+
+    if "x[i] > 0.f ? x[i] : 0.f" not in files.get("kernel.cpp", ""):
+        return Canned(failed_gate="correctness", message="output 0 differs from the reference (max abs error 1.9)")
+    return Canned(latency_ms=8.0)
 
 
 def relu(tag: int) -> dict[str, str]:
@@ -35,12 +48,11 @@ async def save_and_wait(pilot, messages, folder, files, count: int):
     return human_attempts(messages)[count - 1]
 
 
-async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(workspace):
+async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(workspace, canned_app):
     from core import policy
-    from evotui.app import make_app
     from evotui.widgets.attempt_tree import AttemptTree
 
-    app = make_app(workspace.root)
+    app = canned_app(workspace, judge=judge).app
     messages: list = []
     folder = workspace.kernels_dir / "relu"
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -76,13 +88,12 @@ async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(worksp
         await pilot.press("q")
 
 
-async def test_a_wrong_result_is_recorded_but_the_next_save_descends_from_the_working_version(workspace):
+async def test_a_wrong_result_is_recorded_but_the_next_save_descends_from_the_working_version(workspace, canned_app):
     """#37 finding 3: a wrong-result edit the person then reverted became the parent of the real speed-up
     and took its credit. A save's parent is the last version that passed correctness."""
-    from evotui.app import make_app
     from evotui.widgets.attempt_tree import AttemptTree
 
-    app = make_app(workspace.root)
+    app = canned_app(workspace, judge=judge).app
     messages: list = []
     folder = workspace.kernels_dir / "relu"
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -101,11 +112,10 @@ async def test_a_wrong_result_is_recorded_but_the_next_save_descends_from_the_wo
         await pilot.press("q")
 
 
-async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
-    from evotui.app import make_app
+async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace, canned_app):
     from evotui.widgets.attempt_tree import AttemptTree
 
-    app = make_app(workspace.root)
+    app = canned_app(workspace, judge=judge).app
     messages: list = []
     folder = workspace.kernels_dir / "relu"
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -145,19 +155,18 @@ async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
         await pilot.press("q")
 
 
-async def test_repeated_answers_agree_across_status_tree_and_log(workspace, llm_env):
+async def test_repeated_answers_agree_across_status_tree_and_log(workspace, canned_app):
     """Issue 13, item 4: a model that gives the same kernel every time: the status counts iterations,
     the tree marks the repeated attempt ×2 and says so in its subtitle, and the log explains why the
     repeat's reward is not in the tree."""
-    from evotui.app import make_app
     from evotui.widgets.attempt_tree import AttemptTree
 
     from openai_server import Reply, answer_with
 
     config = workspace.config_path.read_text().replace("iterations = 2", "iterations = 3")
     workspace.config_path.write_text(config)
-    llm_env(lambda request, n: Reply(answer_with(C.elementwise(C.RELU))))
-    app = make_app(workspace.root, watch=False)
+    app = canned_app(workspace, script=lambda request, n: Reply(answer_with(C.elementwise(C.RELU))), judge=judge,
+                     watch=False).app
     async with app.run_test(size=SIZE) as pilot:
         await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
         await pilot.press("s")      # relu is under the cursor
