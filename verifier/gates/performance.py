@@ -65,10 +65,12 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
         out.gate("performance").status = "failed"
         return
     for meta, pair in zip(result.get("checks", []), outputs.get("checks", [])):
-        problem = _check(meta, pair, ref, tolerance)
+        problem = check_call(meta, pair, ref, tolerance)
         if problem:
-            out.fail("correctness", f"results changed under repeated calls: {problem}. Every call must compute "
-                                    "from its inputs: no results kept from earlier calls, no calls done partly")
+            out.fail("correctness", f"a call's outputs, taken the moment it reported done, were not the reference's: "
+                                    f"{problem}. Every call must compute from its inputs and be "
+                                    "finished when it reports done: no results kept from earlier calls, no calls done "
+                                    "partly or after")
             out.gate("performance").status = "failed"
             return
 
@@ -96,6 +98,9 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
         message += f"; the task's best could not be timed beside it ({result['best_error']})"
+    unread = result.get("memory") or {}
+    if unread:   # the calls' outputs came from the sides themselves, not from the harness's reading
+        message += "; " + "; ".join(f"the {side}'s outputs as it reported them: {why}" for side, why in unread.items())
     flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)),
          implausible_speedup=implausible_speedup)
     out.pass_gate("performance", message, **details)
@@ -151,7 +156,7 @@ def judge_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
 
 
-def _check(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
+def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
     """None when the candidate's output of one call agrees with the reference's on the same inputs."""
     expected, got = pair["expected"], pair["got"]
     what = meta.get("what", "a timed call")

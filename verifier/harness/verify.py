@@ -34,8 +34,8 @@ from verifier.gates.build import check_build
 from verifier.gates.correctness import call_schedule, judge
 from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
+from verifier.gates.performance import check_call, judge_cases
 from verifier.gates.performance import judge as judge_performance
-from verifier.gates.performance import judge_cases
 from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
 from verifier.harness.compare import Tolerance
 from verifier.harness.reference import Reference, ReferenceCache
@@ -617,10 +617,11 @@ class Verifier:
             best_files, best_build = best
             sides["best"] = Side("best", self._new_job("side", best_files, best_build, {**base, "role": "best"}),
                                  trusted=False)
+        on_host = backend_device(self.backend.name) in ("cpu", "")
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
-                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock)
-        on_host = backend_device(self.backend.name) in ("cpu", "")
+                                  precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
+                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20)
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
         result: dict[str, Any] | None = None
@@ -656,14 +657,16 @@ class Verifier:
                 raise failure
             assert result is not None
             outputs: dict[str, list[Any]] = {}
-            for name in ("reference", "candidate"):
+            for name in sides:
                 exit_, got = ended[name]
                 path = sides[name].job_dir / "outputs.pt"
-                if got is None or not got.get("ok") or not path.exists():
+                if exit_.tampered or got is None or not got.get("ok") or not path.exists():
                     if name == "reference":
                         raise VerifierError(f"the reference failed in the timing window: {exit_.describe()}")
-                    out.fail("performance", self._job_failure(sides[name].job_dir, exit_, got), exit_.seconds,
-                             transient=exit_.status == "lost")
+                    if name == "best":
+                        raise SideFailed("best", exit_.tampered or "ended without its report", exit_)
+                    out.fail("performance", exit_.tampered or self._job_failure(sides[name].job_dir, exit_, got),
+                             exit_.seconds, transient=exit_.status == "lost")
                     return None
                 if path.stat().st_size > cfg.max_output_mb << 20:
                     out.fail("performance", "outputs larger than the output limit")
@@ -671,11 +674,22 @@ class Verifier:
                 import torch
 
                 outputs[name] = torch.load(path, weights_only=True)["picks"]   # never unpickles code
+            # what each untrusted side's calls returned: read by the harness, or the side's own picks
+            checked: dict[str, list[Any]] = {}
+            for name, read in result.pop("read").items():
+                own = iter(outputs[name])
+                checked[name] = [next(own, None) if r == "own" else r for r in read]
+            best_checks = checked.get("best", [])
+            for meta, expected, got in zip(result["checks"], outputs["reference"], best_checks):
+                problem = got is not None and check_call(meta, {"expected": expected, "got": got}, ref,
+                                                         self.tolerance_for(task))
+                if problem:
+                    raise SideFailed("best", f"gave outputs that are not the reference's: {problem}")
             cand = ended["candidate"][1] or {}
             result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []),
                           signals_changed=cand.get("signals_changed", []))
             return result, {"checks": [{"expected": e, "got": g} for e, g in zip(outputs["reference"],
-                                                                                   outputs["candidate"])]}
+                                                                                   checked["candidate"])]}
         finally:
             for side in sides.values():
                 side.close()

@@ -43,6 +43,7 @@ from verifier.job.common import (
     _to_device,
     flatten,
     job_runtime,
+    open_job_files,
     signal_changes,
     signal_dispositions,
     warm_allocator,
@@ -59,6 +60,7 @@ def _setup(job: Any) -> DeviceRuntime:
     """Threads, then the job's device runtime, prepared (the device selected)."""
     threads = int(_field(job, "threads", 1))
     warm_allocator()
+    torch.backends.cpu.get_cpu_capability()   # reads /proc/cpuinfo on first use: in the set-up, not in a call
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     device_runtime = job_runtime(job)
@@ -79,6 +81,10 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
     draws (``verifier.jobs.pick``)."""
     spec, device = job.task, device_runtime.device
     signals = signal_dispositions()  # before any candidate code: model.py, ModelNew() and forward may not change it
+    modules: dict[tuple[tuple[str, int], ...], Any] = {}
+    for trial in job.trials:    # during the set-up (the task is trusted): every size the trials run at
+        if trial.overrides not in modules:
+            modules[trial.overrides] = load_task_module(spec, dict(trial.overrides))
     ModelNew = _load_candidate(job, job_dir, device_runtime)
     sync, stream_sync = device_runtime.synchronize, device_runtime.stream_synchronize
     schedule = job.schedule or [(i, 0) for i in range(len(job.trials))]
@@ -87,17 +93,13 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
     repeats: list[TrialReport] = []
     repeat_outputs: list[dict[str, Any]] = []
     buffers: list[Any] | None = None
-    modules: dict[tuple[tuple[str, int], ...], Any] = {}
     models: dict[Any, Any] = {}
     kept_inputs: dict[int, list[Any]] = {}   # a trial's inputs, while its instance has calls left
     for n, (i, seed) in enumerate(schedule):
         trial = job.trials[i]
         repeat = i in firsts
         _progress(job_dir, f"trial {i}: {trial.describe()}" + (" (called again)" if repeat else ""))
-        key = trial.overrides
-        if key not in modules:
-            modules[key] = load_task_module(spec, dict(trial.overrides))
-        module = modules[key]
+        module = modules[trial.overrides]
         if i not in kept_inputs:
             kept_inputs[i] = _to_device(make_inputs(module.get_inputs, trial), device)
         fresh = kept_inputs[i]
@@ -179,6 +181,7 @@ def run_job(job_dir: Path) -> int:
     random.seed(0)
     status = JobStatus()
     fields: dict[str, Any] = {}
+    files = open_job_files(job_dir)
     try:
         device_runtime = _setup(job)
         handler = HANDLERS[_field(job, "kind")]
@@ -190,9 +193,7 @@ def run_job(job_dir: Path) -> int:
         status.stage, status.error = "task", str(exc)
     except Exception as exc:  # the task or the candidate raised somewhere we did not expect
         status.stage, status.error, status.traceback = "worker", _describe(exc), traceback.format_exc()[-4000:]
-    tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps({**fields, **asdict(status)}))
-    os.replace(tmp, job_dir / "result.json")
+    files.write("result.json", json.dumps({**fields, **asdict(status)}).encode())
     return 0
 
 

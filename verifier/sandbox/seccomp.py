@@ -16,9 +16,15 @@ What a job may ask of the kernel is decided here and nowhere else:
   from a kernel failure on a runtime the filter has not met (``bench/npu_check.py`` runs every check
   both ways); a verification without the filter says so in its isolation line.
 
-Seccomp filters stack: a later filter can only narrow what an earlier one allows, never widen it. The
-harness relies on that for phases (a narrower filter once set-up is done and the candidate's code is
-about to run), so whatever a phase installs is added with ``lock_down`` too.
+* ``enter_candidate_phase``: once a candidate job's set-up is done (its channel and output files open, its
+  task modules and the candidate's library loaded), a narrower filter on every thread for the phase in
+  which the candidate's code runs (``CANDIDATE_DENY``: no open, create, link, rename, no descriptor
+  duplicated, no pipe, no socket), unless the runtime declares it opens files after set-up
+  (``RuntimeNeeds.opens_files_after_setup``: a device runtime loading kernels on first launch).
+
+Both filters keep scheduling, priority and resource-limit calls to the caller itself (``SELF_ONLY``; the
+PID namespace of its own that each candidate job gets keeps ``sched_setaffinity`` to the job's threads).
+Seccomp filters stack: a later filter can only narrow what an earlier one allows, never widen it.
 """
 
 from __future__ import annotations
@@ -43,6 +49,24 @@ SIGNAL_TIMERS = ("setitimer", "alarm", "timer_create", "timer_settime")
 # is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
 DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
 _CLONE_THREAD = 0x00010000
+# Scheduling, priority and resource limits: on the caller itself only (issue #35: a candidate pinned the best's
+# threads to one CPU, and set the fork server's file-size limit to 4 KiB). Each names its target by its first
+# argument, 0 being the caller; ``sched_setaffinity`` is not here, since glibc binds a new thread from its
+# creator (OpenMP's places): a job's PID namespace of its own keeps it to the job's threads.
+SELF_ONLY = ("sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages")
+# Also refused outright: what acts on another process by pid or pidfd and no job needs.
+DENY_OTHERS = ("process_madvise", "process_mrelease", "kcmp")
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+
+# The phase in which the candidate's code runs (``enter_candidate_phase``, after the job's set-up): no file
+# is opened, created, linked or renamed, no descriptor duplicated or pipe made, no socket made or connected,
+# unless the runtime declares it opens files after set-up (then its files and sockets stay open to it).
+CANDIDATE_DENY = ("open", "openat", "openat2", "creat", "mknod", "mknodat", "mkdir", "mkdirat", "rmdir", "link",
+                  "linkat", "symlink", "symlinkat", "unlink", "unlinkat", "rename", "renameat", "renameat2",
+                  "truncate", "dup", "dup2", "dup3", "pipe", "pipe2", "memfd_create", "fsopen", "fsmount",
+                  "fspick", "open_tree", "move_mount", "inotify_init", "inotify_init1", "fanotify_init")
+CANDIDATE_DENY_SOCKETS = ("socket", "socketpair", "connect", "bind", "listen", "accept", "accept4")
+_F_DUPFD, _F_DUPFD_CLOEXEC = 0, 1030
 
 
 @dataclass(frozen=True)
@@ -103,6 +127,14 @@ def describe(needs: RuntimeNeeds, enabled: bool = True) -> str:
     return "seccomp: no " + ", ".join(refused)
 
 
+def _add(f: Any, seccomp: Any, name: str, *args: Any) -> None:
+    """An EPERM rule, skipped where the syscall does not exist on this architecture (or this libseccomp)."""
+    try:
+        f.add_rule(seccomp.ERRNO(errno.EPERM), name, *args)
+    except Exception:
+        pass
+
+
 def lock_down(pid: int, needs: RuntimeNeeds | None = None, *, all_threads: bool = False,
               deny_chmod: bool = False) -> str | None:
     """Install the filter in this process; threads created later inherit it. With ``all_threads`` it also
@@ -143,7 +175,59 @@ def lock_down(pid: int, needs: RuntimeNeeds | None = None, *, all_threads: bool 
         f.add_rule(seccomp.ERRNO(errno.EPERM), "tgkill", seccomp.Arg(0, seccomp.NE, pid))
         f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_sigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
         f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
+        # Scheduling, priority and limits: the caller's own only.
+        for name in SELF_ONLY:
+            _add(f, seccomp, name, seccomp.Arg(0, seccomp.NE, 0))
+        for name in DENY_OTHERS:
+            _add(f, seccomp, name)
+        for name, who in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
+            _add(f, seccomp, name, seccomp.Arg(0, seccomp.NE, who))
+            _add(f, seccomp, name, seccomp.Arg(1, seccomp.NE, 0))
         f.load()
     except Exception as exc:
         return f"seccomp filter failed: {exc}"
     return None
+
+
+def candidate_filter(needs: RuntimeNeeds) -> str | None:
+    """Install, on every thread of this process, the narrower filter of the phase in which the candidate's
+    code runs (``CANDIDATE_DENY``; sockets too unless ``needs.opens_files_after_setup``). Stacked on the
+    job's filter, it can only narrow it. Returns None on success or why it is unavailable."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as exc:
+        return f"pyseccomp unavailable: {exc}"
+    if needs.opens_files_after_setup:
+        return None     # the runtime opens libraries, kernels and sockets on first launch: nothing to narrow
+    try:
+        f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
+        for name in (*CANDIDATE_DENY, *CANDIDATE_DENY_SOCKETS):
+            _add(f, seccomp, name)
+        for cmd in (_F_DUPFD, _F_DUPFD_CLOEXEC):
+            _add(f, seccomp, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
+        f.load()
+    except Exception as exc:
+        return f"the candidate phase's seccomp filter failed: {exc}"
+    return None
+
+
+# What the sandbox asked of the job it runs in this process (``phase_filter``): the job installs it once its
+# set-up is done (``enter_candidate_phase``). Nothing is set outside a sandboxed candidate job.
+_phase: dict[str, Any] = {}
+
+
+def phase_filter(needs: RuntimeNeeds) -> None:
+    """Called by the fork server in a candidate job's process before the job runs: the job must narrow its
+    filter with ``enter_candidate_phase`` before any candidate code runs."""
+    _phase["needs"] = needs
+
+
+def enter_candidate_phase() -> str | None:
+    """The job's set-up is done and the candidate's code is about to run (its ``model.py``, ``ModelNew()``,
+    every call): install the candidate phase's filter if the sandbox asked for one. Returns None, or why the
+    filter could not be installed (the job goes on under its set-up filter, and says so on stderr)."""
+    needs = _phase.pop("needs", None)
+    if needs is None:
+        return None
+    return candidate_filter(needs)
