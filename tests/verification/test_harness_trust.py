@@ -502,3 +502,56 @@ def test_a_change_to_the_fork_servers_limits_is_seen_and_the_server_restarted(tm
         assert server.host_pid() != pid
     finally:
         server.close()
+
+
+# ----------------------------------------------------------------------------- the candidate's phase
+
+# Tries, in its calls, what the candidate's phase refuses: open a file (its own model.py), duplicate a
+# descriptor, make a pipe and a socket. Each that works adds its own mark to every output (so the verdict
+# says which); where all are refused it computes ReLU.
+PHASE_PROBE = r'''
+#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/socket.h>
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    float mark = 0.f;
+    int fd = open("model.py", O_RDONLY);
+    if (fd >= 0) { mark += 1000.f; close(fd); }
+    int copy = dup(2);
+    if (copy >= 0) { mark += 100.f; close(copy); }
+    int p[2];
+    if (pipe(p) == 0) { mark += 10.f; close(p[0]); close(p[1]); }
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (s >= 0) { mark += 1.f; close(s); }
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.f ? x[i] : 0.f) + mark;
+}
+'''
+
+OPENS_IN_FORWARD = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        lib.relu_forward(x, out, x.numel())
+        try:
+            open("model.py").close()
+            return out.fill_(1000.0)
+        except OSError:
+            return out
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("files", [C.elementwise(PHASE_PROBE), {"model.py": OPENS_IN_FORWARD, "kernel.cpp": C.RELU}],
+                         ids=["kernel", "model.py"])
+def test_once_set_up_a_candidate_job_opens_no_file_and_makes_no_descriptor(unguarded, suite, make_candidate, files):
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(files), fresh=True)
+    assert out.feasible, out.message

@@ -117,7 +117,7 @@ def rules_off(tmp_path_factory, fast_config):
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("forgery-cache"))
-    yield v
+    yield C.without_candidate_phase(v)   # the layers beneath (bubblewrap's /tmp, Landlock, the job's filter)
     v.close()
 
 
@@ -278,7 +278,7 @@ def rules_off_no_bwrap(tmp_path_factory, fast_config):
         pytest.skip(landlock_status()[1])
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
                  cache_dir=tmp_path_factory.mktemp("forgery-nobwrap-cache"))
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 

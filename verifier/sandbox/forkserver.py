@@ -21,7 +21,11 @@ torch_npu), installs the seccomp filter on all its threads, then runs the job. A
 therefore never inherited through fork, and a device error dies with its own process.
 
 Across candidates: the server and every job are non-dumpable (``PR_SET_DUMPABLE`` 0: no job can open
-the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``.
+the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``. With
+``"confine"`` each job's first process moves into a user namespace of its own and forks the job as
+PID 2 of a PID namespace of its own (``new_pid_namespace``; PID 1 only waits), then exits; the server,
+a child subreaper, adopts the job and answers ``{"id", "pid"}`` with the job's pid, and kills what is
+left of its process group when it ends. No system call of the job can name the server or another job.
 With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
 its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may read only
 the paths named in ``"readable"`` (the sandbox's allow-list) and its job folder, write only in

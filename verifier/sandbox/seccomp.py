@@ -119,12 +119,14 @@ def describe(needs: RuntimeNeeds, enabled: bool = True) -> str:
     """The filter in words, for a verdict's isolation line and ``evokernel doctor``."""
     if not enabled:
         return "no seccomp filter ([verifier] seccomp = false)"
-    refused = ["fork", "exec", "ptrace", "signals to other processes"]
+    refused = ["fork", "exec", "ptrace", "signals to other processes", "scheduling or limits of others"]
     if not needs.signal_timers:
         refused.append("signalling timers")
     if tuple(needs.socket_families) == (socket.AF_UNIX,):
         refused.append("non-Unix sockets")
-    return "seccomp: no " + ", ".join(refused)
+    phase = ("" if needs.opens_files_after_setup else
+             "; once set up, no open, descriptor duplicated or socket while the candidate's code runs")
+    return "seccomp: no " + ", ".join(refused) + phase
 
 
 def _add(f: Any, seccomp: Any, name: str, *args: Any) -> None:
