@@ -1,25 +1,26 @@
-"""The static gates and the custom-op project generation over real Ascend C: NPUKernelBench's golden answers
-and MultiKernelBench's Ascend prompt examples, read from outside the repository.
+"""Which public Ascend C answers a real CANN toolchain would take: NPUKernelBench's golden answers and
+MultiKernelBench's Ascend prompt examples, read from outside the repository, through every static stage of the
+custom-op form against the stand-in CANN of ``tests/backends/fake_cann`` (stand-ins that fail where the real tools
+fail).
 
-    .venv/bin/python bench/ascend_corpus.py [--npukb DIR] [--mkb DIR] [--show N] [--json PATH]
+    .venv/bin/python bench/ascend_corpus.py [--npukb DIR] [--mkb DIR] [--json FILE] [--jobs N]
 
-``--npukb``: an extracted NPUKernelBench (its ``tasks/``), default ``$EVOKERNEL_NPUKB`` or /tmp/npukb
-(make it with ``git -C <mirror> archive HEAD | tar -x -C /tmp/npukb``). ``--mkb``: a MultiKernelBench checkout
-(``prompts/ascendc_new_model_*.py``), default ``$EVOKERNEL_MKB`` or /tmp/mkb. Nothing of either is copied into
-the repository.
+``--npukb``: an extracted NPUKernelBench (its ``tasks/``), default ``$EVOKERNEL_NPUKB`` or /tmp/npukb (fetched at
+run time: ``git clone https://github.com/weich97/NPUKernelBench /tmp/npukb``). ``--mkb``: a MultiKernelBench
+checkout (``prompts/ascendc_new_model_*.py``), default ``$EVOKERNEL_MKB`` or /tmp/mkb. Nothing of either is copied
+into the repository.
 
-Each answer becomes a candidate of the custom-op form: its ``op_host/``, ``op_kernel/`` and ``CMakeLists.txt``
-as the suite ships them, plus two files of ours, because the suites' own are of another contract: a binding
-(one ``extern "C"`` launcher calling ``aclnn<Op>``, generated here from the op definition; the suites bind
-through a PyTorch extension) and a ``model.py`` that calls it. Then, per answer: the answer round trip (the
-candidate written as a model's answer, fenced blocks named by path, read back by the engine's parser), the
-format gate, the anti-hack
-gate, declaration parsing (the device kernels as ``extern "C" __global__ __aicore__`` entries, the binding's
-launchers) and the project generation against a fake CANN tree (the build script, op JSON, command lines).
-The link policy needs a built library and is not run here (no CANN). Last, the host stand-in: each answer's
-tiling data definitions compiled with g++ against a stand-in ``register/tilingdata_base.h`` (the only CANN
-header stood in, ``tests/backends/fake_toolchains.py``); an answer whose tiling header needs another CANN header
-is skipped and says which. Prints counts and every refusal.
+Each answer becomes a candidate of the custom-op form: its ``op_host/``, ``op_kernel/`` and ``CMakeLists.txt`` as
+the suite ships them, plus two files of ours (the suites bind through a PyTorch extension): a binding (one
+``extern "C"`` launcher calling ``aclnn<Op>``, generated from the op definition) and a ``model.py``. An answer is
+build-ready when it passes, in order: the answer round trip (written as a model's answer, read back by the engine's
+parser), the format gate, the anti-hack gate, declaration parsing, then the generated build script up to build.sh:
+project generation (the plan, the derived op JSON validated by the stand-in msopgen, msopgen's own sources
+removed), op_host (every top-level op_host source compiled and linked into one library with g++ -std=c++14 against
+the stand-in CANN host headers, as CANN's opbuild does) and kernel (op_kernel/<snake>.cpp present, CANN's Python
+importable). The kernel itself is never compiled (no bisheng here), the package install and the binding's link
+are not run (they need the op's generated aclnn API). ``--json`` writes ``{"rows": [{"answer", "build_ready",
+"reason"}]}``, the reason being the first stage that refuses, in its words.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ import inspect
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
-from collections import Counter
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,95 +172,140 @@ def answer_round_trip(files: dict[str, str]) -> str:
     return "ok"
 
 
-def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend, include: Path | None = None,
-           scratch: Path | None = None) -> list[dict[str, str]]:
-    from fake_toolchains import compile_tiling_on_host
+# The stages of "build-ready", in order; an answer's reason is the first that refuses it.
+STAGES = ("answer", "format", "anti_hack", "declarations", "project", "op_host", "kernel")
+# Where the generated build script stops here: after build.sh (the package install and the binding's link need
+# the op's own generated aclnn API, which the stand-in package provides for AddCustom only).
+STOP_AFTER = "bash build.sh)"
 
-    takes_forms = "forms" in inspect.signature(check_format).parameters
-    rows = []
-    for task, files in candidates.items():
-        row = {"task": task}
-        cand = as_candidate(files)
-        forms = {"forms": backend.forms} if takes_forms else {}
-        row["answer"] = answer_round_trip(cand)
-        row["format"] = check_format(cand, backend.source_suffixes, backend.header_suffixes, **forms) or "ok"
-        row["anti_hack"] = check_candidate(cand, backend.source_suffixes, backend.header_suffixes, "ascend") or "ok"
+
+def _first_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "[ERROR]" in ln or "error:" in ln or "multiple definition" in ln or "No such file" in ln:
+            return re.sub(r"^.*?_evokernel_project/", "", ln)[:300]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def project_stage(backend: AscendBackend, cand: dict[str, str], env: dict[str, str]) -> tuple[str, str]:
+    """The custom-op flow up to build.sh, run against the stand-in CANN: (stage, "ok" or the first error), the
+    stage being "project" (the plan, msopgen and its JSON validation), "op_host" (opbuild: every top-level
+    op_host source compiled and linked with g++ against the stand-in headers) or "kernel" (the kernel file, the
+    CANN Python)."""
+    from verifier.backends.ascend_project import BUILD_SCRIPT
+
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for name, text in cand.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text)
         try:
-            find_kernels({n: t for n, t in cand.items() if n.startswith("op_kernel/") and n.endswith(".cpp")})
-            backend.launchers({n: t for n, t in cand.items() if n.endswith(backend.source_suffixes)})
-            row["declarations"] = "ok"
-        except Exception as exc:  # a DeclarationError is the finding; anything else too, with its type
-            row["declarations"] = f"{type(exc).__name__}: {exc}"
-        project = getattr(backend, "project_plan", None)
-        if project is None:
-            row["project"] = "no custom-op project generation in this version"
-        else:
-            with tempfile.TemporaryDirectory() as work:
-                for name, text in cand.items():
-                    (Path(work) / name).parent.mkdir(parents=True, exist_ok=True)
-                    (Path(work) / name).write_text(text)
-                try:
-                    plan = project(Path(work))
-                    row["project"] = "ok" if plan.files else "no files"
-                except Exception as exc:
-                    row["project"] = f"{type(exc).__name__}: {exc}"
-        if include is not None and scratch is not None:
-            work = scratch / f"tiling{len(rows)}"
-            work.mkdir()
-            status, detail = compile_tiling_on_host(files, include, work)
-            row["host_tiling"] = status + (f": {detail}" if detail else "")
-        rows.append(row)
-    return rows
+            plan = backend.project_plan(work)
+        except Exception as exc:
+            return "project", f"{type(exc).__name__}: {exc}"
+        script = plan.files[BUILD_SCRIPT]
+        script = script[:script.index(STOP_AFTER) + len(STOP_AFTER)] + "\n"
+        for name, text in {**plan.files, BUILD_SCRIPT: script}.items():
+            (work / name).write_text(text)
+        ran = subprocess.run(["bash", BUILD_SCRIPT], cwd=work, env=env, capture_output=True, text=True, timeout=600)
+        out = ran.stdout + ran.stderr
+        if ran.returncode == 0:
+            return "kernel", "ok"
+        if "opbuild run failed" in out:
+            return "op_host", _first_error(out)
+        if "[ERROR]" in out and not (work / "_evokernel_project/build_out").is_dir():
+            return "project", "msopgen: " + _first_error(out)
+        return "kernel", _first_error(out)
+
+
+def survey_one(task: str, files: dict[str, str], backend: AscendBackend, env: dict[str, str]) -> dict[str, object]:
+    """One answer through every stage: {"answer", "build_ready", "reason", "stages": {stage: "ok" or why}}."""
+    takes_forms = "forms" in inspect.signature(check_format).parameters
+    cand = as_candidate(files)
+    stages: dict[str, str] = {"answer": answer_round_trip(cand)}
+    forms = {"forms": backend.forms} if takes_forms else {}
+    stages["format"] = check_format(cand, backend.source_suffixes, backend.header_suffixes, **forms) or "ok"
+    stages["anti_hack"] = check_candidate(cand, backend.source_suffixes, backend.header_suffixes, "ascend") or "ok"
+    try:
+        find_kernels({n: t for n, t in cand.items() if n.startswith("op_kernel/") and n.endswith(".cpp")})
+        backend.launchers({n: t for n, t in cand.items() if n.endswith(backend.source_suffixes)})
+        stages["declarations"] = "ok"
+    except Exception as exc:  # a DeclarationError is the finding; anything else too, with its type
+        stages["declarations"] = f"{type(exc).__name__}: {exc}"
+    if stages["format"] == "ok":
+        stage, said = project_stage(backend, cand, env)
+        for name in STAGES[STAGES.index("project"):]:
+            stages[name] = "ok" if said == "ok" or STAGES.index(name) < STAGES.index(stage) else (
+                said if name == stage else "not reached")
+    else:
+        stages.update({name: "not reached" for name in STAGES[STAGES.index("project"):]})
+    first = next((name for name in STAGES if stages[name] != "ok"), None)
+    return {"answer": task, "build_ready": first is None,
+            "reason": "" if first is None else f"{first}: {stages[first]}", "stages": stages}
+
+
+def survey(candidates: dict[str, dict[str, str]], backend: AscendBackend, env: dict[str, str],
+           jobs: int = 2) -> list[dict[str, object]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(lambda item: survey_one(item[0], item[1], backend, env), candidates.items()))
+
+
+def stand_in_cann(tmp: Path) -> tuple[AscendBackend, dict[str, str]]:
+    """The Ascend backend over the stand-in CANN (tests/backends/fake_cann) with a toolkit Python that has CANN's
+    requirements, and the environment its builds run in (CANN's set_env.sh sourced)."""
+    from verifier.sandbox import scrubbed_env
+
+    from fake_toolchains import make_custom_op_cann, make_toolkit_python
+
+    root = make_custom_op_cann(tmp / "cann")
+    python = make_toolkit_python(tmp / "toolkit") / "python3"
+    shell = {"ASCEND_HOME_PATH": str(root), "PATH": "/usr/bin:/bin", "EVOKERNEL_ASCEND_PYTHON": str(python)}
+    backend = AscendBackend(shell, home=str(tmp), system_root=str(tmp), machine="x86_64", soc="Ascend910B2",
+                            probe_torch=False)
+    return backend, scrubbed_env({**shell, **backend.worker_env()}, home=str(tmp))
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--npukb", default=os.environ.get("EVOKERNEL_NPUKB", "/tmp/npukb"))
     ap.add_argument("--mkb", default=os.environ.get("EVOKERNEL_MKB", "/tmp/mkb"))
-    ap.add_argument("--show", type=int, default=40, help="refusals to print per gate")
-    ap.add_argument("--json", help="write every row here")
+    ap.add_argument("--json", help="write {rows: [{answer, build_ready, reason}]} here")
+    ap.add_argument("--jobs", type=int, default=2, help="answers surveyed at once")
     args = ap.parse_args()
-    candidates: dict[str, dict[str, str]] = {}
+    sets: dict[str, dict[str, dict[str, str]]] = {}
     for label, root, read in (("NPUKernelBench", Path(args.npukb), npukb_answers),
                               ("MultiKernelBench", Path(args.mkb), mkb_examples)):
         found = read(root) if root.is_dir() else {}
         print(f"{label}: {len(found)} answers from {root}" + ("" if found else " (absent: skipped)"))
-        candidates.update(found)
-    if not candidates:
+        sets[label] = found
+    if not any(sets.values()):
         print("no corpus found: extract NPUKernelBench to /tmp/npukb (see the docstring)")
         return 2
-    from fake_toolchains import STOOD_IN_HEADERS, make_cann, make_tiling_standins
-
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        root = make_cann(Path(tmp) / "cann", "compiler")
-        env = {"ASCEND_HOME_PATH": str(root), "ASCEND_OPP_PATH": str(root / "opp"), "PATH": "/usr/bin:/bin"}
-        backend = AscendBackend(env, home=tmp, system_root=tmp, machine="x86_64", soc="Ascend910B2",
-                                probe_torch=False)
-        include = make_tiling_standins(Path(tmp) / "standins")
-        rows = survey(candidates, backend, include, Path(tmp))
-    gates = ("answer", "format", "anti_hack", "declarations", "project")
-    tiling = Counter(r["host_tiling"].split(":")[0] for r in rows)
-    print(f"host stand-in (g++ against {', '.join(STOOD_IN_HEADERS)} stood in): tiling data of "
-          f"{tiling['ok']} compiled, {tiling['skipped']} skipped (other CANN headers), {tiling['failed']} failed")
-    for r in rows:
-        if not r["host_tiling"].startswith("ok"):
-            print(f"  - {r['task']}: {r['host_tiling'][:160]}")
-    print(f"\n{len(rows)} answers; passing each gate:")
-    for gate in gates:
-        print(f"  {gate:13s} {sum(r[gate] == 'ok' for r in rows):4d} / {len(rows)}")
-    print(f"  {'all of them':13s} {sum(all(r[g] == 'ok' for g in gates) for r in rows):4d} / {len(rows)}")
-    for gate in gates:
-        refused = [r for r in rows if r[gate] != "ok"]
-        if not refused:
+        backend, env = stand_in_cann(Path(tmp))
+        rows = survey({t: f for found in sets.values() for t, f in found.items()}, backend, env, args.jobs)
+    print(f"surveyed in {time.perf_counter() - started:.0f} s")
+    by_task = {str(r["answer"]): r for r in rows}
+    for label, found in sets.items():
+        if not found:
             continue
-        print(f"\n{gate}: {len(refused)} refused; reasons (first words):")
-        kinds = Counter(re.sub(r"^(?:\w+Error: )?[^:]*?(?: line \d+)?: ", "", r[gate])[:70] for r in refused)
-        for why, n in kinds.most_common(12):
-            print(f"  {n:4d}  {why}")
-        for r in refused[:args.show]:
-            print(f"  - {r['task']}: {r[gate][:240]}")
+        mine = [by_task[t] for t in found]
+        print(f"\n{label}: {sum(bool(r['build_ready']) for r in mine)} of {len(mine)} build-ready; passing each stage:")
+        for stage in STAGES:
+            passed = sum(r["stages"][stage] == "ok" for r in mine)  # type: ignore[index]
+            print(f"  {stage:13s} {passed:4d} / {len(mine)}")
+        refused = [r for r in mine if not r["build_ready"]]
+        if refused:
+            print(f"  not build-ready ({len(refused)}), with the first stage that refuses each:")
+            for r in refused:
+                print(f"  - {r['answer']}: {str(r['reason'])[:300]}")
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        Path(args.json).write_text(json.dumps({"rows": [{k: r[k] for k in ("answer", "build_ready", "reason")}
+                                                        for r in rows]}, indent=1))
+        print(f"\nwrote {args.json}")
     return 0
 
 

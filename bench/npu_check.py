@@ -1,23 +1,30 @@
-"""The first thing to run on an Ascend NPU workstation: does the Ascend backend work here, end to end?
+"""The first thing to run on an Ascend NPU workstation: does the Ascend backend work here, end to end, and
+does the sandbox let the CANN runtime work?
 
-Nothing in EvoKernel has run on an NPU yet. This script checks, in order, and prints a report to
-paste into an issue:
+Nothing in EvoKernel has run on an NPU yet. This script checks, in order, and writes one report file to send
+back (``--report``, default ``evokernel-npu-check.json`` in the current folder) besides printing it:
 
-1. ``doctor`` for the Ascend backend (CANN, cmake, torch / torch_npu / CANN pairing, the SoC);
+1. ``doctor`` for the Ascend backend (CANN, cmake, torch / torch_npu / CANN pairing, the SoC, the toolkit
+   Python and what it lacks of CANN's Python requirements);
 2. the worked elementwise example (seed knowledge ``example_add.md``) built into ``libkernels.so``:
    ``ldd -r`` (every symbol resolved?) and a ``ctypes`` load in a fresh interpreter;
-3. through the whole verifier: the elementwise (add) and reduction (row-wise softmax) examples, one
-   correct and one wrong candidate each, and a kernel that reads far out of range, which must come
-   back as a correctness failure with the NPU error's meaning (not a crash);
+3. through the whole verifier, each check TWICE, with the job's seccomp filter and without it
+   (``[verifier] seccomp``): the elementwise (add) and reduction (row-wise softmax) examples, one correct and one
+   wrong candidate each, and a kernel that reads far out of range, which must come back as a correctness failure
+   with the NPU error's meaning (not a crash). A check that fails with the filter and passes without it is a
+   sandbox failure, and says so: the CANN runtime needs something the filter refuses
+   (``AscendBackend.runtime_needs``; nothing had established what it needs);
 4. timing: the add kernel timed with NPU events, and with ``msprof op`` when it is installed;
-5. the custom-op project form, on one NPUKernelBench golden answer (``--op``, level1/Math/Neg by default,
-   read from ``--npukb``, never copied into the repository): the format and anti-hack gates, the build
-   gate's custom-op flow (msopgen, build.sh, the package installed into the build's private vendor/, the
-   binding linked against it), ``ldd -r``, then in a fresh process with ``ASCEND_CUSTOM_OPP_PATH`` on that
-   vendor: the op called through the binding, compared with PyTorch and timed with NPU events. The
-   binding is the survey's (``bench/ascend_corpus.py``): one entry over flat tensors of one dtype.
+5. the custom-op project form, on one NPUKernelBench golden answer (``--op``, level1/Math/AddCustom by default:
+   an op type no built-in CANN op has, so the custom package cannot shadow a built-in op the reference uses;
+   read from ``--npukb``, never copied into the repository): the gates, the build gate's custom-op flow
+   (msopgen, build.sh, the package installed into the build's private vendor/, the binding linked against it),
+   ``ldd -r``, a call in a fresh process with ``ASCEND_CUSTOM_OPP_PATH`` on that vendor, compared with a CPU
+   reference (never an NPU op in the process whose custom OPP path is set), timed with NPU events; then the same
+   candidate through the whole verifier, with and without the seccomp filter.
 
-    .venv/bin/python bench/npu_check.py [--keep DIR] [--json PATH] [--skip-msprof] [--npukb DIR] [--op TASK]
+    .venv/bin/python bench/npu_check.py [--report FILE] [--keep DIR] [--skip-msprof] [--npukb DIR] [--op TASK]
+    .venv/bin/python bench/npu_check.py --dry-run     # what it would run and what the report holds; runs nothing
 
 Exit status: 0 when every outcome is as expected; 1 otherwise; 2, with one line, when the Ascend
 backend cannot run here (no CANN, no NPU, torch_npu missing or not matching).
@@ -32,6 +39,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -153,8 +161,9 @@ print("EVENTS-US", times[len(times) // 2])
 """
 
 
-def check_timing(backend, library: Path, signatures: list[dict], work: Path, say: Report, msprof: bool) -> None:
-    """The add kernel timed with NPU events in a plain process, and by ``msprof op`` when present."""
+def check_timing(backend, library: Path, signatures: list[dict], work: Path, say: Report, msprof: bool) -> dict:
+    """The add kernel timed with NPU events in a plain process, and by ``msprof op`` when present; what was
+    measured, for the report."""
     script = work / "time_add.py"
     script.write_text(TIMING_SCRIPT.format(root=str(ROOT), library=str(library), signatures=json.dumps(signatures),
                                            calls=50))
@@ -163,13 +172,13 @@ def check_timing(backend, library: Path, signatures: list[dict], work: Path, say
     m = re.search(r"EVENTS-US ([\d.]+)", ran.stdout)
     if not m:
         say(f"BAD NPU-event timing of add: {(ran.stderr.strip().splitlines() or ['no output'])[-1]}")
-        return
+        return {"error": ran.stderr[-2000:]}
     events_us = float(m.group(1))
     say(f"ok  NPU events: add (8M floats) median {events_us:.1f} us over 50 calls")
     exe = shutil.which("msprof", path=env.get("PATH"))
     if not msprof or exe is None:
         say("--  msprof op: " + ("skipped" if not msprof else "not installed (not on PATH)"))
-        return
+        return {"events_us": events_us}
     out = work / "msprof"
     out.mkdir(mode=0o700, exist_ok=True)
     prof = subprocess.run([exe, "op", "--warm-up=5", "--launch-count=10", "--kernel-name=add", f"--output={out}",
@@ -185,18 +194,20 @@ def check_timing(backend, library: Path, signatures: list[dict], work: Path, say
     if not durations:
         say(f"BAD msprof op gave no Task Duration (exit {prof.returncode}): "
             f"{(prof.stdout + prof.stderr).strip().splitlines()[-1:] or ['no output']}")
-        return
+        return {"events_us": events_us, "msprof_error": (prof.stdout + prof.stderr)[-2000:]}
     mean = sum(durations) / len(durations)
     say(f"ok  msprof op: add Task Duration mean {mean:.1f} us over {len(durations)} launches; "
         f"NPU events / msprof = {events_us / mean:.2f}")
+    return {"events_us": events_us, "msprof_us": mean, "events_over_msprof": events_us / mean}
 
 
 # NPUKernelBench elementwise answers npu_check can call through the survey's binding:
-# task -> (inputs, dtype, the PyTorch expression of the outputs)
+# task -> (op type, inputs, dtype, the PyTorch expression of the outputs, computed on the CPU)
 CUSTOM_OPS = {
-    "level1/Math/Neg": (1, "float", "-x[0]"),
-    "level1/Math/AddCustom": (2, "float16", "x[0] + x[1]"),
+    "level1/Math/AddCustom": ("AddCustom", 2, "float16", "x[0] + x[1]"),
+    "level1/Math/Neg": ("Neg", 1, "float", "-x[0]"),
 }
+DEFAULT_OP = "level1/Math/AddCustom"
 
 CUSTOM_OP_SCRIPT = """
 import json, sys
@@ -209,15 +220,18 @@ device.prepare()
 lib = KernelLibrary({library!r}, json.loads({signatures!r}), device)
 run = getattr(lib, {entry!r})
 n = 64 * 65536
-x = [torch.randn(n, device="npu").to(getattr(torch, {dtype!r})) for _ in range({inputs})]
+cpu = [torch.randn(n).to(getattr(torch, {dtype!r})) for _ in range({inputs})]
+x = [t.to("npu") for t in cpu]
 y = torch.empty_like(x[0])
 for _ in range(5):
     run(*x, y, n)
 torch.npu.synchronize()
+x = cpu       # the reference on the CPU: no NPU op runs in a process whose custom OPP path is set
 want = {expression}
-err = (y.float() - want.float()).abs().max().item()
+err = (y.cpu().float() - want.float()).abs().max().item()
 print("MAX-ERROR", err)
-assert torch.allclose(y.float(), want.float(), atol=1e-2, rtol=1e-2), err
+assert torch.allclose(y.cpu().float(), want.float(), atol=1e-2, rtol=1e-2), err
+x = [t.to("npu") for t in cpu]
 times = []
 for _ in range(50):
     start, end = torch.npu.Event(enable_timing=True), torch.npu.Event(enable_timing=True)
@@ -230,9 +244,74 @@ times.sort()
 print("EVENTS-US", times[len(times) // 2])
 """
 
+CUSTOM_OP_TASK = """import torch
+import torch.nn as nn
 
-def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report) -> bool:
-    """One golden answer of the custom-op form: gates, the custom-op build, ldd, a call and NPU-event timing."""
+
+class Model(nn.Module):
+    def forward(self, *x):
+        return {expression}
+
+
+N = 64 * 65536
+
+
+def get_inputs():
+    return [torch.randn(N).to(torch.{dtype}) for _ in range({inputs})]
+
+
+def get_init_inputs():
+    return []
+"""
+
+CUSTOM_OP_MODEL = """import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, *x):
+        out = torch.empty_like(x[0])
+        lib.{entry}(*x, out, x[0].numel())
+        return out
+"""
+
+
+def builtin_op_file(op: str, env: dict[str, str]) -> str:
+    """The built-in ops-info file of CANN's OPP that names op type ``op`` (a custom op of that name would shadow
+    it for every caller in a process with the custom OPP path set), or "" when none does or none is readable."""
+    opp = env.get("ASCEND_OPP_PATH") or os.environ.get("ASCEND_OPP_PATH", "")
+    for info in sorted(Path(opp).glob("built-in/op_impl/ai_core/tbe/config/*/aic-*-ops-info.json")) if opp else []:
+        try:
+            if op in json.loads(info.read_text(errors="replace")):
+                return str(info)
+        except (OSError, ValueError):
+            continue
+    return ""
+
+
+def custom_op_candidate(answer: Path, task: str) -> tuple[dict[str, str], str, str]:
+    """(the answer as a candidate of the runtime contract: its files, the survey's binding, a model.py; the
+    binding's entry; the op type)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from ascend_corpus import binding
+
+    from verifier.backends.ascend_project import read_project, snake_case
+
+    op, inputs, dtype, expression = CUSTOM_OPS[task]
+    files = {str(p.relative_to(answer)): p.read_text(errors="replace") for p in sorted(answer.rglob("*")) if p.is_file()}
+    spec = read_project(files, binding=False).spec
+    entry = f"run_{snake_case(spec.op)}"
+    files["binding.cpp"] = binding(spec.op, [io.name for io in spec.inputs], [io.name for io in spec.outputs], dtype)
+    files["model.py"] = CUSTOM_OP_MODEL.format(entry=entry)
+    return files, entry, spec.op
+
+
+def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, record: dict) -> bool:
+    """One golden answer of the custom-op form: gates, the custom-op build, ldd, a call in a plain process
+    compared with a CPU reference, NPU-event timing."""
     answer = npukb / "tasks" / task / "answer/0"
     if task not in CUSTOM_OPS:
         say(f"--  custom-op form: skipped: --op must be one of {', '.join(CUSTOM_OPS)}")
@@ -241,33 +320,29 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report) ->
         say(f"--  custom-op form: skipped: no NPUKernelBench answer at {answer} (git clone "
             "https://github.com/weich97/NPUKernelBench and pass --npukb)")
         return True
-    sys.path.insert(0, str(ROOT / "bench"))
-    from ascend_corpus import binding
-
-    from verifier.backends.ascend_project import read_project, snake_case
     from verifier.gates.antihack import check_candidate
     from verifier.gates.format import check_format
     from verifier.toolchain.build import build_candidate
 
-    inputs, dtype, expression = CUSTOM_OPS[task]
-    files = {str(p.relative_to(answer)): p.read_text(errors="replace") for p in sorted(answer.rglob("*")) if p.is_file()}
-    spec = read_project(files, binding=False).spec
-    entry = f"run_{snake_case(spec.op)}"
-    files["binding.cpp"] = binding(spec.op, [io.name for io in spec.inputs], [io.name for io in spec.outputs], dtype)
-    files["model.py"] = ("import torch.nn as nn\nfrom verifier.runtime import load\n\nlib = load()\n\n\n"
-                         "class ModelNew(nn.Module):\n    pass\n")
+    _, inputs, dtype, expression = CUSTOM_OPS[task]
+    files, entry, op = custom_op_candidate(answer, task)
+    shadowed = builtin_op_file(op, backend.worker_env())
+    if shadowed:
+        say(f"BAD custom-op {task}: op type {op} is also a built-in CANN op ({shadowed}): the custom package would "
+            "shadow it in the calling process; pick another --op")
+        return False
     problem = (check_format(files, backend.source_suffixes, backend.header_suffixes, backend.forms)
                or check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend))
     if problem:
         say(f"BAD custom-op {task}: refused by the static gates: {problem}")
         return False
-    say(f"ok  custom-op {task}: format and anti-hack gates (op {spec.op}, binding entry {entry})")
+    say(f"ok  custom-op {task}: format and anti-hack gates (op {op}, binding entry {entry})")
     result = build_candidate(backend, files, work / "cache", timeout=1800)
+    record["build_seconds"] = round(result.seconds, 1)
     if not result.ok:
         say(f"BAD custom-op build ({result.seconds:.0f} s): {result.log.strip().splitlines()[-1:] or ['?']}")
         say("```\n" + result.log[-3000:] + "\n```")
-        say("send back: this report, and the build folder's _evokernel_build.sh output (rerun it by hand in a copy "
-            "of the candidate with the pieces: bash -x _evokernel_build.sh)")
+        record["build_log"] = result.log[-6000:]
         return False
     say(f"ok  custom-op build (msopgen, build.sh, private install, binding): {result.library} ({result.seconds:.0f} s)")
     env = {**os.environ, **backend.worker_env(), **backend.call_env(result.library)}
@@ -293,21 +368,94 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report) ->
         say(f"BAD custom-op call: {tail}" + (f" (max error {err.group(1)})" if err else ""))
         say(f"      {backend.explain(ran.stderr) or 'send back: this report and the lines below'}")
         say("```\n" + ran.stderr[-2000:] + "\n```")
+        record["call_error"] = ran.stderr[-4000:]
         return False
-    say(f"ok  custom-op call: max error {err.group(1) if err else '?'}; NPU events median {float(us.group(1)):.1f} us "
-        f"over 50 calls (4M {dtype})")
+    record.update(max_error=float(err.group(1)) if err else None, events_us=float(us.group(1)))
+    say(f"ok  custom-op call: max error {err.group(1) if err else '?'} against the CPU; NPU events median "
+        f"{float(us.group(1)):.1f} us over 50 calls (4M {dtype})")
     return ok
+
+
+# -------------------------------------------------------------------------------------- the seccomp pairs
+
+SECCOMP_RUNS = (True, False)      # each verifier check with the job's seccomp filter, then without it
+
+
+def sandbox_finding(kind: str, outcomes: dict[bool, object]) -> str:
+    """What a check's pair of runs says: "as expected" both ways; a sandbox failure (not as expected with the
+    filter, as expected without it); or the same result both ways (the kernel, the device or the runtime)."""
+    good = {on: expected(kind, out) for on, out in outcomes.items()}
+    if all(good.values()):
+        return "as expected with and without the seccomp filter"
+    if not good[True] and good[False]:
+        return ("SANDBOX FAILURE: not as expected under the seccomp filter, as expected without it: the CANN runtime "
+                "needs something the filter refuses (send this report)")
+    if good[True] and not good[False]:
+        return "as expected only under the filter (odd: send this report)"
+    return "not as expected with or without the filter: the kernel, the device or the runtime, not the sandbox"
+
+
+# The report file: one JSON object a person can send back; each field and what it holds.
+REPORT_FIELDS = {
+    "evokernel": "EvoKernel's version",
+    "host": "machine, OS, Python",
+    "doctor": "evokernel doctor for the Ascend backend: CANN root, flow, SoC and where it came from, torch / "
+              "torch_npu / CANN versions, the toolkit Python and what it lacks, problems and warnings",
+    "sandbox": "the layers available (bubblewrap, seccomp, Landlock) and the Ascend runtime's declared needs "
+               "(AscendBackend.runtime_needs: threads, signal timers, socket families, open files, files opened "
+               "after set-up, device ioctls, with their sources)",
+    "library": "the add example's build: library path, seconds, ldd -r unresolved symbols, ctypes load",
+    "checks": "per verifier check (task, candidate, what it does): the outcome with the seccomp filter and without it "
+              "(feasible, failed gate, message, latency, speedup, flags) and the pair's finding",
+    "timing": "the add kernel by NPU events (median us) and by msprof op (Task Duration mean us), and their ratio",
+    "custom_op": "the golden answer of the custom-op form: build seconds (or its log), ldd, the call's max error "
+                 "against the CPU and its NPU-event median, and the verifier's pair of runs",
+    "lines": "the printed report, line by line",
+    "all_as_expected": "true when every outcome was as expected",
+}
+
+
+def dry_run(args: argparse.Namespace) -> int:
+    """What a run on an NPU workstation does and what its report holds; runs nothing."""
+    from verifier.backends.ascend import AscendBackend
+
+    print("npu_check --dry-run: nothing is run here; on an NPU workstation a run does this:")
+    print("\nchecks through the whole verifier, each run twice:")
+    for task_id, kinds in CANDIDATES.items():
+        for kind, (_, what) in kinds.items():
+            runs = ", ".join(f"[{'with' if on else 'without'} seccomp]" for on in SECCOMP_RUNS)
+            print(f"  {task_id:8} {kind:9} {runs}  {what}")
+    op = CUSTOM_OPS.get(args.op, ("?",))[0]
+    runs = ", ".join(f"[{'with' if on else 'without'} seccomp]" for on in SECCOMP_RUNS)
+    print(f"  custom-op {args.op} (op {op}): build, ldd -r, a call in a plain process against a CPU reference, "
+          f"then through the verifier {runs}")
+    print("\na pair's finding: as expected both ways; SANDBOX FAILURE when only the run with the filter is not as "
+          "expected; else the kernel, device or runtime")
+    needs = AscendBackend.runtime_needs
+    print(f"\nthe Ascend runtime's declared needs (seccomp filter and limits): threads {needs.threads}, signal timers "
+          f"{needs.signal_timers}, socket families {[socket.AddressFamily(f).name for f in needs.socket_families]}, "
+          f"open files {needs.open_files}, "
+          f"files opened after set-up {needs.opens_files_after_setup}, device ioctls {needs.device_ioctls}")
+    for source in needs.sources:
+        print(f"  - {source}")
+    print(f"\nthe report file ({args.report}), one JSON object with these fields:")
+    for name, what in REPORT_FIELDS.items():
+        print(f"  {name}: {what}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--report", default="evokernel-npu-check.json", help="the report file to send back")
     parser.add_argument("--keep", default=None, help="write candidates, builds and caches here (default: a temp folder)")
-    parser.add_argument("--json", default=None, help="also write the outcomes to this JSON file")
     parser.add_argument("--skip-msprof", action="store_true", help="do not run msprof op even when it is installed")
     parser.add_argument("--npukb", default=os.environ.get("EVOKERNEL_NPUKB", "/tmp/npukb"),
                         help="an NPUKernelBench checkout, for the custom-op form's golden answer")
-    parser.add_argument("--op", default="level1/Math/Neg", help=f"the golden answer: one of {', '.join(CUSTOM_OPS)}")
+    parser.add_argument("--op", default=DEFAULT_OP, help=f"the golden answer: one of {', '.join(CUSTOM_OPS)}")
+    parser.add_argument("--dry-run", action="store_true", help="say what would run and what the report holds")
     args = parser.parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
 
     from core.doctor import diagnose
 
@@ -323,6 +471,9 @@ def main(argv: list[str] | None = None) -> int:
     from verifier.harness.verify import Verifier
 
     say = Report()
+    report: dict = {"evokernel": doctor["evokernel"],
+                    "host": {"machine": platform.machine(), "platform": platform.platform(), "python": doctor["python"]},
+                    "doctor": ascend, "checks": [], "timing": {}, "custom_op": {}}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evokernel-npu-check-"))
     work.mkdir(parents=True, exist_ok=True)
     details = ascend["details"]
@@ -331,44 +482,95 @@ def main(argv: list[str] | None = None) -> int:
     say(f"device {ascend['device']['name']} (SoC from {details.get('soc_source')}); {ascend['toolchain']['version']} "
         f"at {details.get('cann_root')} ({details.get('flow')} flow, module {details.get('cmake_module')})")
     say(f"versions: {details.get('versions')} (pairing: {details.get('versions_wanted')})")
-    say(f"sandbox: bubblewrap {doctor['sandbox']['bubblewrap']['available']}, "
-        f"seccomp {doctor['sandbox']['seccomp']['available']}")
+    say(f"toolkit Python: {details.get('toolkit_python') or 'none'} ({details.get('toolkit_python_found_by')})")
+    for warning in ascend.get("warnings", []):
+        say(f"!   {warning}")
     backend = get_backend("ascend")
+    report["sandbox"] = {**doctor["sandbox"], "runtime_needs": backend.runtime_needs.to_dict()}
+    say(f"sandbox: bubblewrap {doctor['sandbox']['bubblewrap']['available']}, "
+        f"seccomp {doctor['sandbox']['seccomp']['available']}; every verifier check runs with and without the filter")
     started = time.perf_counter()
     library, signatures, ok = check_library(backend, work, say)
-    rows = []
+    report["library"] = {"path": str(library or ""), "ok": ok}
     suite = load_suite("builtin")
-    with Verifier(backend, VerifyConfig(), cache_dir=work / "cache") as verifier:
-        say(f"verifier sandbox: {verifier.isolation}")
-        for task_id, kinds in CANDIDATES.items():
-            spec = suite.get(task_id).spec()
-            for kind, (files, what) in kinds.items():
-                folder = work / f"{task_id}-{kind}"
-                folder.mkdir(exist_ok=True)
-                for name, text in files.items():
-                    (folder / name).write_text(text)
-                outcome = verifier.verify(spec, folder)
-                good = expected(kind, outcome)
-                ok &= good
-                verdict = "feasible" if outcome.feasible else f"failed at {outcome.failed_gate}"
-                timing = (f"{outcome.latency_ms:.3f} ms vs torch {outcome.reference_ms:.3f} ms, "
-                          f"speedup {outcome.speedup:.2f}x" if outcome.speedup is not None else "")
-                say(f"{'ok ' if good else 'BAD'} {task_id:8} {kind:9} {verdict:24} {timing}")
-                say(f"      {what}: {' '.join(outcome.message.split())[:400]}")
-                for flag in outcome.flags:
-                    say(f"      flag: {flag}")
-                rows.append({"task": task_id, "candidate": kind, "what": what, "expected": good,
-                             "feasible": outcome.feasible, "failed_gate": outcome.failed_gate,
-                             "latency_ms": outcome.latency_ms, "reference_ms": outcome.reference_ms,
-                             "speedup": outcome.speedup, "message": outcome.message, "flags": outcome.flags})
+    outcomes: dict[tuple[str, str], dict[bool, object]] = {}
+    for on in SECCOMP_RUNS:
+        with Verifier(backend, VerifyConfig(seccomp=on), cache_dir=work / "cache") as verifier:
+            say(f"verifier sandbox ({'with' if on else 'without'} seccomp): {verifier.isolation}")
+            for task_id, kinds in CANDIDATES.items():
+                spec = suite.get(task_id).spec()
+                for kind, (files, what) in kinds.items():
+                    folder = work / f"{task_id}-{kind}"
+                    folder.mkdir(exist_ok=True)
+                    for name, text in files.items():
+                        (folder / name).write_text(text)
+                    outcome = verifier.verify(spec, folder)
+                    outcomes.setdefault((task_id, kind), {})[on] = outcome
+                    good = expected(kind, outcome)
+                    verdict = "feasible" if outcome.feasible else f"failed at {outcome.failed_gate}"
+                    timing = (f"{outcome.latency_ms:.3f} ms vs torch {outcome.reference_ms:.3f} ms, "
+                              f"speedup {outcome.speedup:.2f}x" if outcome.speedup is not None else "")
+                    say(f"{'ok ' if good else 'BAD'} {task_id:8} {kind:9} {'seccomp' if on else 'no seccomp':10} "
+                        f"{verdict:24} {timing}")
+                    say(f"      {what}: {' '.join(outcome.message.split())[:400]}")
+                    for flag in outcome.flags:
+                        say(f"      flag: {flag}")
+    for (task_id, kind), pair in outcomes.items():
+        finding = sandbox_finding(kind, pair)
+        ok &= all(expected(kind, out) for out in pair.values())
+        say(f"{'ok ' if 'as expected with and' in finding else 'BAD'} {task_id} {kind}: {finding}")
+        report["checks"].append({"task": task_id, "candidate": kind, "what": CANDIDATES[task_id][kind][1],
+                                 "finding": finding,
+                                 **{("with_seccomp" if on else "without_seccomp"): {
+                                     "expected": expected(kind, out), "feasible": out.feasible,
+                                     "failed_gate": out.failed_gate, "message": out.message,
+                                     "latency_ms": out.latency_ms, "reference_ms": out.reference_ms,
+                                     "speedup": out.speedup, "flags": out.flags}
+                                    for on, out in pair.items()}})
     if library is not None:
-        check_timing(backend, library, signatures, work, say, msprof=not args.skip_msprof)
-    ok &= check_custom_op(backend, Path(args.npukb), args.op, work, say)
+        report["timing"] = check_timing(backend, library, signatures, work, say, msprof=not args.skip_msprof) or {}
+    record: dict = {"task": args.op}
+    custom_ok = check_custom_op(backend, Path(args.npukb), args.op, work, say, record)
+    if custom_ok and args.op in CUSTOM_OPS and (Path(args.npukb) / "tasks" / args.op / "answer/0").is_dir():
+        custom_ok &= check_custom_op_in_verifier(backend, Path(args.npukb), args.op, work, say, record)
+    ok &= custom_ok
+    report["custom_op"] = record
     say(f"{'all as expected' if ok else 'SOME OUTCOMES NOT AS EXPECTED'} in {time.perf_counter() - started:.1f} s")
-    print("\nPaste this into an issue:\n\n````\n" + "\n".join(say.lines) + "\n````")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"doctor": doctor, "rows": rows, "report": say.lines}, indent=1))
+    report.update(lines=say.lines, all_as_expected=bool(ok))
+    Path(args.report).write_text(json.dumps(report, indent=1, default=str))
+    print(f"\nSend back {Path(args.report).resolve()} (or paste the lines below into an issue):\n\n````\n"
+          + "\n".join(say.lines) + "\n````")
     return 0 if ok else 1
+
+
+def check_custom_op_in_verifier(backend, npukb: Path, task: str, work: Path, say: Report, record: dict) -> bool:
+    """The golden answer through the whole verifier (its correctness and timing jobs in the sandbox, each with the
+    build's private vendor), with the seccomp filter and without it."""
+    from core.tasks import load_suite
+    from verifier import VerifyConfig
+    from verifier.harness.verify import Verifier
+
+    _, inputs, dtype, expression = CUSTOM_OPS[task]
+    files, _, _ = custom_op_candidate(npukb / "tasks" / task / "answer/0", task)
+    suite = work / "custom_op_suite"
+    suite.mkdir(exist_ok=True)
+    (suite / "custom_op.py").write_text(CUSTOM_OP_TASK.format(expression=expression,
+                                                              dtype=dtype, inputs=inputs))
+    spec = load_suite(suite).get("custom_op").spec()
+    pair = {}
+    for on in SECCOMP_RUNS:
+        with Verifier(backend, VerifyConfig(seccomp=on), cache_dir=work / "cache") as verifier:
+            out = verifier.verify(spec, dict(files))
+        pair[on] = out
+        verdict = "feasible" if out.feasible else f"failed at {out.failed_gate}"
+        say(f"{'ok ' if out.feasible else 'BAD'} custom-op {'seccomp' if on else 'no seccomp':10} {verdict:24} "
+            f"{' '.join(out.message.split())[:300]}")
+    finding = sandbox_finding("correct", pair)
+    say(f"{'ok ' if 'as expected with and' in finding else 'BAD'} custom-op through the verifier: {finding}")
+    record["verifier"] = {"finding": finding, **{("with_seccomp" if on else "without_seccomp"): {
+        "feasible": out.feasible, "failed_gate": out.failed_gate, "message": out.message,
+        "speedup": out.speedup} for on, out in pair.items()}}
+    return all(out.feasible for out in pair.values())
 
 
 if __name__ == "__main__":

@@ -29,13 +29,14 @@ def backend_report(name: str) -> dict[str, Any]:
     except Exception as exc:  # a probe of ours broke: report it, do not crash
         problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
         return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
-                "reason": problem, "problems": [problem], "details": {}}
+                "reason": problem, "problems": [problem], "warnings": [], "details": {}}
     return {
         "available": tc.available,
         "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
         "device": {"present": bool(tc.device_ok), "name": tc.device},
         "reason": tc.reason,
         "problems": list(tc.problems),
+        "warnings": list(getattr(tc, "warnings", [])),
         "details": dict(tc.details),
     }
 

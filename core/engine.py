@@ -289,22 +289,26 @@ class Engine:
 
     # -- committing -----------------------------------------------------------------------------
 
-    def _reward(self, attempt: Attempt) -> float:
-        """r1 for drafts; r2 for refinements: from the gain over the task's best in the same timing
-        window, scaled without a mean shift (see core.policy)."""
+    def _reward(self, attempt: Attempt, slip: bool = False) -> tuple[float, str]:
+        """The reward and why, in words (``policy.reward_reason``): r1 for drafts; r2 for refinements, from
+        the gain over the task's best in the same timing window, scaled without a mean shift (see
+        core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
         out = attempt.verified
-        if attempt.ours:
-            return 0.0   # the verifier's own failure says nothing about the kernel
+        if slip or attempt.ours:   # a typo, or the verifier's own failure: says nothing about the kernel
+            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip, ours=attempt.ours)
         if attempt.stage == "draft":
-            return policy.draft_reward(out.feasible)
+            return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
         gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
+        paired = policy.paired(out)
+        reason = policy.reward_reason("refine", out.feasible, verdict, has_gain=gain is not None,
+                                      gain_ci=out.gain_ci if paired else None, paired=paired)
         raw = policy.refine_reward_raw(out.feasible, gain, verdict)
         if not out.feasible or raw == 0.0:
-            return raw
+            return raw, reason
         key = f"refine-gain:{self.backend}"
         reward = policy.scale(raw, self.store.reward_stats(key))
         self.store.update_reward_stats(key, raw)
-        return reward
+        return reward, reason
 
     def _commit(self, run: RunRecord | None, attempt: Attempt) -> tuple[Experience, float, bool]:
         """The one commit path of every attempt, the model's (``run``) and a person's (``run`` None,
@@ -317,14 +321,14 @@ class Engine:
         slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
-            reward = 0.0 if slip else self._reward(attempt)
+            reward, reason = self._reward(attempt, slip)
             kind = teaching.kind(attempt.stage)
             # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
             # and the run's iteration here would give the same attempt a second, different one
             what = "hand edit" if human else attempt.stage
             extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
                      "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
-                     "change": attempt.change}
+                     "change": attempt.change, "reason": reason}
             if slip:
                 extra["slip"] = True
             if run is not None:
@@ -366,7 +370,8 @@ class Engine:
         self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
                                          attempt.source, out, reward, new_best, duplicate=not created,
                                          replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
-                                         slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id)))
+                                         slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id),
+                                         reason=reason))
         if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

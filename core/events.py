@@ -101,6 +101,7 @@ class AttemptRecorded(Event):
     slip: bool = False        # a hand edit that failed to build or the format gate: a typo, not an experiment
     number: int | None = None   # its #n among the task's attempts, as the attempt tree numbers it (a repeat: the
                                 # attempt it repeats); the iteration is the run's, a different count
+    reason: str = ""          # why the reward is what it is, in words (core.policy.reward_reason), said once here
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "outcome": self.outcome.to_dict()}

@@ -119,7 +119,7 @@ class Method(Protocol):
 def _words(task: Task) -> set[str]:
     """What API knowledge is chosen by: the task's name, category and ops (never the words of a
     kernel's code, which named unrelated sections: softmax text in gemm prompts)."""
-    return policy.words_of(" ".join([task.id, task.category, *task.ops]))
+    return policy.words_of(" ".join([task.name, task.category, *task.ops]))
 
 
 class PassK:

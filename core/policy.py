@@ -8,8 +8,9 @@ reward: Q <- Q + alpha * w * (r - Q), where w is larger for items the answer say
 
 Rewards: drafting r1 = +1 if feasible else -1. Refining r2 = -1 if infeasible; else, with g the
 gain over the task's best measured in the same timing window (median of the best / median of the
-candidate), r2 = 0 when the interval of g says "same speed" or the window was "noisy" (too
-disturbed to judge: no verdict, never a new best), else tanh(log g) / s clipped to
+candidate), r2 = 0 unless g's verdict (``verifier.verdict``) is "faster" or "slower" ("same speed",
+a "noisy" window too disturbed to judge, an "implausible" kernel: no reward, never a new best), else
+tanh(log g) / s clipped to
 [-0.9, 1], where s is the root mean square of past significant raw gains (no mean subtracted, so
 the sign of every reward is the sign of its gain: an improvement scores above zero however large
 the one before it was, a regression below, noise zero, a failure lowest).
@@ -29,10 +30,14 @@ from typing import Any
 
 from core.attempts import outcome_of
 from store import Experience
-from verifier.outcome import UNJUDGED as UNJUDGED  # the workbench reads these from here (evotui -> core)
+from verifier import verdict
 from verifier.outcome import Outcome
-from verifier.outcome import speed_words as speed_words
-from verifier.outcome import verdict_word as verdict_word
+
+# The workbench reads the verdict's words from here (evotui -> core): verifier.verdict's, never its own
+UNJUDGED = verdict.UNJUDGED
+speed_words = verdict.words
+verdict_word = verdict.word
+verdict_note = verdict.note
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")
@@ -93,28 +98,24 @@ def draft_reward(feasible: bool) -> float:
     return 1.0 if feasible else -1.0
 
 
-# Without a paired measurement (the best could not be timed beside it), speedups over the reference
-# from two windows are compared, and only a difference beyond this band counts.
-UNPAIRED_BAND = 0.15
-
-
 def gain_over_best(outcome: Outcome, best_outcome: Outcome | None) -> tuple[float | None, str]:
     """(gain, verdict) of a feasible attempt over the task's best: the paired figures of its own
-    timing window when the best was timed beside it, else the ratio of the two speedups over the
-    reference (each from its own window) with a wide noise band; (None, "") with nothing to compare.
-    A "noisy" window (its own paired verdict, or either speedup compared without one) stays "noisy":
-    reward 0, never a new best (``refine_reward_raw``, ``is_new_best``)."""
-    if outcome.vs_best and outcome.gain:
-        return float(outcome.gain), outcome.vs_best
+    timing window when the best was timed beside it (``paired``), else the ratio of the two speedups over
+    the reference (each from its own window) judged by ``verifier.verdict.judge_unpaired``; (None, "")
+    with nothing to compare. A window that judged nothing ("noisy", "implausible") stays so: reward 0,
+    never a new best (``refine_reward_raw``, ``is_new_best``)."""
+    if paired(outcome):
+        return float(outcome.gain or 0.0), outcome.vs_best
     mine, theirs = outcome.speedup, best_outcome.speedup if best_outcome is not None else None
     if not mine or not theirs:
         return None, ""
-    for unjudged in UNJUDGED:
-        if unjudged in (outcome.vs_reference, best_outcome.vs_reference if best_outcome is not None else ""):
-            return mine / theirs, unjudged
-    gain = mine / theirs
-    verdict = "faster" if gain > 1 + UNPAIRED_BAND else "slower" if gain < 1 / (1 + UNPAIRED_BAND) else "same"
-    return gain, verdict
+    theirs_verdict = best_outcome.vs_reference if best_outcome is not None else ""
+    return mine / theirs, verdict.judge_unpaired(mine, theirs, outcome.vs_reference, theirs_verdict)
+
+
+def paired(outcome: Outcome) -> bool:
+    """Whether the best was timed beside the attempt, in its window (a paired gain and its verdict)."""
+    return bool(outcome.vs_best and outcome.gain)
 
 
 def refine_reward_raw(feasible: bool, gain: float | None, verdict: str) -> float:
@@ -196,24 +197,21 @@ def is_slip(failed_gate: str | None) -> bool:
 
 
 def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = False, has_gain: bool = True,
-                  gain_ci: list[float] | None = None) -> str:
+                  gain_ci: list[float] | None = None, paired: bool = True, ours: bool = False) -> str:
     """Why an attempt's reward is what it is, in a few words after "reward r: " (the verdict lines of
     the workbench and ``evokernel run``): "a correct draft", "the same speed as the best", "faster than
     the best", "too noisy to judge against the best: measure again", "a typo, not an experiment"...
-    With ``gain_ci`` (the interval against the best) a "same" verdict is said by the rule every surface
-    uses (``verdict_word``): an interval too wide for "same speed within ±x %" is too noisy here too, never
-    "could not tell" beside "the same speed as the best"."""
+    The verdict against the best (``vs_best``, with its interval ``gain_ci``; ``paired`` False when it was
+    judged from two windows' speedups) is said by ``verifier.verdict.reason``, the rule every surface
+    uses. The engine says it once, with the reward (``AttemptRecorded.reason``); screens show that."""
     if slip:
         return "a typo, not an experiment (no value moved)"
+    if ours:
+        return "the verifier's own failure, not the kernel's (no value moved)"
     if not feasible:
         return "a failed draft" if stage == "draft" else "a failed refinement"
     if stage == "draft":
         return "a correct draft"
     if not has_gain or not vs_best:
         return "no best was timed beside it"
-    if vs_best == "implausible":
-        return "its speed is not trusted (above this machine's ceiling)"
-    if vs_best in UNJUDGED or (vs_best == "same" and gain_ci and verdict_word(vs_best, gain_ci) == "too noisy"):
-        return "too noisy to judge against the best: measure again"
-    return {"same": "the same speed as the best", "faster": "faster than the best",
-            "slower": "slower than the best"}.get(vs_best, vs_best)
+    return verdict.reason(vs_best, gain_ci, paired=paired)

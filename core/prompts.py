@@ -11,7 +11,7 @@ from other tasks (each tagged ``[mem:<id>]`` so the answer can cite what it used
 they bear on the task (``relevant``), else as lessons.
 
 What a prompt says is true for it: a kernel appears as the paired ratios of the window it was verified
-in (``in_window``, the words of ``verifier.outcome.speed_words``), and the prompt shows one absolute time,
+in (``in_window``, the words of ``verifier.verdict.words``), and the prompt shows one absolute time,
 the start point's (the best's in the refinement baseline), said with its window. A prompt over
 ``MAX_PROMPT_CHARS`` loses memory code first, then memory items, then API items; the reference, the
 machine, the rules and the start point are never cut.
@@ -28,8 +28,12 @@ from core.attempts import outcome_of
 from core.tasks import Task, cases_section
 from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
-from verifier.outcome import Outcome, speed_words
+from verifier.config import VerifyConfig
+from verifier.outcome import Outcome
 from verifier.task import TaskSpec
+from verifier.tolerance import Tolerance, tolerance_for
+from verifier.verdict import legend as verdict_legend
+from verifier.verdict import words as speed_words
 
 if TYPE_CHECKING:
     from core.llm import Message
@@ -87,13 +91,15 @@ class PromptFacts:
     backend: str
     machine: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
-    tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None  # spec -> dtype -> tolerances
+    config: VerifyConfig = field(default_factory=VerifyConfig)   # a bare one's settings (the tolerance's)
+    tolerance: Callable[[TaskSpec], Tolerance] | None = None   # the verifier's tolerance_for
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
 
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
         facts = cls(backend)
+        facts.tolerance = verifier.tolerance_for   # what its gates apply (VerifierProtocol), stated as applied
         vb = getattr(verifier, "backend", None)
         config = getattr(verifier, "config", None)
         if vb is None or config is None:
@@ -106,7 +112,6 @@ class PromptFacts:
             facts.machine = {"threads": getattr(config, "threads", 0)}
         facts.meter = getattr(verifier, "roofline", None)
         facts.ceilings = facts.meter.cached_ceilings() if facts.meter is not None else None
-        facts.tolerance = getattr(verifier, "tolerance_for", None)
         return facts
 
     def prepare(self, tasks: Sequence[Task]) -> None:
@@ -115,18 +120,16 @@ class PromptFacts:
         if self.meter is not None:
             self.meter.prepare([t.spec() for t in tasks])
 
+    def tolerance_of(self, task: Task) -> Tolerance:
+        """``task``'s tolerance per output dtype as the verifier applies it: the verifier's own
+        (``from_verifier``), else ``verifier.tolerance`` with this bare one's backend and settings."""
+        if self.tolerance is not None:
+            return self.tolerance(task.spec())
+        return tolerance_for(task.spec(), self.config, self.backend)
+
     def tolerance_for(self, task: Task) -> tuple[float, float]:
         """(atol, rtol) for float32 outputs of ``task`` as the verifier will apply them."""
-        if self.tolerance is not None:
-            return self.tolerance(task.spec())("float32")
-        from verifier.backends import get_backend
-
-        try:
-            atol, rtol = get_backend(self.backend).tolerance("float32")
-        except Exception:
-            atol = rtol = 1e-2
-        spec = task.spec()   # a task may set its own ATOL / RTOL
-        return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
+        return self.tolerance_of(task)("float32")
 
     def profile(self, task: Task) -> dict[str, Any] | None:
         if self.meter is None:
@@ -172,7 +175,7 @@ class PromptFacts:
         profile = self.profile(task)
         if profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
-        cases = cases_section(task, self.backend, self.tolerance)
+        cases = cases_section(task, self.tolerance_of(task))
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
                          "dtype (per dtype under Cases below), with NaN/Inf where the reference has them.")
@@ -428,7 +431,7 @@ def _task_section(task: Task) -> str:
     else:
         sizes_text = sizes or "as written"
         scaled = f" ({task.scale_note()})" if task.size_overrides else ""
-    return (f"## Task {task.id} (level {task.level}, {task.category})\n"
+    return (f"## Task {task.name} (level {task.level}, {task.category})\n"
             f"Reference implementation (PyTorch). Sizes: {sizes_text}{scaled}. "
             "Your kernel must also handle other sizes (it is checked at a second, ragged shape).\n"
             f"```python\n{task.source.strip()}\n```")
@@ -575,10 +578,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 def windows(shown: str) -> str:
     """How a prompt compares kernels, said once: paired ratios from one window, with the direction of
     their intervals; ``shown``: which absolute time the prompt gives, and from which window."""
-    return ("Kernels are compared by ratios timed together in one window, each with its 95 % interval: \"1.20x "
-            "faster than X [1.10, 1.30]\" is this kernel's speedup over X, \"1.20x slower than X\" X's speedup over "
-            "this one, a \"speedup interval\" this kernel's (above 1 = faster). Times from different windows are "
-            f"not comparable (the load differs): {shown}.")
+    return f"{verdict_legend()} Times from different windows are not comparable (the load differs): {shown}."
 
 
 def _bound_hint(point: dict[str, Any]) -> str:

@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from core.llm import ChatAnswer, ChatRequest, Usage
+from verifier.config import VerifyConfig
 from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
-from verifier.timing import NOISE_LIMIT, Ratio
+from verifier.timing import Ratio
+from verifier.tolerance import Tolerance, tolerance_for
+from verifier.verdict import NOISE_LIMIT, judge
 
 
 class ScriptedModel:
@@ -127,10 +130,14 @@ class CannedVerifier:
         out.pass_gate("performance", f"{latency:.3f} ms (canned)")
 
     def _verdict(self, ratio: float, span: float) -> tuple[list[float], str]:
-        """The interval and the gate's own rule (``verifier.timing.Ratio.verdict``) on it: an exact ratio's
+        """The interval and the gate's own rule (``verifier.verdict.judge``) on it: an exact ratio's
         interval is itself; a noisy window's spans ``span`` either side."""
         ci = Ratio(ratio, ratio / span, ratio * span)
-        return ci.to_list(), ci.verdict(self.min_change, self.noise_limit)
+        return ci.to_list(), judge(ci, self.min_change, self.noise_limit)
+
+    def tolerance_for(self, task: TaskSpec) -> Tolerance:
+        """What a real verifier with default settings applies on this backend (nothing here compares outputs)."""
+        return tolerance_for(task, VerifyConfig(), self.backend.name)
 
     def close(self) -> None:
         return None

@@ -16,6 +16,7 @@ from core.config import Config
 from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
+from core.identity import keyed, task_keys
 from core.llm import OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
 from core.verification import open_verifier
@@ -47,6 +48,7 @@ class Session:
         self._llm: OpenAIClient | None = None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
+        self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
         self._relay: StatusRelay | None = None     # cluster news -> events, when verification runs on a Ray cluster
 
     # -- parts, on first use -----------------------------------------------------------------------
@@ -114,14 +116,28 @@ class Session:
         path = Path(spec).expanduser()
         return str(path if path.is_absolute() else self.workspace.root / path)
 
+    def task_keys(self, suite: Suite) -> dict[str, str]:
+        """Each task id of ``suite`` -> its key in this workspace (``core.identity``): the id, or the id with
+        the suite's name beside it when another suite's task holds the id here."""
+        if suite.label not in self._keys:
+            with self.store.transaction():   # a suite's new keys in one write
+                self._keys[suite.label] = task_keys(self.store, suite.label, [t.name for t in suite.tasks])
+        return self._keys[suite.label]
+
     def tasks(self, ids: list[str] | None = None, level: int | None = None, suite: str | None = None,
               scale: float | str | None = None) -> list[Task]:
+        """The suite's tasks (``ids``: those named, by their id in the suite or their key here), sized, each
+        under its key in this workspace (``Task.id``; ``Task.name`` is its id in the suite)."""
         scale = scale if scale is not None else self.config.size_scale
         # "auto" measures the reference: with the verifier's thread count, so the window it sizes for is
         # the one verification times in, and cached in the workspace, so a resumed run sizes the same
         probe: ProbeOptions = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
             if scale == "auto" else {}
-        return [scale_task(t, scale, **probe) for t in self.suite(suite).select(ids, level)]
+        chosen = self.suite(suite)
+        keys = self.task_keys(chosen)
+        names = {key: name for name, key in keys.items()}
+        wanted = [names.get(i, i) for i in ids] if ids is not None else None
+        return keyed([scale_task(t, scale, **probe) for t in chosen.select(wanted, level)], keys)
 
     # -- runs -----------------------------------------------------------------------------------------
 

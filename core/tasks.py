@@ -14,7 +14,6 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -35,6 +34,7 @@ from core.sizing import (
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.task import TaskSpec, module_constants, size_constants
+from verifier.tolerance import Tolerance
 
 BUILTIN_ROOT = Path(__file__).parent / "suites" / "builtin"
 CATEGORIES = ("activation", "elementwise", "reduction", "normalization", "pooling", "matmul", "convolution",
@@ -76,7 +76,9 @@ _HEAVY = ("convolution", "matmul", "normalization", "pooling")
 
 @dataclass(frozen=True)
 class Task:
-    """One operator to write a kernel for."""
+    """One operator to write a kernel for. ``id`` is the task's key in the workspace (``core.identity``: the
+    id in its suite, with the suite's name beside it where another suite's task has that id), ``name`` its
+    id in its suite (the file's stem), ``suite`` its suite's name."""
 
     id: str
     level: int
@@ -93,6 +95,12 @@ class Task:
     notes: tuple[str, ...] = ()         # what loading changed (an NPU import skipped...)
     case_notes: tuple[str, ...] = ()    # what fitting the cases to their memory budget changed
     category_source: str = "name"       # "declared", "name" or "ops" (traced from the reference's forward)
+    name: str = ""                      # the id in its suite ("" until set: the id)
+    suite: str = ""                     # its suite's name (core.identity.suite_label)
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
 
     @property
     def sizes(self) -> dict[str, int]:
@@ -103,7 +111,7 @@ class Task:
         consts = module_constants(self.source)
         atol, rtol = consts.get("ATOL"), consts.get("RTOL")
         return TaskSpec(
-            id=self.id, source=self.source, path=str(self.path), level=self.level,
+            id=self.name, source=self.source, path=str(self.path), level=self.level,
             size_overrides=dict(self.size_overrides),
             atol=float(atol) if isinstance(atol, (int, float)) else None,
             rtol=float(rtol) if isinstance(rtol, (int, float)) else None,
@@ -113,7 +121,7 @@ class Task:
     def signature(self) -> dict[str, Any]:
         """What retrieval matches on: ops, category, level, sizes and a text description."""
         return {"ops": list(self.ops), "category": self.category, "level": self.level,
-                "sizes": self.sizes, "text": f"{self.id} {self.category} {self.description} {' '.join(self.ops)}"}
+                "sizes": self.sizes, "text": f"{self.name} {self.category} {self.description} {' '.join(self.ops)}"}
 
     def scale_note(self) -> str:
         """A line saying how sizes were scaled ("" when they were not)."""
@@ -131,10 +139,17 @@ class Task:
 
 @dataclass
 class Suite:
-    name: str
+    name: str           # as given (builtin, or the folder as typed)
     root: Path
     tasks: list[Task]
     errors: list[str] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The suite's name beside a task id that another suite also has (``core.identity.suite_label``)."""
+        from core.identity import suite_label
+
+        return suite_label(self.name if self.name == "builtin" else self.root)
 
     def get(self, task_id: str) -> Task:
         for task in self.tasks:
@@ -238,7 +253,7 @@ def _listed_cases(task: Task) -> tuple[dict[str, Any], ...]:
         try:
             import torch
 
-            module = load_task_module(TaskSpec(id=task.id, source=task.source, path=str(task.path),
+            module = load_task_module(TaskSpec(id=task.name, source=task.source, path=str(task.path),
                                                size_overrides=dict(task.size_overrides)))
             with torch.device("meta"):
                 groups = list(module.get_input_groups())
@@ -342,6 +357,8 @@ def load_suite(spec: str | Path = "builtin") -> Suite:
             continue
         ids[task_id] = level
         tasks.append(task)
+    label = Suite(name, root, []).label
+    tasks = [replace(t, suite=label) for t in tasks]
     tasks.sort(key=lambda t: (t.level, t.id))
     if not tasks and not errors:
         raise TaskError(f"no task files in {root}: a task is a .py file defining Model, get_inputs, get_init_inputs")
@@ -370,7 +387,7 @@ def recorded_sizes(task: Task, cache_dir: Path | None) -> Probe | None:
         data = json.loads(sizes_path(cache_dir).read_text())
     except (OSError, ValueError):
         return None
-    entry = data.get(f"{task.id}:{task_hash(task)}") if isinstance(data, dict) else None
+    entry = data.get(f"{task.name}:{task_hash(task)}") if isinstance(data, dict) else None
     return Probe.from_dict(entry["probe"]) if isinstance(entry, dict) and isinstance(entry.get("probe"), dict) \
         else None
 
@@ -386,8 +403,10 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
         data = {}
     if not isinstance(data, dict):
         data = {}
-    data = {k: v for k, v in data.items() if not k.startswith(f"{task.id}:")}  # the previous version's
-    data[f"{task.id}:{task_hash(task)}"] = {"id": task.id, "path": str(task.path), "decided_at": time.time(),
+    # the previous version of this file (another suite's task of this id keeps its own)
+    data = {k: v for k, v in data.items()
+            if not (k.startswith(f"{task.name}:") and isinstance(v, dict) and v.get("path") == str(task.path))}
+    data[f"{task.name}:{task_hash(task)}"] = {"id": task.name, "path": str(task.path), "decided_at": time.time(),
                                             "settings": settings or {}, "probe": {**probe.to_dict(), "steps": []}}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -543,14 +562,12 @@ def within_budget(task: Task) -> Task:
 CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 
 
-def cases_section(task: Task, backend: str = "cpu",
-                  tolerance: Callable[[TaskSpec], Callable[[str], tuple[float, float]]] | None = None) -> str:
+def cases_section(task: Task, tolerance: Tolerance) -> str:
     """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
-    spec -> dtype -> (atol, rtol), the verifier's ``tolerance_for``; else ``backend``'s, floored for fp16/bf16 and
-    overridden by the task's own ATOL/RTOL, as the verifier does)."""
-    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, dtype_tolerance, entry_shapes
+    dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
+    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, entry_shapes
     from verifier.toolchain.cdecl import POINTER_DTYPES
 
     cases = task.spec().cases
@@ -595,20 +612,7 @@ def cases_section(task: Task, backend: str = "cpu",
         lines.append("C pointer types the runtime accepts per dtype: " + "; ".join(types))
     floats = [d for d in dtypes if d in FLOAT_DTYPES]
     if floats:
-        spec = task.spec()
-        applied = tolerance(spec) if tolerance is not None else None
-
-        def tol(d: str) -> tuple[float, float]:
-            if applied is not None:
-                return applied(d)
-            try:
-                from verifier.backends import get_backend
-
-                atol, rtol = dtype_tolerance(d, *get_backend(backend).tolerance(d))
-            except Exception:  # an unknown backend: the paper's default, floored
-                atol, rtol = dtype_tolerance(d, 1e-2, 1e-2)
-            return (spec.atol if spec.atol is not None else atol, spec.rtol if spec.rtol is not None else rtol)
-        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tol(d)[0]:g} rtol={tol(d)[1]:g}"
+        lines.append("Tolerance per output dtype: " + "; ".join(f"{d} atol={tolerance(d)[0]:g} rtol={tolerance(d)[1]:g}"
                                                                 for d in floats))
     return "\n".join(lines)
 

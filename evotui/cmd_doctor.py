@@ -58,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
     for name, b in data["backends"].items():
         for problem in b["problems"]:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
+        for warning in b.get("warnings", []):
+            console.print(f"[yellow]![/] {name}: {escape(warning)}")
     machine = data.get("machine")
     if machine:  # #12: this machine's roofline ceilings (core.doctor.machine_report)
         c = machine.get("ceilings")

@@ -166,6 +166,8 @@ def run_show(args: argparse.Namespace) -> int:
     from rich.syntax import Syntax
     from rich.table import Table
 
+    from core.policy import verdict_note
+
     console = Console()
     number = f"{_number(data)} · " if data["number"] else ""
     console.print(f"[bold]{number}{data['id']}[/] · {escape(data['task_id'])} · {data['kind']} · "
@@ -185,7 +187,8 @@ def run_show(args: argparse.Namespace) -> int:
             + (f" · failed at {escape(str(out['failed_gate']))}" if out.get("failed_gate") else "")
             + (f" · {out['latency_ms']:.3f} ms" if isinstance(out.get("latency_ms"), (int, float)) else "")
             + (f" · {out['speedup']:.2f}×" if isinstance(out.get("speedup"), (int, float)) else "")
-            + (" · timing too noisy to judge" if "noisy" in (out.get("vs_reference"), out.get("vs_best")) else "")
+            + "".join(f" · {said}" for said in dict.fromkeys(verdict_note(str(out.get(k) or ""))
+                                                              for k in ("vs_reference", "vs_best")) if said)
         )
         if out.get("message"):
             console.print(f"  {escape(str(out['message']))}")

@@ -97,7 +97,7 @@ async def _with_close(session, coro):
 
 def attempt_words(event) -> str:
     """A feasible attempt in one line: its latency, then what its own timing window says, in the words
-    every surface uses (``verifier.outcome.speed_words``): against PyTorch and, for a refinement, against
+    every surface uses (``verifier.verdict.words``): against PyTorch and, for a refinement, against
     the best timed beside it ("✓ 24.148 ms, same speed as PyTorch within ±4 %; 1.15x slower than the best
     [1.10, 1.20]"). A new best whose time is above the best it replaced says why: the two times come
     from different windows."""
@@ -179,7 +179,6 @@ class Reporter:
         from rich.markup import escape
 
         from core import events as ev
-        from core import policy
 
         name = type(event).__name__
         if isinstance(event, ev.RunStarted):
@@ -198,10 +197,7 @@ class Reporter:
             number = f"#{event.number} " if event.number is not None else ""   # as the workbench's tree numbers it
             line = (f"{time.strftime('%H:%M:%S')} {event.task} {number}{event.stage}: "
                     + (attempt_words(event) if out.feasible else refusal_words(event)) +
-                    f" reward {event.reward:+.2f}: "
-                    + policy.reward_reason(event.stage, out.feasible, out.vs_best, slip=event.slip,
-                                           has_gain=out.gain is not None,
-                                           gain_ci=list(out.gain_ci) if out.gain_ci else None))
+                    f" reward {event.reward:+.2f}: {event.reason}")
             self._line(line)
         elif isinstance(event, ev.FinalWindow):   # best, first and PyTorch in one window, for the report
             self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from rich.table import Table
 
     from core.tasks import Suite
@@ -67,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from core.errors import WorkspaceError
+    from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.verification import open_verifier, recorded_best
     from core.workspace import Workspace
@@ -86,7 +89,10 @@ def _verify(args: argparse.Namespace) -> int:
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} \
         if scale == "auto" else {}
-    task = scale_task(suite.get(args.task or task_of_folder(folder, suite)), scale, **probe)
+    keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in suite.tasks])
+    names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
+    wanted = args.task or task_of_folder(folder, suite, set(names))
+    [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
     with open_verifier(ws, args.backend, vconfig) as verifier:
         recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
         outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
@@ -152,12 +158,13 @@ def case_table(cases: list[dict[str, Any]]) -> Table:
     return table
 
 
-def task_of_folder(folder: Path, suite: Suite) -> str:
-    """The task a candidate folder is for, from its name: ``kernels/<task>/`` or ``kernels/<task>/best/``."""
+def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = ()) -> str:
+    """The task a candidate folder is for, from its name: ``kernels/<task>/`` or ``kernels/<task>/best/``
+    (a task's id in the suite, or one of ``keys``, its key in the workspace)."""
     from core.errors import TaskError
 
     path = folder.resolve()
-    ids = {t.id for t in suite.tasks}
+    ids = {t.id for t in suite.tasks} | set(keys)
     for name in (path.name, path.parent.name if path.name == "best" else ""):
         if name in ids:
             return name

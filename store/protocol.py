@@ -73,6 +73,13 @@ class Memory(Protocol):
     def put_task(self, state: TaskState) -> None:
         """Store a task's state."""
 
+    def task_claims(self) -> dict[str, dict[str, Any]]:
+        """Every task key the memory knows, with the suite and task id it stands for (core.identity)."""
+
+    def claim_task(self, key: str, claim: dict[str, Any], *, replacing: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """Claim task key ``key`` unless held (or held by exactly ``replacing``); the claim holding it now."""
+
     def put_run(self, run: RunRecord) -> None:
         """Store a run's configuration and progress."""
 

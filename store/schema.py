@@ -3,7 +3,8 @@
 Tables (LMDB named databases), keys → values:
 
 * ``meta``      ``schema`` → version, ``store_id`` → random hex, ``seq`` → last insertion number,
-                ``created_at``, ``rstats:<key>`` → running reward statistics
+                ``created_at``, ``rstats:<key>`` → running reward statistics, ``task:<key>`` → what a
+                task key names (its suite and its id there: see ``TASK_CLAIM``)
 * ``exp``       id → immutable body of an experience (files as content addresses)
 * ``row``       id → the small part every list, filter and sort reads (kind, task, Q1, Q2, …)
 * ``hist``      id → what grows: Q history, adopting tasks, retrievals per task
@@ -22,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeAlias
 
-from store.codec import pack
+from store.codec import pack, text_key, unpack
 
 # The types of a transaction (values read as bytes, never buffers) and of a table handle, for
 # annotations only: lmdb's classes take no type arguments at run time.
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 else:
     Txn = Db = object
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TABLES = ("meta", "exp", "row", "hist", "blob", "bytask", "byparent", "bykind", "dedup", "order", "tasks", "runs",
           "cache")
@@ -59,9 +60,43 @@ class Tables:
     cache: Db
 
 
+TASK_CLAIM = b"task:"
+"""The prefix of a task key's claim in ``meta``: ``task:<key>`` → ``{"suite": label, "name": id}``, the suite
+and the task id in it that the key (the ``task_id`` of experiences, task states and runs) stands for; or
+``{"legacy": True, "suite_spec": spec or None}`` for a key a memory of schema 1 held (written before tasks had
+a suite: the suite of the earliest run that listed it, None when no run did). What a key means is core's
+(``core.identity``); the store only keeps the claims."""
+
+
+def claim_key(key: str) -> bytes:
+    """The ``meta`` key of task key ``key``'s claim."""
+    return TASK_CLAIM + text_key(key)
+
+
+def _claim_schema_1_tasks(txn: Txn, t: Tables) -> None:
+    """Schema 1 -> 2: tasks were known by their id alone. Every task id the memory holds (experiences, task
+    states, runs) keeps its records under that id, claimed as a legacy key with the suite of the earliest
+    run that listed it: nothing is moved or lost, and core decides which suite's task it is."""
+    ids: set[str] = set()
+    for key in txn.cursor(db=t.bytask).iternext(values=False):
+        ids.add(bytes(key).split(b"\x00", 1)[0].decode(errors="replace"))
+    for raw in txn.cursor(db=t.tasks).iternext(keys=False):
+        ids.add(str(unpack(bytes(raw)).get("task_id") or ""))
+    runs = sorted((unpack(bytes(raw)) for raw in txn.cursor(db=t.runs).iternext(keys=False)),
+                  key=lambda r: (r.get("started_at") or 0, r.get("id") or ""))
+    spec: dict[str, str | None] = {}
+    for run in runs:
+        for task in run.get("tasks") or []:
+            ids.add(str(task))
+            spec.setdefault(str(task), str((run.get("config") or {}).get("suite") or "") or None)
+    for task_id in sorted(i for i in ids if i and i != "*"):   # "*": knowledge of no task (core.seeds)
+        if txn.get(claim_key(task_id), db=t.meta) is None:
+            txn.put(claim_key(task_id), pack({"legacy": True, "suite_spec": spec.get(task_id)}), db=t.meta)
+
+
 # MIGRATIONS[v] upgrades a memory of schema v to v + 1 inside one write transaction:
 # fn(txn, tables). A version with no entry here cannot be migrated forward.
-MIGRATIONS: dict[int, Callable[[Txn, Tables], None]] = {}
+MIGRATIONS: dict[int, Callable[[Txn, Tables], None]] = {1: _claim_schema_1_tasks}
 
 
 def migration_path(found: int) -> list[int] | None:

@@ -22,7 +22,17 @@ from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
 from store.records import Experience, RunRecord, TaskState
-from store.schema import SCHEMA_VERSION, Tables, Txn, apply_migrations, migration_path, newer_message, older_message
+from store.schema import (
+    SCHEMA_VERSION,
+    TASK_CLAIM,
+    Tables,
+    Txn,
+    apply_migrations,
+    claim_key,
+    migration_path,
+    newer_message,
+    older_message,
+)
 from store.stats import store_stats
 
 if TYPE_CHECKING:
@@ -316,6 +326,36 @@ class Store:
         """Every stored task state, by task id."""
         raws = self._env.read(lambda txn: [bytes(v) for v in txn.cursor(db=self._t.tasks).iternext(keys=False)])
         return [TaskState.from_dict(unpack(r)) for r in raws]
+
+    def task_claims(self) -> dict[str, dict[str, Any]]:
+        """Every task key this memory knows, with what it stands for (``store.schema.TASK_CLAIM``)."""
+        def run(txn: Txn) -> dict[str, dict[str, Any]]:
+            out: dict[str, dict[str, Any]] = {}
+            cur = txn.cursor(db=self._t.meta)
+            if cur.set_range(TASK_CLAIM):
+                for key, raw in cur:
+                    key = bytes(key)
+                    if not key.startswith(TASK_CLAIM):
+                        break
+                    out[key[len(TASK_CLAIM):].decode(errors="replace")] = unpack(raw)
+            return out
+
+        return self._env.read(run)
+
+    def claim_task(self, key: str, claim: dict[str, Any], *, replacing: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+        """Claim task key ``key`` for ``claim`` when no claim holds it (or exactly ``replacing`` does: a legacy
+        claim being adopted); returns the claim that holds it now (``claim`` when this call took it). One
+        transaction: of two processes claiming one key, one wins and the other is told so."""
+        def run(txn: Txn) -> dict[str, Any]:
+            raw = txn.get(claim_key(key), db=self._t.meta)
+            held = unpack(raw) if raw is not None else None
+            if held is None or (replacing is not None and held == replacing):
+                txn.put(claim_key(key), pack(claim), db=self._t.meta)
+                return claim
+            return cast(dict[str, Any], held)
+
+        return self._write(run)
 
     def put_run(self, run: RunRecord) -> None:
         """Store ``run`` (``started_at`` defaults to now; ``updated_at`` becomes now)."""

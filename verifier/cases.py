@@ -24,9 +24,6 @@ from collections.abc import Callable, Iterable, Sequence
 from types import ModuleType
 from typing import IO, Any
 
-# Floor of (atol, rtol) for outputs in a low-precision dtype: a kernel that accumulates in float32 and
-# rounds once differs from a reference that rounds at every step by a few units in the last place.
-LOW_PRECISION_TOLERANCE = {"float16": (1e-2, 1e-2), "bfloat16": (3e-2, 3e-2)}
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 KNOWN_DTYPES = (*FLOAT_DTYPES, "int8", "uint8", "int16", "int32", "int64", "uint16", "uint32", "uint64", "bool",
                 "complex64", "complex128")
@@ -158,14 +155,6 @@ def case_dtypes(case: dict[str, Any]) -> list[str]:
         if entry_shapes(entry) and d in FLOAT_DTYPES and d not in seen:
             seen.append(d)
     return seen
-
-
-def dtype_tolerance(dtype: str, atol: float, rtol: float) -> tuple[float, float]:
-    """``(atol, rtol)`` for outputs of ``dtype``, no tighter than that dtype's floor."""
-    floor = LOW_PRECISION_TOLERANCE.get(canonical_dtype(dtype))
-    if floor is None:
-        return atol, rtol
-    return max(atol, floor[0]), max(rtol, floor[1])
 
 
 def describe_groups(groups: list[Any]) -> tuple[dict[str, Any], ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -67,9 +68,9 @@ class VerifyConfig(BaseModel):
     """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
 
     noise_limit: float = Field(0.15, gt=0)
-    """A window whose speed interval holds 1 yet is wider than this fraction of the ratio either side
-    (±15 %) is "noisy": too disturbed to tell, no verdict, measure again (see verifier.timing.NOISE_LIMIT
-    for the measurements behind the default)."""
+    """A window whose speed interval reaches further than this fraction from equal speed (±15 %), without
+    a change of ``min_speed_change`` beyond 1, is "noisy": too disturbed to tell, no verdict, measure again
+    (see verifier.verdict.NOISE_LIMIT for the measurements behind the default)."""
 
     check_samples: int = Field(1024, ge=16)
     """Positions of every output compared with the reference's on every timed call."""
@@ -77,6 +78,13 @@ class VerifyConfig(BaseModel):
     flush_cache: bool = True
     """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
     caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
+
+    timing: Literal["evokernel", "multikernelbench", "npukernelbench"] = "evokernel"
+    """What one timed sample is (``verifier.timing_method``): ``evokernel``, one cold call after a cache flush (the
+    default: what an operator costs inside a model); ``multikernelbench``, 3 synced warm-ups then an event pair
+    per call, no flush; ``npukernelbench``, 1 warm-up then one event pair around 100 back-to-back calls, no flush.
+    Set one of the suites' to compare with its published speedups; the verdict is the paired ratio of one window
+    either way."""
 
     implausible_speedup: float = Field(50.0, gt=1)
     """Speedups above this are flagged for review (and also any below the memory-bandwidth bound)."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from verifier.timing import NOISE_LIMIT
+from verifier.verdict import words
 
 GATES: tuple[str, ...] = ("format", "anti_hack", "build", "correctness", "performance")
 
@@ -55,12 +55,12 @@ class Outcome:
     reference_ms: float | None = None        # the reference's median in the same window
     speedup: float | None = None             # reference / candidate: median of the per-round ratios, one window
     speedup_ci: list[float] | None = None    # [low, high]: its 95 % paired-bootstrap interval
-    vs_reference: str = ""                   # "faster", "slower", "same" (within the noise) or "noisy"
-    #                                          (a window too disturbed to judge: no verdict)
+    vs_reference: str = ""                   # its verdict (verifier.verdict.Verdict): "faster", "slower", "same",
+    #                                          "noisy" (too disturbed to judge), "implausible"
     best_ms: float | None = None             # the task's best, timed in the same window (when given)
     gain: float | None = None                # best / candidate, paired like speedup: above 1 is faster than the best
     gain_ci: list[float] | None = None       # [low, high]: its 95 % interval
-    vs_best: str = ""                        # "faster", "slower", "same", "noisy"; "" when no best was timed
+    vs_best: str = ""                        # the same verdict against the best; "" when no best was timed
     best_hash: str = ""                      # the candidate hash of the best it was timed against
     timing_rounds: int = 0                   # rounds in the window (each side called once per round)
     flags: list[str] = field(default_factory=list)
@@ -118,10 +118,10 @@ class Outcome:
             self.feasible = True
             parts = [f"feasible; {self.latency_ms:.3f} ms" if self.latency_ms is not None else "feasible"]
             if self.speedup is not None:
-                parts.append(speed_words(self.vs_reference, self.speedup, self.speedup_ci,
-                                         f"the reference ({self.reference_ms:.3f} ms in the same window)"))
+                parts.append(words(self.vs_reference, self.speedup, self.speedup_ci,
+                                   f"the reference ({self.reference_ms:.3f} ms in the same window)"))
             if self.vs_best:
-                parts.append(speed_words(self.vs_best, self.gain, self.gain_ci, "the best"))
+                parts.append(words(self.vs_best, self.gain, self.gain_ci, "the best"))
             if self.flags:
                 parts.append("flagged: " + "; ".join(self.flags))
             self.message = ", ".join(parts)
@@ -167,58 +167,3 @@ class Outcome:
     def gate_or_none(self, name: str) -> GateResult | None:
         """The gate called ``name``, None when the outcome does not mention it."""
         return next((g for g in self.gates if g.name == name), None)
-
-
-def _interval(ci: list[float] | None) -> str:
-    return f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 and ci[1] != float("inf") else ""
-
-
-UNJUDGED = ("noisy", "implausible")
-"""Speed verdicts that judge nothing: a window too disturbed to tell ("noisy"), or a kernel faster than this
-machine can compute even when measured again ("implausible"). No reward, never a new best, not fast_1."""
-
-
-NARROW = NOISE_LIMIT
-"""An interval that stays within this share of equal speed says "same speed within ±x %"; a wider one
-holding 1 says "could not tell" (the gate calls a window "noisy" above the same limit)."""
-
-
-def speed_words(verdict: str, ratio: float | None, ci: list[float] | None, other: str) -> str:
-    """The one way every surface (prompts, run lines, CLI, workbench, the gate's own message) says what a
-    paired ratio from one window shows, derived from its interval: "1.31x faster than the best [1.20,
-    1.40]", "1.06x slower than PyTorch [1.02, 1.10]", "same speed as the best within ±4 %" (an interval
-    holding 1, or a change below the gate's minimum, within ±15 % of equal), "could not tell against the
-    best: too noisy (speedup interval [0.97, 2.63], above 1 = faster)" (wider: the interval says its
-    direction, since a bare [0.65, 1.01] read either way), "could not tell against the best: too few
-    timed calls" (no interval). A ratio is shown only beside "faster"/"slower", never beside a word it
-    contradicts. ``ratio`` and ``ci`` are speedups (above 1: faster)."""
-    if ratio is None:
-        return ""
-    if verdict == "implausible":   # faster than the machine can compute: not trusted either way
-        return (f"{ratio:.2f}x against {other}, above this machine's ceiling even when measured again: not "
-                "trusted, no verdict")
-    if verdict == "faster":
-        return f"{ratio:.2f}x faster than {other}{_interval(ci)}"
-    if verdict == "slower":
-        # the ratio and its interval both inverted, so the bracket holds the number it follows
-        inverted = [1.0 / max(ci[1], 1e-12), 1.0 / max(ci[0], 1e-12)] if ci and len(ci) == 2 and ci[0] > 0 else None
-        return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_interval(inverted)}"
-    # "same", "noisy" (or no verdict): the interval alone says which words are true
-    if not ci or len(ci) != 2 or ci[1] == float("inf") or ci[0] <= 0:
-        return f"could not tell against {other}: too few timed calls"
-    within = max(ci[1] - 1.0, 1.0 - ci[0], 0.0)
-    if within <= NARROW:
-        return f"same speed as {other} within ±{max(1, round(100 * within))} %"
-    return f"could not tell against {other}: too noisy (speedup interval{_interval(ci)}, above 1 = faster), no verdict"
-
-
-def verdict_word(verdict: str, ci: list[float] | None) -> str:
-    """A verdict in a word or two for narrow columns: "faster", "slower", "same speed", "too noisy",
-    "too few calls", "not trusted" (the same rule as ``speed_words``)."""
-    if verdict in ("faster", "slower"):
-        return verdict
-    if verdict == "implausible":
-        return "not trusted"
-    if not ci or len(ci) != 2 or ci[1] == float("inf") or ci[0] <= 0:
-        return "too few calls"
-    return "same speed" if max(ci[1] - 1.0, 1.0 - ci[0], 0.0) <= NARROW else "too noisy"

@@ -1,8 +1,8 @@
 """Timing statistics and the in-process timing loop.
 
-The statistics (``Timing``, ``Window``, ``Ratio``, ``paired_ratio``, ``geomean_ratio``) judge every
-window: a speedup is the median of the per-round ratios from one window, with a bootstrap interval; a
-difference inside the interval is "same speed", one too wide to tell is "noisy".
+The statistics (``Timing``, ``Window``, ``Ratio``, ``paired_ratio``, ``geomean_ratio``) measure every
+window: a speedup is the median of the per-round ratios from one window, with a bootstrap interval
+(what it says, "faster", "same speed", "noisy"..., is ``verifier.verdict``'s one rule).
 
 The loop (``time_interleaved``, ``time_calls``) times calls inside one process: it serves only the
 trusted reference's own figure (``evokernel tasks --time``, verifier.job.timing). Every speed verdict
@@ -181,22 +181,13 @@ def time_calls(
     return window.timing("only")
 
 
-# ----------------------------------------------------------------------------- ratios and verdicts
-
-
-NOISE_LIMIT = 0.15
-"""A window whose interval holds 1 with a half-width above this share of the ratio is "noisy", not "same
-speed". Measured on the shared 2-core machine here (load 3, relu against itself, 20 rounds, ten
-windows): undisturbed windows had half-widths of 1.4-6 %, windows disturbed by other work 32-50 %
-(one read 1.74x [0.97, 2.63]); docs/verifier.md's six verifications of one candidate spread 1.16x (about
-±8 %). 15 % sits above every undisturbed window with room, and below every disturbed one. The same
-windows were "preempted" (an involuntary switch in a call) in 20 of 20 rounds at ±1.4 %: on a busy
-machine that mark says little about the interval, so the performance gate judges by the interval."""
+# ----------------------------------------------------------------------------- ratios
 
 
 @dataclass(frozen=True)
 class Ratio:
-    """A paired ratio of two sides' times from one window, with its bootstrap interval."""
+    """A paired ratio of two sides' times from one window, with its bootstrap interval (judged by
+    ``verifier.verdict.judge``)."""
 
     value: float
     low: float
@@ -204,39 +195,10 @@ class Ratio:
     of_medians: float | None = None
     """The two sides' median times divided (the figures printed beside the ratio), when known."""
 
-    def verdict(self, min_change: float, noise_limit: float = NOISE_LIMIT, preempted: float = 0.0) -> str:
-        """"faster" when the whole interval is above 1 and the ratio at least ``1 + min_change``;
-        "slower" when the interval is below 1 and the ratio at most ``1 / (1 + min_change)``; "noisy"
-        when the interval holds 1 but is too wide to tell a change of ``noise_limit`` (its half-width
-        above that share of the ratio: a disturbed window, no verdict), when more than half the
-        rounds were ``preempted`` (a share; see ``NOISE_LIMIT`` on why the gate does not pass it), or
-        when the ratio of the two medians lies outside the interval by more than ``min_change``
-        (``disagrees``); else "same". Too few rounds for an interval (``[0, inf]``) is "same" (too few
-        calls), not noise."""
-        if preempted > 0.5 or self.disagrees(min_change):
-            return "noisy"
-        if self.low > 1.0 and self.value >= 1.0 + min_change:
-            return "faster"
-        if self.high < 1.0 and self.value <= 1.0 / (1.0 + min_change):
-            return "slower"
-        if math.isfinite(self.high) and self.half_width_pct > 100.0 * noise_limit:
-            return "noisy"
-        return "same"
-
-    def disagrees(self, min_change: float) -> bool:
-        """Whether the ratio of the medians falls outside the interval by more than ``min_change``.
-        Rounds that share their load give both statistics the same answer; they part only when load came
-        and went inside rounds, one side's calls hit and not the other's. Seen in a run on this machine
-        under load: the best's median 11.917 ms beside the candidate's 13.219 ms (0.90x), while the
-        median of the rounds' ratios said "1.16x faster", and a reader shown both times read the verdict
-        as wrong. Such a window does not say which kernel is faster: it is measured again."""
-        if self.of_medians is None or not math.isfinite(self.high) or self.low <= 0.0:
-            return False
-        return self.of_medians < self.low / (1.0 + min_change) or self.of_medians > self.high * (1.0 + min_change)
-
     @property
     def half_width_pct(self) -> float:
-        """Half the interval's width, in percent of the ratio (the "±x %" of "same speed")."""
+        """Half the interval's width, in percent of the ratio (how settled a window is: the window stops
+        once it is within ``[verifier] timing_precision``)."""
         return 50.0 * (self.high - self.low) / max(self.value, 1e-12)
 
     def to_list(self) -> list[float]:

@@ -15,7 +15,6 @@ from textual.screen import Screen
 from textual.widgets import Footer, Input
 
 from core import events as ev
-from core import policy
 from core.attempts import AttemptLine, TaskRow, outcome_of
 from evotui import keys
 from evotui.messages import (
@@ -415,8 +414,7 @@ class MainScreen(Screen):
             return
         self.repeats.pop(e.task, None)
         full = marks.full_verdict(out)
-        reason = policy.reward_reason(e.stage, out.feasible, out.vs_best, slip=e.slip, has_gain=out.gain is not None,
-                                      gain_ci=list(out.gain_ci) if out.gain_ci else None)
+        reason = e.reason   # said once, by the engine, with the reward
         if e.slip:
             parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
             reason += f"; the next save's parent stays {parent}"

@@ -43,10 +43,6 @@ def q(value: float | None) -> str:
     return "–" if value is None else f"{value:+.2f}"
 
 
-NOISY = "timing too noisy to judge"
-"""What a window too disturbed for a verdict ("noisy", verifier.timing) reads as, beside its numbers."""
-
-
 def noisy(r: Outcome) -> bool:
     return bool({r.vs_reference, r.vs_best} & set(UNJUDGED))
 
@@ -54,17 +50,17 @@ def noisy(r: Outcome) -> bool:
 def verdict(r: Outcome) -> str:
     """One line: "✓ 0.190 ms, 2.31×, 41% of roofline (memory-bound)" or "✗ build: <message>". The speedup
     shows as a ratio only when its window says faster or slower; otherwise in the words every surface
-    uses (``verifier.outcome.verdict_word``): "✓ 0.190 ms, same speed", "✓ 0.190 ms, too noisy"; a
-    comparison with the best too noisy to judge says so ("timing too noisy to judge")."""
-    from core.policy import verdict_word
+    uses (``verifier.verdict.word``): "✓ 0.190 ms, same speed", "✓ 0.190 ms, too noisy"; a comparison with
+    the best that judged nothing says so (``verifier.verdict.note``: "timing too noisy to judge")."""
+    from core.policy import verdict_note, verdict_word
 
     if r.feasible:
         parts = [f"✓ {ms(r.latency_ms)} ms"]
         word = verdict_word(r.vs_reference, r.speedup_ci) if r.vs_reference else ""
         if r.speedup is not None:
             parts.append(speedup(r.speedup) if word in ("", "faster", "slower") else word)
-        if r.vs_best in UNJUDGED:
-            parts.append(NOISY)
+        if verdict_note(r.vs_best):
+            parts.append(verdict_note(r.vs_best))
         roof = r.roofline or {}
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")

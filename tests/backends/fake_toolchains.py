@@ -8,6 +8,7 @@ import stat
 from pathlib import Path
 
 from verifier.backends.ascend import AscendRuntime
+from verifier.toolchain.cann import CANN_PYTHON_REQUIREMENTS
 
 NPU_SMI_910B2 = """\
 +------------------------------------------------------------------------------------------------+
@@ -227,41 +228,23 @@ def preload_acl_stubs(root: Path) -> None:
         ctypes.CDLL(str(root / "lib64" / f"lib{name}.so"), mode=ctypes.RTLD_GLOBAL)
 
 
-# Stand-ins for the custom-op flow: msopgen makes a project skeleton (build.sh, op_kernel/CMakeLists.txt with
-# add_kernels_compile()) and records its arguments; the project's build.sh records what it was given and
-# packages a custom_opp_*.run; the package installs, under --install-path, a vendor whose op API
-# (libcust_opapi.so, built here with g++) runs AddCustom (z = x + y, float) on the host. Nothing of CANN's
-# own op_host/op_kernel compilation is imitated: the candidate's sources are only copied and listed.
-FAKE_MSOPGEN = r"""#!/bin/bash
-set -e
-out=""; json=""; soc=""
-while [ $# -gt 0 ]; do
-  case "$1" in -out) out="$2"; shift ;; -i) json="$2"; shift ;; -c) soc="$2"; shift ;; esac
-  shift
-done
-mkdir -p "$out/op_host" "$out/op_kernel" "$out/cmake"
-echo "json=$json soc=$soc" > "$out/msopgen_args.txt"
-cp "$json" "$out/op.json"
-printf 'set(ASCEND_COMPUTE_UNIT ascend910b)\nadd_kernels_compile()\n' > "$out/op_kernel/CMakeLists.txt"
-cat > "$out/build.sh" <<'EOS'
-#!/bin/bash
-set -e
-mkdir -p build_out
-echo "ASCEND_CUSTOM_OPP_PATH=${ASCEND_CUSTOM_OPP_PATH-unset}" > build_out/env.txt
-(cd op_host && ls) > build_out/op_host.txt
-(cd op_kernel && find . -type f | sort) > build_out/op_kernel.txt
-cp op_kernel/CMakeLists.txt build_out/kernel_cmake.txt
-cat > build_out/custom_opp_ubuntu_x86_64.run <<EOR
-#!/bin/bash
-set -e
-for a in "\$@"; do case "\$a" in --install-path=*) dest="\${a#--install-path=}" ;; esac; done
-mkdir -p "\$dest/vendors/customize/op_api/lib" "\$dest/vendors/customize/op_api/include" "\$dest/vendors/customize/op_impl"
-cp "OPAPI_DIR/libcust_opapi.so" "\$dest/vendors/customize/op_api/lib/"
-cp "OPAPI_DIR/aclnn_add_custom.h" "\$dest/vendors/customize/op_api/include/"
-echo "\$@" > "\$dest/installer_args.txt"
-EOR
-EOS
-sed -i "s|OPAPI_DIR|$(dirname "$0")/../opapi|g" "$out/build.sh"
+# Stand-ins for the custom-op flow, in fake_cann/ beside this file (see fake_cann/README.md): msopgen
+# (fake_cann/bin/msopgen: validates the op JSON as msopgen does and writes msopgen's project, named by the snake-cased
+# op type, with template content), the project's build.sh (fake_cann/project/build.sh: compiles every top-level
+# op_host source with g++ against stand-in CANN headers, links them into one library, checks the kernel file and
+# the CANN Python, packs a custom_opp_*.run) and CANN's Python package (fake_cann/python/tbe: needs CANN's Python
+# requirements). The package installs, under --install-path, a vendor whose op API (libcust_opapi.so, built here
+# with g++) runs AddCustom (z = x + alpha * y, float) on the host.
+FAKE_CANN = Path(__file__).parent / "fake_cann"
+
+# What the stand-in CANN's set_env.sh sets, as CANN's does: its root, the OPP path, msopgen on PATH, its Python
+# packages on PYTHONPATH, its libraries on LD_LIBRARY_PATH.
+FAKE_SET_ENV = """export ASCEND_HOME_PATH={root}
+export ASCEND_TOOLKIT_HOME={root}
+export ASCEND_OPP_PATH={root}/opp
+export PATH={root}/python/site-packages/bin:$PATH
+export PYTHONPATH={root}/python/site-packages:$PYTHONPATH
+export LD_LIBRARY_PATH={root}/lib64:$LD_LIBRARY_PATH
 """
 
 FAKE_ACL_H = r"""
@@ -351,12 +334,22 @@ class HostAscendRuntime(AscendRuntime):
 
 
 def make_custom_op_cann(root: Path) -> Path:
-    """A fake CANN for the custom-op form: ``make_host_cann`` plus msopgen (FAKE_MSOPGEN), the ACL and
+    """A fake CANN for the custom-op form: ``make_host_cann`` plus the stand-ins of fake_cann/ (msopgen and its
+    project, the stand-in host headers, CANN's Python package, the kernel-compile step), a set_env.sh, the ACL and
     aclnn base headers, a stand-in libnnopbase.so, and the op API a package of AddCustom installs."""
+    import shutil
     import subprocess
 
     make_host_cann(root)
-    (root / "python/site-packages/bin/msopgen").write_text(FAKE_MSOPGEN)
+    site = root / "python/site-packages"
+    shutil.copytree(FAKE_CANN / "include", root / "include", dirs_exist_ok=True)
+    shutil.copy(FAKE_CANN / "bin/msopgen", site / "bin/msopgen")
+    shutil.copytree(FAKE_CANN / "project", site / "project")
+    shutil.copytree(FAKE_CANN / "python/tbe", site / "tbe")
+    shutil.copytree(FAKE_CANN / "tools", root / "tools")
+    for script in (site / "bin/msopgen", site / "project/build.sh"):
+        script.chmod(0o755)
+    (root / "set_env.sh").write_text(FAKE_SET_ENV.format(root=root))
     (root / "include/acl").mkdir(parents=True, exist_ok=True)
     (root / "include/acl/acl.h").write_text(FAKE_ACL_H)
     (root / "include/aclnn").mkdir(exist_ok=True)
@@ -365,7 +358,7 @@ def make_custom_op_cann(root: Path) -> Path:
     subprocess.run(["g++", "-shared", "-fPIC", "-O0", "-Wl,-soname,libnnopbase.so", str(src), "-o",
                     str(root / "lib64/libnnopbase.so")], check=True, capture_output=True)
     src.unlink()
-    opapi = root / "python/site-packages/opapi"
+    opapi = site / "opapi"
     opapi.mkdir(parents=True)
     (opapi / "aclnn_add_custom.h").write_text(FAKE_ACLNN_ADD_CUSTOM_H)
     (opapi / "cust_opapi.cpp").write_text(FAKE_CUST_OPAPI)
@@ -374,90 +367,27 @@ def make_custom_op_cann(root: Path) -> Path:
     return root
 
 
-# A stand-in for CANN's register/tilingdata_base.h, written from the documented behaviour of its macros
-# (not from CANN's source): a tiling data class is a flat record of fields with set_<field>/get_<field>
-# accessors (arrays copied in whole, nested tiling structs as members), saved into the raw tiling buffer
-# by SaveToBuffer and sized by GetDataSize; REGISTER_TILING_DATA_CLASS ties it to an op type. What it checks:
-# that an answer's tiling data definition is well-formed C++ with these macros, nothing of CANN's layout.
-FAKE_TILINGDATA_BASE_H = r"""
-#pragma once
-#include <cstddef>
-#include <cstdint>
-#include <cstring>
-namespace optiling {
-class TilingDef {
-public:
-    virtual ~TilingDef() = default;
-    void SaveToBuffer(void* dst, size_t capacity) const {
-        std::memcpy(dst, Data(), Size() < capacity ? Size() : capacity);
-    }
-    size_t GetDataSize() const { return Size(); }
-protected:
-    virtual const void* Data() const = 0;
-    virtual size_t Size() const = 0;
-};
-}
-#define BEGIN_TILING_DATA_DEF(name) class name : public optiling::TilingDef { \
-  protected: const void* Data() const override { return this; } size_t Size() const override { return sizeof(*this); } \
-  public:
-#define TILING_DATA_FIELD_DEF(type, field) \
-  type field##_ = 0; void set_##field(type v) { field##_ = v; } type get_##field() const { return field##_; }
-#define TILING_DATA_FIELD_DEF_ARR(type, count, field) \
-  type field##_[count] = {}; void set_##field(const type* v) { std::memcpy(field##_, v, sizeof(field##_)); } \
-  type* get_##field() { return field##_; }
-#define TILING_DATA_FIELD_DEF_STRUCT(type, field) type field;
-#define END_TILING_DATA_DEF }
-#define REGISTER_TILING_DATA_CLASS(op_type, class_name) \
-  struct op_type##class_name##Registration { const char* op = #op_type; }; \
-  static op_type##class_name##Registration g_##op_type##class_name##_registration;
-"""
-# The CANN headers the host stand-in provides; an answer's tiling header that includes any other CANN header
-# is not compiled (its types, TCubeTiling and the like, would need stand-ins that say nothing true).
-STOOD_IN_HEADERS = ("register/tilingdata_base.h",)
+# The Python packages CANN's installation guide requires (module names), for a stand-in "toolkit Python".
+CANN_PYTHON_MODULES = tuple(module for _, module in CANN_PYTHON_REQUIREMENTS)
 
 
-def make_tiling_standins(include: Path) -> Path:
-    """A folder of the stand-in CANN host headers (``STOOD_IN_HEADERS``)."""
-    (include / "register").mkdir(parents=True, exist_ok=True)
-    (include / "register/tilingdata_base.h").write_text(FAKE_TILINGDATA_BASE_H)
-    return include
+def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing: tuple[str, ...] = ()) -> Path:
+    """A Python as a CANN workstation's toolkit Python would be (CANN's requirements importable, numpy < 2): this
+    machine's interpreter (outside any virtual environment, without its site-packages: -S) with stand-in modules of
+    those names on its path.
+    ``missing``: requirements left out. Returns the folder holding its ``python3``."""
+    import os
+    import sys
 
-
-def compile_tiling_on_host(files: dict[str, str], include: Path, work: Path) -> tuple[str, str]:
-    """Compiles a custom-op candidate's tiling data definitions (each op_host file with
-    BEGIN_TILING_DATA_DEF, every class it defines instantiated, saved and sized) with g++ against the
-    stand-in headers in ``include``. ("ok", ""), ("skipped", the CANN headers not stood in) or
-    ("failed", the compiler's first error)."""
-    import re
-    import subprocess
-
-    for name, text in files.items():
-        (work / name).parent.mkdir(parents=True, exist_ok=True)
-        (work / name).write_text(text)
-    headers = [n for n, t in files.items() if n.startswith("op_host/") and "BEGIN_TILING_DATA_DEF" in t]
-    missing: set[str] = set()
-    for name in headers:
-        here = Path(name).parent
-        for target in re.findall(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', files[name], re.M):
-            local = str(here / target) in files or target in files
-            if "/" in target and not local and target not in STOOD_IN_HEADERS:
-                missing.add(target)
-    if missing:
-        return "skipped", ", ".join(sorted(missing))
-    classes = [c for n in headers for c in re.findall(r"BEGIN_TILING_DATA_DEF\s*\(\s*(\w+)", files[n])]
-    lines = [f'#include "{n}"' for n in headers] + ["using namespace optiling;", "int main() {",
-             "    char buffer[65536];", "    size_t total = 0;"]
-    for i, cls in enumerate(classes):
-        lines += [f"    {cls} t{i};", f"    t{i}.SaveToBuffer(buffer, sizeof buffer);",
-                  f"    total += t{i}.GetDataSize();"]
-    lines += ["    return total > 0 ? 0 : 1;", "}"]
-    (work / "_tiling_check.cpp").write_text("\n".join(lines) + "\n")
-    ran = subprocess.run(["g++", "-std=c++17", "-fsyntax-only", f"-I{include}", f"-I{work}", f"-I{work}/op_host",
-                          str(work / "_tiling_check.cpp")], capture_output=True, text=True)
-    if ran.returncode != 0:
-        first = next((line for line in ran.stderr.splitlines() if "error" in line), ran.stderr.strip()[:200])
-        if re.search(r"error: .gert. (has not been declared|does not name a type)", first):
-            # CANN's own tilingdata_base.h brings the gert:: context types in; the stand-in does not
-            return "skipped", "gert:: types (included by CANN's own register/tilingdata_base.h)"
-        return "failed", first.replace(str(work) + "/", "")
-    return "ok", ""
+    site = folder / "site"
+    for module in CANN_PYTHON_MODULES:
+        if module in missing:
+            continue
+        package = site / module.replace(".", "/")
+        package.mkdir(parents=True, exist_ok=True)
+        for parent in list(package.relative_to(site).parents)[:-1]:
+            (site / parent / "__init__.py").touch()
+        version = numpy_version if module == "numpy" else "1.0"
+        (package / "__init__.py").write_text(f'__version__ = "{version}"\n')
+    interpreter = os.path.realpath(sys.executable)       # the interpreter itself, not the venv's launcher
+    return write_script(folder / "bin/python3", f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{interpreter}" -S "$@"\n').parent

@@ -263,6 +263,30 @@ def test_stop_cancels_the_verifications_in_flight(cluster, workspace, suite):
         assert again.feasible and again.node["backend"] == "cpu"
 
 
+def test_the_prompt_states_the_tolerance_the_nodes_apply(cluster, suite):
+    """Issue #38: under ``[verifier] atol/rtol`` a node's correctness gate names the tolerance it applied,
+    and it is the one a prompt made beside the cluster verifier states (it used to state the backend's
+    defaults: the cluster verifier had no ``tolerance_for``)."""
+    import re
+
+    from core.prompts import PromptFacts
+    from verifier import VerifyConfig
+    from verifier.harness.cluster import ClusterVerifier
+
+    cfg = VerifyConfig(trials=5, timing_calls=5, timing_budget_s=0.2, warmup_calls=1, run_timeout_s=20, threads=1,
+                       atol=2e-3, rtol=3e-3)
+    task = suite.get("relu")
+    with ClusterVerifier(cluster.address, "cpu", cfg, node_cache_dir=str(cluster.cache)) as v:
+        v.refresh()
+        out = v.verify(task.spec(), C.elementwise(C.IDENTITY), fresh=True)
+        section = PromptFacts.from_verifier(v, "cpu").section(task)
+    assert out.failed_gate == "correctness" and out.node
+    applied = re.search(r"atol ([0-9.e+-]+), rtol ([0-9.e+-]+)", out.message)
+    said = re.search(r"within atol=([0-9.e+-]+) and rtol=([0-9.e+-]+)", section)
+    assert applied and said, (out.message, section)
+    assert (float(applied[1]), float(applied[2])) == (float(said[1]), float(said[2])) == (2e-3, 3e-3)
+
+
 def test_a_node_without_the_toolchain_is_refused_with_its_reason(cluster):
     """The CUDA-only node advertises the backend but has no CUDA toolchain: its actor is refused with
     the reason, no job goes anywhere, and a verification waits for workers, saying why, until stopped."""

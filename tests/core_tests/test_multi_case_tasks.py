@@ -16,9 +16,10 @@ import torch
 from case_tasks import FLATTEN
 
 from core.tasks import load_suite, scale_task
-from verifier.cases import canonical_dtype, case_dtypes, describe_case, dtype_tolerance, parse_case_file
+from verifier.cases import canonical_dtype, case_dtypes, describe_case, parse_case_file
 from verifier.inputs import Trial, make_inputs
 from verifier.task import load_task_module
+from verifier.tolerance import floored
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +107,7 @@ def test_short_dtype_names_complex_and_unsigned_cases_load_and_build(tmp_path):
     task = suite.get("ne")
     assert task.cases == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
     assert canonical_dtype("bf16") == "bfloat16" and case_dtypes(task.cases[0]) == ["bfloat16"]
-    assert dtype_tolerance("bf16", 1e-4, 1e-4) == dtype_tolerance("bfloat16", 1e-4, 1e-4)
+    assert floored("bf16", 1e-4, 1e-4) == floored("bfloat16", 1e-4, 1e-4)
     module = load_task_module(task.spec())
     got = [make_inputs(module.get_inputs, Trial(seed=3, distribution="normal", case=k))[0].dtype for k in range(3)]
     assert got == [torch.bfloat16, torch.complex128, torch.uint16]

@@ -18,10 +18,11 @@ import torch
 from core.sizing import scale_values
 from core.suite_check import check_tasks
 from core.tasks import apply_probe, category_from_ops, load_suite, probe_task, scale_task
-from verifier.cases import CaseError, case_geomean, case_performance, dtype_tolerance, parse_case_file
+from verifier.cases import CaseError, case_geomean, case_performance, parse_case_file
 from verifier.inputs import Trial, case_trials, make_inputs, trial_plan
 from verifier.npu_source import neutralise_npu
 from verifier.task import apply_overrides, load_task_module, size_constants
+from verifier.tolerance import floored
 
 WIDE = (1e-3, 1e4)  # a window every probe lands in: these tests check what sizing did, not timings
 
@@ -293,9 +294,9 @@ def test_case_file_errors_are_one_line(tmp_path):
 
 
 def test_low_precision_tolerances_and_the_geometric_mean():
-    assert dtype_tolerance("float32", 1e-4, 1e-4) == (1e-4, 1e-4)
-    assert dtype_tolerance("float16", 1e-4, 1e-4) == (1e-2, 1e-2)
-    assert dtype_tolerance("bfloat16", 1e-4, 5e-2) == (3e-2, 5e-2)
+    assert floored("float32", 1e-4, 1e-4) == (1e-4, 1e-4)
+    assert floored("float16", 1e-4, 1e-4) == (1e-2, 1e-2)
+    assert floored("bfloat16", 1e-4, 5e-2) == (3e-2, 5e-2)
     assert case_geomean([1.0, 4.0]) == pytest.approx(2.0)
     perf = case_performance([2.0, 8.0], [1.0, 1.0])
     assert perf["speedup"] == pytest.approx(4.0) and perf["reference_ms"] == pytest.approx(4.0)

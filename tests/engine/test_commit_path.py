@@ -35,6 +35,12 @@ class CannedVerifier:
             out.best_ms = out.gain
         return out.finish()
 
+    def tolerance_for(self, spec):   # the verifier protocol's: a real verifier's with default settings
+        from verifier import VerifyConfig
+        from verifier.tolerance import tolerance_for
+
+        return tolerance_for(spec, VerifyConfig(), "cpu")
+
 
 @pytest.fixture
 def engine(tmp_path, suite):

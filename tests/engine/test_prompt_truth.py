@@ -401,7 +401,7 @@ def test_a_refine_prompt_shows_one_time_and_says_when_the_start_point_is_not_the
 
 
 def test_every_interval_states_its_direction():
-    from verifier.outcome import speed_words
+    from verifier.verdict import words as speed_words
 
     assert speed_words("noisy", 1.3, [0.65, 1.66], "the best") == (
         "could not tell against the best: too noisy (speedup interval [0.65, 1.66], above 1 = faster), no verdict")
@@ -438,14 +438,15 @@ def test_other_tasks_attempts_show_their_code_only_when_they_bear_on_this_task(s
 
 
 def test_a_noisy_same_verdict_is_never_called_the_same_speed_in_the_run_line(scripted):
-    """The gate says "same" for a 0.90x gain with an interval of [0.78, 1.04] (half-width under the
-    noise limit relative to the ratio), while the words say "could not tell" (it reaches 22 % from
-    equal): the run line's reward reason must not add "the same speed as the best"."""
+    """A 0.90x gain with an interval of [0.78, 1.04]: its half-width is under the noise limit relative to
+    the ratio, but it reaches 22 % from equal. The gate said "same" here while the words said "could not
+    tell"; with one rule (issue #38) it is "noisy" wherever it is said, and the run line's reward reason
+    never adds "the same speed as the best"."""
     from evotui.cmd_run import Reporter
 
     answers = {"relu": [kernel(10.0, 1), kernel("span:1.15:11.111", 2)]}
     _record, _store, _prompts, events = scripted(["relu"], answers, iterations=2)
-    assert _recorded(events)[1].outcome.vs_best == "same"
+    assert _recorded(events)[1].outcome.vs_best == "noisy"
     reporter = Reporter(quiet=False)
     for e in events:
         reporter.on_event(e)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import lmdb
 import pytest
 
@@ -107,3 +110,46 @@ def test_a_cut_short_data_file_is_reported_as_damaged_not_a_crash(store_path, ma
     for readonly in (True, False):
         with pytest.raises(StoreUnreadable, match="damaged"):
             Store.open(store_path, readonly=readonly)
+
+
+V1_MEMORY = Path(__file__).parents[1] / "fixtures" / "memory_v1" / "memory.lmdb"
+
+
+def test_a_memory_of_schema_1_is_carried_over_whole_with_its_task_ids_claimed(tmp_path):
+    """A memory the schema-1 code wrote (tests/fixtures/memory_v1/make.py: runs on the built-in suite and on
+    a folder suite with another relu, a person's edit): every record is kept as it was, and each task id it
+    holds becomes a legacy claim naming the suite of the earliest run that listed it."""
+    path = tmp_path / "memory.lmdb"
+    shutil.copytree(V1_MEMORY, path)
+    assert _schema_of(path) == 1
+    env = lmdb.open(str(path), max_dbs=32, readonly=True)
+    with env.begin() as txn:
+        before = {bytes(k): bytes(v) for name in (b"exp", b"row", b"hist", b"tasks", b"runs", b"bytask")
+                  for k, v in txn.cursor(db=env.open_db(name, txn=txn, create=False))}
+    env.close()
+    with Store.open(path) as s:
+        claims = s.task_claims()
+        runs = s.list_runs()
+        relu = s.get_task("relu")
+        count = s.count()
+    assert _schema_of(path) == schema.SCHEMA_VERSION
+    assert claims == {"relu": {"legacy": True, "suite_spec": "builtin"},
+                      "softmax": {"legacy": True, "suite_spec": "builtin"}}
+    assert [r.config["suite"] for r in runs] == ["builtin", "/home/someone/suites/mysuite"]
+    assert relu is not None and relu.best_id and count > 10
+    env = lmdb.open(str(path), max_dbs=32, readonly=True)
+    with env.begin() as txn:
+        after = {bytes(k): bytes(v) for name in (b"exp", b"row", b"hist", b"tasks", b"runs", b"bytask")
+                 for k, v in txn.cursor(db=env.open_db(name, txn=txn, create=False))}
+    env.close()
+    assert after == before   # nothing moved, nothing lost
+
+
+def test_a_task_key_is_claimed_once_even_by_two_callers(store):
+    mine, theirs = {"suite": "builtin", "name": "relu"}, {"suite": "mysuite", "name": "relu"}
+    assert store.claim_task("relu", mine) == mine
+    assert store.claim_task("relu", theirs) == mine          # held: the second caller is told by whom
+    legacy = {"legacy": True, "suite_spec": None}
+    assert store.claim_task("softmax", legacy) == legacy
+    assert store.claim_task("softmax", theirs, replacing=legacy) == theirs   # a legacy claim adopted
+    assert store.task_claims() == {"relu": mine, "softmax": theirs}

@@ -7,11 +7,15 @@ from __future__ import annotations
 def _recorded(iteration, latency, speedup, *, stage="refine", new_best=False, gain=None, vs_best="",
               vs_reference="same", speedup_ci=None, gain_ci=None):
     from core import events as ev
+    from core import policy
     from core.attempts import Outcome
 
     out = Outcome(feasible=True, latency_ms=latency, speedup=speedup, vs_reference=vs_reference, gain=gain,
                   vs_best=vs_best, speedup_ci=speedup_ci, gain_ci=gain_ci)
-    return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", out, 0.0, new_best)
+    # the reason the engine says with the reward (core.engine._reward), carried by the event
+    reason = policy.reward_reason(stage, True, vs_best, has_gain=gain is not None, gain_ci=gain_ci)
+    return ev.AttemptRecorded("softmax", iteration, f"e{iteration}", None, stage, "llm", out, 0.0, new_best,
+                              reason=reason)
 
 
 def test_a_refinement_timed_slower_beside_the_best_says_so_whatever_its_latency():
@@ -76,7 +80,7 @@ def test_each_line_says_why_the_reward_is_what_it_is():
     reporter = Reporter(quiet=False)
     reporter.on_event(_recorded(0, 124.4, 0.98, stage="draft", new_best=True))
     assert reporter.lines[-1].endswith("reward +0.00: a correct draft")
-    reporter.on_event(_recorded(1, 60.0, 1.96, gain=1.01, vs_best="same"))
+    reporter.on_event(_recorded(1, 60.0, 1.96, gain=1.01, vs_best="same", gain_ci=[0.99, 1.03]))
     assert reporter.lines[-1].endswith("reward +0.00: the same speed as the best")
     reporter.on_event(_recorded(2, 60.0, 1.96, gain=1.4, vs_best="noisy"))
     assert reporter.lines[-1].endswith("too noisy to judge against the best: measure again")

@@ -39,3 +39,45 @@ async def test_the_task_table_and_the_log_say_which_suite_and_sizes(workspace):
         log = "\n".join(app.main.query_one("#log").lines_written)
         assert f"suite {marks.shown_path(SUITE)}" in log and "sizes ×0.5" in log, log
         await pilot.press("q")
+
+
+async def test_another_suites_relu_is_another_task(workspace):
+    """The finding: ``ui --suite`` showed the built-in relu's tree and its best beside the folder suite's
+    relu, which had never been verified. Each suite's relu now has its own key, tree and best."""
+    import re
+
+    from core.config import Config
+    from core.engine import Engine
+    from core.scripted import Canned, CannedVerifier, ScriptedModel
+    from core.session import Session
+    from evotui.app import make_app
+    from evotui.messages import AttemptsLoaded
+
+    import candidates as C
+    from openai_server import answer_with
+    from waiting import posted
+
+    def judge(task_id, files):
+        return Canned(latency_ms=float(re.search(r"kMs = ([0-9.]+)", files["kernel.cpp"]).group(1)))
+
+    def script(request, n):
+        files = C.elementwise(C.RELU)
+        return answer_with({**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const double kMs = {8 - n};\n"})
+
+    with Session(workspace) as session:               # the built-in suite's relu, worked on first
+        [builtin_relu] = session.tasks(["relu"], suite="builtin")
+        config = Config()
+        config.engine.final_window = False
+        engine = Engine(config, session.store, CannedVerifier(judge), ScriptedModel(script))
+        await engine.run([builtin_relu], iterations=2)
+    app = make_app(workspace.root, watch=False)       # the workspace's suite: a folder suite with a relu of its own
+    messages: list = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        row = app.main.tasks[f"relu@{SUITE.name}"]
+        assert "relu" not in app.main.tasks and row.best_speedup is None and not row.feasible
+        await wait_for(pilot, lambda: any(m.task_id == row.id for m in posted(messages, AttemptsLoaded)),
+                       what="its attempts")
+        assert all(m.lines == [] for m in posted(messages, AttemptsLoaded) if m.task_id == row.id)
+        assert "best" not in str(app.main.query_one("#attempts").border_title)
+        await pilot.press("q")

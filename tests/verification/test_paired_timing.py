@@ -7,6 +7,8 @@ import random
 
 import pytest
 
+from verifier.verdict import judge
+
 import candidates as C
 
 
@@ -17,12 +19,12 @@ def test_paired_ratio_and_its_interval():
     fast = [1.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
     slow = [2.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
     half = paired_ratio(fast, slow, seed=1)          # best / candidate: a 2x slower candidate
-    assert 0.4 < half.value < 0.6 and half.high < 1.0 and half.verdict(0.03) == "slower"
+    assert 0.4 < half.value < 0.6 and half.high < 1.0 and judge(half, 0.03) == "slower"
     same = paired_ratio(fast, rng.sample(fast, len(fast)), seed=1)
-    assert same.low <= 1.0 <= same.high and same.verdict(0.03) == "same"
-    assert paired_ratio(slow, fast, seed=1).verdict(0.03) == "faster"
+    assert same.low <= 1.0 <= same.high and judge(same, 0.03) == "same"
+    assert judge(paired_ratio(slow, fast, seed=1), 0.03) == "faster"
     tiny = paired_ratio([1.0, 1.0], [2.0, 2.0])      # too few rounds: never significant
-    assert tiny.verdict(0.0) == "same"
+    assert judge(tiny, 0.0) == "same"
 
 
 def test_a_window_settles_on_its_intervals_width_never_on_its_side_of_one():
@@ -57,10 +59,10 @@ def test_geomean_ratio_over_cases():
     assert one.value == pytest.approx(paired_ratio(twice, base, seed=3).value)
     both = geomean_ratio([(twice, base), (half, base)], seed=3)
     assert both.value == pytest.approx(1.0, rel=0.05) and both.low <= both.value <= both.high
-    assert both.verdict(0.03) == "same"
+    assert judge(both, 0.03) == "same"
     faster = geomean_ratio([(twice, base), (twice, base)], seed=3)
-    assert faster.value == pytest.approx(2.0, rel=0.05) and faster.low > 1.0 and faster.verdict(0.03) == "faster"
-    assert geomean_ratio([(twice, base), ([1.0, 1.0], [2.0, 2.0])]).verdict(0.0) == "same"  # too few rounds
+    assert faster.value == pytest.approx(2.0, rel=0.05) and faster.low > 1.0 and judge(faster, 0.03) == "faster"
+    assert judge(geomean_ratio([(twice, base), ([1.0, 1.0], [2.0, 2.0])]), 0.0) == "same"  # too few rounds
     with pytest.raises(ValueError):
         geomean_ratio([])
     with pytest.raises(ValueError):
@@ -124,7 +126,7 @@ def test_an_honest_candidate_with_its_own_best_is_the_same_speed(paired, suite):
 
 
 def test_speed_words_keep_the_interval_in_the_units_of_the_ratio_they_follow():
-    from verifier.outcome import speed_words
+    from verifier.verdict import words as speed_words
 
     assert speed_words("faster", 1.31, [1.2, 1.4], "the best") == "1.31x faster than the best [1.20, 1.40]"
     # a speedup of 0.94 [0.91, 0.98] is "1.06x slower", so its interval is [1/0.98, 1/0.91]

@@ -26,6 +26,7 @@ import functools
 import glob
 import os
 import re
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -127,33 +128,38 @@ def l2_bytes(soc: str | None, reported: int = 0) -> int:
     return DEFAULT_L2_BYTES
 
 
+# How a job learns its SoC: the backend's worker environment carries what discovery found (aclrtGetSocName(),
+# npu-smi, EVOKERNEL_ASCEND_SOC); the job never calls torch.npu.get_device_name (MultiKernelBench's Ascend backend
+# avoids it: it crashes on some installs).
+SOC_VARIABLE = "EVOKERNEL_ASCEND_SOC"
+
+
+def job_soc() -> str | None:
+    """The SoC of the NPU a job runs on, as discovery found it (``SOC_VARIABLE``); None outside a job."""
+    return os.environ.get(SOC_VARIABLE) or None
+
+
 class NpuModule(Protocol):
     """What :func:`npu_l2_bytes` reads of torch_npu's device module (``torch.npu``)."""
 
     def current_device(self) -> int: ...
     def get_device_properties(self, device: int) -> Any: ...
-    def get_device_name(self, device: int) -> str: ...
 
 
 def npu_l2_bytes(npu: NpuModule | None = None) -> int:
     """The current NPU's L2 size, read in the worker (where torch_npu is imported): the device
-    properties' ``L2_cache_size`` when this torch_npu has it, else by SoC name."""
+    properties' ``L2_cache_size`` when this torch_npu has it, else by the job's SoC (``job_soc``)."""
     if npu is None:
         import torch
 
         npu = getattr(torch, "npu", None)
         if npu is None:
             return DEFAULT_L2_BYTES
-    reported, name = 0, ""
     try:
         reported = int(getattr(npu.get_device_properties(npu.current_device()), "L2_cache_size", 0) or 0)
     except Exception:  # an older torch_npu: fall back to the SoC table
         reported = 0
-    try:
-        name = str(npu.get_device_name(npu.current_device()))
-    except Exception:
-        name = ""
-    return l2_bytes(name, reported)
+    return l2_bytes(job_soc(), reported)
 
 
 class WorkspaceArgument:
@@ -169,13 +175,7 @@ class WorkspaceArgument:
         self.buffer: torch.Tensor | None = None   # the workspace tensor (torch is imported lazily)
 
     def system_bytes(self) -> int:
-        soc = self._soc
-        if soc is None and self._device == "npu":
-            import torch
-
-            soc = str(torch.npu.get_device_name(torch.npu.current_device()))  # type: ignore[attr-defined]
-            self._soc = soc
-        return system_workspace_bytes(soc)
+        return system_workspace_bytes(self._soc or job_soc())
 
     def __call__(self, value: object) -> int:
         import torch
@@ -429,6 +429,31 @@ BINDING_RULES = KernelRules(
 )
 
 
+# What the CANN runtime needs from a job's seccomp filter and limits (verifier.sandbox.seccomp.RuntimeNeeds), from
+# what is documented; nothing has measured it on an NPU (MultiKernelBench and NPUKernelBench run unsandboxed), and
+# bench/npu_check.py runs every check with and without the filter so that the first run tells a sandbox failure
+# from a kernel failure.
+RUNTIME_NEEDS = RuntimeNeeds(
+    threads=True, signal_timers=False, socket_families=(socket.AF_UNIX,), open_files=1024,
+    opens_files_after_setup=True, device_ioctls=True,
+    sources=(
+        "threads: torch_npu queues device work on a second thread (TASK_QUEUE_ENABLE=1, torch_npu's documented "
+        "default) and the ACL runtime reports completions from its own threads (aclrtSubscribeReport / "
+        "aclrtProcessReport in the AscendCL API reference)",
+        "files opened after set-up: a custom op's kernels and tiling library are found at the first aclnn call "
+        "through ASCEND_CUSTOM_OPP_PATH (msopgen user guide, 'Building and Deploying an Operator': the binary "
+        "package installs the op's *.o and *.json, loaded at run time); kernel-launch libraries register their "
+        "binary on the first launch",
+        "device ioctls: the driver is reached through /dev/davinci*, /dev/davinci_manager, /dev/devmm_svm and "
+        "/dev/hisi_hdc (CANN's container guides bind exactly these nodes), driven by ioctl",
+        "open files 1024: not established (a guess above the CPU's 256 for the device nodes and libraries the "
+        "runtime holds open)",
+        "signal timers and sockets other than Unix: not established either way; if the runtime arms timer_create "
+        "or opens another socket family, the filter answers EPERM and npu_check's pair of runs shows it",
+        "the CPU-time limit (run_timeout_s x threads + 10 s) counts the runtime's own threads too: not measured",
+    ))
+
+
 class AscendBackend:
     name = "ascend"
     display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
@@ -444,10 +469,7 @@ class AscendBackend:
     project_rules = {project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
                      "": BINDING_RULES}
     device_runtime = AscendRuntime
-    # Not yet met on an NPU under the filter (issue #34 documents what the CANN runtime needs):
-    # provisional, the base filter with what a driver needs named.
-    runtime_needs = RuntimeNeeds(opens_files_after_setup=True, device_ioctls=True, open_files=1024,
-                                 sources=("not measured: no NPU has run a job under the filter",))
+    runtime_needs = RUNTIME_NEEDS
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
     forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
     extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources
@@ -491,11 +513,16 @@ class AscendBackend:
                    "versions": ", ".join(f"{k.replace('cann', 'CANN')} {v or 'not found'}"
                                          for k, v in f.versions.items()),
                    "versions_wanted": f"torch {PROJECT_TORCH}, torch_npu {PROJECT_TORCH}, "
-                                      f"CANN {TORCH_NPU_PAIRING[PROJECT_TORCH][1]}"}
+                                      f"CANN {TORCH_NPU_PAIRING[PROJECT_TORCH][1]}",
+                   "toolkit_python": f.python or "", "toolkit_python_found_by": f.python_note}
         problems = [*f.toolchain_problems, *f.device_problems]
+        # the kernel-launch flow's CMake scripts need only the standard library; the custom-op form's build
+        # (msopgen's project, the kernel compile) imports CANN's Python packages
+        warnings = [f"custom-op form: {f.python_problem}"] if inst and f.python_problem else []
         return Toolchain(not problems, compiler=str(inst.bisheng or "") if inst else "",
                          version=f"CANN {inst.version}" if inst else "", device=f.device, details=details,
-                         toolchain_ok=not f.toolchain_problems, device_ok=not f.device_problems, problems=problems)
+                         toolchain_ok=not f.toolchain_problems, device_ok=not f.device_problems, problems=problems,
+                         warnings=warnings)
 
     def _ready(self) -> tuple[CannInstall, str]:
         f = self.findings
@@ -530,6 +557,8 @@ class AscendBackend:
             raise BuildPlanError(f"CANN at {install.root} has no msopgen (looked in "
                                  f"{', '.join(r.format(arch=install.arch) for r in MSOPGEN_PATHS)}): the custom-op "
                                  "form needs it; install the CANN toolkit package, or answer in the kernel-launch form")
+        if self.findings.python is None:
+            raise BuildPlanError(self.findings.python_problem)
         root = Path(workdir)
         files = {str(p.relative_to(root)): p.read_text(errors="replace") for p in root.rglob("*") if p.is_file()}
         try:
@@ -537,7 +566,7 @@ class AscendBackend:
         except project_form.ProjectError as exc:
             raise BuildPlanError(str(exc)) from None
         generated = {project_form.BUILD_SCRIPT: project_form.build_script(
-            install, soc, project, list(files), files.get("CMakeLists.txt"))}
+            install, soc, project, list(files), files.get("CMakeLists.txt"), self.findings.python)}
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
                          files=generated, keep=[project_form.VENDOR],
@@ -592,7 +621,12 @@ class AscendBackend:
         return sorted(set(glob.glob("/dev/davinci[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})
 
     def worker_env(self) -> dict[str, str]:
-        return dict(self.findings.env)
+        """CANN's environment, and the SoC discovery found (the job reads it rather than asking torch_npu's
+        get_device_name, which MultiKernelBench's Ascend backend avoids: "causes crash")."""
+        env = dict(self.findings.env)
+        if self.findings.soc:
+            env[SOC_VARIABLE] = self.findings.soc
+        return env
 
     def memory_limit(self) -> bool:
         return False

@@ -93,8 +93,18 @@ class OpIO:
 
     name: str
     param_type: str                   # "required", "optional", "dynamic"
-    dtypes: tuple[str, ...]           # msopgen's names: "float16", "float", "bfloat16", "int32"...
+    dtypes: tuple[str, ...]           # msopgen's names: "float16", "float", "bfloat16", "int32"...; () when unresolved
     formats: tuple[str, ...]          # "ND", "NCHW"...
+
+
+@dataclass(frozen=True)
+class OpAttr:
+    """One attribute of the op definition."""
+
+    name: str
+    param_type: str                   # "required", "optional"
+    type: str                         # msopgen's name: "int", "float", "bool", "string", "list_int"...
+    default: object = None            # the default the OpDef gives (``.Float(1.0)``), None when it gives none
 
 
 @dataclass(frozen=True)
@@ -104,16 +114,26 @@ class OpSpec:
     op: str
     inputs: tuple[OpIO, ...]
     outputs: tuple[OpIO, ...]
-    attrs: tuple[tuple[str, str, str], ...]     # (name, param_type, type)
+    attrs: tuple[OpAttr, ...]
 
 
-# ge::DT_* -> msopgen's JSON type names.
+# ge::DT_* -> msopgen's JSON type names (msopgen's config/transform.json, INPUT_OUTPUT_DTYPE_MAP: the names it
+# knows; a type outside it, int4 or the float8 kinds, is one msopgen refuses).
 _DTYPES = {"FLOAT": "float", "FLOAT16": "float16", "BF16": "bfloat16", "DOUBLE": "double", "INT8": "int8",
            "INT16": "int16", "INT32": "int32", "INT64": "int64", "UINT8": "uint8", "UINT16": "uint16",
-           "UINT32": "uint32", "UINT64": "uint64", "BOOL": "bool", "COMPLEX64": "complex64",
-           "COMPLEX128": "complex128", "INT4": "int4"}
-_ATTR_TYPES = {"Int": "int", "Float": "float", "Bool": "bool", "String": "string", "ListInt": "listInt",
-               "ListFloat": "listFloat", "ListBool": "listBool", "ListListInt": "listListInt", "Type": "type"}
+           "UINT32": "uint32", "UINT64": "uint64", "BOOL": "bool", "COMPLEX32": "complex32",
+           "COMPLEX64": "complex64", "COMPLEX128": "complex128", "UINT1": "uint1", "INT2": "int2"}
+# OpAttrDef's methods -> msopgen's attribute type names (IR_ATTR_TYPE_MAP) and the default given when the OpDef
+# gives none (msopgen writes an optional attribute's default_value verbatim into the OpDef it generates).
+_ATTR_TYPES: dict[str, tuple[str, object]] = {
+    "Int": ("int", 0), "Float": ("float", 0.0), "Bool": ("bool", False), "String": ("string", ""),
+    "ListInt": ("list_int", []), "ListFloat": ("list_float", []), "ListBool": ("list_bool", []),
+    "ListListInt": ("list_list_int", []), "Type": ("type", "float")}
+# The placeholder type and format of every input and output when the OpDef's lists cannot be read (a variable
+# msopgen's JSON cannot name, a type msopgen does not know, lists of different lengths): msopgen only needs one
+# consistent description to write its project, and the candidate's op_host sources (the OpDef the build
+# registers) replace the sources msopgen writes from it.
+PLACEHOLDER_IO = (("float",), ("ND",))
 
 
 def _code(text: str) -> str:
@@ -145,9 +165,54 @@ def _call_args(chain: str, method: str) -> str | None:
     return chain[m.end():i - 1]
 
 
+def _listed(args: str | None, code: str, pattern: str) -> tuple[str, ...] | None:
+    """The names ``pattern`` captures in a list argument (``{ge::DT_FLOAT, ge::DT_FLOAT16}``), or in the braces
+    a variable of that name is initialised with elsewhere in the source (``TYPES`` ->
+    ``static const std::vector<ge::DataType> TYPES = {...}``); None when neither says."""
+    if args is None:
+        return None
+    found = re.findall(pattern, args)
+    if found:
+        return tuple(found)
+    name = args.strip().strip("{}").strip()
+    if re.fullmatch(r"[A-Za-z_]\w*", name):
+        m = re.search(rf"\b{name}\b\s*(?:=\s*(?:[\w:<>\s]+)?)?\{{([^{{}}]*)\}}", code)
+        if m:
+            found = re.findall(pattern, m.group(1))
+            return tuple(found) or None
+    return None
+
+
+def _literal(text: str | None, kind: str) -> object:
+    """The default an attribute method is given (``.Float(1.0)``, ``.ListInt({1, 2})``, ``.String("mean")``) as
+    JSON, or None when it is not a literal msopgen could write into C++ (no argument, a name, an expression)."""
+    if text is None or not text.strip():
+        return None
+    text = text.strip()
+    number = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+    if kind.startswith("List"):
+        m = re.fullmatch(r"(?:std::vector<[^>]*>\s*)?\{(.*)\}", text, re.S)
+        if not m:
+            return None
+        items = [i.strip() for i in m.group(1).split(",") if i.strip()]
+        values = [_literal(i, kind[4:]) for i in items]
+        return None if any(v is None for v in values) else values
+    if kind == "Bool":
+        return {"true": True, "false": False}.get(text)
+    if kind == "String":
+        m = re.fullmatch(r'"([^"\\]*)"', text)
+        return m.group(1) if m else None
+    m = re.fullmatch(rf"({number})[fFlLuU]*", text)
+    if not m:
+        return None
+    value = float(m.group(1))
+    return int(value) if kind == "Int" and value.is_integer() else value
+
+
 def parse_op_def(text: str) -> OpSpec:
     """The op definition of a host source: the class ``OP_ADD`` registers, its ``Input``/``Output``
-    chains (name, ParamType, DataType, Format) and ``Attr`` chains. Raises ProjectError when absent."""
+    chains (name, ParamType, DataType, Format; a list given by a variable is read where the source initialises
+    it) and ``Attr`` chains (name, AttrType, type, default). Raises ProjectError when absent."""
     code = _code(text)
     m = _OP_ADD.search(code)
     if not m:
@@ -157,7 +222,7 @@ def parse_op_def(text: str) -> OpSpec:
     cls = re.search(rf"\bclass\s+{op}\s*:\s*public\s+(?:\w+::)*OpDef\b", code)
     body = code[cls.end():m.start()] if cls else code[:m.start()]
     ios: dict[str, list[OpIO]] = {"Input": [], "Output": []}
-    attrs: list[tuple[str, str, str]] = []
+    attrs: list[OpAttr] = []
     for call in re.finditer(r"\b(Input|Output|Attr)\s*\(\s*\"([^\"]+)\"\s*\)", body):
         chain = _chain(body, call.start())
         kind, name = call.group(1), call.group(2)
@@ -165,26 +230,63 @@ def parse_op_def(text: str) -> OpSpec:
                  ).strip().split("::")[-1].lower()
         if kind == "Attr":
             m_attr = re.search(r"\.\s*(" + "|".join(_ATTR_TYPES) + r")\s*\(", chain)
-            attrs.append((name, param, _ATTR_TYPES[m_attr.group(1)] if m_attr else "unknown"))
+            method = m_attr.group(1) if m_attr else "Int"
+            attrs.append(OpAttr(name, param, _ATTR_TYPES[method][0] if m_attr else "unknown",
+                                _literal(_call_args(chain, method), method)))
             continue
-        dtypes = tuple(_DTYPES.get(d, d.lower()) for d in re.findall(r"DT_(\w+)", _call_args(chain, "DataType") or ""))
-        formats = tuple(re.findall(r"FORMAT_(\w+)", _call_args(chain, "Format") or ""))
-        ios[kind].append(OpIO(name, param, dtypes, formats or ("ND",) * len(dtypes)))
+        types = _listed(_call_args(chain, "DataType") or _call_args(chain, "DataTypeList"), code, r"DT_(\w+)")
+        dtypes = tuple(_DTYPES.get(d, "") for d in types or ())
+        formats = _listed(_call_args(chain, "Format") or _call_args(chain, "FormatList"), code, r"FORMAT_(\w+)")
+        ios[kind].append(OpIO(name, param, dtypes if all(dtypes) else (), formats or ()))
     if not ios["Input"] and not ios["Output"]:
         raise ProjectError(f"op definition {op} declares no Input or Output")
     return OpSpec(op, tuple(ios["Input"]), tuple(ios["Output"]), tuple(attrs))
 
 
+def _msopgen_lists(spec: OpSpec) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """(types, formats) per input and output as msopgen takes them: every list known to msopgen, each format list
+    as long as its type list (a single format scales), and every input and output with as many types as the
+    first; else the placeholder (``PLACEHOLDER_IO``) for all of them."""
+    lists = {}
+    for io in (*spec.inputs, *spec.outputs):
+        formats = io.formats or ("ND",)
+        if len(formats) == 1:
+            formats = formats * len(io.dtypes)
+        lists[io.name] = (io.dtypes, formats)
+    counts = {(len(t), len(f)) for t, f in lists.values()}
+    if len(counts) == 1 and all(t and len(t) == len(f) for t, f in lists.values()):
+        return lists
+    return {name: PLACEHOLDER_IO for name in lists}
+
+
+# Characters msopgen refuses in a default value (it writes the value into C++).
+_UNSAFE_DEFAULT = re.compile(r"[;'\"()\n\r\t`]")
+
+
 def op_json(spec: OpSpec) -> str:
-    """msopgen's op description (``msopgen gen -i``) for ``spec``."""
+    """msopgen's op description (``msopgen gen -i``) for ``spec``, complete as msopgen's documentation asks:
+    type and format lists of each input and output that correspond and agree in number across all of them
+    (``_msopgen_lists``), attribute types by msopgen's names, and a ``default_value`` for every optional
+    attribute (the OpDef's own, else the type's zero)."""
+    lists = _msopgen_lists(spec)
+
     def desc(io: OpIO) -> dict[str, object]:
-        return {"name": io.name, "param_type": io.param_type, "format": list(io.formats), "type": list(io.dtypes)}
+        types, formats = lists[io.name]
+        return {"name": io.name, "param_type": io.param_type, "format": list(formats), "type": list(types)}
+
+    def attr(a: OpAttr) -> dict[str, object]:
+        out: dict[str, object] = {"name": a.name, "param_type": a.param_type, "type": a.type}
+        if a.param_type == "optional":
+            zero = next((d for t, d in _ATTR_TYPES.values() if t == a.type), 0)
+            default = a.default if a.default is not None and not _UNSAFE_DEFAULT.search(str(a.default)) else zero
+            out["default_value"] = default
+        return out
 
     entry: dict[str, object] = {"op": spec.op, "language": "cpp",
                                 "input_desc": [desc(io) for io in spec.inputs],
                                 "output_desc": [desc(io) for io in spec.outputs]}
     if spec.attrs:
-        entry["attr"] = [{"name": n, "param_type": p, "type": t} for n, p, t in spec.attrs]
+        entry["attr"] = [attr(a) for a in spec.attrs if a.type != "unknown"]
     return json.dumps([entry], indent=4) + "\n"
 
 
@@ -270,6 +372,10 @@ def check_project_layout(files: dict[str, str]) -> str | None:
             if not name.endswith((*PROJECT_SOURCES, *PROJECT_HEADERS)):
                 return (f"{name}: unexpected file type in {parts[0]}/; allowed: "
                         f"{', '.join((*PROJECT_SOURCES, *PROJECT_HEADERS))}")
+            if parts[0] == HOST_DIR and len(parts) > 2 and name.endswith(PROJECT_SOURCES):
+                return (f"{name}: CANN's op_host/CMakeLists.txt compiles only the sources at the top level of "
+                        f"{HOST_DIR}/ (aux_source_directory), never one in a subfolder: move it to {HOST_DIR}/ "
+                        "or make it a header")
         elif not (name == "model.py" or name.endswith((*PROJECT_SOURCES, *PROJECT_HEADERS, ".json"))
                   or name == "CMakeLists.txt"):
             return (f"{name}: unexpected top-level file in a custom-op project; allowed: model.py, the binding "
@@ -340,8 +446,11 @@ def binding_command(install: CannInstall, binding: str) -> list[str]:
             *(f"-l{lib}" for lib in BINDING_LIBRARIES), f"-Wl,-rpath,$ORIGIN/{OP_API_LIB}"]
 
 
-def build_script(install: CannInstall, soc: str, project: OpProject, files: list[str], cmake: str | None) -> str:
-    """The generated build script: msopgen, the pieces copied in, build.sh, the private install, the binding."""
+def build_script(install: CannInstall, soc: str, project: OpProject, files: list[str], cmake: str | None,
+                 python: str | None = None) -> str:
+    """The generated build script: msopgen, its template sources removed, the pieces copied in, build.sh, the
+    private install, the binding. ``python``: the toolkit's Python, put first on PATH (msopgen and build.sh run
+    the first ``python3`` there, and CANN's Python packages need CANN's Python requirements)."""
     q = shlex.quote
     lines = [
         "#!/bin/bash",
@@ -350,8 +459,16 @@ def build_script(install: CannInstall, soc: str, project: OpProject, files: list
         'here="$(pwd)"',
         "# a set ASCEND_CUSTOM_OPP_PATH changes what build.sh packages",
         "unset ASCEND_CUSTOM_OPP_PATH",
+    ]
+    if python:
+        lines += ["# msopgen and build.sh run the first python3 on PATH: the toolkit's (CANN's Python requirements)",
+                  f'export PATH={q(str(PurePosixPath(python).parent))}:"$PATH"']
+    lines += [
         f"rm -rf {PROJECT} {VENDOR}",
         " ".join(q(a) for a in msopgen_command(install, soc)),
+        "# msopgen's template sources go: op_host/CMakeLists.txt compiles every top-level source of op_host/",
+        "# (aux_source_directory), and the candidate's own sources are the op, whatever their names",
+        f"find {PROJECT}/{HOST_DIR} {PROJECT}/{KERNEL_DIR} -maxdepth 1 -type f ! -name CMakeLists.txt -delete",
     ]
     for name in sorted(files):
         if name.split("/", 1)[0] in PROJECT_DIRS:
@@ -365,7 +482,8 @@ def build_script(install: CannInstall, soc: str, project: OpProject, files: list
                   f"sed -i {q(sed)} {PROJECT}/{KERNEL_DIR}/CMakeLists.txt"]
     lines += [
         f"(cd {PROJECT} && bash build.sh)",
-        f"installer=$(ls {PROJECT}/build_out/custom_opp_*.run 2>/dev/null | head -n 1)",
+        'installer=""',
+        f'for f in {PROJECT}/build_out/custom_opp_*.run; do if [ -e "$f" ]; then installer="$f"; break; fi; done',
         'if [ -z "$installer" ]; then echo "error: build.sh produced no build_out/custom_opp_*.run" >&2; exit 1; fi',
         f'bash "$installer" --quiet --install-path="$here/{VENDOR}"',
         f'if [ ! -d {OP_API_LIB} ]; then echo "error: the package installed no {OP_API_LIB}" >&2; exit 1; fi',

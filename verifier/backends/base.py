@@ -36,6 +36,7 @@ class Toolchain:
     toolchain_ok: bool | None = None
     device_ok: bool | None = None
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # what fails for part of the work (a form), with its fix
 
     def __post_init__(self) -> None:
         if self.toolchain_ok is None:

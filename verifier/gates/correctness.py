@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import random
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +29,7 @@ from verifier.harness.reference import Reference
 from verifier.inputs import Trial, case_trials, shape_trial, trial_plan
 from verifier.jobs import REPEAT_SAMPLES, CandidateResult, ShapeSearch, TrialReport
 from verifier.task import TaskSpec, second_shape_candidates, widen_inputs
+from verifier.tolerance import Tolerance
 
 
 @dataclass
@@ -134,7 +134,7 @@ def _run_time_problem(report: TrialReport, what: str, i: int) -> Verdict | None:
 
 
 def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
-          tolerance: Callable[[str], tuple[float, float]], cases: tuple[dict[str, Any], ...] = (),
+          tolerance: Tolerance, cases: tuple[dict[str, Any], ...] = (),
           schedule: list[tuple[int, int]] | None = None) -> Verdict:
     """The verdict on the candidate's trials (``result``, ``outputs`` from its job) against ``ref``: each
     trial's first call, then every repeated call of ``schedule`` (the order the harness gave the job) at the

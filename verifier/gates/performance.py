@@ -10,8 +10,9 @@ best interleaved in one window, each in its own process, on the same fresh input
   library, fails the anti-hack gate);
 - speedup = reference / candidate and gain = best / candidate: the median over the window's rounds
   of the two calls' ratio in each round (adjacent calls share the machine's load of the moment),
-  each with a bootstrap interval over the rounds; "faster"/"slower" only when the interval excludes 1
-  and the change is at least ``min_speed_change``, else "same speed";
+  each with a bootstrap interval over the rounds, judged by ``verifier.verdict`` ("faster"/"slower" only
+  when the interval excludes 1 and the change is at least ``min_speed_change``; "noisy" when it reaches
+  further than ``noise_limit`` from equal speed; else "same speed");
 - flags for review: implausible speedups, latencies below the memory-bandwidth floor, device event
   times far below the wall clock (work outside the current stream).
 """
@@ -22,9 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from verifier.harness.compare import Agreement, Tolerance, compare_outputs
-from verifier.outcome import Outcome, speed_words
-from verifier.timing import NOISE_LIMIT, Window, geomean_ratio, paired_ratio, summarize
+from verifier.harness.compare import Agreement, compare_outputs
+from verifier.outcome import Outcome
+from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
+from verifier.tolerance import Tolerance
+from verifier.verdict import NOISE_LIMIT, words
+from verifier.verdict import judge as verdict_of
 
 if TYPE_CHECKING:
     from verifier.harness.reference import Reference
@@ -81,7 +85,7 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
     speed = paired_ratio(samples["reference"], samples["candidate"])
     out.latency_ms, out.latency_spread_ms = cand.median_ms, cand.spread_ms
     out.reference_ms, out.speedup, out.speedup_ci = reference.median_ms, speed.value, speed.to_list()
-    out.vs_reference = speed.verdict(min_speed_change, noise_limit)
+    out.vs_reference = verdict_of(speed, min_speed_change, noise_limit)
     out.timing_rounds = window.rounds
     preempted = sum(window.preempted or [])
     kept = f"{window.rounds} rounds" + (f", {preempted} preempted" if preempted else "")
@@ -93,8 +97,8 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
         best = summarize(samples["best"], clock, wall.get("best"))
         gain = paired_ratio(samples["best"], samples["candidate"])
         out.best_ms, out.gain, out.gain_ci = best.median_ms, gain.value, gain.to_list()
-        out.vs_best, out.best_hash = gain.verdict(min_speed_change, noise_limit), best_hash
-        message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
+        out.vs_best, out.best_hash = verdict_of(gain, min_speed_change, noise_limit), best_hash
+        message += f"; {words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
         message += f"; the task's best could not be timed beside it ({result['best_error']})"
@@ -138,16 +142,16 @@ def judge_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference
     out.latency_spread_ms = out.latency_ms * max(s / max(lat, 1e-12) for s, lat in zip(spread, latency))
     out.reference_ms = case_geomean([float(p.reference_ms or 0.0) for _, p, _ in parts])
     out.speedup, out.speedup_ci = speed.value, speed.to_list()
-    out.vs_reference = speed.verdict(min_speed_change, noise_limit)
+    out.vs_reference = verdict_of(speed, min_speed_change, noise_limit)
     out.timing_rounds = min(w.rounds for _, _, w in parts)
     message = (f"{out.latency_ms:.3f} ms, reference {out.reference_ms:.3f} ms (geometric means over {len(parts)} "
                f"cases, each case in its own window); speedup {speed.value:.2f}x [{speed.low:.2f}, {speed.high:.2f}]")
     if all("best" in w.samples for _, _, w in parts):
         gain = geomean_ratio([(w.samples["best"], w.samples["candidate"]) for _, _, w in parts])
         out.best_ms = case_geomean([float(p.best_ms or 0.0) for _, p, _ in parts])
-        out.gain, out.gain_ci, out.vs_best = gain.value, gain.to_list(), gain.verdict(min_speed_change, noise_limit)
+        out.gain, out.gain_ci, out.vs_best = gain.value, gain.to_list(), verdict_of(gain, min_speed_change, noise_limit)
         out.best_hash = best_hash
-        message += f"; {speed_words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
+        message += f"; {words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
     per_case: list[dict[str, Any]] = [
         {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
          "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]

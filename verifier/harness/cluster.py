@@ -43,6 +43,7 @@ from verifier.harness.protocol import VerificationCancelled
 from verifier.machine import fingerprint, machine_facts
 from verifier.outcome import GateResult, Outcome
 from verifier.task import TaskSpec
+from verifier.tolerance import Tolerance, tolerance_for
 
 RESOURCE_PREFIX = "evokernel-"
 NAMESPACE = "evokernel"
@@ -292,6 +293,12 @@ class ClusterVerifier:
         return out
 
     # -- verification -----------------------------------------------------------------------------
+
+    def tolerance_for(self, task: TaskSpec) -> Tolerance:
+        """The tolerance every node's gates hold ``task``'s outputs to: each node's verifier has this
+        verifier's settings and backend (``NodeVerifier``), and ``verifier.tolerance`` depends on nothing
+        else, so the prompts made here state what the nodes apply."""
+        return tolerance_for(task, self.config, self.backend)
 
     def warm_up(self) -> None:
         """Start the actors now (otherwise the first verification does)."""

@@ -21,14 +21,12 @@ widened trial, where the reference is NaN or infinite (the operator is undefined
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-Tolerance = Callable[[str], tuple[float, float]]
-"""(atol, rtol) for an output's dtype name."""
+from verifier.tolerance import Tolerance
 
 NOISE_FACTOR = 8.0          # always allowed: this many times the reference's own rounding noise
 REORDER_FACTOR = 256.0      # allowed while under REORDER_CAP of the output's RMS: see noise_allowed

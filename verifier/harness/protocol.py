@@ -15,6 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from verifier.errors import VerifierError
 from verifier.outcome import GateResult, Outcome
 from verifier.task import TaskSpec
+from verifier.tolerance import Tolerance
 
 
 class VerificationCancelled(VerifierError):
@@ -33,6 +34,11 @@ class VerifierProtocol(Protocol):
                best: dict[str, str] | None = None) -> Outcome:
         """Run every gate and return the Outcome (a failing candidate is an Outcome, never an error).
         ``on_gate`` hears each gate's verdict; ``best``: the task's best files, timed beside the candidate."""
+        ...
+
+    def tolerance_for(self, task: TaskSpec) -> Tolerance:
+        """The ``(atol, rtol)`` the gates hold ``task``'s outputs to, per output dtype (``verifier.tolerance``):
+        what prompts state, so it must be what this verifier's gates apply."""
         ...
 
     def close(self) -> None:

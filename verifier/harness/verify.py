@@ -25,8 +25,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from verifier import verdict
 from verifier.backends import Backend, backend_device, get_backend, runtime_class, runtime_target
-from verifier.cases import dtype_tolerance, timing_order
+from verifier.cases import timing_order
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates.antihack import check_candidate
@@ -37,7 +38,6 @@ from verifier.gates.format import check_format
 from verifier.gates.performance import check_call, judge_cases
 from verifier.gates.performance import judge as judge_performance
 from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
-from verifier.harness.compare import Tolerance
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
@@ -50,6 +50,8 @@ from verifier.sandbox import declared_env, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
+from verifier.timing import Ratio
+from verifier.tolerance import Tolerance, tolerance_for
 from verifier.toolchain.build import BuildResult, default_cache_dir
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
@@ -161,12 +163,8 @@ class Verifier:
     # -- verification ---------------------------------------------------------------------------
 
     def tolerance_for(self, task: TaskSpec) -> Tolerance:
-        def tolerance(dtype: str) -> tuple[float, float]:
-            atol, rtol = dtype_tolerance(dtype, *self.backend.tolerance(dtype))  # fp16/bf16 floors
-            atol = task.atol if task.atol is not None else self.config.atol if self.config.atol is not None else atol
-            rtol = task.rtol if task.rtol is not None else self.config.rtol if self.config.rtol is not None else rtol
-            return atol, rtol
-        return tolerance
+        """The tolerance the gates hold ``task``'s outputs to (``verifier.tolerance``), per output dtype."""
+        return tolerance_for(task, self.config, self.backend)
 
     def reference(self, task: TaskSpec, want_timing: bool = True) -> Reference:
         """The task's reference at a fresh trial plan (new seeds every call), with its timing."""
@@ -542,8 +540,8 @@ class Verifier:
                 self.roofline.ceilings(remeasure=True)
                 out.roofline = self.roofline.point(task, out.latency_ms)
             fraction = float(out.roofline.get("fraction") or 0.0) if out.roofline else 0.0
-            above = bool(out.roofline and out.roofline.get("bound") == "compute" and fraction > 1.0)
-            noisy = "noisy" in (out.vs_reference, out.vs_best)
+            above = not verdict.plausible(out.roofline)
+            noisy = verdict.NOISY in (out.vs_reference, out.vs_best)
             if attempt == 1 and (above or noisy):
                 again = ("the first window was too noisy to judge" if noisy else
                          f"the first window put it at {100 * fraction:.0f} % of this "
@@ -561,9 +559,12 @@ class Verifier:
                 out.flags.append(f"{100 * fraction:.0f} % of this machine's FMA ceiling "
                                  "after measuring the ceilings and the kernel again: impossible without skipping "
                                  "work; review before trusting")
-                out.vs_reference = "implausible"
+                # the window's ratios judged again, as a kernel this machine cannot have run: "implausible"
+                out.vs_reference = verdict.judge(Ratio(out.speedup or 0.0, *(out.speedup_ci or [0.0, 0.0])),
+                                                 cfg.min_speed_change, cfg.noise_limit, plausible=False)
                 if out.vs_best:
-                    out.vs_best = "implausible"
+                    out.vs_best = verdict.judge(Ratio(out.gain or 0.0, *(out.gain_ci or [0.0, 0.0])),
+                                                cfg.min_speed_change, cfg.noise_limit, plausible=False)
 
     def _under_memory_floor(self, out: Outcome) -> bool:
         """Whether a memory-bound kernel, or PyTorch in its window, took less than the roofline's floor
@@ -599,11 +600,14 @@ class Verifier:
                 best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                 ) -> tuple[dict[str, Any], dict[str, Any]] | None:
         from verifier.harness.window import Side, WindowSettings, finish, run_window
+        from verifier.timing_method import timing_method
 
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")
+        method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
-                "eval_mode": bool(ref.eval_mode), "timer": clock, "flush_bytes": self._timing["flush_bytes"],
+                "eval_mode": bool(ref.eval_mode), "timer": clock,
+                "flush_bytes": self._timing["flush_bytes"] if method.flush else 0,
                 # a reference whose runs differ (duplicate-index scatter) keeps its trials' integer inputs
                 "fixed_integers": any(m is not None for masks in ref.ignore[:2] for m in masks)}
         sides: dict[str, Side] = {}
@@ -621,7 +625,8 @@ class Verifier:
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
-                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20)
+                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20,
+                                  method=method)
         flush = sides["reference"].flush if self._timing["flush_bytes"] and on_host else None
         failure: SideFailed | None = None
         result: dict[str, Any] | None = None

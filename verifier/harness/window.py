@@ -12,7 +12,9 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
 * **the clock is here**: a call is the time from continuing the side and writing ``go NONCE`` to the
   side's ``done NONCE`` (on devices, the side's event pair, with this wall clock kept beside it); caches
   are flushed right before, by the reference's process (on devices, by each side while staging), while
-  the side is still stopped.
+  the side is still stopped. What one sample is (a cold call after the flush, or the public suites' warm
+  calls) is the timing method's (``verifier.timing_method``, ``[verifier] timing``): the window consults it
+  and nothing else changes.
 * **the outputs are read here**: the moment a call is reported done the side is stopped (every thread)
   and the harness reads its result where the side says it lies (``verifier.sandbox.procs.read_memory``)
   at positions drawn here and never told to the side, and checks its inputs unchanged; those values are
@@ -55,6 +57,8 @@ from verifier.jobs import layout_bytes, pick_positions, tensor_bytes
 from verifier.sandbox import procs
 from verifier.sandbox.client import JobExit, JobHandle
 from verifier.timing import Window, paired_ratio
+from verifier.timing_method import DEFAULT as DEFAULT_METHOD
+from verifier.timing_method import METHODS, TimingMethod
 from verifier.window_messages import (
     Answer,
     Command,
@@ -145,24 +149,25 @@ class Side:
         line, self._buffer = self._buffer.split(b"\n", 1)
         return parse_answer(line.decode(errors="replace"))
 
-    def go(self, instance: int) -> tuple[float, Done]:
-        """One timed call: milliseconds from continuing the side (an untrusted one: the trusted reference
-        waits on its channel) and writing ``go NONCE K`` to reading the answer, which must be ``done`` with
-        this call's nonce; an untrusted side is stopped again at once."""
+    def go(self, instance: int, calls: int = 1) -> tuple[float, Done]:
+        """One timed sample: milliseconds per call from continuing the side (an untrusted one: the trusted
+        reference waits on its channel) and writing ``go NONCE K CALLS`` (``calls`` back to back, the timing
+        method's) to reading the answer, which must be ``done`` with this sample's nonce; an untrusted side is
+        stopped again at once."""
         nonce = secrets.token_hex(8)
-        line = (Go(nonce, instance).line() + "\n").encode()
+        line = (Go(nonce, instance, calls).line() + "\n").encode()
         t0 = time.perf_counter_ns()
         if not self.trusted:
             self.pause(False)
         os.write(self._to, line)
-        answer = self.read()
+        answer = self.read(COMMAND_TIMEOUT_S * calls)
         t1 = time.perf_counter_ns()
         if not self.trusted:
             self.pause(True)
         if not isinstance(answer, Done) or answer.nonce != nonce:
             raise SideFailed(self.name, f"answered {_text(answer)!r} to a timed call: only the harness's own answer "
                                         "line may be written to the side's channel")
-        return (t1 - t0) / 1e6, answer
+        return (t1 - t0) / 1e6 / calls, answer
 
     def call(self, command: Command, timeout: float = COMMAND_TIMEOUT_S) -> Ok:
         self.send(command)
@@ -339,6 +344,7 @@ class WindowSettings:
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
     on_device: bool = False        # the sides stage their inputs on a device (``stage``) before each call
     max_output_bytes: int = 1 << 30   # the most of one call's outputs the harness reads from a side
+    method: TimingMethod = METHODS[DEFAULT_METHOD]   # what one sample is (verifier.timing_method)
 
 
 Observer = Callable[[str, Any], None]
@@ -413,19 +419,19 @@ class _Run:
             for s in self.sides.values():
                 s.awake(Stage(instance))
 
-    def timed(self, name: str, limit: int | None = None, checked: bool = True,
+    def timed(self, name: str, limit: int | None = None, checked: bool = True, calls: int = 1,
               ) -> tuple[float, float | None, bool]:
-        """One side's call, the others stopped: (harness ms, the side's event ms or None, preempted). An
-        untrusted side's outputs are read the moment it reports done (``checked``), at the round's
-        positions (``limit`` per output; None: every position), its inputs checked unchanged."""
+        """One side's sample of ``calls`` calls, the others stopped: (harness ms, the side's event ms or None,
+        preempted), per call. An untrusted side's outputs are read the moment it reports done (``checked``),
+        at the round's positions (``limit`` per output; None: every position), its inputs checked unchanged."""
         s = self.sides[name]
         for side in self.sides.values():
             side.check_settings()
-        if self.flush is not None:
+        if self.flush is not None and self.settings.method.flush:
             self.flush()
         if self.observe is not None:
             self.observe("timed", (name, self.sides))
-        ms, done = s.go(self.instance)
+        ms, done = s.go(self.instance, calls)
         if not s.trusted and checked:
             got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes)
             if got is None:     # the side's own word, picked after the stop
@@ -456,7 +462,8 @@ class _Run:
         wall: dict[str, list[float]] = {n: [] for n in names}
         order: list[list[str]] = []
         preempted: list[bool] = []
-        for i in range(settings.warmup):   # untimed: loads libraries, touches pages, warms the allocators
+        warmup = settings.warmup if settings.method.warmup is None else settings.method.warmup
+        for i in range(warmup):   # untimed: loads libraries, touches pages, warms the allocators
             if i < 2:
                 self.stage(i % 2)
             for name in self.rng.sample(names, len(names)):
@@ -470,7 +477,7 @@ class _Run:
             this_round = self.rng.sample(names, len(names))
             switched = False
             for name in this_round:
-                ms, event, was_preempted = self.timed(name, settings.samples)
+                ms, event, was_preempted = self.timed(name, settings.samples, calls=settings.method.calls)
                 wall[name].append(ms)
                 samples[name].append(event if settings.clock == "events" and event is not None else ms)
                 switched |= was_preempted
@@ -500,7 +507,7 @@ def settled(samples: dict[str, list[float]], precision: float) -> bool:
     when there is a best) has an interval within ±``precision`` of the ratio: the rounds still to come
     would narrow an interval no verdict depends on. The width decides, never the side of 1 the ratio is
     on, so stopping here favours no verdict; a window stopped here is never "noisy" for its width
-    (``Ratio.verdict``: the noise limit is far above the precision)."""
+    (``verifier.verdict.judge``: the noise limit is far above the precision)."""
     cand = samples["candidate"]
     for other in ("reference", "best"):
         if other in samples:

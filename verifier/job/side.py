@@ -303,6 +303,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         elif isinstance(command, Go):
             settle()        # done already by the harness's ``settle`` after the last call, unless it sent none
             current = command.instance % len(models)
+            repeat = max(1, min(command.calls, 1000))   # the timing method's calls in one sample
             last = None     # the last result's memory goes back to the allocator, for this call's outputs
             arm()           # armed already (by the staging or the last settle) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
@@ -311,7 +312,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 if pair is not None:
                     pair[0].record()
                 with torch.no_grad():
-                    out = models[current](*buffers)
+                    for _ in range(repeat):
+                        out = models[current](*buffers)
                 if pair is not None:
                     pair[1].record()
                 sync()
@@ -320,8 +322,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             after = resource.getrusage(resource.RUSAGE_SELF)
             structure, leaves = flatten(out, copy=False, cpu=False)
-            channel.reply(Done(command.nonce, float(pair[0].elapsed_time(pair[1])) if pair is not None else None,
-                               after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves)))
+            event_ms = float(pair[0].elapsed_time(pair[1])) / repeat if pair is not None else None
+            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves)))
             last, settled = (out, structure, leaves), False
             del out
             trace = disarm()

@@ -35,8 +35,12 @@ ASCENDC_CMAKE_DIRS = (
     "tools/tikcpp/ascendc_kernel_cmake",
     "ascendc_devkit/tikcpp/samples/cmake",
 )
-# CANN 9's ASC language package (find_package(ASC)); searched under these, relative to the root.
-ASC_PACKAGE_BASES = ("{arch}-linux/lib64/cmake", "lib64/cmake", "{arch}-linux/cmake", "cmake")
+# CANN 9's ASC language package (find_package(ASC)); searched under these, relative to the root. CANN 9's samples
+# and op repositories give find_package(ASC ... HINTS ${ASCEND_CANN_PACKAGE_PATH}/compiler/tikcpp/ascendc_kernel_cmake)
+# (or <arch>-linux/tikcpp/ascendc_kernel_cmake); others the arch folder's lib64/cmake.
+ASC_PACKAGE_BASES = ("compiler/tikcpp/ascendc_kernel_cmake", "{arch}-linux/tikcpp/ascendc_kernel_cmake",
+                     "tools/tikcpp/ascendc_kernel_cmake", "{arch}-linux/lib64/cmake", "lib64/cmake",
+                     "{arch}-linux/cmake", "cmake")
 ASC_CONFIG_NAMES = ("ASCConfig.cmake", "asc-config.cmake")
 BISHENG_PATHS = ("{arch}-linux/ccec_compiler/bin/bisheng", "compiler/ccec_compiler/bin/bisheng",
                  "tools/ccec_compiler/bin/bisheng", "{arch}-linux/bin/bisheng", "bin/bisheng")
@@ -162,12 +166,13 @@ def inspect_cann(root: Path, found_by: str, machine: str | None = None) -> CannI
     arch = _host_arch(root, machine)
     install = CannInstall(root=root, found_by=found_by, arch=arch, version=cann_version(root, arch))
     classic = ascendc_cmake_dir(root, arch)
-    if classic is not None:
+    asc = asc_package_dir(root, arch)
+    # An ascendc_kernel_cmake folder that holds the ASC package too is CANN 9's, whose ascendc.cmake builds with
+    # the ASC language (find_package(ASC) first): the ASC flow. Elsewhere the classic module wins.
+    if classic is not None and classic != asc:
         install.flow, install.cmake_dir = "ascendc_library", classic
-    else:
-        asc = asc_package_dir(root, arch)
-        if asc is not None:
-            install.flow, install.cmake_dir = "asc", asc
+    elif asc is not None:
+        install.flow, install.cmake_dir = "asc", asc
     for rel in BISHENG_PATHS:
         path = root / rel.format(arch=arch)
         if path.is_file():
@@ -215,7 +220,9 @@ def cann_env(install: CannInstall, env: Mapping[str, str] | None = None, timeout
                   env=env, timeout=timeout)
         if ran.code == 0:
             after = dict(item.split("=", 1) for item in ran.out.split("\0") if "=" in item)
-            return {k: v for k, v in after.items() if _CANN_ENV_KEYS.match(k) and env.get(k) != v}
+            # CANN's own variables always (the worker environment stands on its own), the search paths when changed
+            return {k: v for k, v in after.items()
+                    if _CANN_ENV_KEYS.match(k) and (k.startswith("ASCEND_") or env.get(k) != v)}
     root = install.root
     libs = [str(p) for p in (root / "lib64", root / f"{install.arch}-linux/lib64", root / "runtime/lib64",
                              Path("/usr/local/Ascend/driver/lib64/driver"),
@@ -374,6 +381,70 @@ def probe_acl_soc(install: CannInstall, env: Mapping[str, str], timeout: float =
     return None, _first_line(ran.out) or f"the aclrtGetSocName() probe exited with {ran.code}"
 
 
+# The Python packages CANN's Python code (msopgen's project build, the kernel compile scripts, tbe) needs, as the
+# CANN installation guide lists them (instg "install dependencies": numpy, decorator, sympy, cffi, protobuf, attrs,
+# scipy, psutil; CANN 8.5/9: numpy < 2 on Python < 3.13): (pip name, module imported).
+CANN_PYTHON_REQUIREMENTS = (("numpy", "numpy"), ("decorator", "decorator"), ("sympy", "sympy"), ("cffi", "cffi"),
+                            ("protobuf", "google.protobuf"), ("attrs", "attr"), ("scipy", "scipy"),
+                            ("psutil", "psutil"))
+# Names a Python that CANN's build steps should use instead of the first python3 on PATH.
+TOOLKIT_PYTHON_VARIABLE = "EVOKERNEL_ASCEND_PYTHON"
+
+PROBE_CANN_PYTHON = f"""
+import importlib, json, sys
+out = {{"python": "%d.%d" % sys.version_info[:2], "modules": {{}}}}
+for pip_name, module in {CANN_PYTHON_REQUIREMENTS!r}:
+    try:
+        imported = importlib.import_module(module)
+        out["modules"][pip_name] = str(getattr(imported, "__version__", "") or "?")
+    except Exception:
+        out["modules"][pip_name] = None
+print({PROBE_MARK!r} + json.dumps(out))
+"""
+
+
+def _in_virtualenv(python: Path) -> bool:
+    return (python.parent.parent / "pyvenv.cfg").is_file()
+
+
+def toolkit_python(env: Mapping[str, str]) -> tuple[str | None, str]:
+    """The Python CANN's build steps should run: ``$EVOKERNEL_ASCEND_PYTHON``, else the first ``python3`` on PATH
+    outside a virtual environment (msopgen and build.sh run the first ``python3`` on PATH; this project's venv
+    has numpy 2 and not CANN's requirements). (path or None, how it was found or why none)."""
+    named = env.get(TOOLKIT_PYTHON_VARIABLE)
+    if named:
+        if _executable(Path(named)):
+            return named, f"${TOOLKIT_PYTHON_VARIABLE}"
+        return None, f"${TOOLKIT_PYTHON_VARIABLE}={named} is not an executable Python"
+    for folder in env.get("PATH", "").split(os.pathsep):
+        candidate = Path(folder or ".") / "python3"
+        if _executable(candidate) and not _in_virtualenv(candidate):
+            return str(candidate), "the first python3 on PATH outside a virtual environment"
+    return None, f"no python3 on PATH outside a virtual environment: set {TOOLKIT_PYTHON_VARIABLE}"
+
+
+def cann_python_problem(python: str, env: Mapping[str, str]) -> str:
+    """What ``python`` lacks of CANN's Python requirements, in one line with its fix; "" when nothing."""
+    found = probe_python(PROBE_CANN_PYTHON, python=python, env=env, timeout=60)
+    if found.get("error"):
+        return f"the toolkit Python {python} could not be asked for CANN's requirements: {found['error']}"
+    modules = found.get("modules", {})
+    missing = [name for name, version in modules.items() if version is None]
+    wrong = []
+    numpy = modules.get("numpy")
+    major, minor = (int(x) for x in str(found.get("python", "0.0")).split("."))
+    if numpy and (major, minor) < (3, 13) and numpy.split(".")[0].isdigit() and int(numpy.split(".")[0]) >= 2:
+        wrong.append(f"numpy {numpy} (CANN needs numpy<2 on Python < 3.13)")
+    if not missing and not wrong:
+        return ""
+    said = "; ".join([*(["lacks " + ", ".join(missing)] if missing else []), *(["has " + w for w in wrong])])
+    install = " ".join(["'numpy<2'" if name == "numpy" else name for name in missing]
+                       + (["'numpy<2'"] if wrong and "numpy" not in missing else []))
+    return (f"the toolkit Python {python} (Python {found.get('python')}) {said}: CANN's build steps (msopgen, "
+            f"build.sh, the kernel compile) need them (CANN installation guide): {python} -m pip install {install}, "
+            f"or set {TOOLKIT_PYTHON_VARIABLE} to a Python that has them")
+
+
 @dataclass
 class AscendFindings:
     """What Ascend discovery found; ``problems`` are one-line reasons with their fix."""
@@ -388,6 +459,9 @@ class AscendFindings:
     soc: str | None = None
     soc_source: str = ""
     acl_note: str = ""                 # why aclrtGetSocName() gave no SoC, when it did not
+    python: str | None = None          # the toolkit's Python, for CANN's build steps
+    python_note: str = ""              # how it was found, or why none was
+    python_problem: str = ""           # what it lacks of CANN's Python requirements (the custom-op form's build)
     versions: dict[str, str] = field(default_factory=dict)   # torch, torch_npu, cann as installed
     device: str = ""
     toolchain_problems: list[str] = field(default_factory=list)
@@ -411,6 +485,9 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
         if f.install.problem:
             f.toolchain_problems.append(f.install.problem)
         f.env = cann_env(f.install, env)
+        f.python, f.python_note = toolkit_python({**env, **f.env})
+        f.python_problem = (cann_python_problem(f.python, {**env, **f.env}) if f.python
+                            else f"no toolkit Python for CANN's build steps: {f.python_note}")
     f.cmake = shutil.which("cmake", path=env.get("PATH", ""))
     if f.cmake is None:
         f.toolchain_problems.append("cmake not found: install CMake 3.16 or newer (Debian/Ubuntu: apt install cmake)")

@@ -1,0 +1,2 @@
+#!/bin/bash
+# stand-in for the package install script
