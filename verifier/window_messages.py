@@ -9,9 +9,10 @@ else. The harness writes commands; the side answers each one.
     layout LAYOUT        map ``inputs.bin`` (read-only for an untrusted side: the harness writes it while
                          the side is stopped) as LAYOUT places the inputs; ``ok``
     stage K              (a device side) copy the inputs to the device and flush its cache; ``ok``
-    go NONCE K           call instance K once on the inputs, synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS``
-                         at once, where OUTPUTS says where the result lies in the side's memory (the
-                         harness reads it there itself, the side stopped, before anything else)
+    go NONCE K CALLS     call instance K on the inputs (CALLS times back to back: the timing method's sample,
+                         ``verifier.timing_method``), synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS`` at
+                         once (EVENT per call), where OUTPUTS says where the last call's result lies in the
+                         side's memory (the harness reads it there itself, the side stopped, before anything)
     settle               the bookkeeping of the last call (its op trace, its library calls, signal
                          handling; the next call's trace armed); ``ok``
     pick SEED LIMIT      keep LIMIT positions of the last result per output, drawn from SEED
@@ -76,9 +77,10 @@ class Stage:
 class Go:
     nonce: str
     instance: int
+    calls: int = 1                 # calls back to back in one sample (the timing method's, verifier.timing_method)
 
     def line(self) -> str:
-        return f"go {self.nonce} {self.instance}"
+        return f"go {self.nonce} {self.instance} {self.calls}"
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,8 @@ def parse_command(line: str) -> Command:
             return Layout(json.loads(rest))
         if word == "stage" and len(args) == 1:
             return Stage(int(args[0]))
-        if word == "go" and len(args) == 2:
-            return Go(args[0], int(args[1]))
+        if word == "go" and len(args) == 3:
+            return Go(args[0], int(args[1]), int(args[2]))
         if word == "pick" and len(args) == 2:
             return Pick(int(args[0]), None if args[1] == "all" else int(args[1]))
         simple: dict[str, Command] = {"flush": Flush(), "settle": Settle(), "finish": Finish()}

@@ -58,10 +58,11 @@ from verifier.toolchain.build import BuildResult, default_cache_dir
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
 JOB_ENTRY = "verifier.job.worker:run_job"
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
-OUTCOME_FORMAT = 6  # bump when the gates change what they decide (3: the link check, the allow-list view;
+OUTCOME_FORMAT = 7  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
 #                     5: paired timing, speed verdicts within the noise, every timed call checked;
-#                     6: every side in its own process, the clock in the harness, fresh draws every round)
+#                     6: every side in its own process, the clock in the harness, fresh draws every round;
+#                     7: drawn tail remainders and a tiny shape, repeated calls, outputs read by the harness)
 
 
 class Verifier:
