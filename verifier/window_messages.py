@@ -218,6 +218,6 @@ def parse_answer(line: str) -> Answer:
                 data = json.loads(where)
                 outputs = Outputs(data["structure"], tuple(Leaf.from_list(v) for v in data["leaves"]))
             return Done(nonce, None if event == "-" else float(event), preempted == "1", outputs)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):
         pass
     return Failed(line[:200])

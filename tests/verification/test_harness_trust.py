@@ -555,3 +555,90 @@ class ModelNew(nn.Module):
 def test_once_set_up_a_candidate_job_opens_no_file_and_makes_no_descriptor(unguarded, suite, make_candidate, files):
     out = unguarded.verify(suite.get("relu").spec(), make_candidate(files), fresh=True)
     assert out.feasible, out.message
+
+
+# Red team (issue #35's own pass): at load time, a thread that installs a seccomp filter of its own. The
+# candidate phase's filter is installed on every thread at once (TSYNC), which a thread with a diverging
+# filter makes fail: the job then goes on without it, had the job not refused to run the candidate.
+DIVERGING_FILTER = r'''
+#include <cstdint>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <pthread.h>
+#include <unistd.h>
+#include <fcntl.h>
+static void* diverge(void*) {
+    struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+    struct sock_fprog prog = {1, allow};
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog);
+    for (;;) pause();
+    return nullptr;
+}
+__attribute__((constructor)) static void at_load() {
+    pthread_t t;
+    pthread_create(&t, nullptr, diverge, nullptr);
+    usleep(20000);
+}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    int fd = open("model.py", O_RDONLY);        // what the candidate's phase refuses, had it been installed
+    if (fd >= 0) close(fd);
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_library_that_keeps_the_candidate_phase_off_is_refused(unguarded, suite, make_candidate):
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(DIVERGING_FILTER)), fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "could not narrow the job's filter" in out.message, out.message
+
+
+# Red team: at load time (in a timing window's side only, so its trials pass), the side's own files replaced:
+# its outputs by a FIFO and its stderr by a symlink to a host file, and the side then dies in a timed call.
+# Its job writes through descriptors it opened before (verifier.job.common.JobFiles), so the names stay as the
+# candidate left them: the harness must read back plain files only, else it blocks on the FIFO for ever or
+# quotes the host file in the verdict as the job's stderr.
+REPLACES_ITS_FILES = r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sys/stat.h>
+#include <unistd.h>
+static bool side = false, replaced = false;
+static void replace() {
+    if (replaced) return;
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; side |= strstr(target, "ctl.") != nullptr; }
+    }
+    if (!side) return;
+    replaced = true;
+    unlink("outputs.pt");
+    mkfifo("outputs.pt", 0600);
+    unlink("stderr.txt");
+    symlink("/etc/passwd", "stderr.txt");
+}
+__attribute__((constructor)) static void at_load() { replace(); }
+static int calls = 0;
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    replace();     // at its first call, where nothing narrower than the job's filter runs
+    if (side && ++calls == 4 && getenv("EVOKERNEL_DIE")) abort();
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("dies", [False, True], ids=["finishes", "dies"])
+def test_a_side_that_replaces_its_files_is_refused_not_waited_for_nor_quoted(unguarded, suite, make_candidate, dies):
+    kernel = REPLACES_ITS_FILES.replace('getenv("EVOKERNEL_DIE")', "true" if dies else "false")
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(kernel)), fresh=True)
+    assert out.gate("correctness").status == "passed", out.message
+    assert out.failed_gate == "performance", (out.failed_gate, out.message)
+    assert ":x:" not in out.message and "nologin" not in out.message, out.message   # /etc/passwd's lines

@@ -46,7 +46,7 @@ from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
 from verifier.outcome import GateResult, Outcome
-from verifier.sandbox import declared_env, scrubbed_env
+from verifier.sandbox import declared_env, plain_files_only, scrubbed_env
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
@@ -388,31 +388,7 @@ class Verifier:
         """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
         ``env``: what its library's call needs (``_job_env``)."""
         exit_ = self.server.run(job_dir, self._limits(background), self.config.run_timeout_s, env)
-        # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
-        # (stderr.txt -> ~/.ssh/id_rsa) would have the harness read a host file into the verdict, a
-        # FIFO would block it for ever. The folder itself must still be the one made for the job.
-        try:
-            fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:  # replaced (by a symlink?): drop the name, read nothing
-            fd = None
-            try:
-                if job_dir.is_symlink():
-                    job_dir.unlink()
-            except OSError:
-                pass
-        if fd is not None:
-            try:
-                for entry in os.scandir(fd):
-                    try:
-                        if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
-                                                      or entry.is_dir(follow_symlinks=False)):
-                            os.unlink(entry.name, dir_fd=fd)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+        plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
         try:
             result = json.loads((job_dir / "result.json").read_text())

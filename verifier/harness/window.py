@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier.jobs import layout_bytes, pick_positions, tensor_bytes
-from verifier.sandbox import procs
+from verifier.sandbox import plain_files_only, procs
 from verifier.sandbox.client import JobExit, JobHandle
 from verifier.timing import Window, paired_ratio
 from verifier.timing_method import DEFAULT as DEFAULT_METHOD
@@ -81,6 +81,8 @@ from verifier.window_messages import (
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
+# The most output tensors one call may report (what the harness reads is bounded by it and the output limit).
+MAX_LEAVES = 4096
 
 
 class SideFailed(Exception):
@@ -218,22 +220,41 @@ class Side:
             raise SideFailed(self.name, "had its scheduling or limits changed between its calls ("
                              + "; ".join(changed[:3]) + "): no side may change how fast another runs, or itself")
 
-    def read_outputs(self, done: Done, seed: int, limit: int | None, max_bytes: int) -> dict[str, Any] | None:
-        """The call's outputs at the positions ``seed`` draws (``verifier.jobs.pick``), read from the stopped
-        side's memory where ``done`` says they lie; None where the harness cannot read them (a device's
-        memory, or no access: the side picks them itself)."""
+    def probe_memory(self) -> None:
+        """Whether the harness can read this side's memory here (``memory``: why not), decided once, before
+        any call, from what the environment allows (ptrace access to the job): never from anything the
+        side does later, so a side cannot turn the harness's reading off."""
         assert self.handle is not None
         pid = self.handle.host_pid()
+        if pid is None:
+            self.memory = "the harness cannot find the job's process from here"
+            return
+        address = procs.first_mapping(pid)
+        readable, why = procs.memory_readable(pid, address) if address is not None else (False, "no mapping")
+        self.memory = "" if readable else why
+
+    def read_outputs(self, done: Done, seed: int, limit: int | None, max_bytes: int,
+                     on_device: bool) -> dict[str, Any] | None:
+        """The call's outputs at the positions ``seed`` draws (``verifier.jobs.pick``), read from the stopped
+        side's memory where ``done`` says they lie; None where the harness cannot read them (a device's
+        memory on a device backend, or no access here: the side picks them itself)."""
+        assert self.handle is not None
         outputs = done.outputs
         if outputs is None:
             raise SideFailed(self.name, "reported a call done without saying where its outputs are")
-        if pid is None or any(leaf.device != "cpu" for leaf in outputs.leaves) or self.memory:
+        if len(outputs.leaves) > MAX_LEAVES:
+            raise SideFailed(self.name, f"reported {len(outputs.leaves)} outputs (at most {MAX_LEAVES})")
+        if any(leaf.device != "cpu" for leaf in outputs.leaves):
+            if on_device:
+                return None
+            raise SideFailed(self.name, "reported outputs on a device, on a backend that has none")
+        if self.memory:
             return None
+        pid = self.handle.host_pid()
+        if pid is None:
+            raise SideFailed(self.name, "could no longer be found")
         try:
             leaves = _read_leaves(pid, outputs, seed, limit, max_bytes)
-        except PermissionError as exc:
-            self.memory = f"the harness cannot read a job's memory here ({exc.strerror})"
-            return None
         except (OSError, ValueError) as exc:
             raise SideFailed(self.name, f"reported a result the harness could not read in its memory ({exc}): "
                                         "a call's outputs must be complete when it reports done") from exc
@@ -433,7 +454,7 @@ class _Run:
             self.observe("timed", (name, self.sides))
         ms, done = s.go(self.instance, calls)
         if not s.trusted and checked:
-            got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes)
+            got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes, self.settings.on_device)
             if got is None:     # the side's own word, picked after the stop
                 s.awake(Pick(self.seed, limit))
             self.read[name].append("own" if got is None else got)
@@ -458,6 +479,7 @@ class _Run:
                 raise SideFailed(s.name, f"answered {_text(answer)!r} before it was ready")
         for s in self.untrusted:
             s.pause(True)
+            s.probe_memory()
         samples: dict[str, list[float]] = {n: [] for n in names}
         wall: dict[str, list[float]] = {n: [] for n in names}
         order: list[list[str]] = []
@@ -528,6 +550,8 @@ def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | 
             pass
         assert s.handle is not None
         exit_ = s.handle.wait()
+        if not s.trusted:
+            plain_files_only(s.job_dir)   # what an untrusted side left is read back only as plain files
         result = None
         try:
             result = json.loads((s.job_dir / "result.json").read_text())

@@ -297,8 +297,10 @@ def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, modu
     except OSError as exc:
         raise CandidateFailure("correctness", f"{path.name} cannot be read: {exc}") from exc
     problem = enter_candidate_phase()
-    if problem:
-        print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    if problem:   # the sandbox asked for the candidate's phase and it could not be had: nothing of it runs
+        raise CandidateFailure("correctness", f"the sandbox could not narrow the job's filter for the candidate's "
+                                              f"code ({problem}): a thread of the library's load-time code may "
+                                              "have a filter of its own")
     spec = importlib.util.spec_from_loader(module_name, _SourceLoader(source, str(path)), origin=str(path))
     if spec is None or spec.loader is None:
         raise CandidateFailure("correctness", f"{path.name} cannot be loaded as a module")

@@ -359,6 +359,34 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
 
 
+def plain_files_only(job_dir: Path) -> None:
+    """Once a job is over, keep only the plain files and folders it left in ``job_dir``: what it left is the
+    candidate's, and only plain files are read back (a symlink, ``result.json -> ~/.ssh/id_rsa``, would have
+    the harness read a host file into the verdict; a FIFO would block it for ever). The folder itself must
+    still be the one made for the job: if its name now points elsewhere, the name goes and nothing is read."""
+    try:
+        fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # replaced (by a symlink?): drop the name, read nothing
+        try:
+            if job_dir.is_symlink():
+                job_dir.unlink()
+        except OSError:
+            pass
+        return
+    try:
+        for entry in os.scandir(fd):
+            try:
+                if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
+                                              or entry.is_dir(follow_symlinks=False)):
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class ProcResult:
     """How a harness subprocess (a build, the reference) ended."""

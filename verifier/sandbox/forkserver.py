@@ -365,6 +365,8 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     err = os.open(os.path.join(job_dir, "stderr.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(err, 2)
+    for fd in (null, out, err):
+        os.close(fd)
     os.chdir(job_dir)
     os.environ["HOME"] = os.environ["TMPDIR"] = job_dir
     # what the call of this job's library needs (a custom op's private vendor), as the harness filtered it;

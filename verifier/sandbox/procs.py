@@ -218,6 +218,19 @@ def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
     return out.raw
 
 
+def first_mapping(pid: int) -> int | None:
+    """The start of ``pid``'s first readable mapping (from ``/proc/PID/maps``), or None."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                span, perms = line.split()[:2]
+                if perms.startswith("r"):
+                    return int(span.split("-")[0], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
 def memory_readable(pid: int, address: int) -> tuple[bool, str]:
     """Whether this process may read ``pid``'s memory (tried at ``address``, one byte), and why not."""
     try:

@@ -228,7 +228,8 @@ def phase_filter(needs: RuntimeNeeds) -> None:
 def enter_candidate_phase() -> str | None:
     """The job's set-up is done and the candidate's code is about to run (its ``model.py``, ``ModelNew()``,
     every call): install the candidate phase's filter if the sandbox asked for one. Returns None, or why the
-    filter could not be installed (the job goes on under its set-up filter, and says so on stderr)."""
+    filter could not be installed (the job must then not run the candidate: a thread the library's load-time
+    code started with a filter of its own makes the filter fail on every thread)."""
     needs = _phase.pop("needs", None)
     if needs is None:
         return None
