@@ -53,7 +53,7 @@ def plain_time(task_id: str, threads: int, rounds: int, warm: bool = True, flush
                rotate: int = 0) -> float:
     """The candidate's kernel timed in a plain process the way the verifier times a call (inputs copied,
     the verifier's cache flush, then ``torch.empty_like`` + the kernel, single calls): the median ms.
-    ``warm``: with the allocator settings every job has (``verifier.job.common.warm_allocator``); else
+    ``warm``: with the allocator settings every job has (``verifier.job.allocator.warm_allocator``); else
     glibc's defaults, under which an output of 32 MiB or more faults in fresh pages on every call.
     ``flush_mb``: a flush of that size instead of the verifier's bounded one (1024: the inputs, the
     output and their page tables evicted from the host's large shared cache too). ``rotate``: the
@@ -64,11 +64,11 @@ def plain_time(task_id: str, threads: int, rounds: int, warm: bool = True, flush
 import ctypes, json, os, statistics, subprocess, sys, tempfile, time
 import torch
 if {warm!r}:
-    from verifier.job.common import warm_allocator
+    from verifier.job.allocator import warm_allocator
     warm_allocator()
 from core.tasks import load_suite
 from verifier.backends.cpu import FLAGS
-from verifier.machine import flush_bytes
+from verifier.machine.caches import flush_bytes
 spec = load_suite("builtin").get({task_id!r}).spec()
 ns = {{}}
 exec(compile(spec.source, "task.py", "exec"), ns)

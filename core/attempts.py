@@ -9,19 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
 from verifier.outcome import GATES, Outcome
 
-__all__ = ["ATTEMPT_KINDS", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
-           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "outcome_of", "task_rows"]
+__all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Outcome", "TaskRow", "attempt_lines", "attempt_numbers",
+           "attempt_with_parent", "default_attempt", "gate_states", "numbered_attempts", "outcome_of", "recorded_best",
+           "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
+    from core.workspace import Workspace
 
-ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace")
+NOT_JUDGED = "not_judged"
+"""The kind of an attempt whose verification the tool failed (``Outcome.not_judged``): shown in its task's
+tree with the reason, never retrieved, rewarded, a parent or a start point."""
+ATTEMPT_KINDS = ("draft_trace", "refine_trace", "human_edit", "baseline_trace", NOT_JUDGED)
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class AttemptLine:
     speedup: float | None
     reward: float | None
     best: bool = False
+    not_judged: bool = False     # the tool failed its verification: no verdict on the kernel
     repeats: int = 0             # later answers of a run that gave the same code again (not stored twice)
     last_child: bool = True      # no later sibling (for drawing the tree)
     ancestors_last: tuple[bool, ...] = field(default=())   # last_child of each ancestor, root first
@@ -142,7 +149,8 @@ def attempt_lines(store: Store, task_id: str) -> list[AttemptLine]:
                 parent_index=index.get(e.parent_id or ""), depth=depth, stage=e.stage, source=e.source, kind=e.kind,
                 gates=gate_states(out), feasible=out.feasible, failed_gate=out.failed_gate,
                 message=out.message, latency_ms=out.latency_ms, speedup=out.speedup,
-                reward=e.reward, best=e.id == best_id, repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
+                reward=e.reward, best=e.id == best_id, not_judged=e.kind == NOT_JUDGED,
+                repeats=max(0, uses.get(e.id, 0) - 1), last_child=last,
                 ancestors_last=ancestors,
             ))
             walk(e.id, depth + 1, (*ancestors, last))
@@ -185,3 +193,29 @@ def first_change(before: dict[str, str], after: dict[str, str], limit: int = 60)
             sign, text = ("+", added[0]) if added else ("-", removed[0])
             return f"{name}: {sign} {text}"[:limit]
     return ""
+
+
+def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
+    """When the memory holds an attempt of ``task_id`` with this code (comments and spacing aside,
+    ``candidate_identity``) that was timed beside a best: (that attempt as the workbench names it, ``#n``,
+    the best's files). Passing the same best to the verifier finds the verdict it recorded for that window."""
+    from core.workspace_files import read_candidate_files
+    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
+    from verifier.harness.candidate_files import candidate_identity
+
+    if not ws.memory_path.exists():
+        return None
+    identity = candidate_identity(read_candidate_files(folder))
+    try:
+        with Store.open(ws.memory_path, readonly=True) as store:
+            for exp in store.iter_experiences(task=task_id, backend=backend):
+                best_id = (exp.extra or {}).get("best")
+                if (exp.backend == backend and best_id and exp.files and exp.kind != NOT_JUDGED
+                        and (exp.code_id or candidate_identity(exp.files)) == identity):
+                    best = store.get(best_id)
+                    if best is not None and best.files:
+                        number = attempt_numbers(store, [task_id]).get(exp.id)
+                        return (f"#{number}" if number else exp.id), dict(best.files)
+    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
+        return None   # a memory that cannot be read: verify as if none was recorded
+    return None

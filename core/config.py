@@ -92,8 +92,13 @@ class EngineConfig(BaseModel):
     adoption_weight: float = Field(1.0, ge=0)
     """Credit weight of items the model cites as used; ignored items get ``ignored_weight``."""
 
-    ignored_weight: float = Field(0.3, ge=0)
-    """Credit weight of retrieved items the model did not cite."""
+    ignored_weight: float = Field(0.0, ge=0)
+    """Credit weight of retrieved items the model did not cite (also when it cites none). 0, from the
+    measurement in docs/memory.md: any weight above it lets an item earn value from the prompts it sat in."""
+
+    uncited_limit: int = Field(12, ge=0)
+    """An item shown this many times (over every task's prompts) and never cited leaves the retrieval pool
+    (0: never). From the measurement in docs/memory.md."""
 
     parallel_builds: int = Field(2, ge=1)
     """Verifications running at once (timing is always one at a time)."""

@@ -48,7 +48,7 @@ def machine_report(threads: int | None = None, cache_dir: str | Path | None = No
     (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
     from verifier.backends import get_backend
     from verifier.config import default_threads
-    from verifier.machine import machine_facts
+    from verifier.machine.facts import machine_facts
     from verifier.machine.roofline import RooflineMeter
     from verifier.toolchain.build import default_cache_dir
 

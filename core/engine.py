@@ -24,7 +24,7 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
-from core.attempts import attempt_numbers, first_change, outcome_of
+from core.attempts import NOT_JUDGED, attempt_numbers, first_change, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
 from core.llm import BudgetExceeded, ChatRequest, LLMClient
@@ -37,12 +37,15 @@ from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
+from verifier.harness.candidate_files import candidate_identity
 from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
 from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
 
-RULE_MIN_TASKS = 3        # an item adopted with positive value by this many tasks becomes a rule
-RULE_MIN_Q = 0.3
+TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
+#                           this many times in all before the attempt is recorded as not judged
+SAME_CODE_KINDS = ("human_edit", "refine_trace", "draft_trace", "baseline_trace")
+"""The judged attempts whose verdict a save of the same code gets at once (never a not-judged one)."""
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
 
 
@@ -92,6 +95,8 @@ class Engine:
             raise EvoKernelError("a run needs at least one task")
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
+        # Each task's traced graph first (a few seconds): the first prompt already knows what its kernel is.
+        await asyncio.to_thread(self.facts.prepare, tasks, False)
         self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
         self.store.put_run(run)
@@ -131,6 +136,13 @@ class Engine:
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
+        same = await asyncio.to_thread(self.same_code, task, files)
+        if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
+            out = outcome_of(same)
+            self.bus.emit(ev.AttemptRecorded(task.id, -1, same.id, same.parent_id, same.stage, "human", out,
+                                             same.reward or 0.0, duplicate=True, slip=bool(same.extra.get("slip")),
+                                             number=attempt_numbers(self.store, [task.id]).get(same.id)))
+            return same, out
         await asyncio.to_thread(ensure_seeded, self.store, self.backend)
         state = self.store.get_task(task.id) or TaskState(task.id)
         parent = self.store.get(parent_id) if parent_id else None
@@ -141,6 +153,12 @@ class Engine:
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
         return exp, attempt.outcome
+
+    def same_code(self, task: Task, files: dict[str, str]) -> Experience | None:
+        """The task's judged attempt with this code, comments and spacing aside (``candidate_identity``), or
+        None: a person's save of it gets that attempt's verdict without a verification."""
+        found = self.store.same_code(task.id, SAME_CODE_KINDS, self.backend, candidate_identity(files), files)
+        return self.store.get(found) if found is not None else None
 
     def summary(self, run: RunRecord) -> dict[str, Any]:
         feasible = sum(1 for p in run.progress.values() if p.feasible)
@@ -266,11 +284,14 @@ class Engine:
             self.bus.emit(ev.EngineProblem(progress.broken, task=attempt.task.id))
 
     async def _verify(self, task: Task, iteration: int, files: dict[str, str],
-                      best: Experience | None = None, *, gates: bool = True) -> Outcome:
+                      best: Experience | None = None, *, gates: bool = True, fresh: bool = False) -> Outcome:
         """Verify ``files``; with ``best``, the best's files are timed in the same window. ``gates``: emit
-        each gate's result (the final window, which is no attempt, emits none)."""
+        each gate's result (the final window, which is no attempt, emits none); ``fresh``: a new window even
+        when these files were verified beside this best before (the final window)."""
         loop = asyncio.get_running_loop()
         extra: dict[str, Any] = {"best": best.files} if best is not None and best.files else {}
+        if fresh:
+            extra["fresh"] = True
 
         def on_gate(g: GateResult) -> None:
             if gates:
@@ -280,8 +301,15 @@ class Engine:
         async with self._verify_slots:
             t0 = time.perf_counter()
             try:
-                return await asyncio.to_thread(functools.partial(self.verifier.verify, task.spec(), files, on_gate,
-                                                                 **extra))
+                for tries in range(1, TOOL_TRIES + 1):
+                    out = await asyncio.to_thread(functools.partial(self.verifier.verify, task.spec(), files,
+                                                                    on_gate, **extra))
+                    if not out.not_judged or tries == TOOL_TRIES:
+                        return out
+                    # the tool's failure, not the kernel's (Outcome.not_judged): once more before giving up
+                    self.bus.emit(ev.EngineProblem(f"{task.id}: the verification failed for a reason of the tool's "
+                                                   f"own ({' '.join(out.not_judged.split())[:160]}): verifying again"))
+                return out
             except VerificationCancelled:   # stopped mid-verification (a cluster's): nothing to record
                 raise RunStopped("stopped") from None
             finally:
@@ -294,8 +322,9 @@ class Engine:
         the gain over the task's best in the same timing window, scaled without a mean shift (see
         core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
         out = attempt.verified
-        if slip or attempt.ours:   # a typo, or the verifier's own failure: says nothing about the kernel
-            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip, ours=attempt.ours)
+        if slip or attempt.not_judged:   # a typo, or the tool's own failure: says nothing about the kernel
+            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip,
+                                             ours=bool(attempt.not_judged))
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
         gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
@@ -318,11 +347,12 @@ class Engine:
         progress = run.progress[task.id] if run is not None else None
         teaching = self._teaching(run)
         human = attempt.source == "human"
-        slip = human and not out.feasible and policy.is_slip(out.failed_gate)   # a typo, not an experiment
+        unjudged = attempt.not_judged     # the tool failed it (twice): recorded as such, judging nothing
+        slip = human and not out.feasible and not unjudged and policy.is_slip(out.failed_gate)   # a typo
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
             reward, reason = self._reward(attempt, slip)
-            kind = teaching.kind(attempt.stage)
+            kind = NOT_JUDGED if unjudged else teaching.kind(attempt.stage)
             # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
             # and the run's iteration here would give the same attempt a second, different one
             what = "hand edit" if human else attempt.stage
@@ -331,19 +361,23 @@ class Engine:
                      "change": attempt.change, "reason": reason}
             if slip:
                 extra["slip"] = True
+            if unjudged:
+                extra["not_judged"] = unjudged
             if run is not None:
                 extra["method"] = run.method
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
-                title=f"{task.id} {what}: {'feasible' if out.feasible else 'failed at ' + str(out.failed_gate)}"
+                title=f"{task.id} {what}: {self._verdict_words(out)}"
                       + (f" · {change}" if (change := self._change_words(attempt)) else ""),
-                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(), reward=reward,
+                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(),
+                reward=None if unjudged else reward,
                 # a person's edit keeps the attempt it was made from as its parent, at either stage
                 parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
                            else None),
                 source=attempt.source, model="" if human or self.llm is None else self.llm.model,
                 run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
-                signature=task.signature(), extra=extra,
+                signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
+                code_id=candidate_identity(attempt.files) if attempt.files else "",
             )
             exp_id, created = self.store.add_experience(exp)
             exp.id = exp_id
@@ -352,13 +386,16 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if teaching.credits and not repeat and not slip and not attempt.ours:
+            if teaching.credits and not repeat and not slip and not unjudged:
                 changes = self._credit(task, attempt, reward, state.start_points)
+                if out.failed_gate == "anti_hack":     # learned once, for every later prompt of this backend
+                    memory.learn_refusal(self.store, self.backend, task.id, out.message, run.id if run else "")
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
                     self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
-            new_best = False if repeat else self._update_state(run, state, progress, attempt, exp, teaching.shared)
+            new_best = (False if repeat or unjudged
+                        else self._update_state(run, state, progress, attempt, exp, teaching.shared))
             if progress is not None and run is not None:
                 progress.iterations_used += 1
                 progress.attempts.append(exp_id)
@@ -371,7 +408,7 @@ class Engine:
                                          attempt.source, out, reward, new_best, duplicate=not created,
                                          replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
                                          slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id),
-                                         reason=reason))
+                                         reason=reason, not_judged=unjudged))
         if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -386,6 +423,13 @@ class Engine:
         """What the attempt does to the memory: its run's method decides (core.methods.Teaching); a person's
         edit (no run) always teaches."""
         return METHODS[run.method].teaching if run is not None else HAND_EDIT
+
+    @staticmethod
+    def _verdict_words(out: Outcome) -> str:
+        """An attempt's verdict in its title: feasible, failed at a gate, or not judged (the tool failed)."""
+        if out.not_judged:
+            return "not judged"
+        return "feasible" if out.feasible else f"failed at {out.failed_gate}"
 
     @staticmethod
     def _change_words(attempt: Attempt) -> str:
@@ -412,7 +456,7 @@ class Engine:
             weights[attempt.start.id] = 1.0
         before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
         after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights)
+                                         weights=weights, cited=attempt.cited)
         self.store.record_retrieval(task.id, [e.id for e in attempt.context])
         adopted = [i for i in attempt.cited if i in set(ids)]
         if adopted:
@@ -464,10 +508,12 @@ class Engine:
     # -- the final window ------------------------------------------------------------------------------
 
     async def final_windows(self, run: RunRecord, tasks: list[Task], *, again: bool = False) -> None:
-        """Each task's best timed beside its first feasible kernel and the reference in one window, kept
-        in the run's progress (``extra["final"]``) for the report: best/first and best/ref from one window,
-        never two speedups from two windows divided. Tasks whose best is their first need none; a task
-        already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
+        """Each task's best timed beside its first feasible kernel and the reference in one window, now (a
+        fresh window: the verifier's recorded verdict of the same files is never reused, and the best was
+        usually verified beside the first when it became the best), kept in the run's progress
+        (``extra["final"]``) for the report: best/first and best/ref from one window, never two speedups from
+        two windows divided. A best that is the first is timed beside the reference alone (best/first is 1).
+        A task already measured (a resumed run) is measured again only with ``again`` (``report --retime``)."""
         by_id = {t.id: t for t in tasks}
         for task_id in run.tasks:
             progress, task = run.progress.get(task_id), by_id.get(task_id)
@@ -478,15 +524,20 @@ class Engine:
             first = next((e for e in self.store.get_many(progress.attempts)
                           if e is not None and outcome_of(e).timed), None)
             best = self.store.get(progress.best_id)
-            if first is None or best is None or first.id == best.id or not best.files or not first.files:
+            if first is None or best is None or not best.files or not first.files:
                 continue
-            out = await self._verify(task, progress.iterations_used, best.files, first, gates=False)
+            alone = first.id == best.id
+            out = await self._verify(task, progress.iterations_used, best.files, None if alone else first,
+                                     gates=False, fresh=True)
             final: dict[str, Any] = {"best": best.id, "first": first.id, "feasible": out.feasible}
             if out.feasible:
                 final.update(latency_ms=out.latency_ms, reference_ms=out.reference_ms, speedup=out.speedup,
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
-                over_first = policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel")
+                if alone:    # the same kernel: best/first is 1 by definition, its time is the first's
+                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first="same")
+                over_first = ("is the first feasible kernel" if alone else
+                              policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel"))
                 over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")
                 words = f"the best {over_first}, {over_ref}"
             else:
@@ -501,7 +552,7 @@ class Engine:
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
         if self._teaching(run).credits:
-            memory.consolidate_rules(self.store, self.backend, run.id, min_tasks=RULE_MIN_TASKS, min_q=RULE_MIN_Q)
+            memory.consolidate_rules(self.store, self.backend, run.id)
 
     # -- the workspace ----------------------------------------------------------------------------
 

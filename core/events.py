@@ -102,6 +102,7 @@ class AttemptRecorded(Event):
     number: int | None = None   # its #n among the task's attempts, as the attempt tree numbers it (a repeat: the
                                 # attempt it repeats); the iteration is the run's, a different count
     reason: str = ""          # why the reward is what it is, in words (core.policy.reward_reason), said once here
+    not_judged: str = ""      # why the tool, not the kernel, failed its verification (twice): no verdict, no reward
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "outcome": self.outcome.to_dict()}

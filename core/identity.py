@@ -18,28 +18,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import replace
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from core.tasks import Task, suite_label
+
 if TYPE_CHECKING:
-    from core.tasks import Task
     from store.protocol import Memory
 
-BUILTIN = "builtin"
-_LEVEL = re.compile(r"(?:.*[_-])?level[_-]?\d+", re.I)
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-
-
-def suite_label(spec: str | PurePath) -> str:
-    """A suite's name as keys and screens show it: ``builtin``, else its folder's name, with the folder
-    above it when the folder is only a level (``KernelBench/level1``: several suites keep a level1)."""
-    text = str(spec).rstrip("/")
-    if text == BUILTIN:
-        return BUILTIN
-    path = PurePath(text)
-    if _LEVEL.fullmatch(path.name) and path.parent.name not in ("", ".", ".."):
-        return f"{path.parent.name}/{path.name}"
-    return path.name or text
+__all__ = ["keyed", "qualified", "suite_label", "task_keys", "workspace_keys"]
 
 
 def qualified(name: str, label: str) -> str:

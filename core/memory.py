@@ -20,7 +20,9 @@ from store.protocol import Memory
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
-__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "export_memory", "family", "import_memory",
+__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "earned", "export_memory", "family",
+           "import_memory",
+           "is_refusal", "learn_refusal", "refusal_words",
            "list_experiences", "memory_stats", "numbered_summaries", "resident_rules", "show_experience",
            "successful_adopters", "summary", "task_history", "whole_sentences"]
 
@@ -38,6 +40,28 @@ def summary(exp: Experience, number: int | None = None) -> dict[str, Any]:
         "failed_gate": outcome.failed_gate, "latency_ms": outcome.latency_ms, "speedup": outcome.speedup,
         "vs_reference": outcome.vs_reference, "vs_best": outcome.vs_best,   # "noisy": the speedup judges nothing
     }
+
+
+def earned(exp: Experience) -> str:
+    """How an item's value was earned, in one line for the memory browser and ``memory show``: how often it was
+    shown and cited (by which tasks), and the rewards behind its values, each marked cited (w = 1) or not (with
+    its weight): "shown 9 times (relu 4, gelu 5), cited 2 (relu 2); Q1 from +1 cited, +1 cited, -1 uncited w 0"."""
+    def by_task(counts: dict[str, int]) -> str:
+        return ", ".join(f"{t} {n}" for t, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    shown, cited = sum(exp.retrieved_by.values()), sum(exp.cited_by.values())
+    said = [f"shown {shown} time{'s' if shown != 1 else ''}" + (f" ({by_task(exp.retrieved_by)})" if shown else ""),
+            f"cited {cited}" + (f" ({by_task(exp.cited_by)})" if cited else "")]
+    for stage, name in (("draft", "Q1"), ("refine", "Q2")):
+        rewards = []
+        for h in exp.q_history:
+            if h.get("stage") != stage or h.get("reward") is None:
+                continue
+            how = "" if "cited" not in h else " cited" if h["cited"] else f" uncited w {float(h.get('w', 0)):g}"
+            rewards.append(f"{float(h['reward']):+.2f}{how}")
+        if rewards:
+            said.append(f"{name} from " + ", ".join(rewards[-8:]) + (" ..." if len(rewards) > 8 else ""))
+    return "; ".join(said)
 
 
 def numbered_summaries(store: Store, exps: list[Experience]) -> list[dict[str, Any]]:
@@ -81,7 +105,7 @@ def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
             raise StoreError(f"no experience {exp_id}")
         number, parent, children = family(store, exp)
     data = exp.to_dict()
-    data.update(number=number, parent=parent, children=children)
+    data.update(number=number, parent=parent, children=children, earned=earned(exp))
     return data
 
 
@@ -117,8 +141,8 @@ def task_history(store: Memory, task_id: str, backend: str, limit: int = HISTORY
 
 # -- resident rules ----------------------------------------------------------------------------------
 
-RULE_MIN_TASKS = 3        # an item adopted with positive value by this many operators becomes a rule
-RULE_MIN_Q = 0.3
+RULE_MIN_TASKS = 3        # an item cited by correct kernels of this many operators becomes a rule
+RULE_MIN_Q = 0.3          # ... with at least this value (measured: docs/memory.md, "Credit where it was earned")
 MAX_RULES = 5
 RULE_TEXT_CHARS = 600
 RULE_NAMES_SHOWN = 4
@@ -167,14 +191,55 @@ def _lesson(exp: Experience) -> str:
 
 
 def resident_rules(store: Memory, backend: str, limit: int = MAX_RULES) -> tuple[list[Experience], set[str]]:
-    """The rules a prompt carries (this backend's, then backend-agnostic ones, by Q1) and the ids of
-    the items they replaced, which retrieval and API knowledge must leave out."""
+    """The rules a prompt carries and the ids of the items they replaced, which retrieval and API knowledge
+    must leave out: the refusals seen on this backend (``learn_refusal``, every one, most frequent first,
+    up to ``REFUSALS_SHOWN``), then consolidated rules (this backend's, then backend-agnostic ones, by Q1)."""
     rules = [*store.query(kind="rule", backend=backend, sort="q1", limit=None),
              *store.query(kind="rule", backend="", sort="q1", limit=None)] if backend else \
         store.query(kind="rule", sort="q1", limit=None)
-    rules = [r for r in rules if _still_earned(store, r)]
+    refusals = sorted((r for r in rules if is_refusal(r)), key=lambda r: (-int(r.extra.get("count", 1)), r.created_at))
+    rules = [r for r in rules if not is_refusal(r) and _still_earned(store, r)]
     replaced = {str(r.extra.get("from")) for r in rules if (r.extra or {}).get("from")}
-    return rules[:limit], replaced
+    return [*refusals[:REFUSALS_SHOWN], *rules[:limit]], replaced
+
+
+# -- refusals learned once -------------------------------------------------------------------------------
+
+REFUSALS_SHOWN = 8       # refusals a prompt carries at most (each is one rule of the gate; the table has ~20)
+_WHERE = re.compile(r"^(?:anti_hack:\s*)*(?:[\w./-]+\.(?:py|cpp|cc|cu|h|hpp|c)(?: line \d+)?:\s*)?")
+
+
+def is_refusal(exp: Experience) -> bool:
+    """Whether a rule item is a refusal learned from the anti-hack gate (``learn_refusal``)."""
+    return exp.kind == "rule" and bool((exp.extra or {}).get("refusal"))
+
+
+def refusal_words(message: str) -> str:
+    """What a refusal says, without where it was (gate, file and line): the same refusal in another file or
+    task reads the same ("token pasting (##) is not allowed")."""
+    return " ".join(_WHERE.sub("", " ".join(str(message).split()), count=1).split())
+
+
+def learn_refusal(store: Memory, backend: str, task_id: str, message: str, run_id: str = "") -> Experience | None:
+    """Keep an anti-hack refusal as a rule of ``backend``, shown in every later prompt there
+    (``resident_rules``): both GEMM drafts of a run were refused for token pasting, the second after the
+    first, with nothing of the first in its prompt. The same refusal again is counted on the rule it made
+    (how many attempts, which tasks), never stored twice."""
+    from core.seeds import GENERAL_TASK
+
+    words = refusal_words(message)
+    if not words:
+        return None
+    for rule in store.query(kind="rule", backend=backend, limit=None):
+        if is_refusal(rule) and rule.extra.get("refusal") == words:
+            tasks = list(dict.fromkeys([*rule.extra.get("tasks", []), task_id]))
+            store.update_extra(rule.id, {"count": int(rule.extra.get("count", 1)) + 1, "tasks": tasks})
+            return store.get(rule.id)
+    rule = Experience(task_id=GENERAL_TASK, kind="rule", backend=backend, stage="",
+                      title="Refused at the anti_hack gate before", text=words, source="llm", run_id=run_id,
+                      extra={"refusal": words, "count": 1, "tasks": [task_id]})
+    rule.id, _ = store.add_experience(rule)
+    return rule
 
 
 def _still_earned(store: Memory, rule: Experience) -> bool:

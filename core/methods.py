@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from core import memory, policy, prompts
+from core.attempts import NOT_JUDGED
 from core.seeds import api_items
 from core.tasks import Task
 from store import Experience, RunRecord, TaskState
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from store.protocol import Memory
 
 MAX_RULES = 5
+POOL_CANDIDATES = 48     # items the lexical index proposes at least, for the pool to be chosen from by relevance
 BASELINE_KIND = "baseline_trace"
 
 
@@ -81,11 +83,11 @@ class Attempt:
     change: str = ""          # the answer's one-line "Change:" summary
 
     @property
-    def ours(self) -> bool:
-        """The verification failed for a reason of the verifier's own (an internal error, nodes lost):
-        nothing is learned about the kernel or the memory that produced it."""
-        out = self.outcome
-        return out is not None and any(g.status == "failed" and g.details.get("internal") for g in out.gates)
+    def not_judged(self) -> str:
+        """Why the verification says nothing of the kernel (the tool failed: a process lost, the machine out
+        of memory, the verifier's own error; ``Outcome.not_judged``), or "": nothing is learned about the
+        kernel or the memory that produced it."""
+        return self.outcome.not_judged if self.outcome is not None else ""
 
     @property
     def verified(self) -> Outcome:
@@ -136,18 +138,26 @@ class PassK:
 
 
 class Refinement:
+    """Feedback from the run's own attempts only: the evokernel prompt for the same state (the best as the
+    start point, every attempt of the run as an idea tried), without the memory."""
+
     name = "refinement"
     teaching = BASELINE
 
     def prepare(self, engine: Engine, run: RunRecord, task: Task, iteration: int, rng: random.Random) -> Attempt:
         store, progress = engine.store, run.progress[task.id]
-        last = store.get(progress.attempts[-1]) if progress.attempts else None
+        judged = [e for e in store.get_many(progress.attempts[-8:]) if e.kind != NOT_JUDGED]
+        last = judged[-1] if judged else None
         best = store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "refine" if best else "draft", start=best or last, best=best)
         api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
         own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
-        attempt.messages = prompts.feedback_prompt(task, engine.backend, api, last, best, facts=engine.facts,
-                                                   history=own)
+        if best is None:
+            attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts,
+                                                    history=own)
+        else:
+            attempt.messages = prompts.refine_prompt(task, engine.backend, api, [], [], best, own, best=best,
+                                                     facts=engine.facts)
         return attempt
 
 
@@ -165,32 +175,42 @@ class EvoKernel:
         best = store.get(state.best_id) if state.best_id else None
         if best is not None and best.files and best.backend == backend:
             attempt.best = best       # always in P(x), and timed beside every attempt
-        query = task.signature()["text"]
+        kind = engine.facts.kind(task)
+        query = f"{task.signature()['text']} {kind.terms()} {' '.join(kind.ops)}"
         rules, replaced = memory.resident_rules(store, backend, MAX_RULES)
         # this task's own recent attempts come first, as ideas already tried (never again as memory items)
         history = memory.task_history(store, task.id, backend)
         exclude: list[str] = sorted(replaced | {e.id for e in history})   # a rule's items show as the rule only
         if stage == "refine":
-            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best)
+            left = int(run.config.get("iterations", 0)) - run.progress[task.id].iterations_used
+            attempt.start = policy.choose_start_point(points, cfg.epsilon, rng, attempt.best, left=left)
             exclude.append(attempt.start.id)
             kernels = " ".join(text for n, text in attempt.start.files.items() if n != "model.py")
             query += " " + kernels[:2000]
         k = policy.pool_size(cfg.n_context, cfg.pool_factor, cfg.pool_growth, iteration)
-        pool = store.retrieve(query, k=k, backend=backend, stage=stage, q_floor=cfg.q_floor,
-                              kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
-        attempt.context = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
+        # candidates by lexical similarity (the kind's terms among the query's), the pool by what the kernels are
+        found = store.retrieve(query, k=max(4 * k, POOL_CANDIDATES), backend=backend, stage=stage,
+                               q_floor=cfg.q_floor, kinds=policy.RETRIEVABLE_KINDS, exclude_ids=exclude)
+        bests = {s.best_id for s in (store.get_task(t) for t in {e.task_id for e, _ in found}) if s and s.best_id}
+        pool = policy.relevance_pool(found, kind, k, words | {f"level{task.level}"}, bests,
+                                     uncited_limit=cfg.uncited_limit)
+        chosen = policy.choose_by_value(pool, cfg.n_context, stage, cfg.epsilon, rng)
+        closeness = {e.id: r for e, r in pool}
+        attempt.context = sorted(chosen, key=lambda e: -closeness[e.id])     # shown closest first
         api = policy.select_api([e for e in api_items(store, backend) if e.id not in replaced], words)
         if stage == "draft":
             attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts,
-                                                    history=history)
+                                                    history=history, kind=kind)
         else:
             start = attempt.start
             assert start is not None   # chosen above for the refine stage
             known = {e.id for e in history}
-            children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)[-5:]
-                        if c.id not in known]   # the start point's own variants, also when older than the rest
+            # the start point's own variants, also when older than the rest (none the tool failed to judge)
+            children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)
+                        if c.kind != NOT_JUDGED][-5:]
+            children = [c for c in children if c.id not in known]
             attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start,
-                                                     [*children, *history], best=best, facts=engine.facts)
+                                                     [*children, *history], best=best, facts=engine.facts, kind=kind)
         return attempt
 
 

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
-from core.tasks import Task, cases_section
+from core.kinship import KernelKind, kind_of, kind_of_signature, relevance
+from core.tasks import Task, cases_section, timed_cases
 from store import Experience
 from verifier.backends import backend_device, declared, display_name, source_suffix
 from verifier.config import VerifyConfig
@@ -84,7 +85,7 @@ def _form_section(backend: str, form: str) -> str:
 @dataclass
 class PromptFacts:
     """What every prompt says about where kernels run, gathered once from the verifier: machine facts
-    (``verifier.machine.machine_facts``), measured ceilings and task profiles (``verifier.machine.roofline``),
+    (``verifier.machine.facts.machine_facts``), measured ceilings and task profiles (``verifier.machine.roofline``),
     and the backend's tolerances. Built with ``from_verifier``; a bare ``PromptFacts(backend)`` says
     only what the backend's name implies."""
 
@@ -95,6 +96,7 @@ class PromptFacts:
     tolerance: Callable[[TaskSpec], Tolerance] | None = None   # the verifier's tolerance_for
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
+    timed_cases: int = field(default_factory=lambda: VerifyConfig().timed_cases)   # [verifier] timed_cases
 
     @classmethod
     def from_verifier(cls, verifier: Any, backend: str) -> PromptFacts:
@@ -105,20 +107,32 @@ class PromptFacts:
         if vb is None or config is None:
             return facts
         try:
-            from verifier.machine import machine_facts
+            from verifier.machine.facts import machine_facts
 
             facts.machine = machine_facts(vb, config.threads)
         except Exception:  # the prompt says less; generation goes on
             facts.machine = {"threads": getattr(config, "threads", 0)}
         facts.meter = getattr(verifier, "roofline", None)
+        facts.timed_cases = int(getattr(config, "timed_cases", facts.timed_cases))
         facts.ceilings = facts.meter.cached_ceilings() if facts.meter is not None else None
         return facts
 
-    def prepare(self, tasks: Sequence[Task]) -> None:
-        """Count the tasks' rooflines and measure the ceilings (blocking: run it in a thread beside
-        the first attempts; prompts built after it carry them)."""
+    def prepare(self, tasks: Sequence[Task], ceilings: bool = True) -> None:
+        """Count the tasks' rooflines and measure the ceilings (blocking: run it in a thread; prompts built
+        after it carry them). ``ceilings`` False counts the tasks only (a few seconds: the engine waits for
+        it, so the first prompt already knows each task's kind, ``kind``)."""
         if self.meter is not None:
-            self.meter.prepare([t.spec() for t in tasks])
+            self.meter.prepare([t.spec() for t in tasks], ceilings=ceilings)
+
+    def kind(self, task: Task) -> KernelKind:
+        """What the task's kernel is (``core.kinship``): its family from the traced graph, its regime on this
+        machine's roofline, its dtypes (a multi-case task's from its cases)."""
+        from verifier.cases import case_dtypes
+
+        dtypes = [d for case in task.cases for d in case_dtypes(case)]
+        if self.ceilings is None and self.meter is not None:
+            self.ceilings = self.meter.cached_ceilings()
+        return kind_of(task.ops, task.category, self.profile(task), self.ceilings, self.backend, dtypes)
 
     def tolerance_of(self, task: Task) -> Tolerance:
         """``task``'s tolerance per output dtype as the verifier applies it: the verifier's own
@@ -141,7 +155,7 @@ class PromptFacts:
 
     def section(self, task: Task) -> str:
         """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance."""
-        from verifier.machine.roofline import describe_profile
+        from verifier.machine.roofline import describe_cases, describe_profile
 
         m = self.machine
         lines = []
@@ -173,9 +187,11 @@ class PromptFacts:
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
                          f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
         profile = self.profile(task)
-        if profile:
+        if profile and _multi_case(task):     # over the cases a verification times, never case 0 alone
+            lines.append(f"- This task's roofline: {describe_cases(profile, timed_cases(task, self.timed_cases), c)}.")
+        elif profile:
             lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
-        cases = cases_section(task, self.tolerance_of(task))
+        cases = cases_section(task, self.tolerance_of(task), self.timed_cases)
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
                          "dtype (per dtype under Cases below), with NaN/Inf where the reference has them.")
@@ -204,7 +220,7 @@ def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
     """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
     slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
     reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
-    from verifier.machine import FLUSH_SHARED_SHARE, human_bytes
+    from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
 
     private, shared = [], []
     for c in caches:
@@ -331,6 +347,9 @@ def own_time(outcome: Outcome) -> str:
     return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
 
 
+NOISY_SPREAD = 0.10    # a time whose IQR is more than this share of its median gives its roofline share as a range
+
+
 def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown; ``own``:
     the start point's or best's line, said to come from its own time. When PyTorch, in the same window,
@@ -342,10 +361,50 @@ def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
         return ""
     line = f"Roofline: {point['summary']}" + (" (from its own time above)" if own else "")
     floor, ref = point.get("floor_ms"), outcome.reference_ms
+    median, spread = outcome.latency_ms, outcome.latency_spread_ms
+    if point.get("fraction") and median and spread and spread > NOISY_SPREAD * median and spread < 2 * median:
+        # one share from a noisy time is a guess: a draft at "8.9 ms ± 3.7 -> 30 %" whose equal successor ran 5.25 ms
+        share = point["fraction"] * median
+        lo, hi = share / (median + spread / 2), share / (median - spread / 2)
+        line += (f"; its time was noisy (IQR {100 * spread / median:.0f} % of its median), so its share is "
+                 f"anywhere between {100 * lo:.0f} % and {100 * hi:.0f} %")
     if floor and ref and 0 < ref < floor:
         line += (f"; PyTorch ran at {100 * floor / ref:.0f} % of this ceiling in the same window: the ceiling "
                  "was measured too low, so this floor is no limit")
     return line
+
+
+def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) -> str:
+    """A multi-case kernel's timed cases, one line each, as its window measured them: the case, its speed
+    beside PyTorch in its own window (``speed_words``; the gate's verdict, or its rule on the interval for an
+    outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
+    single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
+    fp16 column sums 1.11x, and no prompt said so."""
+    from verifier.cases import describe_case
+    from verifier.machine.roofline import assess
+    from verifier.verdict import judge
+    from verifier.window_stats import Ratio
+
+    timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
+    if not timed:
+        return ""
+    cases = task.spec().cases
+    profile = facts.profile(task) if facts is not None else None
+    counted = (profile or {}).get("cases") or []
+    config = VerifyConfig()
+    rows = []
+    for c in timed:
+        k = int(c.get("case", 0))
+        verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
+        if not verdict and ci and len(ci) == 2:
+            verdict = judge(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
+                            config.noise_limit)
+        said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
+        point = assess(counted[k], c.get("latency_ms"), facts.ceilings if facts else None) if k < len(counted) else None
+        roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
+                if point and point.get("fraction") else "")
+        rows.append(f"- #{k + 1} ({describe_case(cases[k]) if k < len(cases) else 'case'}): {said}{roof}")
+    return "Each timed case in its own window, beside PyTorch:\n" + "\n".join(rows)
 
 
 def attempt_text(outcome: Outcome) -> str:
@@ -361,14 +420,16 @@ def change_of(exp: Experience) -> str:
 TRACE_KINDS = ("draft_trace", "refine_trace", "human_edit")   # an attempt, as opposed to knowledge
 
 
-def relevant(exp: Experience, task: Task | None) -> bool:
-    """Whether another task's attempt is worth its code in ``task``'s prompt: it shares a traced op or
-    the category with ``task``, or ``task`` cited it before, or another operator than its own cited it and
-    it kept a positive value (its own task citing it says nothing about other tasks). The rest show as a
-    lesson (their Change line and verdict): gelu's draft code in a cumsum prompt was half the prompt and
-    no help."""
+def relevant(exp: Experience, task: Task | None, kind: KernelKind | None = None) -> bool:
+    """Whether another task's attempt is worth its code in ``task``'s prompt. With the task's ``kind``
+    (``core.kinship``): a working kernel that is kin (its family, or shared identity ops); a failed one shows
+    as a lesson only (its Change line and why it failed). Without: it shares a traced op or the category with
+    ``task``, or ``task`` cited it before, or another operator than its own cited it and it kept a positive
+    value. The rest show as a lesson: gelu's draft code in a cumsum prompt was half the prompt and no help."""
     if task is None or exp.kind not in TRACE_KINDS:
         return True
+    if kind is not None:
+        return outcome_of(exp).feasible and relevance(kind_of_signature(exp.signature), kind) > 0
     sig = exp.signature or {}
     if set(sig.get("ops") or ()) & set(task.ops) or (sig.get("category") and sig.get("category") == task.category):
         return True
@@ -380,11 +441,20 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
     """A memory item framed by what it shows: for an attempt, its task, stage and in-window verdict, its
     change and roofline, the lines that matter; for knowledge, its title and text."""
     head = f"[mem:{exp.id}] "
+    refusal = (exp.extra or {}).get("refusal") if exp.kind == "rule" else None
+    if refusal:
+        count, tasks = int(exp.extra.get("count", 1)), [str(t) for t in exp.extra.get("tasks", [])]
+        named = ", ".join(tasks[:4]) + (f" and {len(tasks) - 4} more" if len(tasks) > 4 else "")
+        attempts = f"{count} attempt{'s' if count != 1 else ''}" + (f": {named}" if named else "")
+        return (head + f"Refused before at the anti_hack gate on this backend ({attempts}): {refusal}. "
+                "The rules above say so; write it another way.")
     if exp.kind in ("best_practice", "rule", "api_template"):
         return head + f"{exp.title}\n{exp.text}"
     who = "a person's hand edit" if exp.source == "human" else (exp.stage or "attempt")
     where = f"task {exp.task_id}" if exp.task_id not in ("", "*") else "general"
-    category = (exp.signature or {}).get("category")
+    item = kind_of_signature(exp.signature) if exp.kind in TRACE_KINDS else None
+    category = ((f"{item.family}" + (f", {item.regime}-bound" if item.regime else "")) if item is not None
+                else (exp.signature or {}).get("category"))
     result = outcome_of(exp)
     if exp.kind in TRACE_KINDS:
         body = head + f"{where}{f' ({category})' if category else ''}, {who}: {in_window(result)}"
@@ -437,12 +507,13 @@ def _task_section(task: Task) -> str:
             f"```python\n{task.source.strip()}\n```")
 
 
-def _rules_enforced() -> str:
-    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule, never cut."""
+def _rules_enforced(backend: str = "cpu", form: str = "kernel-launch") -> str:
+    """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule (``backend``'s own
+    too, for the ``form`` asked for), never cut."""
     from verifier.gates.antihack.rules import contract_text
 
     return ("## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate)\n"
-            + contract_text())
+            + contract_text(backend, form))
 
 
 def _api_section(api: Sequence[Experience]) -> str:
@@ -450,17 +521,38 @@ def _api_section(api: Sequence[Experience]) -> str:
 
 
 def _rules_section(rules: Sequence[Experience]) -> str:
-    return ("## Rules kept resident (items that correct kernels of several operators cited)\n"
-            + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
+    return ("## Rules kept resident (refusals seen before on this backend; items that correct kernels of several "
+            "operators cited)\n" + "\n".join(render_experience(e, with_code=False) for e in rules) if rules else "")
 
 
-def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None) -> str:
+CLOSEST_CODE_LINES = {40: 200, 20: 80, 8: 40, 0: 0}   # the closest kernel's lines at each of MEMORY_CODE_LINES
+
+
+def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None,
+                    kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> str:
     """Items from other tasks: an attempt relevant to ``task`` (``relevant``) with its code, the others as
-    lessons (their Change line and verdict)."""
+    lessons (their Change line and verdict). With the task's ``kind``, the section says what the kernel is,
+    and the first working kernel of its family (the closest, shown first) comes with all its code that fits,
+    to be reused, unless this task's attempts already cited it (``reused``): then its key lines, like the
+    others (a fused GEMM's refine prompts carried the matmul kernel its start point was built from in full,
+    16 k characters, and no answer cited it again)."""
     if not memory:
         return ""
-    return ("## Memory: earlier attempts on other tasks and lessons (cite the ones you use)\n"
-            + "\n\n".join(render_experience(e, with_code=relevant(e, task), max_lines=max_lines) for e in memory))
+    closest = next((e.id for e in memory if kind is not None and e.kind in TRACE_KINDS and relevant(e, task, kind)
+                    and (kind_of_signature(e.signature) or kind).family == kind.family), None)
+    head = "## Memory: earlier attempts on other tasks and lessons (cite the ones you use)"
+    if kind is not None:
+        head += (f"\nThis task's kernel is {kind.words()}. Kernels of other tasks come first by how close they are"
+                 + ("; the first is the closest working kernel of this family, which this task's attempts already "
+                    "reused: its key lines" if closest and closest in reused else
+                    "; the first is the closest working kernel of this family, in full: reuse it where it fits"
+                    if closest else ""))
+    if closest in reused:
+        closest = None
+    return head + "\n" + "\n\n".join(
+        render_experience(e, with_code=relevant(e, task, kind),
+                          max_lines=CLOSEST_CODE_LINES.get(max_lines, max_lines) if e.id == closest else max_lines)
+        for e in memory)
 
 
 def _join(parts: Sequence[str]) -> str:
@@ -468,7 +560,8 @@ def _join(parts: Sequence[str]) -> str:
 
 
 def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
-         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None) -> tuple[str, bool]:
+         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
+         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> tuple[str, bool]:
     """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
     whether any item to cite (a rule or a memory item) is left in it.
 
@@ -478,7 +571,8 @@ def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experie
     memory, api = list(memory), list(api)
 
     def text(lines: int) -> tuple[str, bool]:
-        return (_join([*head, _api_section(api), _rules_section(rules), _memory_section(memory, lines, task), *tail]),
+        return (_join([*head, _api_section(api), _rules_section(rules),
+                       _memory_section(memory, lines, task, kind, reused), *tail]),
                 bool(rules or memory))
 
     for lines in MEMORY_CODE_LINES:
@@ -600,24 +694,32 @@ def _bound_hint(point: dict[str, Any]) -> str:
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                  memory: Sequence[Experience], *, facts: PromptFacts | None = None,
-                 history: Sequence[Experience] = ()) -> list[Message]:
-    """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed)."""
+                 history: Sequence[Experience] = (), kind: KernelKind | None = None) -> list[Message]:
+    """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed;
+    the newest of them is shown with its code and why it failed, to be fixed or replaced). Every method
+    drafts with this prompt; only evokernel's carries memory (``rules``, ``memory``)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
     within = ("within each dtype's tolerance (under Cases)" if _multi_case(task)
               else f"within atol={_num(atol)}, rtol={_num(rtol)}")
-    ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew. "
-           f"Correctness first: match the reference's outputs {within}, "
+    last = max(history, key=lambda e: e.created_at) if history else None
+    fix = ""
+    if last is not None and last.files and not outcome_of(last).feasible:
+        fix = (f"## Your last attempt [mem:{last.id}]: {in_window(outcome_of(last))}\n" + _code(last.files))
+    ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew"
+           + (" (fix the last attempt, or write a new first kernel if its approach cannot work)" if fix else "")
+           + f". Correctness first: match the reference's outputs {within}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
     tried = _history(history, None)
-    head = [_task_section(task), facts.section(task), _rules_enforced(),
-            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else ""]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
+    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form),
+            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else "", fix]
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind), facts.form)
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, history: Sequence[Experience], *,
-                  best: Experience | None = None, facts: PromptFacts | None = None) -> list[Message]:
+                  best: Experience | None = None, facts: PromptFacts | None = None,
+                  kind: KernelKind | None = None) -> list[Message]:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it
     differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
     they came from, the start point and the best among them). One absolute time, the start point's in its
@@ -642,6 +744,8 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         start_text += f"\nChange that made it: {change_of(start)}"
     if roofline_line(outcome_of(start)):
         start_text += f"\n{roofline_line(outcome_of(start), own=True)}"
+    if case_speeds(outcome_of(start), task, facts):
+        start_text += "\n" + case_speeds(outcome_of(start), task, facts)
     start_text += "\n" + _code(start.files)
     marks = {start.id: "the start point"}
     if best is not None:
@@ -660,37 +764,6 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
            " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
-    head = [_task_section(task), facts.section(task), _rules_enforced(), start_text, best_text]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task), facts.form)
-
-
-def feedback_prompt(task: Task, backend: str, api: Sequence[Experience], last: Experience | None,
-                    best: Experience | None, *, facts: PromptFacts | None = None,
-                    history: Sequence[Experience] = ()) -> list[Message]:
-    """The refinement baseline: feedback from its own attempts on this task (the last one and the best
-    in full, every attempt as its idea and verdict), no shared memory. One absolute time, the best's."""
-    facts = _facts(facts, backend)
-    head = [_task_section(task), facts.section(task), _rules_enforced()]
-    if best is not None:
-        roof = roofline_line(outcome_of(best), own=True)
-        mine = f"\nIts own time: {own_time(outcome_of(best))}." if own_time(outcome_of(best)) else ""
-        head.append(f"## Your best kernel so far: {in_window(outcome_of(best), 'your best then')}{mine}\n"
-                    + windows("this prompt shows one absolute time, your best kernel's above")
-                    + (f"\n{roof}" if roof else "") + "\n" + _code(best.files))
-    if last is not None and (best is None or last.id != best.id):
-        head.append(f"## Your last attempt: {in_window(outcome_of(last), 'your best')}\n" + _code(last.files))
-    marks = {e.id: name for e, name in ((last, "your last attempt, shown above"),
-                                        (best, "your best kernel, shown above")) if e is not None}
-    tried = _history(list({e.id: e for e in history}.values()), None, tagged=False, marks=marks)
-    if tried:
-        head.append(tried)
-    if last is None:
-        ask = "Write a first correct kernel."
-    elif best is None:
-        failed = outcome_of(last).failed_gate
-        ask = "Fix the last attempt: it " + (f"failed at {failed}." if failed else "was not feasible.")
-    else:
-        ask = ("Write a faster variant of your best kernel (it is timed beside your best in one window and counts "
-               "only if faster there).")
-    return _messages(backend, _fit(head, api, [], [], ["## Your answer\nStart with the `Change:` line. " + ask],
-                                   task=task), facts.form)
+    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
+    reused = {str(c) for e in [start, *history] for c in (e.extra or {}).get("cited", [])}
+    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind, reused=reused), facts.form)

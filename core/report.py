@@ -178,7 +178,7 @@ def _cases_correct(result: Outcome) -> int:
 
 
 CASE_FIELDS = ("case", "inputs", "correct", "max_abs_error", "max_rel_error", "message", "latency_ms",
-               "reference_ms", "speedup", "speedup_ci", "rounds", "timed")
+               "reference_ms", "speedup", "speedup_ci", "vs_reference", "gain", "gain_ci", "vs_best", "rounds", "timed")
 
 
 def case_summary(result: Outcome, of: str) -> dict[str, Any]:

@@ -15,6 +15,8 @@ verifier and a few real end-to-end runs are tested on their own.
   ``span`` is timed with that interval instead (a narrow one reads "same speed" when it holds 1).
 - ``load`` (one factor per verification, in call order) slows every kernel of that window alike, the
   way other work on the machine does: paired ratios stay, absolute latencies move between windows.
+- ``keeps_verdicts``: as the real verifier, the same files timed beside the same best again return the
+  recorded verdict (``from_cache``, no new window) unless the call asks for a ``fresh`` one.
   The reference takes ``reference_ms`` times its own factor in ``reference_load`` (1 when not given).
 """
 
@@ -30,9 +32,9 @@ from verifier.config import VerifyConfig
 from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
-from verifier.timing import Ratio
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.verdict import NOISE_LIMIT, judge
+from verifier.window_stats import Ratio
 
 
 class ScriptedModel:
@@ -90,13 +92,22 @@ class CannedVerifier:
     calls: list[tuple[str, bool]] = field(default_factory=list)   # (task, timed beside a best)
     load: list[float] = field(default_factory=list)   # a factor on every kernel's time, per verification
     reference_load: list[float] = field(default_factory=list)   # the same for the reference
+    keeps_verdicts: bool = False   # as the real verifier: the same files (and best) again return the recorded verdict
+    fresh: list[bool] = field(default_factory=list)            # per verification: whether it was asked to measure anew
+    _recorded: dict[tuple[str, str, str], Outcome] = field(default_factory=dict)
 
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
                best: dict[str, str] | None = None) -> Outcome:
         if not isinstance(candidate, dict):
             raise TypeError("the canned verifier judges files given as a dict")
+        key = (task.id, candidate_hash(candidate), candidate_hash(best) if best else "")
+        if self.keeps_verdicts and not fresh and key in self._recorded:
+            recorded = Outcome.from_dict(self._recorded[key].to_dict())
+            recorded.from_cache = True
+            return recorded
         self.calls.append((task.id, best is not None))
+        self.fresh.append(fresh)
         verdict = self.judge(task.id, candidate)
         out = Outcome.start(task.id, self.backend.name)
         out.candidate_hash = candidate_hash(candidate)
@@ -111,7 +122,8 @@ class CannedVerifier:
                 out.pass_gate(name, "canned")
             if on_gate is not None:
                 on_gate(out.gate(name))
-        return out.finish()
+        self._recorded[key] = out.finish()
+        return out
 
     def _time(self, out: Outcome, verdict: Canned, best: dict[str, str] | None) -> None:
         call = len(self.calls) - 1

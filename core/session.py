@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
+from core.demo import DEMO, demo_model
 from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
 from core.identity import keyed, task_keys
-from core.llm import OpenAIClient
+from core.llm import LLMClient, OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
-from core.verification import open_verifier
 from core.watcher import EditWatcher
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
+from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
 from verifier import Outcome
 from verifier.harness.protocol import VerifierProtocol
@@ -31,11 +32,32 @@ if TYPE_CHECKING:
     from core.cluster import StatusRelay
 
 
+def leave(code: int) -> NoReturn:
+    """End this process at once, once everything a session opened is closed (the workbench after its last
+    screen): the processes its threads still run (a build, a count of a reference) are ended, never left
+    behind, and the interpreter is not torn down (PyTorch's teardown alone takes a second)."""
+    import os
+    import sys
+
+    from verifier.machine.priority import end_started_by
+
+    end_started_by("")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 class Session:
     def __init__(self, workspace: Workspace, config: Config | None = None, *, bus: EventBus | None = None,
-                 replay: bool = False, backend: str | None = None, cluster: str | None = None):
+                 replay: bool = False, backend: str | None = None, cluster: str | None = None,
+                 model: str | None = None):
+        """``replay``: answers come from the response cache only (no endpoint); ``model``: the model to ask
+        (``demo``: the shipped canned model, ``core.demo``, no endpoint)."""
         self.workspace = workspace
         self.config = config or workspace.config()
+        self.demo = model == DEMO
+        if model and not self.demo:
+            self.config.llm.model = model
         if backend:
             self.config.backend = backend
         if cluster:
@@ -45,7 +67,7 @@ class Session:
         workspace.state_dir.mkdir(parents=True, exist_ok=True)
         self.store = Store.open(workspace.memory_path)
         self._verifier: VerifierProtocol | None = None
-        self._llm: OpenAIClient | None = None
+        self._llm: LLMClient | None = None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
@@ -85,9 +107,10 @@ class Session:
             return str(exc)
         return None
 
-    def _client(self) -> OpenAIClient:
+    def _client(self) -> LLMClient:
         if self._llm is None:
-            self._llm = OpenAIClient(self.config.llm, cache=self.store, replay=self.replaying)
+            self._llm = demo_model() if self.demo else OpenAIClient(self.config.llm, cache=self.store,
+                                                                    replay=self.replaying)
         return self._llm
 
     @property
@@ -172,7 +195,10 @@ class Session:
         return await engine.run(tasks, method=run.method, resume=run)
 
     async def replay(self, run: RunRecord) -> RunRecord:
-        """Run ``run``'s configuration again as a new run answering from the LLM cache."""
+        """Run ``run``'s configuration again as a new run answering from the LLM cache: no endpoint, and the
+        recorded run's model unless one is configured (its name is part of every cached request)."""
+        if self._llm is None:
+            self.config.llm.model = self.config.llm.model or str(run.config.get("model") or "")
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
         extra = {k: run.config.get(k) for k in ("suite", "size_scale")}
         extra["sample_key"] = run.config.get("sample_key", run.id)
@@ -189,8 +215,11 @@ class Session:
         tasks = {t.id: t for t in self.tasks()}
 
         async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
-            exp, _ = await self.engine.record_human(tasks[task_id], files, parent)
-            return None if exp.extra.get("slip") else exp.id   # a typo parents nothing
+            exp, out = await self.engine.record_human(tasks[task_id], files, parent)
+            # The next save descends from the last version that passed correctness: a typo, a wrong result
+            # or a verification the tool failed is recorded, but is no start point for the next edit.
+            correct = out.gate_or_none("correctness")
+            return exp.id if correct is not None and correct.passed and not out.not_judged else None
 
         return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
 
@@ -203,7 +232,9 @@ class Session:
             if best is not None and best.files:
                 write_candidate(folder, best.files, best.id)
             else:
-                write_candidate(folder, starter_candidate(task_id))
+                task = next((t for t in self.tasks() if t.id == task_id), None)
+                write_candidate(folder, starter_candidate(task.name, task.input_dtypes) if task is not None
+                                else starter_candidate(task_id))
         return folder
 
     def promote(self, exp_id: str) -> Path:
@@ -247,14 +278,23 @@ class Session:
         return hit.get("text") if hit else None
 
     def browse_memory(self, filters: dict[str, str | None], sort: str = "recency", *, descending: bool = True,
-                      limit: int | None = 500) -> tuple[list[dict[str, Any]], int]:
-        """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source), and
-        how many pass in all."""
+                      limit: int | None = 500, search: str = "") -> tuple[list[dict[str, Any]], int]:
+        """A page of experience summaries passing ``filters`` (task, kind, stage, backend, source) and, with
+        ``search``, whose title or code holds every one of its words (case aside), and how many pass in all."""
         from core.memory import numbered_summaries
 
         active: dict[str, Any] = {k: v for k, v in filters.items() if v is not None}
-        items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
-        return numbered_summaries(self.store, items), self.store.count(**active)
+        words = search.lower().split()
+        if not words:
+            items = self.store.query(**active, sort=sort, descending=descending, limit=limit)
+            return numbered_summaries(self.store, items), self.store.count(**active)
+
+        def found(exp: Experience) -> bool:
+            text = "\n".join([exp.title, exp.task_id, *exp.files.values()]).lower()
+            return all(word in text for word in words)
+
+        hits = [e for e in self.store.query(**active, sort=sort, descending=descending) if found(e)]
+        return numbered_summaries(self.store, hits[:limit] if limit is not None else hits), len(hits)
 
     def experience(self, exp_id: str) -> tuple[Experience | None, int | None, dict[str, Any] | None,
                                                 list[dict[str, Any]]]:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -286,27 +284,19 @@ def run_probe(job: dict[str, Any], timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
     timeout): a task that hangs, exits or dies is a Probe with a one-line problem, never our crash.
 
     A probe sizes, it does not judge: it runs at lower CPU priority (``verifier.machine.priority``) and holds
-    the machine lock shared, so it waits while any timing window runs and never runs beside one."""
-    from verifier.machine import priority
+    the machine lock shared, so it waits while any timing window runs and never runs beside one. It runs the
+    task's reference, as the verifier's reference jobs do, with the same scrubbed environment (no credentials:
+    ``verifier.processes.scrubbed_env``)."""
     from verifier.machine.lock import MachineLock, machine_lock_path
+    from verifier.processes import run_process, scrubbed_env
 
     with tempfile.TemporaryDirectory(prefix="evokernel-probe-") as tmp, MachineLock(machine_lock_path()).shared():
         job_path, out_path = Path(tmp) / "job.json", Path(tmp) / "progress.jsonl"
         job_path.write_text(json.dumps(job))
-        env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_TOKEN", "_SECRET"))}
-        env["OMP_NUM_THREADS"] = str(job.get("threads", 1))
-        root = str(Path(__file__).resolve().parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        proc = priority.popen([sys.executable, "-m", "core.probe", str(job_path), str(out_path)], background=True,
-                              cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_limits(job))
-        try:
-            _, err = proc.communicate(timeout=timeout_s)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            _, err = proc.communicate()
-            timed_out = True
+        env = scrubbed_env({"OMP_NUM_THREADS": str(job.get("threads", 1))}, home=tmp)
+        proc = run_process([sys.executable, "-m", "core.probe", str(job_path), str(out_path)], cwd=tmp, env=env,
+                           timeout=timeout_s, background=True, limits=_limits(job), output_limit=4_000)
+        timed_out = proc.timed_out
         lines = out_path.read_text().splitlines() if out_path.exists() else []
         records = [json.loads(line) for line in lines if line.strip()]
     final = next((r for r in reversed(records) if r.get("final")), None)
@@ -321,13 +311,13 @@ def run_probe(job: dict[str, Any], timeout_s: float = PROBE_TIMEOUT_S) -> Probe:
         if last and last.get("ms"):
             problem += f" (last call {last['ms']:.0f} ms)"
     else:
-        tail = (err or b"").decode(errors="replace").strip().splitlines()
-        code = proc.returncode
-        how = f"killed by signal {-code}" if code < 0 else f"exited with status {code}"
+        last = proc.last_line(200)
+        code = proc.returncode if proc.returncode is not None else 0
+        how = proc.describe()
         if code == -signal.SIGKILL:
             how += " (memory or CPU-time limit)"
-        problem = f"reference process {how}{where}" + (f": {tail[-1][:200]}" if tail else "")
-        if code < 0 or "MemoryError" in (tail[-1] if tail else ""):
+        problem = f"reference process {how}{where}" + (f": {last}" if last else "")
+        if code < 0 or "MemoryError" in last:
             problem += "; try --size-scale auto or a smaller factor"
     return Probe(ok=False, loaded=any(r.get("loaded") for r in records), problem=problem,
                  reason="timeout" if timed_out else "failed",

@@ -22,12 +22,21 @@ _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with not
             "not_sized": "not sized (no auto)"}
 
 
+PROBE_TIME_MEANING = (
+    "ref ms: the reference alone in its sizing probe, the best of back-to-back calls on the same inputs with "
+    "warm caches (core.probe). `evokernel verify` times it in a window instead: the median call, caches flushed "
+    "before each, fresh inputs every round, beside the candidate; small tasks take longer there (up to about a "
+    "millisecond more per call on a CPU). Compare a kernel's speedup, from one window, never these two times.")
+"""Why ``tasks --check``'s reference time and a verification's differ, as both are measured."""
+
+
 class CheckReport(TypedDict):
     """What ``tasks --check`` found (``--json`` prints it as is)."""
 
     rows: list[dict[str, Any]]      # one JSON record per task file, keys as check_tasks documents them
     summary: dict[str, Any]         # counts, the window, the scale and why tasks are outside it
     line: str                       # the summary in one line
+    ms_meaning: str                 # what its times are, beside a verification's (PROBE_TIME_MEANING)
 
 
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
@@ -82,4 +91,4 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
     if outside:
         said = sorted(outside.items(), key=lambda kv: (-kv[1], kv[0]))
         line += " (outside: " + ", ".join(f"{v} {_OUTSIDE.get(k, k)}" for k, v in said) + ")"
-    return {"rows": rows, "summary": summary, "line": line}
+    return {"rows": rows, "summary": summary, "line": line, "ms_meaning": PROBE_TIME_MEANING}

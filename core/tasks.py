@@ -15,7 +15,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
@@ -107,6 +107,21 @@ class Task:
         """The task's extents as it will run (scaled when a scale is set)."""
         return {**size_constants(self.source), **self.size_overrides}
 
+    @property
+    def input_dtypes(self) -> tuple[str, ...]:
+        """The dtypes of the tensors its cases give the kernel, in order of first use (float32 for a task
+        without cases: its ``get_inputs()`` is only known by running it)."""
+        from verifier.cases import canonical_dtype, entry_shapes
+
+        dtypes: list[str] = []
+        for case in self.spec().cases:
+            for entry in case.get("inputs", []):
+                if "value" not in entry and entry_shapes(entry):
+                    d = canonical_dtype(str(entry.get("dtype", "float32")))
+                    if d not in dtypes:
+                        dtypes.append(d)
+        return tuple(dtypes) or ("float32",)
+
     def spec(self) -> TaskSpec:
         consts = module_constants(self.source)
         atol, rtol = consts.get("ATOL"), consts.get("RTOL")
@@ -146,9 +161,7 @@ class Suite:
 
     @property
     def label(self) -> str:
-        """The suite's name beside a task id that another suite also has (``core.identity.suite_label``)."""
-        from core.identity import suite_label
-
+        """The suite's name beside a task id that another suite also has (``suite_label``)."""
         return suite_label(self.name if self.name == "builtin" else self.root)
 
     def get(self, task_id: str) -> Task:
@@ -321,12 +334,28 @@ def parse_task(path: Path, level: int, task_id: str | None = None) -> Task:
                 category_source="declared" if declared in CATEGORIES else "name")
 
 
+_LEVEL_FOLDER = re.compile(r"(?:.*[_-])?level[_-]?(\d+)", re.I)   # level1, level_2, npukernelbench_level3
+
+
+def suite_label(spec: str | Path) -> str:
+    """A suite's name as task keys and screens show it (``core.identity``): ``builtin``, else its folder's
+    name, with the folder above it when the folder is only a level (``KernelBench/level1``: several suites
+    keep a level1)."""
+    text = str(spec).rstrip("/")
+    if text == "builtin":
+        return text
+    path = PurePath(text)
+    if _LEVEL_FOLDER.fullmatch(path.name) and path.parent.name not in ("", ".", ".."):
+        return f"{path.parent.name}/{path.name}"
+    return path.name or text
+
+
 def _level_of(path: Path, root: Path) -> int:
     for part in reversed(path.relative_to(root).parts[:-1]):
-        m = re.fullmatch(r"level[_-]?(\d+)", part, re.I)
+        m = _LEVEL_FOLDER.fullmatch(part)
         if m:
             return int(m.group(1))
-    m = re.fullmatch(r"level[_-]?(\d+)", root.name, re.I)
+    m = _LEVEL_FOLDER.fullmatch(root.name)
     return int(m.group(1)) if m else 1
 
 
@@ -454,7 +483,7 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
                 window: tuple[float, float], bytes_cap: int, timeout_s: float) -> Probe:
-    from verifier.machine import fingerprint
+    from verifier.machine.facts import fingerprint
 
     auto = scale == "auto"
     factor = 1.0 if auto or scale in (None, "none") else _factor(scale)
@@ -562,8 +591,18 @@ def within_budget(task: Task) -> Task:
 CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 
 
-def cases_section(task: Task, tolerance: Tolerance) -> str:
-    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, each
+def timed_cases(task: Task, most: int) -> list[int]:
+    """The cases of a multi-case task every verification times, at most ``most`` (``[verifier] timed_cases``):
+    chosen by its cases alone (``verifier.cases.timing_order``), the same ones for every candidate and run."""
+    from verifier.cases import timing_order
+
+    cases = task.spec().cases
+    return timing_order(cases, range(len(cases)))[:most] if len(cases) > 1 else []
+
+
+def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = None) -> str:
+    """What a model must know of a multi-case task's cases ("" for a single-case task): how many, which are
+    timed (``most_timed``: ``[verifier] timed_cases``; every case when None), each
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
     dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
@@ -585,19 +624,29 @@ def cases_section(task: Task, tolerance: Tolerance) -> str:
                 d = canonical_dtype(str(entry.get("dtype", "float32")))
                 if d not in dtypes:
                     dtypes.append(d)
-    lines = [f"## Cases: {len(cases)}, every one checked and timed (the speedup is the geometric mean over them)",
+    timed = timed_cases(task, most_timed) if most_timed is not None else list(range(len(cases)))
+    if len(timed) < len(cases):
+        head = (f"## Cases: {len(cases)}, every one checked for correctness; {len(timed)} timed, the same ones in "
+                f"every verification ({', '.join(f'#{k + 1}' for k in sorted(timed))}: the largest case of each "
+                f"dtype, then the largest others); the speedup is the geometric mean over the timed cases")
+    else:
+        head = (f"## Cases: {len(cases)}, every one checked for correctness and timed (the speedup is the geometric "
+                "mean over them)")
+    lines = [head,
              "One ModelNew (one model.py) gets every case's inputs in turn: "
              + ("it must serve all of these dtypes, " + ", ".join(dtypes) + " (check each tensor's dtype and call "
                 "a launcher written for it)"
                 if len(dtypes) > 1 else f"every tensor input is {dtypes[0] if dtypes else 'float32'}")
              + ", and every shape below (read sizes from the tensors, never fix them)."]
-    for k, case in enumerate(cases[:CASE_LINES]):
-        lines.append(f"- case {k}: {describe_case(case)}")
-    if len(cases) > CASE_LINES:
+    listed = sorted(set(range(min(len(cases), CASE_LINES))) | set(timed))
+    for k in listed:
+        lines.append(f"- case #{k + 1}{' (timed)' if k in timed and len(timed) < len(cases) else ''}: "
+                     f"{describe_case(cases[k])}")
+    if len(cases) > len(listed):
         sizes = sorted((sum(_numel(s) for e in c.get("inputs", []) for s in entry_shapes(e)), k)
                        for k, c in enumerate(cases))
-        lines.append(f"- ... {len(cases) - CASE_LINES} more; the smallest is case {sizes[0][1]} "
-                     f"({describe_case(cases[sizes[0][1]])}), the largest case {sizes[-1][1]} "
+        lines.append(f"- ... {len(cases) - len(listed)} more; the smallest is case #{sizes[0][1] + 1} "
+                     f"({describe_case(cases[sizes[0][1]])}), the largest case #{sizes[-1][1] + 1} "
                      f"({describe_case(cases[sizes[-1][1]])})")
     for name, values in attributes.items():
         if len(values) > 1:

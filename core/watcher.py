@@ -5,11 +5,13 @@ Saves are grouped: ``watchfiles`` debounces a burst of writes, and while a task'
 verified, newer saves of that task wait and only the latest is verified next. The engine's own
 writes (a new best put in the folder) are recognised by hash and ignored.
 
-Successive saves form a chain: each logged edit is the child of the previous one that built (noted
-in the folder's ``.evokernel-edit``), and the first edit after the engine wrote the folder (a promoted
-attempt, a new best) is the child of that attempt. A save that fails to build or fails the format
-gate is a typo, not an experiment (``core.policy.is_slip``): it is logged under its parent, but the
-verifier callback returns no id for it, so the next save's parent stays the last edit that built.
+Successive saves form a chain that follows the working version: each logged edit is the child of the
+last edit that passed correctness (noted in the folder's ``.evokernel-edit``), and the first edit after
+the engine wrote the folder (a promoted attempt, a new best) is the child of that attempt. A save that
+fails to build or the format gate (a typo, ``core.policy.is_slip``), gives a wrong result or fails the
+anti-hack gate (an experiment, recorded and rewarded), or whose verification the tool failed (not
+judged) is logged under its parent, but the verifier callback returns no id for it: the next save's
+parent stays the last working version, so a reverted wrong edit never takes the credit of the real one.
 
 A save whose verification is under way is noted in the folder (``.evokernel-pending``) until its
 outcome is recorded: a workbench closed (or killed) before then verifies that save when it next
@@ -36,15 +38,15 @@ from core.workspace_files import (
 
 Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
 """``verify(task_id, files, parent_id)``; when it returns a str, that is the id of the attempt the save
-became, and the next save of the task is its child (a chain of edits); None (a typo) leaves the
-parent of the next save as it was."""
+became (it passed correctness), and the next save of the task is its child; None (a typo, a wrong
+result, not judged) leaves the parent of the next save as it was."""
 
 
 class EditWatcher:
     """Re-verifies saved candidates. ``verify(task_id, files, parent_id)`` does the work."""
 
     def __init__(self, kernels_dir: Path, task_ids: set[str], verify: Verify, bus: ev.EventBus,
-                 quiet_ms: int = 200, debounce_ms: int = 1600):
+                 quiet_ms: int = 120, debounce_ms: int = 1600):
         self.kernels_dir = Path(kernels_dir)
         self.task_ids = task_ids
         self._verify = verify

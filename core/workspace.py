@@ -3,6 +3,9 @@
     evokernel.toml     endpoint, model, backend, budgets, hyper-parameters, suite
     kernels/<task>/    the current candidate files of each task (hand-editable) and best/ copies
     .evokernel/        memory.lmdb, build and reference caches, logs
+
+What belongs to the user rather than a workspace (the cache outside one, crash reports) lives where the
+platform wants it: ``verifier.locations``, re-exported here for the workbench.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from pathlib import Path
 
 from core.config import Config, load_config
 from core.errors import WorkspaceError
+from verifier import locations
+
+crash_dir = locations.crash_dir   # the user's own folders, for the workbench (evotui -> core)
 
 CONFIG_NAME = "evokernel.toml"
 STATE_NAME = ".evokernel"

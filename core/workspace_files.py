@@ -157,12 +157,15 @@ def write_best_only(folder: Path, files: dict[str, str]) -> None:
     _write_all(folder / "best", files)
 
 
-STARTER_KERNEL = '''// {task_id}: write the kernel here. Launchers are extern "C" functions taking pointers and numbers.
+STARTER_KERNEL = '''// {name}: write the kernel here. Launchers are extern "C" functions taking pointers and numbers;
+// one per input dtype of the task ({dtypes}), chosen in model.py by the tensor's dtype.
 #include <cstdint>
+{launchers}'''
 
-extern "C" void {task_id}_forward(const float* x, float* out, int64_t n) {{
+STARTER_LAUNCHER = '''
+extern "C" void {launcher}(const {ctype}* x, {ctype}* out, int64_t n) {{{note}
     #pragma omp parallel for simd schedule(static)
-    for (int64_t i = 0; i < n; ++i) out[i] = x[i];  // TODO: compute {task_id}
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i];  // TODO: compute {name}
 }}
 '''
 
@@ -171,23 +174,47 @@ import torch.nn as nn
 from verifier.runtime import load
 
 lib = load()
+LAUNCHERS = {{   # the kernel's launcher for each input dtype
+{table}
+}}
 
 
 class ModelNew(nn.Module):
-    """{task_id}: the same constructor arguments as the reference Model."""
+    """{name}: the same constructor arguments as the reference Model."""
 
     def __init__(self, *init_inputs):
         super().__init__()
 
-    def forward(self, x):
+    def forward(self, x, *rest):
         x = x.contiguous()
         out = torch.empty_like(x)
-        lib.{task_id}_forward(x, out, x.numel())
+        LAUNCHERS[x.dtype](x, out, x.numel())
         return out
 '''
 
+# The C element type of each dtype's pointer (verifier.toolchain.cdecl.POINTER_DTYPES accepts each): fp16 and
+# bf16 as their 16 bits, which the starter copies as they are.
+STARTER_CTYPES = {"float32": "float", "float64": "double", "float16": "uint16_t", "bfloat16": "uint16_t",
+                  "int64": "int64_t", "int32": "int32_t", "int16": "int16_t", "int8": "int8_t", "uint8": "uint8_t",
+                  "bool": "bool"}
 
-def starter_candidate(task_id: str) -> dict[str, str]:
-    """A first candidate for a person to edit (CPU contract; compiles, but is not correct yet)."""
-    ident = "".join(c if c.isalnum() else "_" for c in task_id)
-    return {"kernel.cpp": STARTER_KERNEL.format(task_id=ident), "model.py": STARTER_MODEL.format(task_id=ident)}
+
+def c_identifier(name: str) -> str:
+    """A C identifier made from a task id: ``4_abs`` -> ``op_4_abs``, ``19_ReLU`` -> ``op_19_ReLU``,
+    ``conv2d-3x3`` -> ``conv2d_3x3`` (letters, digits and ``_``, never a digit first)."""
+    ident = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in name) or "task"
+    return f"op_{ident}" if ident[0].isdigit() else ident
+
+
+def starter_candidate(name: str, dtypes: tuple[str, ...] = ("float32",)) -> dict[str, str]:
+    """A first candidate for a person to edit, for task ``name`` whose inputs come in ``dtypes`` (CPU contract:
+    it builds and runs for every dtype, copying its first input; it is not correct yet)."""
+    ident = c_identifier(name)
+    wanted = [d for d in dict.fromkeys(dtypes) if d in STARTER_CTYPES] or ["float32"]
+    launchers = "".join(STARTER_LAUNCHER.format(launcher=f"{ident}_{d}", ctype=STARTER_CTYPES[d], name=name,
+                                                note="" if STARTER_CTYPES[d] != "uint16_t" else
+                                                f"  // {d}: its 16 bits")
+                        for d in wanted)
+    table = "\n".join(f"    torch.{d}: lib.{ident}_{d}," for d in wanted)
+    return {"kernel.cpp": STARTER_KERNEL.format(name=name, dtypes=", ".join(wanted), launchers=launchers),
+            "model.py": STARTER_MODEL.format(name=name, table=table)}

@@ -71,7 +71,9 @@ def _save_crash_report() -> str:
     import time
     import traceback
 
-    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "evokernel" / "crashes"
+    from core.workspace import crash_dir
+
+    base = crash_dir()
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError:

@@ -178,6 +178,7 @@ def run_show(args: argparse.Namespace) -> int:
     console.print(f"reward {_num(data['reward'])} · Q1 {data['q1']:+.3f} (n={data['n1']}) · "
                   f"Q2 {data['q2']:+.3f} (n={data['n2']}) · adopted by {data['adoptions']} tasks · "
                   f"retrieved {sum(data['retrieved_by'].values())} times")
+    console.print(f"earned: {escape(data['earned'])}")
     if data["text"]:
         console.print(escape(data["text"]))
     if data["outcome"]:

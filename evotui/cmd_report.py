@@ -109,10 +109,12 @@ def _print_hand(hand: dict) -> None:
 
 def _cases_cells(cases: dict | None) -> list[str]:
     """A multi-case task's cases in two cells: passed of all (for its best kernel, or its closest attempt
-    when none was feasible), and its first failing case with its inputs."""
+    when none was feasible; how many were timed when not all), and its first failing case with its inputs."""
     if not cases:
         return ["-", ""]
     closest = " (closest attempt)" if cases["of"] == "closest" else ""
+    if cases["of"] == "best" and 0 < cases.get("timed", 0) < cases["total"]:
+        closest = f", {cases['timed']} timed"
     failing = cases["failing"]
     first = f"case {failing[0]['case'] + 1}: {failing[0]['inputs']}" if failing else ""
     more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""

@@ -26,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="continue an interrupted run (the latest unfinished one by default)")
     p.add_argument("--replay", nargs="?", const="", default=None, metavar="RUN",
                    help="run a recorded run again from the LLM response cache, without the endpoint")
+    p.add_argument("--model", default=None, metavar="NAME",
+                   help="the model to ask at the endpoint; `demo`: the shipped canned model (no endpoint, no LLM: "
+                        "canned answers for a few built-in tasks, verified for real)")
     p.add_argument("--cluster", default=None, metavar="ADDRESS",
                    help='verify on a Ray cluster: local, auto or ray://host:port (default: [cluster] address)')
     p.add_argument("--quiet", action="store_true", help="no live table; one line per attempt")
@@ -37,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
-    with Session(ws, replay=args.replay is not None, backend=args.backend, cluster=args.cluster) as session:
+    with Session(ws, replay=args.replay is not None, backend=args.backend, cluster=args.cluster,
+                 model=args.model) as session:
         reporter = Reporter(quiet=args.quiet or not sys.stdout.isatty())
         session.bus.subscribe(reporter.on_event)
         if args.resume is not None:
@@ -52,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"--iterations must be at least 1 (got {args.iterations})")
             ids = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks is not None else None
             tasks = session.tasks(ids, level=args.level, suite=args.suite, scale=args.size_scale)
+            if session.demo:
+                from core.demo import DEMO_ITERATIONS
+
+                tasks = _demo_tasks(tasks, ids is not None)
+                args.iterations = args.iterations or DEMO_ITERATIONS
             problem = session.llm_problem()
             if problem:
                 from core.errors import LLMError
@@ -72,6 +81,24 @@ def run(args: argparse.Namespace) -> int:
     return 0 if record.status in ("finished", "budget") else 1
 
 
+def _demo_tasks(tasks, named: bool):
+    """The tasks the demo model has canned answers for (all the named ones must be), said on stderr."""
+    from core.demo import EXPRESSIONS, knows
+    from core.errors import ConfigError
+
+    unknown = [t.id for t in tasks if not knows(t.name)]
+    if named and unknown:
+        raise ConfigError(f"the demo model has no canned answers for {', '.join(unknown)}; it knows "
+                          f"{', '.join(sorted(EXPRESSIONS))} (built-in suite)")
+    chosen = [t for t in tasks if knows(t.name)]
+    if not chosen:
+        raise ConfigError(f"the demo model knows none of these tasks; it knows {', '.join(sorted(EXPRESSIONS))} "
+                          "(built-in suite: `--suite builtin`)")
+    print(f"demo: canned answers, not an LLM, for {len(chosen)} tasks ({', '.join(t.id for t in chosen)}); "
+          "every answer is verified for real", file=sys.stderr)
+    return chosen
+
+
 def run_summary(record) -> str:
     """One readable line for a finished (or stopped, failed) run."""
     progress = record.progress.values()
@@ -81,9 +108,11 @@ def run_summary(record) -> str:
     tokens = record.tokens_in + record.tokens_out
     broken = [t for t, p in record.progress.items() if p.broken]
     said = f"; {len(broken)} ended early ({', '.join(broken[:3])}{'...' if len(broken) > 3 else ''})" if broken else ""
+    from core.demo import DEMO_MODEL
     from evotui.widgets.marks import plural
 
-    return (f"run {record.id} {record.status}: {feasible} of {plural(len(record.tasks), 'task')} feasible after "
+    demo = " (a demo: canned answers, not an LLM)" if record.config.get("model") == DEMO_MODEL else ""
+    return (f"run {record.id}{demo} {record.status}: {feasible} of {plural(len(record.tasks), 'task')} feasible after "
             f"{done} of {plural(budget or 0, 'iteration')}{said} · {tokens:,} tokens · ${record.cost:.2f} · "
             f"`evokernel report {record.id}` for the tables")
 
@@ -143,7 +172,8 @@ class Reporter:
         from rich.console import Console
 
         self.quiet = quiet
-        self.console = Console(stderr=False)
+        # one line per attempt however long when the output is not a terminal (a log file is grepped by line)
+        self.console = Console(stderr=False, soft_wrap=not sys.stdout.isatty())
         self.rows: dict[str, dict] = {}
         self.header = ""
         self.lines: list[str] = []

@@ -99,9 +99,9 @@ def run(args: argparse.Namespace) -> int:
     if to_terminal():
         print(f"{suite.name}: {len(rows)} tasks")
     print_table(columns, table)
-    for r in rows:
+    for r in rows:   # notes, never in the table's lines (piped, the table is TSV)
         if "scaled" in r:
-            print(f"{r['id']}: {r['scaled']}")
+            print(f"{r['id']}: {r['scaled']}", file=sys.stderr)
     return 0
 
 
@@ -119,7 +119,7 @@ def _recorded(task, cache_dir) -> tuple[Any, str]:
 
 
 def _time_references(ws, tasks, quiet: bool) -> dict[str, dict]:
-    from core.verification import time_references
+    from core.workspace_verifier import time_references
 
     def progress(i: int, n: int, task_id: str, result: dict) -> None:
         said = f"{result['reference_ms']:.3f} ms" if "reference_ms" in result else result.get("reference_error")
@@ -158,4 +158,5 @@ def _check(args: argparse.Namespace, suite, scale, probe_options: ProbeOptions) 
                       "yes" if r["sized"] else "no", ms, "; ".join(r["problems"]), "; ".join(notes))
     Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None).print(table)
     print(report["line"])
+    print(report["ms_meaning"])
     return 0

@@ -25,5 +25,10 @@ def run(args: argparse.Namespace) -> int:
 
     from evotui.app import make_app
 
-    make_app(workspace.root, created=created, suite=args.suite, size_scale=args.size_scale).run()
+    app = make_app(workspace.root, created=created, suite=args.suite, size_scale=args.size_scale)
+    app.run()
+    if not app.is_headless:   # the terminal is back: leave now (a test's headless app returns instead)
+        from core.session import leave
+
+        leave(app.return_code or 0)
     return 0

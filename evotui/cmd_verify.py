@@ -68,11 +68,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from core.attempts import recorded_best
     from core.errors import WorkspaceError
     from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
-    from core.verification import open_verifier, recorded_best
     from core.workspace import Workspace
+    from core.workspace_verifier import open_verifier
 
     folder = Path(args.candidate)
     if not folder.is_dir():

@@ -141,6 +141,10 @@ class EngineHost:
             self._thread.join(timeout)
 
     async def _close(self) -> None:
+        """Quitting never waits on work in flight (a verification, a run's attempts): it is abandoned, and
+        nothing of it is recorded. A run stays resumable; a save being verified keeps its pending note and is
+        verified at the next start (core.watcher). The verifier closes first, so the sandboxes and the
+        timing processes end at once, and nothing records what their ending did to a verification."""
         if self._run is not None and not self._run.done():
             if self.session is not None:
                 self.session.stop_run()
@@ -149,10 +153,9 @@ class EngineHost:
             self._watcher.stop_event.set()
         pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
         for task in pending:
-            if task is not self._watch_task:   # the watcher ends by itself, after the edit in flight
-                task.cancel()
+            task.cancel()
         if pending:
-            await asyncio.wait(pending, timeout=10)
+            await asyncio.wait(pending, timeout=2)
         if self.session is not None:
             await self.session.close_async()
             await asyncio.to_thread(self.session.close)

@@ -21,6 +21,7 @@ class Key:
     action: str            # the action, in its owner's namespace: "app.verify", "toggle_diff"
     label: str             # the footer's label
     owner: str             # who binds it: app, main, tasks, table, memory, help, confirm, first_run, textual
+    #                        (and memory_textual: a key Textual binds on the memory browser, for its help)
     show: bool = True      # shown in the footer
     shown_as: str = ""     # how help and the palette write the key ("?", "/"); default: ``keys``
     help: str = ""         # the help screen's line ("" keeps it off the help screen)
@@ -72,15 +73,19 @@ KEYS: tuple[Key, ...] = (
         command="Help: keys and marks", command_help="Every key of the workbench"),
     Key("escape", "escape", "Close", "main", show=False),
     Key("q", "quit", "Quit", "app", help="quit (a run in progress stops and can be resumed)"),
-    # the memory browser
-    Key("escape", "app.pop_screen", "Back", "memory"),
-    Key("f5", "refresh", "Refresh", "memory"),
-    Key("o", "next_sort", "Sort", "memory"),
-    Key("slash", "open_filter", "Filter", "memory", shown_as="/",
-        help="in the memory browser: open the task filter (arrows and enter choose; tab: the next filter)"),
-    Key("question_mark,f1", "show_help", "Help", "memory", show=False),
-    Key("enter", "select", "Open", "textual", show=False, help="in the memory browser: open the parent or child "
-        "under the cursor (tab reaches them, below the experience's facts); attempts are #n as in the tree"),
+    # the memory browser (its own help lists these)
+    Key("escape", "back", "Back", "memory", help="clear the search, else back to the workbench (m too)"),
+    Key("slash", "search", "Search", "memory", shown_as="/",
+        help="search the titles and the code (every word; enter: back to the list; escape clears it)"),
+    Key("f", "open_filter", "Filters", "memory",
+        help="the filters: open the task filter (arrows and enter choose; tab: the next filter)"),
+    Key("o", "next_sort", "Sort", "memory", help="the next order: Q1, Q2, reward, recency, adoptions"),
+    Key("f5", "refresh", "Refresh", "memory", help="read the memory again"),
+    Key("question_mark,f1", "show_help", "Help", "memory", shown_as="? / f1", help="this help (escape closes it)"),
+    Key("tab", "app.focus_next", "Next", "memory_textual",
+        help="next: the list, the experience, its parent and children, then the filters"),
+    Key("enter", "select", "Open", "memory_textual", show=False,
+        help="open the parent or child under the cursor; attempts are #n as in the attempt tree"),
     # dialogs
     Key("escape", "close", "Close", "help"),
     Key("question_mark", "close", "Close", "help", show=False),
@@ -101,9 +106,14 @@ def bindings(owner: str) -> list[BindingType]:
     return [key.binding() for key in KEYS if key.owner == owner]
 
 
-def help_lines() -> list[tuple[str, str]]:
-    """(key, what it does) for the help screen."""
-    return [(key.display, key.help) for key in KEYS if key.help]
+MEMORY_OWNERS = ("memory", "memory_textual")
+
+
+def help_lines(screen: str = "main") -> list[tuple[str, str]]:
+    """(key, what it does) for the help screen of ``screen``: the workbench's, or the memory browser's own."""
+    mine = (lambda key: key.owner in MEMORY_OWNERS) if screen == "memory" else \
+        (lambda key: key.owner not in MEMORY_OWNERS)
+    return [(key.display, key.help) for key in KEYS if key.help and mine(key)]
 
 
 def commands() -> list[Key]:

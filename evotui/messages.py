@@ -85,6 +85,13 @@ class TaskHighlighted(WorkbenchMessage):
 
 
 @dataclass(eq=False)
+class StatusesDrawn(WorkbenchMessage):
+    """The task table drew new statuses of ``task_ids`` (a batch)."""
+
+    task_ids: tuple[str, ...]
+
+
+@dataclass(eq=False)
 class AttemptHighlighted(WorkbenchMessage):
     """The attempt tree's cursor is on ``exp_id`` of ``task_id``."""
 
@@ -101,6 +108,7 @@ class MemoryQueryChanged(WorkbenchMessage):
 
     filters: dict[str, str | None]
     sort: str
+    search: str = ""      # words every shown experience's title or code holds
 
 
 @dataclass(eq=False)
@@ -195,6 +203,7 @@ class MemoryLoaded(WorkbenchMessage):
     total: int
     filters: dict[str, str | None] = field(default_factory=dict)
     sort: str = "recency"
+    search: str = ""
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, MemoryLoaded)

@@ -48,9 +48,9 @@ class Readers(AppParts):
         self._reply(reply_to, AttemptLoaded(exp, parent))
 
     @work(thread=True, exclusive=True, group="memory", exit_on_error=False, name="reading the memory")
-    def load_memory(self, filters: dict[str, str | None], sort: str, reply_to: MessagePump) -> None:
-        items, total = self._session().browse_memory(filters, sort, limit=MEMORY_PAGE)
-        self._reply(reply_to, MemoryLoaded(items, total, dict(filters), sort))
+    def load_memory(self, filters: dict[str, str | None], sort: str, reply_to: MessagePump, search: str = "") -> None:
+        items, total = self._session().browse_memory(filters, sort, limit=MEMORY_PAGE, search=search)
+        self._reply(reply_to, MemoryLoaded(items, total, dict(filters), sort, search))
 
     @work(thread=True, exclusive=True, group="experience", exit_on_error=False, name="reading an experience")
     def load_experience(self, exp_id: str, reply_to: MessagePump) -> None:

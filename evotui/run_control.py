@@ -11,6 +11,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 from textual.app import SuspendNotSupported
@@ -42,6 +43,22 @@ def editor_command(environ=None) -> list[str] | str:
     if shutil.which(command[0]) is None:
         return f"{where} ({command[0]}) was not found; set VISUAL or EDITOR to an installed editor"
     return command
+
+
+EDIT_SUMMARY_DELAY_S = 0.5   # after the editor returns: the events queued meanwhile are handled by then
+
+
+def tmux_split(argv: list[str], folder: Path, environ=None) -> str | None:
+    """Open the editor in a tmux pane beside the workbench when it runs inside tmux (the workbench stays on
+    screen, its verdicts with it); what to say in the log, or None when there is no tmux session to split."""
+    environ = os.environ if environ is None else environ
+    if not environ.get("TMUX") or shutil.which("tmux") is None:
+        return None
+    done = subprocess.run(["tmux", "split-window", "-h", "-c", str(folder), shlex.join(argv)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return None   # a session that cannot be split: the editor takes the terminal as usual
+    return "the editor is open in a tmux pane beside the workbench: verdicts show here as you save"
 
 
 VI_FAMILY = ("vi", "vim", "nvim", "gvim", "mvim", "vim.basic", "vim.tiny", "vim.nox", "vim.gtk3")
@@ -136,7 +153,8 @@ class RunControl(AppParts):
 
     def on_run_refused(self, message: RunRefused) -> None:
         self.set_run_state(*self._before_start)   # a run to resume stays one
-        self.main.note(f"cannot start a run: {message.reason}", "warn")
+        self.main.note(f"cannot start a run: {message.reason} (to watch one with no LLM at all: "
+                       "`evokernel run --model demo`, canned answers)", "warn")
         self.notify(message.reason, title="Cannot start a run", severity="error", timeout=12, markup=False)
 
     # -- one attempt --------------------------------------------------------------------------------
@@ -190,7 +208,12 @@ class RunControl(AppParts):
         hint = f"Edit {folder}: saving re-verifies it."
         names = ", ".join(p.rsplit("/", 1)[-1] for p in paths)
         self.main.note(f"{task}: {names} in kernels/{task}/; saving re-verifies")
+        split = tmux_split(editor_argv(command, paths), folder)
+        if split is not None:   # beside the workbench, which keeps showing every verdict
+            self.main.note(split, "dim")
+            return
         failed = None
+        since = time.time()
         try:
             with self.suspend():
                 # Anything raised here must not leave the block: Textual resumes the terminal only
@@ -205,6 +228,17 @@ class RunControl(AppParts):
             text = f"could not start {command[0]}: {failed.strerror or failed}. {hint}"
             self.main.note(text, "warn")
             self.notify(text, title="Could not start the editor", severity="error", markup=False)
+        else:   # the verdicts that came in while the editor hid the workbench, once their events are in
+            self.set_timer(EDIT_SUMMARY_DELAY_S, lambda: self._edit_summary(since))
+
+    def _edit_summary(self, since: float) -> None:
+        """Say what was verified while an editor held the terminal (its verdicts queued unseen)."""
+        lines = self.main.verdicts_since(since)
+        if not lines:
+            return
+        text = f"while the editor was open: {'; '.join(lines)}"
+        self.main.note(text, "ok")
+        self.notify("\n".join(lines), title="Verified while you edited", markup=False)
 
     def action_promote(self) -> None:
         """p: put the selected attempt's files in kernels/<task>/."""

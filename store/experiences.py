@@ -24,7 +24,7 @@ FILTERS = ("task", "kind", "stage", "backend", "source")
 _ID = re.compile(r"^[0-9A-Za-z_.:-]{1,96}$")
 # Fields kept in the immutable body.
 BODY = ("task_id", "kind", "backend", "stage", "title", "text", "outcome", "reward", "parent_id", "source",
-        "model", "run_id", "iteration", "signature", "created_at", "extra")
+        "model", "run_id", "iteration", "signature", "created_at", "extra", "code_id")
 
 
 def validate(exp: Experience) -> None:
@@ -57,7 +57,8 @@ def validate(exp: Experience) -> None:
     for field_name, kind in (("title", str), ("text", str), ("backend", str), ("model", str),
                              ("outcome", (dict, type(None))),
                              ("signature", dict), ("extra", dict), ("q_history", list), ("adopted_by", list),
-                             ("retrieved_by", dict), ("run_id", (str, type(None))), ("iteration", (int, type(None)))):
+                             ("retrieved_by", dict), ("cited_by", dict), ("run_id", (str, type(None))),
+                             ("iteration", (int, type(None)))):
         if not isinstance(getattr(exp, field_name), kind):
             raise InvalidRecord(f"field {field_name} of experience {name!r} has the wrong type "
                                 f"({type(getattr(exp, field_name)).__name__})")
@@ -69,7 +70,7 @@ def validate(exp: Experience) -> None:
 
 def fingerprint_of(exp: Experience) -> bytes:
     """The near-duplicate key of ``exp``."""
-    return fingerprint(exp.task_id, exp.kind, exp.backend, exp.files, exp.title, exp.text)
+    return fingerprint(exp.task_id, exp.kind, exp.backend, exp.files, exp.title, exp.text, exp.code_id)
 
 
 def _row(exp: Experience, seq: int) -> dict[str, Any]:
@@ -118,7 +119,7 @@ def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     exp.id, exp.created_at, exp.updated_at = exp_id, created, updated
     txn.put(key, pack(_row(exp, seq)), db=t.row)
     hist = {"q_history": list(exp.q_history), "adopted_by": list(exp.adopted_by),
-            "retrieved_by": dict(exp.retrieved_by)}
+            "retrieved_by": dict(exp.retrieved_by), "cited_by": dict(exp.cited_by)}
     txn.put(key, pack(hist), db=t.hist)
     txn.put(text_key(exp.task_id) + b"\x00" + key, pack(exp.parent_id), db=t.bytask)
     if exp.parent_id:
@@ -127,6 +128,19 @@ def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     txn.put(fp, key, db=t.dedup)
     txn.put(seq_key(seq), key, db=t.order)
     return exp_id, True
+
+
+def same_code(txn: Txn, t: Tables, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+              files: dict[str, str]) -> str | None:
+    """The id of a stored experience of ``task_id`` of one of ``kinds`` with this code: by its identity
+    (``code_id``), else (records stored without one) by the store's own normalisation of ``files``."""
+    for kind in kinds:
+        for fp in (fingerprint(task_id, kind, backend, files, "", "", code_id), fingerprint(task_id, kind, backend,
+                                                                                              files, "", "")):
+            found = txn.get(fp, db=t.dedup)
+            if found is not None:
+                return bytes(found).decode()
+    return None
 
 
 def load(txn: Txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experience | None:
@@ -149,6 +163,7 @@ def load(txn: Txn, t: Tables, exp_id: str, *, with_files: bool = True) -> Experi
         id=exp_id, files=files, updated_at=row["updated"], q1=row["q1"], q2=row["q2"], n1=row["n1"],
         n2=row["n2"], adoptions=row["adoptions"], q_history=hist.get("q_history", []),
         adopted_by=hist.get("adopted_by", []), retrieved_by=hist.get("retrieved_by", {}),
+        cited_by=hist.get("cited_by", {}),
         **{k: v for k, v in body.items() if k in BODY},
     )
 

@@ -30,13 +30,18 @@ def normalise_text(text: str) -> str:
     return _SPACE.sub(" ", text).strip().lower()
 
 
-def fingerprint(task_id: str, kind: str, backend: str, files: dict[str, str], title: str, text: str) -> bytes:
-    """The 32-byte near-duplicate key of an experience."""
+def fingerprint(task_id: str, kind: str, backend: str, files: dict[str, str], title: str, text: str,
+                code_id: str = "") -> bytes:
+    """The 32-byte near-duplicate key of an experience: by ``code_id`` when the caller gives its code's
+    identity (the verifier's, which reads each language as it is read: core passes it), else by
+    ``normalise_code``."""
     h = hashlib.sha256()
     for part in (task_id, kind, backend):
         h.update(part.encode())
         h.update(b"\x00")
-    if files:
+    if files and code_id:
+        h.update(b"c\x00" + code_id.encode())
+    elif files:
         for name in sorted(files):
             h.update(b"f\x00" + name.encode() + b"\x00")
             h.update(normalise_code(name, files[name]).encode())

@@ -31,6 +31,10 @@ class Memory(Protocol):
     ) -> list[Experience]:
         """Experiences passing the filters, sorted (recency, q1, q2, reward, adoptions) and paged."""
 
+    def same_code(self, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+                  files: dict[str, str]) -> str | None:
+        """The id of a stored experience of ``task_id`` (one of ``kinds``) with the same code, or None."""
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with files, values and history, or None."""
 
@@ -51,9 +55,10 @@ class Memory(Protocol):
 
     def update_values(
         self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
-        weights: dict[str, float] | None = None,
+        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None,
     ) -> dict[str, float]:
-        """In one transaction, Q ← Q + α·w·(r − Q) on Q1 ("draft") or Q2 ("refine"); the new values."""
+        """In one transaction, Q ← Q + α·w·(r − Q) on Q1 ("draft") or Q2 ("refine"); the new values. Each
+        update's history entry keeps its weight and whether the answer cited the id (``cited``)."""
 
     def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
         """Count one retrieval of each id for ``task_id``."""

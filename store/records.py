@@ -22,6 +22,7 @@ KINDS = (
     "human_edit",
     "rule",
     "baseline_trace",   # attempts of the pass@k / refinement baselines: kept for reports, never retrieved
+    "not_judged",       # an attempt whose verification the tool itself failed: shown, never retrieved or a parent
 )
 STAGES = ("draft", "refine", "")
 SOURCES = ("seed", "llm", "human")
@@ -79,6 +80,8 @@ class Experience:
     run_id: str | None = None
     iteration: int | None = None
     signature: dict[str, Any] = field(default_factory=dict)
+    code_id: str = ""   # its code's identity as the caller reads it (comments and spacing aside): near-duplicates
+    #                     are found by it when given (store.fingerprint), else by the store's own normalisation
     id: str = ""
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -90,6 +93,7 @@ class Experience:
     adoptions: int = 0
     adopted_by: list[str] = field(default_factory=list)
     retrieved_by: dict[str, int] = field(default_factory=dict)
+    cited_by: dict[str, int] = field(default_factory=dict)    # answers that cited it, per task
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -157,6 +157,14 @@ class Store:
                 e.id, e.created_at, e.updated_at = i, c, u
             raise
 
+    def same_code(self, task_id: str, kinds: Iterable[str], backend: str, code_id: str,
+                  files: dict[str, str]) -> str | None:
+        """The id of a stored experience of ``task_id`` (one of ``kinds``, in that order) with the same code:
+        the same ``code_id``, or for records stored without one, the same normalised ``files``."""
+        kinds = list(kinds)
+        return self._env.read(lambda txn: experiences.same_code(txn, self._t, task_id, kinds, backend, code_id,
+                                                                 files))
+
     def get(self, exp_id: str) -> Experience | None:
         """The experience ``exp_id`` with its files, values and history, or None."""
         return self._env.read(lambda txn: experiences.load(txn, self._t, exp_id))
@@ -280,16 +288,19 @@ class Store:
 
     def update_values(
         self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
-        weights: dict[str, float] | None = None,
+        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None,
     ) -> dict[str, float]:
         """In one transaction, Q ← Q + α·w·(r − Q) on each id's Q1 (stage "draft") or Q2 ("refine").
 
         ``w`` is ``weights.get(id, 1.0)``; the update count grows by one and the history keeps the last
-        32 updates. Returns the new values of the ids that exist.
+        32 updates, each with its weight and (given ``cited``) whether the answer cited the id. Returns the
+        new values of the ids that exist.
         """
         ids = list(ids)
+        cited = list(cited) if cited is not None else None
         return self._write(lambda txn: values.update_values(
-            txn, self._t, ids, stage=stage, reward=reward, alpha=alpha, task_id=task_id, weights=weights))
+            txn, self._t, ids, stage=stage, reward=reward, alpha=alpha, task_id=task_id, weights=weights,
+            cited=cited))
 
     def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
         """Count one retrieval of each id for ``task_id``."""
@@ -297,7 +308,7 @@ class Store:
         self._write(lambda txn: values.record_retrieval(txn, self._t, task_id, ids))
 
     def record_adoption(self, task_id: str, ids: Iterable[str]) -> None:
-        """Note that ``task_id`` adopted (cited) each id."""
+        """Note that ``task_id`` adopted (cited) each id (every citation counted, per task)."""
         ids = list(ids)
         self._write(lambda txn: values.record_adoption(txn, self._t, task_id, ids))
 

@@ -59,6 +59,8 @@ def document_text(body: dict[str, Any], files: dict[str, str]) -> str:
         str(sig.get("text", "")),
         " ".join(map(str, sig.get("ops", []) or [])),
         str(sig.get("category", "")),
+        str(sig.get("kind_terms", "")),          # family_gemm regime_compute dtype_float32 (core.kinship)
+        " ".join(map(str, sig.get("traced_ops", []) or [])),
         str(body.get("title", "")),
         str(body.get("text", "")),
     ]

@@ -19,12 +19,15 @@ VALUE_STAGES = {"draft": ("q1", "n1"), "refine": ("q2", "n2")}
 
 def update_values(
     txn: Txn, t: Tables, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None,
-    weights: dict[str, float] | None,
+    weights: dict[str, float] | None, cited: Iterable[str] | None = None,
 ) -> dict[str, float]:
     """Q ← Q + α·w·(r − Q) for the stage's value of each existing id; returns the new values.
 
-    Ids that are not stored are skipped (they are absent from the result).
+    Ids that are not stored are skipped (they are absent from the result). Each update is kept in the id's
+    history with its weight and, when ``cited`` is given, whether the answer cited the id: how the value was
+    earned.
     """
+    cited_set = set(cited) if cited is not None else None
     if stage not in VALUE_STAGES:
         raise ValueError(f"stage must be 'draft' (Q1) or 'refine' (Q2), not {stage!r}")
     if not math.isfinite(reward) or not math.isfinite(alpha):
@@ -43,7 +46,9 @@ def update_values(
         row[qname], row[nname], row["updated"] = q, row[nname] + 1, now
         txn.put(key, pack(row), db=t.row)
         hist = _hist(txn, t, key)
-        entry = {"t": now, "stage": stage, "q": q, "reward": reward, "task": task_id}
+        entry: dict[str, Any] = {"t": now, "stage": stage, "q": q, "reward": reward, "task": task_id, "w": w}
+        if cited_set is not None:
+            entry["cited"] = exp_id in cited_set
         hist["q_history"] = (hist.get("q_history", []) + [entry])[-HISTORY_CAP:]
         txn.put(key, pack(hist), db=t.hist)
         out[exp_id] = q
@@ -52,7 +57,7 @@ def update_values(
 
 def _hist(txn: Txn, t: Tables, key: bytes) -> dict[str, Any]:
     raw = txn.get(key, db=t.hist)
-    return unpack(raw) if raw is not None else {"q_history": [], "adopted_by": [], "retrieved_by": {}}
+    return unpack(raw) if raw is not None else {"q_history": [], "adopted_by": [], "retrieved_by": {}, "cited_by": {}}
 
 
 def record_retrieval(txn: Txn, t: Tables, task_id: str, ids: Iterable[str]) -> None:
@@ -68,15 +73,19 @@ def record_retrieval(txn: Txn, t: Tables, task_id: str, ids: Iterable[str]) -> N
 
 
 def record_adoption(txn: Txn, t: Tables, task_id: str, ids: Iterable[str]) -> None:
-    """Note that ``task_id`` adopted (cited) each id; ``adoptions`` counts distinct tasks."""
+    """Note that ``task_id`` adopted (cited) each id: every citation counts in ``cited_by`` (per task);
+    ``adoptions`` counts distinct tasks."""
     for exp_id in dict.fromkeys(ids):
         key = exp_id.encode()
         raw = txn.get(key, db=t.row)
         if raw is None:
             continue
         hist = _hist(txn, t, key)
+        counts = hist.setdefault("cited_by", {})
+        counts[task_id] = counts.get(task_id, 0) + 1
         adopters = hist.setdefault("adopted_by", [])
         if task_id in adopters:
+            txn.put(key, pack(hist), db=t.hist)
             continue
         adopters.append(task_id)
         txn.put(key, pack(hist), db=t.hist)

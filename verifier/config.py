@@ -54,8 +54,9 @@ class VerifyConfig(BaseModel):
     cases_timing_budget_s: float = Field(20.0, gt=0)
     """Wall-clock budget of all a multi-case task's timing windows in one verification: each window's
     timed rounds get their share (a side at most ``min(timing_budget_s, this / (cases timed x sides))``,
-    never fewer than 5 rounds), and once it is spent the cases still to be timed are not (at least one
-    case always is; the verdict names the ones left). A window measured again gets it again."""
+    never fewer than 5 rounds). Every case ``timed_cases`` chooses is timed whatever the load (the set
+    depends on the task's cases alone); a loaded machine makes the windows longer, never fewer. A window
+    measured again gets it again."""
 
     timing_precision: float = Field(0.04, ge=0, lt=1)
     """The window stops before ``timing_calls`` once every ratio it reports (the reference's time over
@@ -77,7 +78,7 @@ class VerifyConfig(BaseModel):
 
     flush_cache: bool = True
     """Overwrite a buffer before every timed call that evicts the timed cores' caches: twice their private
-    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.flush_plan``)."""
+    caches plus a bounded share of the shared one, tens of MB (``verifier.machine.caches.flush_plan``)."""
 
     timing: Literal["evokernel", "multikernelbench", "npukernelbench"] = "evokernel"
     """What one timed sample is (``verifier.timing_method``): ``evokernel``, one cold call after a cache flush (the

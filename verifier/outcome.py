@@ -22,6 +22,12 @@ PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
 
+TOOL = "tool"
+"""A failed gate's ``details[TOOL]``: why the failure is the tool's and not the kernel's (a sandbox or timing
+process lost, the machine out of memory, the verifier closing or failing itself). Such an outcome judges
+nothing (``Outcome.not_judged``): it is never cached, the engine verifies again, and what still fails is
+recorded as not judged, with no reward, no value moved, never a parent or a start point."""
+
 
 @dataclass
 class GateResult:
@@ -127,17 +133,29 @@ class Outcome:
             self.message = ", ".join(parts)
         return self
 
+    CASE_TIMES = ("latency_ms", "reference_ms", "speedup", "speedup_ci", "vs_reference", "gain", "gain_ci", "vs_best",
+                  "rounds")
+
     def add_case_times(self, timed: list[dict[str, Any]]) -> None:
-        """Each case's time and speedup from its own window (the performance gate's ``cases``) beside its
-        correctness verdict in ``cases``."""
+        """Each case's time, speedup and verdicts from its own window (the performance gate's ``cases``) beside
+        its correctness verdict in ``cases``."""
         by_case = {int(c["case"]): c for c in self.cases if "case" in c}
         for t in timed:
             entry = by_case.get(int(t["case"]))
             if entry is None:
                 entry = by_case[int(t["case"])] = {"case": int(t["case"])}
                 self.cases.append(entry)
-            entry.update({k: t[k] for k in ("latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds") if k in t})
+            entry.update({k: t[k] for k in self.CASE_TIMES if k in t})
         self.cases.sort(key=lambda c: int(c.get("case", 0)))
+
+    @property
+    def not_judged(self) -> str:
+        """Why this outcome says nothing of the kernel (a failure of the tool's own, ``TOOL``; a gate of the
+        verifier's own failure, ``internal``), or "" when it is the kernel's verdict."""
+        for g in self.gates:
+            if g.status == FAILED and (g.details.get(TOOL) or g.details.get("internal")):
+                return str(g.details.get(TOOL) or g.message)
+        return ""
 
     @property
     def timed(self) -> bool:

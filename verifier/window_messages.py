@@ -155,7 +155,7 @@ class Leaf:
 
 @dataclass(frozen=True)
 class Outputs:
-    """A call's result: its structure (``verifier.job.common.flatten``) and where each tensor leaf lies."""
+    """A call's result: its structure (``verifier.job.tensors.flatten``) and where each tensor leaf lies."""
 
     structure: Any
     leaves: tuple[Leaf, ...]

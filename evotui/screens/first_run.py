@@ -41,6 +41,7 @@ def first_run_text(root: str, created: list[str], llm_ready: bool, *, suite: str
     if llm_ready:
         text.append("\nAn endpoint is configured already: press r to start a run.\n")
     text.append("\nWithout one the workbench still works: hand-edit kernels/<task>/, verify, browse memory.")
+    text.append("\nTo watch a run with no LLM at all: evokernel run --model demo (canned answers, a demo).")
     return text
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Footer, Input, Static
 
 from core import events as ev
 from core.attempts import AttemptLine, TaskRow, outcome_of
@@ -22,6 +23,7 @@ from evotui.messages import (
     AttemptHighlighted,
     AttemptLoaded,
     AttemptsLoaded,
+    StatusesDrawn,
     TaskHighlighted,
     TaskRowsLoaded,
 )
@@ -48,6 +50,8 @@ class MainScreen(Screen):
     MainScreen #left { width: 50%; }
     MainScreen #filter { display: none; height: 1; border: none; padding: 0 1; }
     MainScreen #filter.shown { display: block; }
+    MainScreen #status-line { display: none; height: auto; max-height: 4; padding: 0 1; }
+    MainScreen #status-line.shown { display: block; }
     MainScreen AttemptTree { width: 1fr; }
     MainScreen CodeView { width: 3fr; }
     MainScreen EventLog { width: 2fr; }
@@ -76,6 +80,7 @@ class MainScreen(Screen):
         self.suite = ""     # which suite, and its sizes: the task table's subtitle
         self.follow: str | None = None   # an attempt just recorded for the task shown: the tree goes to it
         self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
+        self.verdicts: list[tuple[float, str]] = []   # (when, "task #n: verdict") of each attempt recorded
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
@@ -85,6 +90,7 @@ class MainScreen(Screen):
                 box.can_focus = False     # until / opens it
                 yield box
                 yield TaskTable(id="tasks")
+                yield Static(id="status-line")     # the task's whole status when its cell cuts it
             yield AttemptTree(id="attempts")
         with Horizontal(id="bottom"):
             yield CodeView(id="code")
@@ -228,7 +234,21 @@ class MainScreen(Screen):
 
     # -- loading -------------------------------------------------------------------------------------
 
+    def _show_status_line(self) -> None:
+        """The highlighted task's whole status under the table when its cell cuts it (a narrow pane, a
+        long verdict: "#2 edit ✗ build: error: expected ';'..."), hidden otherwise."""
+        line = self.query_one("#status-line", Static)
+        text = self.query_one(TaskTable).cut_status(self.current_task)
+        line.update(Text(f"{self.current_task}: {text}", style="dim") if text else "")
+        line.set_class(bool(text), "shown")
+
+    def on_statuses_drawn(self, message: StatusesDrawn) -> None:
+        if self.current_task in message.task_ids:
+            self._show_status_line()
+
     def on_task_highlighted(self, message: TaskHighlighted) -> None:
+        if message.task_id == self.current_task:
+            self._show_status_line()
         if message.task_id == self.task_id or message.task_id != self.current_task:
             return  # the same task, or a highlight the cursor has already left
         self.task_id = message.task_id
@@ -381,13 +401,19 @@ class MainScreen(Screen):
                      f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
                      e.at)
 
+    def verdicts_since(self, since: float) -> list[str]:
+        """The attempts recorded since ``since``, one "task #n: verdict" each (the editor's summary)."""
+        return [text for at, text in self.verdicts if at >= since]
+
     def _attempt_recorded(self, e: ev.AttemptRecorded) -> None:
         table = self.query_one(TaskTable)
         human = e.source == "human"
         label = marks.attempt_label(e.number, human)
         out = e.outcome
         verdict = marks.verdict(out)
-        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "fail")
+        self.verdicts = [*self.verdicts[-49:], (e.at, f"{e.task} {label}: {marks.short_verdict(out)}"
+                                                       + (" (the same code)" if e.duplicate else ""))]
+        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
         changes: dict = {}
         if not human:
             changes["used"] = e.iteration + 1
@@ -413,9 +439,18 @@ class MainScreen(Screen):
             self._attempt_shown(e)
             return
         self.repeats.pop(e.task, None)
+        if e.not_judged:
+            stays = (f"; the next save's parent stays {self._index_of(e.task, e.parent_id) if e.parent_id else 'none'}"
+                     if human else "")
+            self.note(f"{e.task} {who}: {marks.verdict(out)}: verified twice, the tool failed both times; no verdict, "
+                      f"no reward, no value moved, never a parent or a start point{stays}", "warn", e.at)
+            self._attempt_shown(e)
+            return
         full = marks.full_verdict(out)
         reason = e.reason   # said once, by the engine, with the reward
-        if e.slip:
+        correct = out.gate_or_none("correctness")
+        if human and not (correct is not None and correct.passed):
+            # a typo or a wrong result is recorded, but the next save descends from the last working version
             parent = self._index_of(e.task, e.parent_id) if e.parent_id else "a new root"
             reason += f"; the next save's parent stays {parent}"
         self.note(f"{e.task} {who}: {full} · reward {marks.reward(e.reward)}: {reason}{best}",

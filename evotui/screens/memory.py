@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, cast
 from textual.app import ComposeResult
 from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import Screen
-from textual.widgets import Footer, Select
+from textual.widgets import Footer, Input, Select
 
 from core.memory import KINDS, SORTS, SOURCES
 from evotui import keys
@@ -53,9 +53,15 @@ class MemoryScreen(Screen):
         border-title-align: left;
         border-subtitle-align: right;
     }
-    MemoryScreen MemoryList:focus, MemoryScreen ExperienceDetail:focus { border: round $primary; }
+    /* focus shows by more than a colour: a heavy border and a ▶ before the pane's title */
+    MemoryScreen MemoryList:focus, MemoryScreen ExperienceDetail:focus-within { border: heavy $accent; }
+    MemoryScreen #filters Select:focus-within { text-style: bold reverse; }
+    MemoryScreen #family:focus { border-left: thick $accent; }
     MemoryScreen ExperienceDetail { width: 1fr; padding: 0 1; }
+    MemoryScreen #search { display: none; height: 1; border: none; padding: 0 1; }
+    MemoryScreen #search.shown { display: block; }
     """
+    TITLES = {"memory": "Memory", "detail": "Experience"}
 
     @property
     def workbench(self) -> EvoKernelApp:
@@ -69,11 +75,16 @@ class MemoryScreen(Screen):
         self.filters: dict[str, str | None] = {name: None for name in FILTERS}
         self.shown_id: str | None = None
         self.opened_id: str | None = None    # a parent or child opened from the detail (not in the list)
+        self.search = ""                     # / : words every listed experience's title or code holds
 
     def compose(self) -> ComposeResult:
         yield RunHeader()
         with Horizontal(id="panes"):
             with Vertical(id="left"):
+                box = Input(placeholder="search titles and code: every word (enter: the list; escape clears)",
+                            id="search")
+                box.can_focus = False   # until / opens it
+                yield box
                 with Grid(id="filters"):
                     yield Select([(t, t) for t in [*self.task_ids, "*"]], prompt="task: any", id="task", compact=True)
                     yield Select([(k, k) for k in KINDS], prompt="kind: any", id="kind", compact=True)
@@ -89,11 +100,33 @@ class MemoryScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(MemoryList).border_title = "Memory"
-        self.query_one(ExperienceDetail).border_title = "Experience"
+        self._title_panes()
         self.query_one(MemoryList).focus()
         self.app.theme_changed_signal.subscribe(self, lambda _theme: self.query_one(ExperienceDetail).restyle())
-        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
+        self._query()
+
+    def _query(self) -> None:
+        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort, self.search))
+
+    @property
+    def focus_chain(self):
+        """Tab goes through the list, the experience and its parent and children first, then the filters
+        (six drop-downs used now and then), not the other way round as their place on screen would have it."""
+        chain = super().focus_chain
+        grid = self.query_one("#filters")
+        filters = [w for w in chain if grid in w.ancestors]
+        return [w for w in chain if w not in filters] + filters
+
+    def _title_panes(self) -> None:
+        """The focused pane says so in its title (▶), not only by its border's colour."""
+        for widget, name in ((self.query_one(MemoryList), "memory"), (self.query_one(ExperienceDetail), "detail")):
+            widget.border_title = ("▶ " if widget.has_focus_within else "") + self.TITLES[name]
+
+    def on_descendant_focus(self, event) -> None:
+        self._title_panes()
+
+    def on_descendant_blur(self, event) -> None:
+        self._title_panes()
 
     # -- the query ----------------------------------------------------------------------------------
 
@@ -108,39 +141,74 @@ class MemoryScreen(Screen):
             self.sort = str(event.value)
         elif name in self.filters:
             self.filters[name] = None if event.value is Select.BLANK else str(event.value)
-        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
+        self._query()
 
     def on_memory_query_changed(self, message: MemoryQueryChanged) -> None:
         self.query_one(MemoryList).border_subtitle = "loading…"
-        self.workbench.load_memory(message.filters, message.sort, self)
+        self.workbench.load_memory(message.filters, message.sort, self, message.search)
 
     def action_open_filter(self) -> None:
-        """/: open the task filter's drop-down (arrows and enter choose; tab moves to the next filter)."""
+        """f: open the task filter's drop-down (arrows and enter choose; tab moves to the next filter)."""
         select = self.query_one("#task", Select)
         select.focus()
         select.expanded = True
 
+    def action_search(self) -> None:
+        """/: search the titles and the code (typing narrows the list; enter back to it; escape clears)."""
+        box = self.query_one("#search", Input)
+        box.can_focus = True
+        box.add_class("shown")
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "search":
+            event.stop()
+            self.search = event.value.strip()
+            self._query()
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "search":
+            event.stop()
+            if not event.value.strip():
+                event.input.remove_class("shown")
+                event.input.can_focus = False
+            self.query_one(MemoryList).focus()
+
+    def action_back(self) -> None:
+        """Escape: clear the search, else back to the workbench."""
+        box = self.query_one("#search", Input)
+        if box.has_class("shown") or box.value:
+            box.value = ""
+            box.remove_class("shown")
+            box.can_focus = False
+            self.search = ""
+            self._query()
+            self.query_one(MemoryList).focus()
+            return
+        self.app.pop_screen()
+
     def action_show_help(self) -> None:
-        """? or F1: the keys and marks, as on the main screen."""
+        """? or F1: the memory browser's own keys, and what its values mean."""
         from evotui.screens.help import HelpScreen
 
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen("memory"))
 
     def action_refresh(self) -> None:
-        self.post_message(MemoryQueryChanged(dict(self.filters), self.sort))
+        self._query()
 
     def action_next_sort(self) -> None:
         select = self.query_one("#sort", Select)
         select.value = SORTS[(SORTS.index(self.sort) + 1) % len(SORTS)]
 
     def on_memory_loaded(self, message: MemoryLoaded) -> None:
-        if message.filters != self.filters or message.sort != self.sort:
+        if message.filters != self.filters or message.sort != self.sort or message.search != self.search:
             return  # an older query's answer
         listing = self.query_one(MemoryList)
         listing.show(message.items)
         shown = len(message.items)
         more = f" (first {shown})" if shown < message.total else ""
-        listing.border_subtitle = f"{plural(message.total, 'experience')}{more} · by {message.sort}"
+        found = f" · /{message.search}" if message.search else ""
+        listing.border_subtitle = f"{plural(message.total, 'experience')}{more} · by {message.sort}{found}"
         if not message.items:
             self.shown_id = None
             self.query_one(ExperienceDetail).show_message("Nothing matches these filters.")

@@ -145,7 +145,10 @@ class AttemptTree(Table):
         if line.repeats:   # the same code came back this many more times (not stored twice)
             index.append(f" ×{line.repeats + 1}", style=self._style("skip"))
         tone = {"passed": "pass", "failed": "fail", "skipped": "skip"}
-        gate_marks = {gate: Text(marks.mark(status), style=self._style(tone.get(status, "skip")), justify="center")
+        if line.not_judged:   # the tool failed at that gate, not the kernel: no verdict there
+            tone["failed"] = "skip"
+        gate_marks = {gate: Text(marks.NOT_JUDGED if line.not_judged and status == "failed" else marks.mark(status),
+                                 style=self._style(tone.get(status, "skip")), justify="center")
                       for gate, status in line.gates}
         gates = Text()
         for gate, _ in line.gates:

@@ -94,8 +94,12 @@ class CodeView(ScrollView, can_focus=True):
         self._redraw()
 
     def on_resize(self) -> None:
-        if self._wraps:     # hints wrap to the pane's width
+        if self._wraps or self._note():     # hints and a failure's message wrap to the pane's width
             self._cut()
+
+    def _note(self) -> str:
+        """The text above the content (a failure's whole message), wrapped to the pane; "" when none."""
+        return str(self._content[2]) if self._content[0] in ("files", "text", "diff") else ""
 
     def _syntax_theme(self) -> str:
         return "monokai" if self.app.current_theme.dark else "friendly"
@@ -140,39 +144,44 @@ class CodeView(ScrollView, can_focus=True):
         self._cut()
 
     def _body_of(self, kind: str, theme: str, background: str) -> Text:
+        """The content below the note (code is never wrapped: it scrolls sideways)."""
         newline = Text("\n", end="")
         if kind == "files":
-            files, note = self._content[1], self._content[2]
+            files = self._content[1]
             blocks = [(name, highlight(files[name], LEXERS.get(PurePath(name).suffix, "text"), theme, background))
                       for name in file_order(files)]
             width = max((cell_len(line) for _, b in blocks for line in b.plain.split("\n")), default=20)
-            parts = [Text(note, style="red")] if note else []
-            parts += [newline.join([heading(name, width), block]) for name, block in blocks] or [Text("(no files)")]
+            parts = [newline.join([heading(name, width), block]) for name, block in blocks] or [Text("(no files)")]
             return newline.join(parts)
         if kind == "text":
-            text, note = self._content[1], self._content[2]
-            return newline.join([*([Text(note, style="dim")] if note else []), Text(text)])
+            return Text(self._content[1])
         if kind == "diff":
-            diff, note = self._content[1], self._content[2]
-            parts = [Text(note, style="dim")] if note else []
-            parts.append(highlight(diff, "diff", theme, background, numbers=False) if diff else Text("(no changes)"))
-            return newline.join(parts)
+            diff = self._content[1]
+            return highlight(diff, "diff", theme, background, numbers=False) if diff else Text("(no changes)")
         return Text(self._content[1], style="dim")
 
     def _cut(self) -> None:
         """Highlight the content and cut it into lines of segments, once: going back to a task finds
         them ready (kept for the last ``CUT_CACHE`` contents)."""
-        width = max(1, self.scrollable_content_region.width) if self._wraps else 10_000
-        key = (*self._key, width)
+        pane = max(1, self.scrollable_content_region.width)
+        width = pane if self._wraps else 10_000
+        note = self._note()
+        key = (*self._key, width, pane if note else 0)
         if key in self._cuts:
             self._cuts[key] = self._cuts.pop(key)     # most recent last
         else:
             kind, _, theme, background = self._key
-            body = self._body_of(kind, theme, background)
+            body = content = self._body_of(kind, theme, background)
             console = self.app.console
             options = console.options.update(width=width, no_wrap=not self._wraps, height=None,
                                              overflow="fold" if self._wraps else "ignore")
-            lines = console.render_lines(body, options, pad=False)
+            lines = []
+            if note:    # a failure's whole message, wrapped to the pane above code that scrolls sideways
+                shown = Text(note, style="red" if kind == "files" else "dim")
+                lines += console.render_lines(shown, options.update(width=pane, no_wrap=False, overflow="fold"),
+                                              pad=False)
+                body = Text("\n", end="").join([shown, content])
+            lines += console.render_lines(content, options, pad=False)
             self._cuts[key] = (body, [Strip(line).simplify() for line in lines])
             while len(self._cuts) > CUT_CACHE:
                 self._cuts.pop(next(iter(self._cuts)))

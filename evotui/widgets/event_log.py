@@ -10,6 +10,7 @@ from textual import events
 from textual.widgets import RichLog
 
 FLUSH_S = 0.5
+AT_ONCE = 4         # batches written at once within FLUSH_S before lines wait for the next batch
 now = time.time     # the time of a line that does not bring its own (tests fix it for screenshots)
 
 
@@ -17,7 +18,9 @@ class EventLog(RichLog):
     """A bounded log; ``add`` writes a line with an optional time and a tone (ok, fail, warn, dim).
 
     Lines are written in batches at most every ``FLUSH_S`` seconds: each write grows the log and
-    so lays out the screen again, and a run can log several lines a second."""
+    so lays out the screen again, and a run can log several lines a second. The first ``AT_ONCE`` batches
+    of any ``FLUSH_S`` are written at once (a save's "verifying" and its verdict, "the same code as #N", a
+    moment later, both show as soon as they are known)."""
 
     COMPONENT_CLASSES = {"event-log--ok", "event-log--fail", "event-log--warn", "event-log--dim",
                          "event-log--time"}
@@ -31,6 +34,7 @@ class EventLog(RichLog):
         self._kept: deque[Text] = deque(maxlen=2000)          # the styled lines, wrapped again on a resize
         self._pending: list[Text] = []
         self._wrapped_at = 0
+        self._flushed: deque[float] = deque(maxlen=AT_ONCE)   # when the latest batches were written
 
     def add(self, text: str, tone: str = "", at: float | None = None) -> None:
         line = Text()
@@ -42,7 +46,8 @@ class EventLog(RichLog):
         line.append(text, style=style)
         self.lines_written.append(line.plain)
         if not self._pending:
-            self.set_timer(FLUSH_S, self._flush)
+            busy = len(self._flushed) == AT_ONCE and self._flushed[0] + FLUSH_S > time.monotonic()
+            self.set_timer(self._flushed[0] + FLUSH_S - time.monotonic() if busy else 0.01, self._flush)
         self._pending.append(line)
 
     @property
@@ -52,6 +57,7 @@ class EventLog(RichLog):
 
     def _flush(self) -> None:
         lines, self._pending = self._pending, []
+        self._flushed.append(time.monotonic())
         self._wrapped_at = self.scrollable_content_region.width
         for line in lines:
             self._kept.append(line)

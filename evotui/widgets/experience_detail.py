@@ -16,6 +16,7 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from core.attempts import outcome_of
+from core.memory import earned
 from evotui.messages import RelativeChosen
 from evotui.widgets import marks
 from evotui.widgets.code_view import LEXERS, file_order, highlight, pane_background
@@ -146,11 +147,16 @@ class ExperienceDetail(VerticalScroll):
         facts.add_row("created", utc(exp.created_at))
         if exp.parent_id and not any(r == "parent" for r, _ in self.relatives):
             facts.add_row("parent", f"{exp.parent_id} (no longer in the memory)")
-        facts.add_row("values", f"Q1 {marks.q(exp.q1)} ({exp.n1} updates) · Q2 {marks.q(exp.q2)} ({exp.n2} updates)"
-                                f" · reward {marks.reward(exp.reward)}")
+        out = outcome_of(exp)
+        if out.verified:   # the kernel's own verdict and speed, which Q1 and Q2 are not
+            facts.add_row("kernel", Text(marks.verdict(out), style=self._style("pass" if out.feasible else "fail")))
+        facts.add_row("Q1", f"{marks.q(exp.q1)}: its value as an example retrieved when drafting ({exp.n1} updates)")
+        facts.add_row("Q2", f"{marks.q(exp.q2)}: its value as a start point to refine from ({exp.n2} updates)")
+        facts.add_row("reward", f"{marks.reward(exp.reward)}: what its own verification earned")
         retrieved = ", ".join(f"{t} ×{n}" for t, n in sorted(exp.retrieved_by.items(), key=lambda kv: (-kv[1], kv[0])))
         facts.add_row("retrieved by", retrieved or "no task yet")
         facts.add_row("adopted by", ", ".join(exp.adopted_by) or "no task yet")
+        facts.add_row("earned", earned(exp))
         parts.append(facts)
         return Group(*parts)
 
@@ -178,11 +184,13 @@ class ExperienceDetail(VerticalScroll):
                 if values:
                     parts.append(Text.assemble((f"{label} ", dim), sparkline(values), f"  {marks.q(values[-1])}"))
             history = Table.grid(padding=(0, 1))
-            for _ in range(4):
+            for _ in range(5):
                 history.add_column(no_wrap=True)
             for h in exp.q_history[-12:]:
+                how = "" if "cited" not in h else "cited" if h["cited"] else f"uncited, w {float(h.get('w', 0)):g}"
                 history.add_row(Text("Q1" if h.get("stage") == "draft" else "Q2", style=dim), h.get("task") or "–",
-                                f"reward {marks.reward(h.get('reward'))}", f"→ {marks.q(h.get('q'))}")
+                                f"reward {marks.reward(h.get('reward'))}", f"→ {marks.q(h.get('q'))}",
+                                Text(how, style=dim))
             parts.append(history)
 
         if exp.text and not exp.files:

@@ -12,6 +12,10 @@ GATE_LABELS = {"format": "fmt", "anti_hack": "hack", "build": "build", "correctn
 MARKS = {"passed": "✓", "failed": "✗", "skipped": "·"}
 
 
+NOT_JUDGED = "?"
+"""The mark of the gate where the tool (not the kernel) failed a verification: no verdict."""
+
+
 def mark(status: str) -> str:
     """✓ passed, ✗ failed, · not reached."""
     return MARKS.get(status, "·")
@@ -65,6 +69,8 @@ def verdict(r: Outcome) -> str:
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
+    if r.not_judged:
+        return f"{NOT_JUDGED} not judged: {' '.join(r.not_judged.split())}"
     message = " ".join(r.message.split())   # one line: compiler output has many
     prefix = f"{r.failed_gate or '?'}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
@@ -79,6 +85,8 @@ def full_verdict(r: Outcome) -> str:
     text = "✓ " + core_verdict(r).removeprefix("feasible, ")
     if r.reference_ms:     # a person reads PyTorch's own time too; prompts give only the ratio
         text += f" · PyTorch {r.reference_ms:.3f} ms in the same window"
+    if r.flags:            # what the verifier asks a person to review, as the CLI and the memory say it
+        text += " · flagged: " + "; ".join(r.flags)
     return text
 
 
@@ -115,6 +123,8 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
 
 def short_verdict(r: Outcome) -> str:
     """A few words: "✓ 0.190 ms, 2.31×" or "✗ build" (the whole message goes where there is room)."""
+    if r.not_judged:
+        return f"{NOT_JUDGED} not judged"
     return verdict(r) if r.feasible else f"✗ {r.failed_gate or '?'}"
 
 

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
 
 from core.attempts import TaskRow
 from evotui import keys
-from evotui.messages import TaskHighlighted
+from evotui.messages import StatusesDrawn, TaskHighlighted
 from evotui.widgets import marks
 from evotui.widgets.table import Table, fit
 
@@ -47,6 +49,7 @@ class TaskTable(Table):
         self.shown: list[str] = []                     # the ids on screen, in order
         self.column_plan: list[tuple[str, int]] = []        # the columns on screen (key, width)
         self._stale: set[str] = set()
+        self._drawn_at = 0.0            # when the last batch of statuses was drawn (time.monotonic)
 
     def on_mount(self) -> None:
         self._ensure_columns()
@@ -153,8 +156,8 @@ class TaskTable(Table):
         """The live status of a task (tone: ok, fail, busy or dim). Drawn in batches, at most every
         ``STATUS_FLUSH_S`` seconds: gate verdicts of several tasks arrive in quick bursts."""
         self.status[task_id] = (text, tone)
-        if not self._stale:
-            self.set_timer(STATUS_FLUSH_S, self._draw_statuses)
+        if not self._stale:   # after a quiet spell at once, else with the batch
+            self.set_timer(max(0.01, self._drawn_at + STATUS_FLUSH_S - time.monotonic()), self._draw_statuses)
         self._stale.add(task_id)
 
     @property
@@ -164,10 +167,18 @@ class TaskTable(Table):
 
     def _draw_statuses(self) -> None:
         stale, self._stale = self._stale, set()
-        if "status" not in dict(self.column_plan):
-            return
-        for task_id in stale & set(self.shown):
-            self.update_cell(task_id, "status", self._status_cell(task_id))
+        self._drawn_at = time.monotonic()
+        if "status" in dict(self.column_plan):
+            for task_id in stale & set(self.shown):
+                self.update_cell(task_id, "status", self._status_cell(task_id))
+        self.post_message(StatusesDrawn(tuple(sorted(stale))))
+
+    def cut_status(self, task_id: str | None) -> str:
+        """``task_id``'s whole status when its cell does not hold it (cut with …, or no status column at
+        this width), else "": the screen's status line shows it."""
+        text = self.status.get(task_id or "", ("", ""))[0]
+        width = dict(self.column_plan).get("status", 0)
+        return text if text and cell_len(text) > width else ""
 
     def restyle(self) -> None:
         """Recolour every row (after a theme change)."""

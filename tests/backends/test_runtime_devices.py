@@ -106,7 +106,7 @@ class FakeEvent:
 
 
 def test_event_timing_keeps_the_wall_clock_beside():
-    from verifier.timing import time_calls
+    from verifier.job.timing import time_calls
 
     timing = time_calls(lambda: None, lambda i: None, warmup=1, max_calls=5, budget_s=1.0,
                         events=lambda: (FakeEvent(), FakeEvent()))

@@ -432,8 +432,11 @@ def test_draft_and_refine_prompts_of_a_multi_case_task_show_its_cases_types_and_
     for text in (draft, refine):
         assert "## Cases: 18," in text
         assert "it must serve all of these dtypes, float32, float16, bfloat16" in text
-        assert "case 1: x float16[64, 96], approximate='tanh'" in text and "case 2: x bf16[33, 17]" in text
-        assert "... 6 more" in text and "Attribute approximate takes 2 values: 'none', 'tanh'" in text
+        assert "case #2 (timed): x float16[64, 96], approximate='tanh'" in text
+        assert "case #3 (timed): x bf16[33, 17]" in text and "case #4: x float32[1000]" in text
+        # the first 12 and the 8 timed ([verifier] timed_cases) listed, the others summed up (issue #36)
+        assert "8 timed, the same ones in every verification (#1, #2, #3, #5, #8, #11, #14, #17" in text
+        assert "... 4 more" in text and "Attribute approximate takes 2 values: 'none', 'tanh'" in text
         assert "float16: uint16_t*" in text and "_Float16*" in text and "bfloat16: uint16_t*" in text
         assert "float32 atol=0.0001 rtol=0.0001; float16 atol=0.01 rtol=0.01; bfloat16 atol=0.03 rtol=0.03" in text
         # one tolerance statement, per dtype (a loopback run's reader: "atol=1e-4 (float32)" beside fp16 cases),
@@ -638,8 +641,9 @@ def verifier_workspace(root: Path, **settings) -> Path:
 @pytest.mark.slow   # real builds, sandboxed trials and timing windows, through the CLI
 def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_budget(tmp_path):
     """12 cases, at most 4 timed ([verifier] timed_cases): the 4 the order chooses, each with its time, the
-    others checked for correctness only, and the verdict says which; a cases' timing budget spent after
-    the first window times that one case alone and names the cases it left."""
+    others checked for correctness only, and the verdict says which. A cases' timing budget spent after the
+    first window still times all 4 (issue #36: the set of timed cases depended on load, 8 of 44 in one run
+    and 6 in the other for the same kernel); the windows get fewer rounds, never fewer cases."""
     shapes = [([64, 100], "float32"), ([32, 48], "float16"), ([1000], "float32"), ([200, 200], "float32"),
               ([16, 3, 40], "float16"), ([90, 90], "float16"), ([20, 20], "float32"), ([7, 7], "float16"),
               ([128, 64], "float32"), ([10], "float32"), ([33, 33], "float16"), ([5, 5, 5], "float32")]
@@ -663,6 +667,6 @@ def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_b
     once = json.loads(evokernel("verify", str(tmp_path / "good"), "--task", "unary", "--suite", str(suite), "--json",
                                 cwd=ws).stdout)
     assert once["feasible"] is True, once["message"]
-    assert [c["case"] for c in once["cases"] if c["timed"]] == [3]
+    assert [c["case"] for c in once["cases"] if c["timed"]] == [0, 3, 5, 8]
     perf = next(g for g in once["gates"] if g["name"] == "performance")
-    assert "not timed: #1, #6, #9" in perf["message"] and "cases_timing_budget_s" in perf["message"], perf["message"]
+    assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"] and "not timed" not in perf["message"]

@@ -511,6 +511,8 @@ def test_check_reports_every_task_in_one_line_and_finishes(tmp_path):
     s = report["summary"]
     assert (s["tasks"], s["in_window"], s["problems"]) == (8, 3, 5)
     assert report["line"].startswith("8 tasks: 5 loaded, 3 ran, 3 in the 0.001-10000 ms window")
+    # #37 item 9: its time and a verification's differ, and the report says why
+    assert "best of back-to-back calls" in report["ms_meaning"] and "`evokernel verify`" in report["ms_meaning"]
 
 
 @pytest.mark.slow
@@ -532,6 +534,11 @@ def test_cli_check_json_and_auto_listing_survive_a_bad_task(tmp_path):
     assert [t["id"] for t in data["tasks"]] == ["expr"]
     assert len(data["errors"]) == 1 and "missing" in data["errors"][0]
     assert "evokernel_no_such_package_xyz" in listing.stderr
+    # piped, the listing is the table alone: every note goes to stderr (#37 item 9)
+    scaled = subprocess.run([*cmd, "--size-scale", "0.5"], capture_output=True, text=True, timeout=300)
+    assert scaled.returncode == 0, scaled.stderr
+    assert all(line.count("\t") >= 3 for line in scaled.stdout.splitlines()), scaled.stdout
+    assert "sizes scaled" in scaled.stderr
 
 
 LISTED_CASES = '''

@@ -74,6 +74,17 @@ def test_kernelbench_folder_with_malformed_files(tmp_path):
     assert all("\n" not in e for e in suite.errors)
 
 
+def test_npu_benchmark_levels_come_from_their_folders(tmp_path):
+    """#37 item 9: every npukernelbench_levelN folder counted as level 1."""
+    root = write_suite(tmp_path / "npu", {
+        "npukernelbench_level1/4_abs.py": KERNELBENCH_RELU,
+        "npukernelbench_level2/12_gelu_mul.py": KERNELBENCH_RELU,
+        "npukernelbench_level3/30_rms.py": KERNELBENCH_RELU,
+    })
+    assert {t.id: t.level for t in load_suite(root).tasks} == {"4_abs": 1, "12_gelu_mul": 2, "30_rms": 3}
+    assert load_suite(root / "npukernelbench_level2").tasks[0].level == 2
+
+
 def test_unknown_task_and_missing_suite_are_one_line_errors(tmp_path):
     with pytest.raises(TaskError, match="no task 'relux'.*relu"):
         load_suite("builtin").get("relux")

@@ -108,9 +108,13 @@ def test_a_failing_answer_is_recorded_and_the_task_keeps_its_stage(loop):
 
 def test_a_verification_the_verifier_lost_teaches_nothing(loop):
     answers = {"relu": [kernel(10.0, 1), kernel(None, 2, fail="lost"), kernel(None, 3, fail="correctness")]}
-    record, store, _, events = loop(["relu"], answers, iterations=3)
+    record, store, verifier, events = loop(["relu"], answers, iterations=3)
     draft, lost, wrong = _attempts(store, record, "relu")
-    assert lost.outcome["failed_gate"] == "build" and lost.reward == 0.0      # recorded, but not the kernel's
+    # verified again (the tool's failure), then recorded as not judged: no reward, not the kernel's
+    assert lost.outcome["failed_gate"] == "build" and lost.reward is None and lost.kind == "not_judged"
+    # the draft, the lost one twice, the wrong one, and the final window measuring the best afresh
+    assert verifier.calls == [("relu", False), ("relu", True), ("relu", True), ("relu", True), ("relu", False)]
+    assert "not judged" in lost.title
     assert wrong.reward == -1.0
     # the start point's Q2 moved once (the wrong kernel's -1), not for the lost verification
     updates = [e for e in events if type(e).__name__ == "ValuesUpdated" and e.stage == "refine"]

@@ -67,8 +67,9 @@ def run_with(tmp_path, monkeypatch, teaching):
     bus.subscribe(seen.append)
     config = Config()
     config.engine.final_window = False
+    # the answers cite every item shown (an uncited item earns nothing, issue #36)
     engine = Engine(config, store, CannedVerifier(judge), ScriptedModel(lambda request, n: answer_with(
-        answers[n], note="Change: canned")), bus)
+        answers[n], note="Change: canned", cite=re.findall(r"\[mem:(\w+)\]", request.messages[-1][1]))), bus)
     record = asyncio.run(engine.run([load_suite(SUITE).get("relu")], method="shown", iterations=2))
     return record, store, seen
 
@@ -90,7 +91,7 @@ def test_a_plugged_method_that_credits_but_keeps_its_best_to_itself(tmp_path, mo
     assert first.kind == second.kind == BASELINE_KIND          # stored as its policy says, never retrieved
     shown = first.extra["context"]
     assert len(shown) == 2
-    assert all(store.get(i).n1 == 2 and store.get(i).q1 > 0 for i in shown)   # both drafts credited Q1
+    assert all(store.get(i).n1 == 2 and store.get(i).q1 > 0 for i in shown)   # both drafts credited Q1 (cited)
     assert [type(e).__name__ for e in seen].count("ValuesUpdated") == 2
     state = store.get_task("relu")
     assert state is None or (not state.start_points and state.best_id is None)   # the task's state is left

@@ -126,8 +126,10 @@ def test_a_variant_measured_once_never_outranks_the_best_on_q2_alone():
 
 def test_adoption_aware_credit():
     assert policy.credit_weights(["a", "b"], ["a"], 1.0, 0.3) == {"a": 1.0, "b": 0.3}
-    assert policy.credit_weights(["a", "b"], [], 1.0, 0.3) == {"a": 1.0, "b": 1.0}     # no citations at all
-    assert policy.credit_weights(["a"], ["zzz"], 1.0, 0.3) == {"a": 1.0}               # cites nothing shown
+    # no citations at all: every item is uncited (issue #36: full credit let a failed draft earn value by
+    # sitting in prompts that succeeded)
+    assert policy.credit_weights(["a", "b"], [], 1.0, 0.0) == {"a": 0.0, "b": 0.0}
+    assert policy.credit_weights(["a"], ["zzz"], 1.0, 0.0) == {"a": 0.0}               # cites nothing shown
 
 
 def test_api_knowledge_is_chosen_by_name():

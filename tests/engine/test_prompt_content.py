@@ -46,7 +46,7 @@ def _run(workspace, ids, iterations):
 
 
 def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace, llm_env):
-    from verifier.machine import compiler_target
+    from verifier.machine.facts import compiler_target
 
     answers = iter([
         ("Change: first version, one parallel simd loop", C.elementwise(C.RELU)),
@@ -126,7 +126,8 @@ def test_a_consolidated_item_is_replaced_by_its_rule_in_the_next_prompt(workspac
     workspace.state_dir.mkdir(parents=True, exist_ok=True)
     with Store.open(workspace.memory_path) as store:
         item = Experience(task_id="*", kind="best_practice", backend="cpu", stage="", title="Vectorise relu loops",
-                          text=lesson, source="seed", q1=0.9, q2=0.9)
+                          text=lesson, source="seed", q1=0.9, q2=0.9, extra={"names": ["relu", "simd"]},
+                          signature={"text": "Vectorise relu loops relu simd"})   # knowledge about relu (#36)
         item_id, _ = store.add_experience(item)
         for op in operators:       # each operator's correct draft cited it
             store.add_experience(Experience(task_id=op, kind="draft_trace", backend="cpu", stage="draft",

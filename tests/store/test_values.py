@@ -17,7 +17,7 @@ def test_update_values_moves_the_stage_value_toward_the_reward(store, make_exp):
     ea, eb = store.get_many([a, b])
     assert (ea.q1, ea.n1, ea.q2, ea.n2) == (pytest.approx(0.3), 1, 0.5, 0)
     assert ea.q_history[-1] == {"t": ea.updated_at, "stage": "draft", "q": pytest.approx(0.3), "reward": 1.0,
-                                "task": "19_ReLU"}
+                                "task": "19_ReLU", "w": 1.0}
     got = store.update_values([a], stage="refine", reward=-1.0, alpha=0.5)
     assert got == {a: pytest.approx(0.5 + 0.5 * (-1.5))}
     assert store.get(a).n2 == 1
@@ -100,3 +100,34 @@ def test_pragmas_are_code_not_comments(store, make_exp):
     base = "void f(float* x) {\n  #pragma omp parallel for\n  for (int i = 0; i < 8; ++i) x[i] = 0;\n}\n"
     assert store.add_experience(make_exp(1, files={"kernel.cpp": base}))[1]
     assert store.add_experience(make_exp(1, files={"kernel.cpp": base.replace("  #pragma omp parallel for\n", "")}))[1]
+
+
+def test_how_a_value_was_earned_is_kept(store, make_exp):
+    """Issue #36: the memory browser shows how each value was earned. Every update keeps its weight and whether
+    the answer cited the item; every citation is counted per task (``cited_by``), beside the showings
+    (``retrieved_by``)."""
+    a, _ = store.add_experience(make_exp(1))
+    b, _ = store.add_experience(make_exp(2))
+    store.update_values([a, b], stage="draft", reward=1.0, alpha=0.3, task_id="t1", weights={a: 1.0, b: 0.0},
+                        cited=[a])
+    store.record_retrieval("t1", [a, b])
+    store.record_adoption("t1", [a])
+    store.record_adoption("t1", [a])
+    ea, eb = store.get_many([a, b])
+    assert ea.q_history[-1]["w"] == 1.0 and ea.q_history[-1]["cited"] is True
+    assert eb.q_history[-1]["w"] == 0.0 and eb.q_history[-1]["cited"] is False and eb.q1 == 0.0
+    assert ea.cited_by == {"t1": 2} and eb.cited_by == {} and ea.adopted_by == ["t1"]
+
+
+def test_the_browser_says_how_a_value_was_earned(store, make_exp):
+    from core.memory import earned
+
+    a, _ = store.add_experience(make_exp(1))
+    store.update_values([a], stage="draft", reward=1.0, alpha=0.3, task_id="relu", weights={a: 1.0}, cited=[a])
+    store.update_values([a], stage="draft", reward=-1.0, alpha=0.3, task_id="gelu", weights={a: 0.0}, cited=[])
+    store.record_retrieval("relu", [a])
+    store.record_retrieval("gelu", [a])
+    store.record_retrieval("gelu", [a])
+    store.record_adoption("relu", [a])
+    line = earned(store.get(a))
+    assert line == "shown 3 times (gelu 2, relu 1); cited 1 (relu 1); Q1 from +1.00 cited, -1.00 uncited w 0"

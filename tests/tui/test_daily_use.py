@@ -343,3 +343,71 @@ async def test_at_100x30_the_selected_task_stays_in_view_when_the_rows_are_reloa
         assert app.main.current_task == last
         await wait_for(pilot, in_view, what="the selection still in view")
         await pilot.press("q")
+
+
+# -- #37 item 9: an editor from `e` does not hide the verdicts ---------------------------------------------
+
+
+async def test_inside_tmux_the_editor_opens_in_a_split_and_the_workbench_stays(workspace, monkeypatch, tmp_path):
+    from evotui.app import make_app
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    called = tmp_path / "tmux-args"
+    (bin_dir / "tmux").write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {called}\n')
+    (bin_dir / "tmux").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setenv("TMUX", "/tmp/tmux-1000/default,1,0")
+    app = make_app(workspace.root, watch=False)
+    suspended: list = []
+    app.suspend = lambda: suspended.append(True) or (_ for _ in ()).throw(AssertionError("suspended"))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: "tmux pane beside the workbench" in log_text(app), what="the split")
+        args = called.read_text().splitlines()
+        assert args[:2] == ["split-window", "-h"] and args[3].endswith("/kernels/relu")
+        assert args[4].startswith("true ") and "kernel.cpp" in args[4] and "model.py" in args[4]
+        assert not suspended
+        await pilot.press("q")
+
+
+@pytest.mark.slow
+async def test_the_verdicts_that_came_in_while_the_editor_held_the_terminal_are_summed_up(workspace, monkeypatch,
+                                                                                           tmp_path):
+    """Outside tmux the editor takes the terminal; saves are verified meanwhile, unseen: when it returns,
+    the log and a notification say what came in."""
+    import contextlib
+    import os
+    import sys
+
+    from evotui.app import make_app
+
+    import candidates as C
+
+    relu = C.elementwise(C.RELU)
+    editor = tmp_path / "editor.py"
+    editor.write_text(f'''import os, sys, time
+folder = os.path.dirname(sys.argv[1])
+files = {relu!r}
+for name, text in files.items():
+    open(os.path.join(folder, name), "w").write(text)
+pending = os.path.join(folder, ".evokernel-pending")
+deadline = time.time() + 240
+while not os.path.exists(pending) and time.time() < deadline:
+    time.sleep(0.1)
+while os.path.exists(pending) and time.time() < deadline:
+    time.sleep(0.1)
+''')
+    monkeypatch.setenv("EDITOR", f"{sys.executable} {editor}")
+    monkeypatch.delenv("TMUX", raising=False)
+    app = make_app(workspace.root)
+    app.suspend = contextlib.nullcontext      # a terminal to hand over (the pilot has none)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        await pilot.press("e")
+        await wait_for(pilot, lambda: "while the editor was open: relu #1 edit: ✓" in log_text(app), timeout=300,
+                       what="the summary")
+        assert any("relu #1 edit: ✓" in n for n in notes(app))
+        assert os.path.exists(workspace.kernels_dir / "relu" / "kernel.cpp")
+        await pilot.press("q")

@@ -20,6 +20,14 @@ def relu(tag: int) -> dict[str, str]:
     return {**files, "kernel.cpp": files["kernel.cpp"] + f"\nstatic const int kVersion{tag} = {tag};\n"}
 
 
+def gate_events(messages) -> list:
+    from evotui.messages import EngineEvent
+
+    from waiting import posted
+
+    return [m.event for m in posted(messages, EngineEvent) if type(m.event).__name__ == "GateChecked"]
+
+
 async def save_and_wait(pilot, messages, folder, files, count: int):
     save(folder, files)
     await wait_for(pilot, lambda: len(human_attempts(messages)) >= count, timeout=120,
@@ -68,6 +76,31 @@ async def test_three_saves_in_a_row_are_a_chain_rewarded_like_refinements(worksp
         await pilot.press("q")
 
 
+async def test_a_wrong_result_is_recorded_but_the_next_save_descends_from_the_working_version(workspace):
+    """#37 finding 3: a wrong-result edit the person then reverted became the parent of the real speed-up
+    and took its credit. A save's parent is the last version that passed correctness."""
+    from evotui.app import make_app
+    from evotui.widgets.attempt_tree import AttemptTree
+
+    app = make_app(workspace.root)
+    messages: list = []
+    folder = workspace.kernels_dir / "relu"
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        log = lambda: "\n".join(app.main.query_one("#log").lines_written)  # noqa: E731
+        working = await save_and_wait(pilot, messages, folder, relu(1), 1)
+        wrong = await save_and_wait(pilot, messages, folder, C.elementwise(C.IDENTITY), 2)
+        assert wrong.outcome.failed_gate == "correctness" and wrong.parent_id == working.experience_id
+        await wait_for(pilot, lambda: "the next save's parent stays #1" in log(), what="the log to say so")
+        fixed = await save_and_wait(pilot, messages, folder, relu(2), 3)
+        assert fixed.outcome.feasible and fixed.parent_id == working.experience_id    # not the wrong edit
+        tree = app.main.query_one(AttemptTree)
+        await wait_for(pilot, lambda: len(tree.attempt_lines) == 3, what="the tree")
+        depth = {line.id: line.depth for line in tree.attempt_lines}
+        assert depth[wrong.experience_id] == depth[fixed.experience_id] == 1   # siblings under #1
+        await pilot.press("q")
+
+
 async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
     from evotui.app import make_app
     from evotui.widgets.attempt_tree import AttemptTree
@@ -84,11 +117,14 @@ async def test_a_save_that_repeats_stored_code_is_explained_not_lost(workspace):
         await wait_for(pilot, lambda: len(tree.attempt_lines) == 2, what="two attempts in the tree")
         index = {line.id: line.index for line in tree.attempt_lines}
 
-        # a comment-only save of version 2: the same code, not stored again, and said so
+        # a comment-only save of version 2: the same code, not stored again, and said so, without a
+        # verification (#37 finding 4: it cost a full one before it was recognised)
         commented = relu(2)
-        commented["kernel.cpp"] = "// tidied up\n" + commented["kernel.cpp"]
+        commented["kernel.cpp"] = "// tidied up\n" + commented["kernel.cpp"].replace("; ++i)", ";   ++i /* hot */ )")
+        gates_before = len(gate_events(messages))
         again = await save_and_wait(pilot, messages, folder, commented, 3)
         assert again.duplicate and again.experience_id == two.experience_id and not again.new_best
+        assert len(gate_events(messages)) == gates_before          # no gate ran: the recorded verdict
         await wait_for(pilot, lambda: f"the same code as #{index[two.experience_id]}" in log(), what="the log")
         assert len(tree.attempt_lines) == 2
         await wait_for(pilot, lambda: f"last: a repeat of #{index[two.experience_id]}" in

@@ -107,3 +107,43 @@ async def test_quitting_while_a_save_is_verified_loses_nothing(workspace):
         assert "its verification cut short: verifying it now" in log
         await wait_for(pilot, lambda: not (folder / PENDING_MARK).exists(), what="the note to go")
         await pilot.press("q")
+
+
+async def test_quitting_during_a_timing_window_records_nothing_and_leaves_nothing_running(workspace):
+    """The finding: a save whose timing window was cut short by quitting was recorded as the kernel's
+    failure ("the candidate's timing process could not be continued"), quitting took 27 s and asyncio said
+    "Task was destroyed but it is pending!". Quitting abandons the verification: nothing recorded, the save's
+    pending note kept for the next start, and no process of the workbench's left running."""
+    import os
+
+    from core.workspace_files import PENDING_MARK
+    from evotui.app import make_app
+    from store import Store
+
+    from waiting import descendants
+
+    fast = workspace.config_path.read_text()
+    workspace.config_path.write_text(fast.replace("timing_budget_s = 0.2", "timing_budget_s = 120")
+                                     .replace("timing_calls = 5", "timing_calls = 1000000"))
+    folder = workspace.kernels_dir / "relu"
+    app = make_app(workspace.root)
+    messages: list = []
+    async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        save(folder, C.elementwise(C.RELU))
+
+        def timing() -> bool:
+            from evotui.messages import EngineEvent
+
+            return any(type(m.event).__name__ == "GateChecked" and m.event.gate == "correctness"
+                       and m.event.status == "passed" for m in posted(messages, EngineEvent))
+
+        await wait_for(pilot, timing, timeout=300, what="the save's timing window")
+        await pilot.pause(1.0)                        # well inside the window
+        await pilot.press("q")
+    assert not [p for p in descendants(os.getpid()) if "forkserver" in p[1] or "verifier" in p[1]], \
+        descendants(os.getpid())
+    assert (folder / PENDING_MARK).exists()
+    with Store.open(workspace.memory_path, readonly=True) as store:
+        assert not [e for e in store.query(task="relu") if e.kind in ("human_edit", "not_judged")]
+    assert not human_attempts(messages)

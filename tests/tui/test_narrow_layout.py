@@ -28,3 +28,37 @@ async def test_long_ids_at_100x30_leave_the_status_its_width(workspace):
         assert sum(w + padding for w in plan.values()) <= table.scrollable_content_region.width, table.column_plan
         assert plan["id"] < len(LONG_IDS[0])      # the long id is what gave way
         await pilot.press("q")
+
+
+async def test_at_120_columns_the_whole_status_and_failure_are_readable(workspace):
+    """#37 item 9: at 120 columns a task's status ("#2 edit ✗ b…") and the failure line in the code pane were
+    cut. The highlighted task's whole status shows under the table when its cell cuts it, and a failure's
+    message wraps to the code pane's width above the code (which still scrolls sideways)."""
+    from core.session import Session
+    from evotui.app import make_app
+    from evotui.widgets.code_view import CodeView
+    from store import Experience
+    from verifier.outcome import Outcome
+
+    tail = "note: the last words of a long compiler message"
+    message = ("kernel.cpp:4:59: error: expected ';' before 'out' in the loop that writes every element of the "
+               "output, which the compiler reached after reading the whole launcher; " + tail)
+    with Session(workspace) as session:
+        [relu] = session.tasks(["relu"])
+        out = Outcome.start(relu.name, "cpu").fail("build", message).finish()
+        session.store.add_experience(Experience(task_id=relu.id, kind="human_edit", backend="cpu", stage="draft",
+                                                title="relu hand edit: failed at build", source="human",
+                                                files={"kernel.cpp": "int x\n", "model.py": "x = 1\n"},
+                                                outcome=out.to_dict(), reward=0.0, extra={"slip": True}))
+    app = make_app(workspace.root, watch=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await wait_for(pilot, lambda: app.main.tasks, what="the workspace to open")
+        line = app.main.query_one("#status-line")
+        await wait_for(pilot, lambda: line.has_class("shown"), what="the status line")
+        assert tail in str(line.render()), str(line.render())
+        view = app.main.query_one(CodeView)
+        await wait_for(pilot, lambda: tail in view.text, what="the failed attempt's code")
+        width = view.scrollable_content_region.width
+        shown = " ".join(strip.crop(0, width).text.strip() for strip in view._strips)
+        assert tail in " ".join(shown.split()), shown[:600]
+        await pilot.press("q")

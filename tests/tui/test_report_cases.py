@@ -74,6 +74,16 @@ def test_report_json_says_per_case_for_the_best_kernel_or_the_closest_attempt(wo
     assert rows["relu"].get("cases") is None
 
 
+def test_the_cases_cell_says_how_many_cases_were_timed():
+    """Issue #36: the plain report never said how many of 7_sum's 44 cases were timed (8 in one run, 6 in the
+    other for the same kernel)."""
+    from evotui.cmd_report import _cases_cells
+
+    cases = {"of": "best", "total": 44, "passed": 44, "failing": [], "timed": 8}
+    assert _cases_cells(cases) == ["44/44, 8 timed", ""]
+    assert _cases_cells({**cases, "timed": 44}) == ["44/44", ""]
+
+
 def test_report_tables_show_cases_per_task_and_per_case(workspace):
     fill_run(workspace)
     by_task = {r["task"]: r for r in tsv(evokernel("report", "--tasks", cwd=workspace.root).stdout.split("\n\n")[-1])}

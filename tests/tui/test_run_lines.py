@@ -84,3 +84,16 @@ def test_each_line_says_why_the_reward_is_what_it_is():
     assert reporter.lines[-1].endswith("reward +0.00: the same speed as the best")
     reporter.on_event(_recorded(2, 60.0, 1.96, gain=1.4, vs_best="noisy"))
     assert reporter.lines[-1].endswith("too noisy to judge against the best: measure again")
+
+
+def test_quiet_lines_written_to_a_file_are_one_line_each(capsys):
+    """#37 item 9: `run --quiet > log` hard-wrapped each attempt's line at 80 columns, so a log could not be
+    grepped by line."""
+    from evotui.cmd_run import Reporter
+
+    reporter = Reporter(quiet=True)                  # capsys: stdout is not a terminal
+    reporter.on_event(_recorded(1, 24.148, 0.92, gain=0.87, vs_best="slower", vs_reference="slower",
+                                speedup_ci=[0.9, 0.94], gain_ci=[0.85, 0.89]))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and len(lines[0]) > 120, lines
+    assert "1.15x slower than the best [1.12, 1.18] reward" in lines[0]

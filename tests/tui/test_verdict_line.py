@@ -53,3 +53,13 @@ async def test_the_log_says_what_happened_and_why(workspace):
         assert why.startswith(REASONS[out.vs_best].split(":")[0]) or out.vs_best == "same"   # same: ±x % or noisy
         assert "in the same window" in line and f"{said}: {why}" in line, line
         await pilot.press("q")
+
+
+def test_the_log_line_shows_the_verifiers_flags():
+    """#37 finding 8: a flag showed in the CLI and the memory, never in the workbench's log line."""
+    from core.attempts import Outcome
+    from evotui.widgets import marks
+
+    out = Outcome(feasible=True, latency_ms=1.5, speedup=2.0, reference_ms=3.0,
+                  flags=["1.500 ms is under half the roofline floor 4.000 ms: review before trusting"])
+    assert "flagged: 1.500 ms is under half the roofline floor 4.000 ms" in marks.full_verdict(out)

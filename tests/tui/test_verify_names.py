@@ -7,7 +7,7 @@ from memory_content import _id
 
 
 def test_the_recorded_refinement_is_named_as_the_tree_numbers_it(filled_workspace):
-    from core.verification import recorded_best
+    from core.attempts import recorded_best
     from store import Store
 
     with Store.open(filled_workspace.memory_path) as store:

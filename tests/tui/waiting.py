@@ -40,3 +40,29 @@ def human_attempts(messages) -> list:
 
     return [m.event for m in posted(messages, EngineEvent)
             if type(m.event).__name__ == "AttemptRecorded" and m.event.source == "human"]
+
+
+def descendants(pid: int) -> list[tuple[int, str]]:
+    """The processes below ``pid`` (children, grandchildren...), as (pid, command line), read from /proc."""
+    import os
+
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        here = frontier.pop()
+        for child, parent in parents.items():
+            if parent == here:
+                frontier.append(child)
+                try:
+                    with open(f"/proc/{child}/cmdline", "rb") as f:
+                        found.append((child, f.read().replace(b"\0", b" ").decode(errors="replace").strip()))
+                except OSError:
+                    found.append((child, "?"))
+    return found

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from verifier.machine import flush_plan
+from verifier.machine.caches import flush_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,7 +28,7 @@ def test_the_flush_evicts_the_timed_cores_and_never_a_vms_whole_host_cache():
 
 FAULTS = """
 import resource, sys, torch
-from verifier.job.common import warm_allocator, warm_heap_top
+from verifier.job.allocator import warm_allocator, warm_heap_top
 if sys.argv[1] == "warm":
     assert warm_allocator()
 def touch():
@@ -54,7 +54,7 @@ def _faults(mode: str) -> list[int]:
 
 def test_a_jobs_allocator_reuses_a_large_output_without_page_faults():
     """glibc's defaults fault in every page of a 40 MiB output on every call (10,240 faults); a job's
-    allocator (verifier.job.common.warm_allocator) keeps what a call freed, and a timing side touches the
+    allocator (verifier.job.allocator.warm_allocator) keeps what a call freed, and a timing side touches the
     heap's top after every call (warm_heap_top), so no call after the first faults its output in. The
     allocator alone let 1 run in 15 fault every page again (an aligned block that no longer fits once
     something small sits after it; CI caught it), so each of three processes is judged on three calls."""

@@ -597,7 +597,7 @@ def test_a_library_that_keeps_the_candidate_phase_off_is_refused(unguarded, suit
 
 # Red team: at load time (in a timing window's side only, so its trials pass), the side's own files replaced:
 # its outputs by a FIFO and its stderr by a symlink to a host file, and the side then dies in a timed call.
-# Its job writes through descriptors it opened before (verifier.job.common.JobFiles), so the names stay as the
+# Its job writes through descriptors it opened before (verifier.job.candidate.JobFiles), so the names stay as the
 # candidate left them: the harness must read back plain files only, else it blocks on the FIFO for ever or
 # quotes the host file in the verdict as the job's stderr.
 REPLACES_ITS_FILES = r'''

@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 HOLDER = textwrap.dedent("""
@@ -67,3 +69,48 @@ def test_the_default_lock_is_per_user_and_outside_any_workspace(tmp_path):
     assert machine_lock_path({"XDG_RUNTIME_DIR": str(tmp_path)}).parent == default.parent or \
         not Path("/dev/shm").is_dir()
     assert lock_dir({"EVOKERNEL_LOCK_DIR": str(tmp_path / "x")}) == tmp_path / "x"
+
+
+def test_an_abandoned_lock_ends_every_wait_on_it(tmp_path):
+    """#37 finding 5: quitting the workbench waited on its verifier's threads, which waited on the timing lock
+    another process held (15 s measured on a fresh cache). A closing verifier abandons its lock: every wait
+    through it ends with LockAbandoned, the holder elsewhere undisturbed."""
+    import threading
+
+    from verifier.machine.lock import LockAbandoned, MachineLock
+
+    path = tmp_path / "timing.lock"
+    other, mine = MachineLock(path), MachineLock(path)      # another process's timing, and this verifier's
+    ended: list[BaseException | None] = []
+    holding = threading.Event()
+    release = threading.Event()
+
+    def timing():
+        with other.exclusive():
+            holding.set()
+            release.wait(30)
+
+    def waiter():
+        try:
+            with mine.shared():
+                ended.append(None)
+        except BaseException as exc:   # noqa: BLE001 - what ended the wait is the assertion
+            ended.append(exc)
+
+    holder = threading.Thread(target=timing)
+    holder.start()
+    assert holding.wait(10)
+    waiting = threading.Thread(target=waiter)
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive() and not ended               # it waits while the timing holds the lock
+    mine.abandon()
+    waiting.join(10)
+    assert not waiting.is_alive() and isinstance(ended[0], LockAbandoned)
+    with pytest.raises(LockAbandoned):
+        with mine.exclusive():
+            pass
+    release.set()
+    holder.join(10)
+    with MachineLock(path).shared():                      # the lock itself is free again for everyone
+        pass

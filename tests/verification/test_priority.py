@@ -14,7 +14,7 @@ import pytest
 
 from verifier.machine import priority
 from verifier.machine.priority import BACKGROUND_NICENESS
-from verifier.sandbox import run_process
+from verifier.processes import run_process
 from verifier.sandbox.client import ForkServer, JobLimits
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -92,8 +92,7 @@ def test_a_timing_job_runs_at_normal_priority_even_from_a_niced_thread_and_a_tri
 
 def _nice_of_child(**kw) -> int:
     code = "import os; print(os.getpriority(os.PRIO_PROCESS, 0))"
-    return int(priority.run([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, timeout=60,
-                            **kw).stdout)
+    return int(run_process([sys.executable, "-c", code], timeout=60, **kw).output)
 
 
 def test_processes_started_from_a_niced_thread_get_the_priority_asked_for(tmp_path):

@@ -116,6 +116,32 @@ def spec(task_id: str, source: str):
     return TaskSpec(id=task_id, source=source)
 
 
+def test_the_floor_flag_and_the_roofline_line_are_one_computation():
+    """#37 finding 8: "memory-bound: 100 % of the 29.4 GB/s triad ceiling (floor 2.286 ms)" beside the flag
+    "2.295 ms is below the memory-bandwidth floor 5.639 ms for writing the outputs": two floors from two
+    bandwidths. The flag is made from the roofline point itself, and the performance gate holds no other."""
+    import types
+
+    import torch
+
+    from verifier.gates.performance import flag
+    from verifier.machine.roofline import below_floor
+    from verifier.outcome import Outcome
+
+    ceilings = {"triad_gbps": 20.0, "fma_gflops": 100.0}
+    profile = {"bytes": 80_000_000, "flops": 20_000_000}       # a 4 ms floor
+    fast = assess(profile, 1.5, ceilings)
+    said = below_floor(fast)
+    assert "floor 4.000 ms" in said and "floor 4.000 ms; under half of it: flagged" in fast["summary"] and "20.0 GB/s" in said
+    assert below_floor(assess(profile, 2.5, ceilings)) == ""     # above half the floor: cache, not flagged
+    assert below_floor(assess({"bytes": 1, "flops": 2_000_000_000}, 1.0, ceilings)) == ""   # compute-bound
+    # the gate's flags no longer carry a floor of their own (from the reference's bandwidth and its outputs)
+    out = Outcome(feasible=True, latency_ms=1.5, speedup=2.0)
+    ref = types.SimpleNamespace(bandwidth_gbps=5.0, outputs=[{"leaves": [torch.empty(10_000_000)]}])
+    flag(ref, out, input_bytes=40_000_000)
+    assert not [f for f in out.flags if "floor" in f], out.flags
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id, source, nbytes, flops", [
     # relu over 96 x 1000 floats: read x, write out; one FLOP per element

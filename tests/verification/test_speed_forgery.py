@@ -194,7 +194,7 @@ def test_a_kernel_that_installs_a_signal_handler_fails_anti_hack(rules_off, suit
 def test_signal_dispositions_see_handlers_masks_and_timers():
     import signal
 
-    from verifier.job.common import signal_changes, signal_dispositions
+    from verifier.job.signals import signal_changes, signal_dispositions
 
     before = signal_dispositions()
     assert signal_dispositions() == before and signal_changes(before, before) == []

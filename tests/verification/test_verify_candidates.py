@@ -72,6 +72,22 @@ def test_reverification_uses_the_caches(verifier, suite, make_candidate):
     assert not first.build_cached and fresh.build_cached     # a fresh run still reuses the build
 
 
+def test_a_comment_or_spacing_change_gets_the_recorded_verdict(verifier, suite, make_candidate):
+    """#37 finding 4: the CLI's recorded verdicts were keyed on the raw text, so a comment-only change cost a
+    full verification (9-32 s). They are keyed on the code's identity (comments and spacing aside)."""
+    files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // identity"))
+    task = suite.get("relu").spec()
+    first = verifier.verify(task, make_candidate(files))
+    tidied = {**files, "kernel.cpp": "// tidied\n" + files["kernel.cpp"].replace("; ++i)", ";  ++i )"),
+              "model.py": files["model.py"].replace("lib = load()", "lib = load()   # the library")}
+    again = verifier.verify(task, make_candidate(tidied))
+    changed = {**files, "kernel.cpp": files["kernel.cpp"].replace("0.f ? x[i]", "0.f ? 1.0f * x[i]")}
+    other = verifier.verify(task, make_candidate(changed))
+    assert first.feasible and again.from_cache and again.latency_ms == first.latency_ms
+    assert again.candidate_hash != first.candidate_hash      # the record names these files
+    assert not other.from_cache                               # a change of code is verified
+
+
 # ----------------------------------------------------------------------------- rejected
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 from pathlib import Path
 
 from verifier.backends.base import BuildPlan, DeviceRuntime, Toolchain
-from verifier.machine import cpu_model
+from verifier.machine.facts import cpu_model
 from verifier.sandbox.seccomp import CPU_NEEDS
 from verifier.toolchain.cdecl import Signature, parse_extern_c
 from verifier.toolchain.linkage import LinkPolicy
@@ -51,11 +50,10 @@ class CpuBackend:
 
     @functools.cached_property
     def _version_line(self) -> str:
-        try:
-            out = subprocess.run([self.compiler or "g++", "--version"], capture_output=True, text=True, timeout=10)
-            return out.stdout.splitlines()[0] if out.stdout else ""
-        except (OSError, subprocess.TimeoutExpired):
-            return ""
+        from verifier.processes import run_process
+
+        ran = run_process([self.compiler or "g++", "--version"], timeout=10, background=False, stderr=False)
+        return ran.output.splitlines()[0] if ran.started and not ran.timed_out and ran.output else ""
 
     def build_key(self) -> str:
         # -march=native ties the library to this CPU model.

@@ -25,10 +25,10 @@ import torch
 
 from verifier.harness.compare import Agreement, compare_outputs
 from verifier.outcome import Outcome
-from verifier.timing import Window, geomean_ratio, paired_ratio, summarize
 from verifier.tolerance import Tolerance
 from verifier.verdict import NOISE_LIMIT, words
 from verifier.verdict import judge as verdict_of
+from verifier.window_stats import Window, geomean_ratio, paired_ratio, summarize
 
 if TYPE_CHECKING:
     from verifier.harness.reference import Reference
@@ -154,7 +154,8 @@ def judge_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference
         message += f"; {words(out.vs_best, gain.value, gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
     per_case: list[dict[str, Any]] = [
         {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
-         "speedup_ci": p.speedup_ci, "rounds": w.rounds} for case, p, w in parts]
+         "speedup_ci": p.speedup_ci, "vs_reference": p.vs_reference, "gain": p.gain, "gain_ci": p.gain_ci,
+         "vs_best": p.vs_best, "rounds": w.rounds} for case, p, w in parts]
     message += "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x"
                                 for c in per_case)
     out.pass_gate(FAILED_AS, message, cases=per_case, rounds=out.timing_rounds)
@@ -201,9 +202,5 @@ def flag(ref: Reference, out: Outcome, timing: dict[str, Any] | None = None, *, 
                              "the current stream; review before trusting")
     if out.speedup is not None and out.speedup > implausible_speedup:
         out.flags.append(f"speedup {out.speedup:.1f}x exceeds {implausible_speedup:g}x: review before trusting")
-    if ref.bandwidth_gbps and out.latency_ms and ref.outputs:
-        nbytes = sum(leaf.numel() * leaf.element_size() for leaf in ref.outputs[0]["leaves"]) + input_bytes
-        floor_ms = nbytes / (ref.bandwidth_gbps * 1e9) * 1e3
-        if out.latency_ms < 0.5 * floor_ms:
-            out.flags.append(f"{out.latency_ms:.3f} ms is below the memory-bandwidth floor {floor_ms:.3f} ms "
-                             f"for writing the outputs: review before trusting")
+    # a time under the memory floor is flagged where the roofline point is made, from the same floor as its
+    # summary (verifier.machine.roofline.below_floor)

@@ -8,7 +8,9 @@ kernel-launch form (``kernel.cpp``), in folders for a custom-op project (``op_ho
 from __future__ import annotations
 
 import hashlib
+import io
 import re
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,7 +74,88 @@ def read_candidate(folder: Path) -> dict[str, str]:
 
 
 def candidate_hash(files: dict[str, str]) -> str:
+    """The candidate's files, byte for byte (the record of what was verified)."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
     return h.hexdigest()[:16]
+
+
+C_LIKE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
+
+
+def candidate_identity(files: dict[str, str]) -> str:
+    """The candidate's code, comments and spacing aside (``code_text``): two candidates with one identity
+    compile and run alike, so they get the same verdict (the recorded one, at once: ``Verifier.verify``'s
+    cache, the workbench's "the same code as #N")."""
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + code_text(name, files[name]).encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_text(name: str, text: str) -> str:
+    """``text`` as its language reads it: Python as its tokens (comments and blank lines out, indentation
+    kept as structure), C and C++ through the one C lexer (``verifier.toolchain.csource``: comments out,
+    literals kept whole, spacing collapsed, a preprocessor line kept on its own line); any other file, or
+    one that does not tokenize (a typo: its own verdict), exactly as it is."""
+    try:
+        if name.endswith(".py"):
+            return _python_tokens(text)
+        if name.endswith(C_LIKE):
+            return _c_tokens(text)
+    except (SyntaxError, ValueError, tokenize.TokenError):   # a broken file: as it is
+        pass
+    return text
+
+
+def _python_tokens(text: str) -> str:
+    skip = (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER)
+    words = []
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in skip:
+            continue
+        words.append({tokenize.INDENT: "<indent>", tokenize.DEDENT: "<dedent>", tokenize.NEWLINE: "\n"}
+                     .get(tok.type, tok.string))
+    return " ".join(words)
+
+
+_SPACE = re.compile(r"\s+")
+# Two characters that a space keeps apart as two tokens but that would read as one without it (or start a
+# comment): the only spaces between punctuation that the identity keeps.
+_FUSE = {"++", "--", "<<", ">>", "&&", "||", "==", "!=", "<=", ">=", "->", "+=", "-=", "*=", "/=", "%=", "&=", "|=",
+         "^=", "::", "##", ".*", "//", "/*", "*/", "..", "<:", ":>", "<%", "%>", "%:"}
+
+
+def _squeeze(words: str) -> str:
+    """C tokens with only the spaces that separate two words (``int n``) or would otherwise fuse (``a - -b``)."""
+    out: list[str] = []
+    for i, ch in enumerate(words):
+        if ch == " " and 0 < i < len(words) - 1:
+            before, after = words[i - 1], words[i + 1]
+            if not ((before.isalnum() or before == "_") and (after.isalnum() or after == "_")) \
+                    and before + after not in _FUSE:
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+def _c_tokens(text: str) -> str:
+    from verifier.toolchain.csource import scan, splice
+
+    spliced, _ = splice(text)
+    scanned = scan(spliced, stop_at_open=False)
+    if scanned.open_at is not None:
+        raise ValueError("an unterminated literal")
+    chunks: list[str] = []
+    run: list[str] = []
+    for line in scanned.code.split("\n"):
+        words = _SPACE.sub(" ", line).strip()
+        if words.startswith("#"):   # a directive ends at its line, and its spacing can matter: F(x) vs F (x)
+            chunks.append(_squeeze(" ".join(run)))
+            chunks.append(words)
+            run = []
+        elif words:
+            run.append(words)
+    chunks.append(_squeeze(" ".join(run)))
+    return "\n".join(c for c in chunks if c) + "\0" + "\0".join(literal for _, literal in scanned.literals)

@@ -40,7 +40,7 @@ from verifier.backends.base import Backend
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.harness.protocol import VerificationCancelled
-from verifier.machine import fingerprint, machine_facts
+from verifier.machine.facts import fingerprint, machine_facts
 from verifier.outcome import GateResult, Outcome
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for

@@ -32,7 +32,7 @@ from verifier.backends import Backend, runtime_target
 from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
-from verifier.machine import fingerprint
+from verifier.machine.facts import fingerprint
 from verifier.machine.lock import MachineLock
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.sandbox.client import ForkServer, JobLimits

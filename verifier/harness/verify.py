@@ -37,22 +37,29 @@ from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
 from verifier.gates.performance import check_call, judge_cases
 from verifier.gates.performance import judge as judge_performance
-from verifier.harness.candidate_files import MAX_READ_BYTES, candidate_hash, read_candidate  # noqa: F401  (re-exported)
+from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
+    MAX_READ_BYTES,
+    candidate_hash,
+    candidate_identity,
+    read_candidate,
+)
 from verifier.harness.reference import Reference, ReferenceCache
 from verifier.harness.window import Observer, SideFailed
 from verifier.jobs import CandidateJob, CandidateResult, write_job
-from verifier.machine import fingerprint, flush_bytes
+from verifier.machine import priority
+from verifier.machine.caches import flush_bytes
+from verifier.machine.facts import fingerprint
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.priority import BACKGROUND_NICENESS
-from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter
-from verifier.outcome import GateResult, Outcome
-from verifier.sandbox import declared_env, plain_files_only, scrubbed_env
-from verifier.sandbox.client import ForkServer, JobExit, JobLimits
+from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
+from verifier.outcome import TOOL, GateResult, Outcome
+from verifier.processes import declared_env, scrubbed_env
+from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
-from verifier.timing import Ratio
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.toolchain.build import BuildResult, default_cache_dir
+from verifier.window_stats import Ratio
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
@@ -88,7 +95,7 @@ class Verifier:
         # lock per machine and user, whatever the workspace, so two workbenches never time together.
         self._lock = MachineLock(machine_lock_path())
         self._timing = {"warmup": cfg.warmup_calls, "max_calls": cfg.timing_calls, "budget_s": cfg.timing_budget_s,
-                        # what evicts the timed cores' caches (verifier.machine.flush_plan), not twice a VM's
+                        # what evicts the timed cores' caches (verifier.machine.caches.flush_plan), not twice a VM's
                         # reported host L3 (960 MiB, ~330 ms per timed call here)
                         "flush_bytes": flush_bytes(cfg.threads) if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
@@ -124,7 +131,8 @@ class Verifier:
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
         self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="verifier")
+        # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
         self._warm: Future[None] | None = None
         # A reference made ahead for each task's next verification (``_reference_for``), at most one per task
@@ -144,8 +152,12 @@ class Verifier:
             self.server.start()
 
     def close(self) -> None:
+        """Stop the sandboxes and everything in flight at once: closing never waits on a job, on a count of a
+        reference or a probe this verifier's threads started, nor on the lock another process's timing holds."""
+        self._lock.abandon()
         self.server.close()
         self.reference_server.close()
+        priority.end_started_by(f"verifier-{id(self):x}")
         self._pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.jobs_root, ignore_errors=True)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
@@ -214,9 +226,10 @@ class Verifier:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
         ``on_gate`` is called (from this thread) as each gate gets its verdict. ``best``: the files of
         the task's best so far, timed in the same window as the candidate (``Outcome.gain``,
-        ``vs_best``). A byte-identical candidate verified before on this machine with the same
-        settings (and the same best) returns its recorded Outcome (``from_cache``) unless ``fresh``:
-        every gate is deterministic but the timing, which was measured here."""
+        ``vs_best``). A candidate with the same code (``candidate_identity``: comments and spacing aside)
+        verified before on this machine with the same settings (and the same best) returns its recorded
+        Outcome (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
+        measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
@@ -225,8 +238,7 @@ class Verifier:
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
-        best_hash = candidate_hash(best) if best else ""
-        key = self._outcome_key(task, out.candidate_hash, best_hash)
+        key = self._outcome_key(task, candidate_identity(files), candidate_identity(best) if best else "")
         if not fresh:
             cached = self._cached_outcome(key)
             if cached is not None:
@@ -234,6 +246,7 @@ class Verifier:
                     if on_gate is not None and g.status != "skipped":
                         on_gate(g)
                 cached.from_cache, cached.seconds = True, time.perf_counter() - started
+                cached.candidate_hash = out.candidate_hash   # these files (the same code as the ones timed)
                 return cached
         if on_gate is not None:
             out.listener = on_gate
@@ -250,7 +263,7 @@ class Verifier:
             out.seconds = time.perf_counter() - started
             out.listener = None
         out.finish()
-        if not any(g.details.get("transient") for g in out.gates):
+        if not out.not_judged and not any(g.details.get("transient") for g in out.gates):
             self._remember_outcome(key, out)
         return out
 
@@ -367,7 +380,7 @@ class Verifier:
     def _job_env(self, job_dir: Path, build: BuildResult | None) -> dict[str, str]:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
-        (``call_variables``), nothing secret-looking (``verifier.sandbox.declared_env``)."""
+        (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
         call_env = getattr(self.backend, "call_env", None)
         if build is None or build.library is None or call_env is None:
             return {}
@@ -441,7 +454,7 @@ class Verifier:
                 exit_, result, outputs = self._run_job(job_dir, background=True, env=self._job_env(job_dir, build))
             if not result or not result.get("ok") or outputs is None:
                 out.fail("correctness", self._job_failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"))
+                         transient=exit_.status in ("timeout", "lost"), **_tool(exit_))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -478,12 +491,9 @@ class Verifier:
                 # the windows' timed rounds share the cases' budget; a side never gets more than on its own
                 budget_s = min(cfg.timing_budget_s, cfg.cases_timing_budget_s / (len(chosen) * (2 + bool(best_pair))))
                 judged: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
-                left: list[int] = []
-                started = time.monotonic()
+                # every chosen case is timed, whatever the machine's load: which cases a task's speedup is the
+                # mean of depends on its cases alone (8 of 44 in one run, 6 in the other for the same kernel)
                 for k in chosen:
-                    if judged and time.monotonic() - started >= cfg.cases_timing_budget_s:
-                        left.append(k)
-                        continue
                     sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
                                             and not t.widened][:3])
                     got = self._perf_job(task, files, build, sub, out, best_pair, case=k, budget_s=budget_s)
@@ -498,8 +508,7 @@ class Verifier:
                     c["timed"] = int(c.get("case", -1)) in timed
                 perf = out.gate("performance")
                 if perf.passed and len(timed) < len(cases):
-                    perf.message += "; " + timed_words(timed, len(cases), left, cfg.timed_cases,
-                                                       cfg.cases_timing_budget_s)
+                    perf.message += "; " + timed_words(timed, len(cases), cfg.timed_cases)
                     perf.details.update(timed_cases=timed, not_timed=sorted(set(cases) - set(timed)))
             else:
                 base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])
@@ -532,6 +541,8 @@ class Verifier:
             perf.message += f"; measured twice ({again})"
         if out.roofline:
             perf.message += f"; {out.roofline['summary']}"
+            if below_floor(out.roofline):
+                out.flags.append(below_floor(out.roofline))
             if above:
                 out.flags.append(f"{100 * fraction:.0f} % of this machine's FMA ceiling "
                                  "after measuring the ceilings and the kernel again: impossible without skipping "
@@ -630,7 +641,8 @@ class Verifier:
                         message = self._job_failure(sides["candidate"].job_dir, failure.exit or exit_, got)
                     else:   # it broke the protocol and was stopped
                         message = f"the candidate's timing process {failure}"
-                    out.fail("performance", message, exit_.seconds, transient=exit_.status == "lost")
+                    lost = failure.exit if failure.exit is not None and failure.exit.tool else exit_
+                    out.fail("performance", message, exit_.seconds, transient=lost.status == "lost", **_tool(lost))
                     return None
                 if failure.side == "reference":   # the task's own code: not this candidate's verdict
                     exit_, got = ended["reference"]
@@ -648,7 +660,7 @@ class Verifier:
                     if name == "best":
                         raise SideFailed("best", exit_.tampered or "ended without its report", exit_)
                     out.fail("performance", exit_.tampered or self._job_failure(sides[name].job_dir, exit_, got),
-                             exit_.seconds, transient=exit_.status == "lost")
+                             exit_.seconds, transient=exit_.status == "lost", **_tool(exit_))
                     return None
                 if path.stat().st_size > cfg.max_output_mb << 20:
                     out.fail("performance", "outputs larger than the output limit")
@@ -678,17 +690,16 @@ class Verifier:
                 shutil.rmtree(side.job_dir, ignore_errors=True)
 
 
-def timed_words(timed: list[int], total: int, left: list[int], most: int, budget_s: float) -> str:
-    """Which of a multi-case task's cases the windows timed, in words (1-based, as every case is shown)."""
-    def numbers(ks: list[int]) -> str:
-        return ", ".join(f"#{k + 1}" for k in sorted(ks))
+def _tool(exit_: JobExit) -> dict[str, str]:
+    """The details that mark a job's ending as the tool's failure (``verifier.outcome.TOOL``), or none."""
+    return {TOOL: exit_.tool} if exit_.tool else {}
 
-    words = (f"timed {len(timed)} of {total} cases ({numbers(timed)}); the largest of each dtype first, then the "
-             f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
-    if left:
-        words += (f"; not timed: {numbers(left)}, the cases' timing budget ({budget_s:g} s, [verifier] "
-                  "cases_timing_budget_s) was spent")
-    return words
+
+def timed_words(timed: list[int], total: int, most: int) -> str:
+    """Which of a multi-case task's cases the windows timed, in words (1-based, as every case is shown)."""
+    numbers = ", ".join(f"#{k + 1}" for k in sorted(timed))
+    return (f"timed {len(timed)} of {total} cases ({numbers}); the largest of each dtype first, then the "
+            f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
 
 
 MAX_SPARES = 4

@@ -54,9 +54,8 @@ from pathlib import Path
 from typing import Any
 
 from verifier.jobs import layout_bytes, pick_positions, tensor_bytes
-from verifier.sandbox import plain_files_only, procs
-from verifier.sandbox.client import JobExit, JobHandle
-from verifier.timing import Window, paired_ratio
+from verifier.sandbox import procs
+from verifier.sandbox.client import JobExit, JobHandle, plain_files_only
 from verifier.timing_method import DEFAULT as DEFAULT_METHOD
 from verifier.timing_method import METHODS, TimingMethod
 from verifier.window_messages import (
@@ -78,6 +77,7 @@ from verifier.window_messages import (
     Stage,
     parse_answer,
 )
+from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
@@ -198,7 +198,10 @@ class Side:
         if not self.handle.pause(stop):
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
-            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued")
+            # the sandbox worker did not stop or continue a process that is still there: the tool's failure
+            what = "stop" if stop else "continue"
+            raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued",
+                             JobExit("lost", detail=f"the sandbox worker did not {what} the timing process"))
         self.stopped = stop
 
     def map_inputs(self, size: int) -> None:

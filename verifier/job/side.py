@@ -33,21 +33,14 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.common import (
-    CandidateFailure,
-    OpTrace,
-    _describe,
-    _load_candidate,
-    _save,
-    flatten,
-    signal_changes,
-    signal_dispositions,
-    warm_heap_top,
-)
-from verifier.job.timing import instances
+from verifier.job.allocator import warm_heap_top
+from verifier.job.candidate import CandidateFailure, _describe, _load_candidate, _save
+from verifier.job.op_trace import OpTrace
+from verifier.job.signals import signal_changes, signal_dispositions
+from verifier.job.tensors import flatten
+from verifier.job.timing import CacheFlusher, instances
 from verifier.jobs import input_layout, layout_bytes, pick
 from verifier.task import TaskSpec, load_task_module
-from verifier.timing import CacheFlusher
 from verifier.window_messages import (
     Answer,
     Command,

@@ -1,19 +1,29 @@
-"""The reference's own timing figure (``evokernel tasks --time``), measured inside the trusted reference
-job: shown beside a task, never divided by. Every speed verdict comes from a window in which the harness
-times the reference beside the candidate, each in its own process (verifier.harness.window)."""
+"""Calls timed inside one job's process: the interleaved loop (``time_interleaved``, ``time_calls``), the
+cache flush before a timed call (``CacheFlusher``, sized by ``verifier.machine.caches.flush_plan``), the
+reference's own timing figure (``evokernel tasks --time``, measured inside the trusted reference job:
+shown beside a task, never divided by) and the memory bandwidth behind the plausibility flags.
+
+Every speed verdict comes from a window in which the harness times the reference beside the candidate,
+each in its own process (verifier.harness.window). On devices a call is timed by a pair of device events
+on the current stream, with the wall clock of the same call kept beside it (work that escaped the stream
+shows as a gap between the two)."""
 
 from __future__ import annotations
 
 import os
 import random
+import resource
+import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.common import _timer, _to_device
-from verifier.timing import CacheFlusher, Timing, time_calls
+from verifier.job.candidate import _timer
+from verifier.job.tensors import _to_device
+from verifier.window_stats import Timing, Window
 
 
 def instances(make: Any, module: Any, trials: list[Trial], device: str, eval_mode: bool = False) -> list[Any]:
@@ -62,3 +72,119 @@ def time_reference(models: list[Any], module: Any, trials: list[Trial], timing: 
                         budget_s=float(timing["budget_s"]), synchronize=device_runtime.synchronize, events=events)
     input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
     return result, input_bytes
+
+
+class CacheFlusher:
+    """Overwrites a buffer (twice the last-level cache by default), evicting inputs and outputs."""
+
+    def __init__(self, nbytes: int, device: str = "cpu"):
+        import torch
+
+        self._buf = torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=device)
+        self._value = 0.0
+
+    def __call__(self) -> None:
+        self._value += 1.0
+        self._buf.fill_(self._value)
+
+
+def time_interleaved(
+    calls: dict[str, Callable[[], Any]],
+    before: Callable[[int, str], None],
+    *,
+    warmup: int,
+    max_rounds: int,
+    budget_s: float,
+    synchronize: Callable[[], None] = lambda: None,
+    after: Callable[[int, str, Any], None] | None = None,
+    min_rounds: int = 5,
+    events: Callable[[], tuple[Any, Any]] | None = None,
+    rng: random.Random | None = None,
+) -> Window:
+    """Time every side of ``calls`` in rounds: each round calls each side once, in a random order.
+
+    ``before(i, side)`` runs untimed before each call (copy inputs, flush caches; warm-up rounds have
+    ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after each call, warm-up included
+    (checks, and clearing the result).
+    ``events()`` returns a fresh (start, end) pair of device events; given, they time each call.
+    ``budget_s`` is the wall-clock budget of one side: the window stops after ``min_rounds`` once
+    ``budget_s * len(calls)`` has passed, or at ``max_rounds``. Rounds in which a call was preempted
+    (involuntary context switches of this process) are marked."""
+    rng = rng or random.Random(os.urandom(16))
+    sides = list(calls)
+    for i in range(warmup):
+        for side in rng.sample(sides, len(sides)):
+            before(-1 - i, side)
+            result = calls[side]()
+            synchronize()
+            if after is not None:
+                after(-1 - i, side, result)
+            del result
+    samples: dict[str, list[float]] = {s: [] for s in sides}
+    wall: dict[str, list[float]] = {s: [] for s in sides}
+    order: list[list[str]] = []
+    preempted: list[bool] = []
+    started = time.perf_counter()
+    budget = budget_s * len(sides)
+    i = 0
+    while i < max_rounds and (i < min_rounds or time.perf_counter() - started < budget):
+        this_round = rng.sample(sides, len(sides))
+        switched = False
+        for side in this_round:
+            before(i, side)
+            synchronize()
+            pair = events() if events is not None else None
+            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+            t0 = time.perf_counter_ns()
+            if pair is not None:
+                pair[0].record()
+            result = calls[side]()
+            if pair is not None:
+                pair[1].record()
+            synchronize()
+            t1 = time.perf_counter_ns()
+            switched |= resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
+            wall[side].append((t1 - t0) / 1e6)
+            samples[side].append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[side][-1])
+            if after is not None:
+                after(i, side, result)
+            del result
+        order.append(this_round)
+        preempted.append(switched)
+        i += 1
+    return Window(sides, samples, wall, order, clock="events" if events is not None else "wall", preempted=preempted)
+
+
+def time_calls(
+    call: Callable[[], Any],
+    before: Callable[[int], None],
+    *,
+    warmup: int,
+    max_calls: int,
+    budget_s: float,
+    synchronize: Callable[[], None] = lambda: None,
+    after: Callable[[int, Any], None] | None = None,
+    min_calls: int = 5,
+    events: Callable[[], tuple[Any, Any]] | None = None,
+) -> Timing:
+    """One side alone (the reference's figure for ``evokernel tasks --time``): ``time_interleaved``
+    with a single side."""
+    window = time_interleaved({"only": call}, lambda i, _s: before(i), warmup=warmup, max_rounds=max_calls,
+                              budget_s=budget_s, synchronize=synchronize, min_rounds=min_calls, events=events,
+                              after=(lambda i, _s, r: after(i, r)) if after is not None else None)
+    return window.timing("only")
+
+
+def memory_bandwidth_gbps(device: str = "cpu") -> float:
+    """Sustained copy bandwidth (read + write bytes per second), for plausibility checks."""
+    import torch
+
+    a = torch.ones(32 << 20, dtype=torch.float32, device=device)  # 128 MiB each way
+    b = torch.empty_like(a)
+    b.copy_(a)
+    best = float("inf")
+    for _ in range(5):
+        t0 = time.perf_counter()
+        b.copy_(a)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * a.numel() * 4 / best / 1e9

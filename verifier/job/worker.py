@@ -29,26 +29,21 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import make_inputs
-from verifier.job.common import (
+from verifier.job.allocator import warm_allocator
+from verifier.job.candidate import (
     CandidateFailure,
-    OpTrace,
-    _changed,
     _describe,
     _field,
-    _identical,
     _load_candidate,
     _progress,
     _save,
-    _snapshot,
-    _to_device,
-    flatten,
     job_runtime,
     open_job_files,
-    signal_changes,
-    signal_dispositions,
-    warm_allocator,
 )
+from verifier.job.op_trace import OpTrace
 from verifier.job.side import _side
+from verifier.job.signals import signal_changes, signal_dispositions
+from verifier.job.tensors import _changed, _identical, _snapshot, _to_device, flatten
 from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
 from verifier.jobs import REPEAT_SAMPLES, CandidateJob, CandidateResult, JobStatus, TrialReport, load_job, pick
 from verifier.task import load_task_module

@@ -17,12 +17,12 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.common import _describe, _identical, _progress, _save, _snapshot, _to_device, flatten
-from verifier.job.timing import instances, time_reference
+from verifier.job.candidate import _describe, _progress, _save
+from verifier.job.tensors import _identical, _snapshot, _to_device, flatten
+from verifier.job.timing import instances, memory_bandwidth_gbps, time_reference
 from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
-from verifier.timing import memory_bandwidth_gbps
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload

@@ -20,11 +20,15 @@ import fcntl
 import os
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO
 
+from verifier.locations import cache_dir
+
 LOCK_DIR_ENV = "EVOKERNEL_LOCK_DIR"
+POLL_S = 0.02   # a waiter tries again this often (what an abandoned wait can take to end)
 
 
 def _private_dir(path: Path) -> bool:
@@ -55,7 +59,7 @@ def lock_dir(environ: Mapping[str, str] | None = None) -> Path:
     for path in candidates:
         if _private_dir(path):
             return path
-    fallback = Path.home() / ".cache" / "evokernel"
+    fallback = cache_dir()
     fallback.mkdir(parents=True, exist_ok=True)
     return fallback
 
@@ -65,10 +69,31 @@ def machine_lock_path(env: dict[str, str] | None = None) -> Path:
     return lock_dir(env) / "timing.lock"
 
 
+class LockAbandoned(OSError):
+    """The lock's owner is closing (``MachineLock.abandon``): what waited for the lock does not run."""
+
+
 class MachineLock:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.turnstile = self.path.with_name(self.path.name + ".turnstile")
+        self._abandoned = threading.Event()
+
+    def abandon(self) -> None:
+        """Its owner is closing: every wait for the lock through this object ends (LockAbandoned) within
+        ``POLL_S``, so a closing verifier never waits on another process's timing to finish."""
+        self._abandoned.set()
+
+    def _flock(self, fh: IO[str], mode: int) -> None:
+        """``flock``, waiting in short steps so that ``abandon`` can end the wait."""
+        while True:
+            if self._abandoned.is_set():
+                raise LockAbandoned(f"gave up waiting for {self.path}: its owner is closing")
+            try:
+                fcntl.flock(fh, mode | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                self._abandoned.wait(POLL_S)
 
     def _open(self, path: Path) -> IO[str]:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -78,10 +103,15 @@ class MachineLock:
     def shared(self) -> Iterator[None]:
         """Hold while computing: waits while a timing runs or waits to run."""
         with self._open(self.turnstile) as gate:
-            fcntl.flock(gate, fcntl.LOCK_EX)       # pass the turnstile...
+            self._flock(gate, fcntl.LOCK_EX)       # pass the turnstile...
             fh = self._open(self.path)
-            fcntl.flock(fh, fcntl.LOCK_SH)
-            fcntl.flock(gate, fcntl.LOCK_UN)        # ...and let the next one through
+            try:
+                self._flock(fh, fcntl.LOCK_SH)
+            except LockAbandoned:
+                fh.close()
+                raise
+            finally:
+                fcntl.flock(gate, fcntl.LOCK_UN)    # ...and let the next one through
         try:
             yield
         finally:
@@ -92,11 +122,15 @@ class MachineLock:
     def exclusive(self) -> Iterator[None]:
         """Hold while timing: waits for the computing holders to finish, blocks new ones."""
         gate = self._open(self.turnstile)
-        fcntl.flock(gate, fcntl.LOCK_EX)            # new shared holders now wait at the turnstile
+        try:
+            self._flock(gate, fcntl.LOCK_EX)        # new shared holders now wait at the turnstile
+        except LockAbandoned:
+            gate.close()
+            raise
         fh = self._open(self.path)
         gate_open = True
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX)          # the current ones drain
+            self._flock(fh, fcntl.LOCK_EX)          # the current ones drain
             fcntl.flock(gate, fcntl.LOCK_UN)
             gate.close()
             gate_open = False

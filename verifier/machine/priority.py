@@ -99,27 +99,51 @@ def _launchers() -> tuple[_Launcher, _Launcher]:
         return _NORMAL, _BACKGROUND
 
 
+_started: dict[subprocess.Popen[Any], str] = {}   # running processes -> the name of the thread that asked
+_ended: set[str] = set()                          # thread-name prefixes whose owner closed: they start nothing
+_started_lock = threading.Lock()
+
+
 def popen(argv: list[str], *, background: bool, **kwargs: Any) -> subprocess.Popen[Any]:
-    """``subprocess.Popen(argv, **kwargs)`` at normal priority, or ``BACKGROUND_NICENESS`` lower."""
+    """``subprocess.Popen(argv, **kwargs)`` at normal priority, or ``BACKGROUND_NICENESS`` lower. A thread of
+    an owner that has ended its processes (``end_started_by``) starts none: OSError."""
+    asked_by = threading.current_thread().name
+    with _started_lock:
+        if any(asked_by.startswith(prefix) for prefix in _ended):
+            raise OSError(f"not started: {asked_by}'s owner is closing")
     if not PER_THREAD:
         if background and shutil.which("nice"):
             argv = ["nice", "-n", str(BACKGROUND_NICENESS), *argv]
-        return subprocess.Popen(argv, **kwargs)
-    normal, low = _launchers()
-    return (low if background else normal).call(lambda: subprocess.Popen(argv, **kwargs))
+        proc = subprocess.Popen(argv, **kwargs)
+    else:
+        normal, low = _launchers()
+        proc = (low if background else normal).call(lambda: subprocess.Popen(argv, **kwargs))
+    with _started_lock:
+        for done in [p for p in _started if p.poll() is not None]:
+            del _started[done]
+        _started[proc] = asked_by
+    return proc
 
 
-def run(argv: list[str], *, background: bool, timeout: float | None = None, **kwargs: Any
-        ) -> subprocess.CompletedProcess[Any]:
-    """``subprocess.run`` with ``capture_output``-style pipes given in ``kwargs``, started by ``popen``."""
-    proc = popen(argv, background=background, **kwargs)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+def end_started_by(prefix: str) -> int:
+    """Kill (with its process group when it has one of its own) every process still running that a thread
+    whose name starts with ``prefix`` started, and start none for such a thread from now on: a verifier
+    closing ends what its own threads were running (a reference being counted, the ceilings measured)
+    instead of waiting on it. Returns how many were running."""
+    import signal
+
+    with _started_lock:
+        _ended.add(prefix)
+        mine = [p for p, name in _started.items() if name.startswith(prefix) and p.poll() is None]
+    for proc in mine:
+        try:
+            if os.getpgid(proc.pid) == proc.pid:   # a session or group of its own: all of it
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+        except OSError:
+            pass
+    return len(mine)
 
 
 if PER_THREAD:

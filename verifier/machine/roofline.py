@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,9 +38,9 @@ if TYPE_CHECKING:
     from verifier.machine.lock import MachineLock
     from verifier.task import TaskSpec
 
-from verifier.machine import priority
+from verifier.processes import run_process, without_secrets
 
-PROFILE_FORMAT = 1
+PROFILE_FORMAT = 2    # 2: the inputs' dtypes, and every case of a multi-case task
 CEILINGS_FORMAT = 1
 
 # Reductions and composite ops: FLOPs per element of their (first) input. A floor, not a census:
@@ -138,7 +137,8 @@ def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
     by_op = {str(k).split(".")[-1]: int(v) for k, v in flop_counter.get_flop_counts().get("Global", {}).items()}
     by_op.update(elementwise.by_op)
     ew = sum(elementwise.by_op.values())
-    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)),
+    floats = sorted({str(t.dtype).replace("torch.", "") for t in _tensors(inputs) if t.is_floating_point()})
+    result: dict[str, Any] = {"format": PROFILE_FORMAT, "input_bytes": _nbytes(_tensors(inputs)), "dtypes": floats,
                               "param_bytes": _nbytes(list(state.values())), "output_bytes": _nbytes(_tensors(out)),
                               "matmul_flops": matmul, "elementwise_flops": ew, "flops": matmul + ew, "by_op": by_op}
     result["bytes"] = result["input_bytes"] + result["param_bytes"] + result["output_bytes"]
@@ -160,10 +160,46 @@ def _count(spec_dict: dict[str, Any]) -> dict[str, Any]:
             with torch.device(device):
                 model = module.Model(*module.get_init_inputs())
                 inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-            return {**count_forward(model, inputs), "device": device}
+            found = {**count_forward(model, inputs), "device": device}
+            if len(spec.cases) > 1:   # a multi-case task: every case's bytes and FLOPs (a prompt's roofline is the
+                found["cases"] = _count_cases(module, model, len(spec.cases), device)   # timed cases', not case 0's)
+            return found
         except Exception as exc:  # no meta kernel for some op: count on real tensors
             problem = f"{type(exc).__name__}: {exc}"
     raise RuntimeError(f"could not count the reference of {spec.id}: {problem}")
+
+
+def _count_cases(module: Any, model: Any, n: int, device: str) -> list[dict[str, Any]]:
+    """Bytes and FLOPs of each of a multi-case task's ``n`` cases (the totals of ``count_forward``)."""
+    import torch
+
+    from verifier.cases import inputs_for
+
+    out = []
+    for k in range(n):
+        with torch.device(device):
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs_for(module.get_inputs, k)()]
+        counted = count_forward(model, inputs)
+        out.append({key: counted[key] for key in ("bytes", "flops", "input_bytes", "output_bytes")})
+    return out
+
+
+def describe_cases(profile: dict[str, Any], timed: list[int], ceilings: dict[str, Any] | None) -> str:
+    """One line for a multi-case task's prompt: what its ``timed`` cases move and compute, and their floors."""
+    cases = [profile["cases"][k] for k in timed if k < len(profile.get("cases") or [])]
+    if not cases:
+        return describe_profile(profile, ceilings)
+    nbytes, flops = [int(c["bytes"]) for c in cases], [int(c["flops"]) for c in cases]
+    text = (f"over its {len(cases)} timed case{'s' if len(cases) != 1 else ''}: {_fmt_bytes(min(nbytes))} to "
+            f"{_fmt_bytes(max(nbytes))} moved and {_fmt_flops(min(flops))} to {_fmt_flops(max(flops))} per case")
+    points = [assess(c, 1.0, ceilings) for c in cases]
+    floors = [p for p in points if p and p.get("floor_ms") is not None]
+    if floors:
+        bounds = sorted({str(p["bound"]) for p in floors})
+        said = " or ".join(f"{b}-bound" for b in bounds)
+        lo, hi = min(p["floor_ms"] for p in floors), max(p["floor_ms"] for p in floors)
+        text += f": {said} on this machine, roofline floors {lo:.4f} ms to {hi:.4f} ms"
+    return text
 
 
 def _main(argv: list[str]) -> int:
@@ -194,7 +230,7 @@ def profile_task(spec: TaskSpec, timeout: float = 120.0) -> dict[str, Any]:
 
 def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[str, Any] | str]:
     """Profiles of ``specs`` counted in one fresh interpreter: each a dict, or a string saying why not."""
-    from verifier.sandbox import scrubbed_env
+    from verifier.processes import scrubbed_env
 
     if not specs:
         return []
@@ -204,15 +240,13 @@ def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[st
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
-        why = ""
-        try:  # counting is not a timing: at lower priority (verifier.machine.priority)
-            ran = priority.run([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)],
-                               background=True, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, timeout=timeout, start_new_session=True)
-            tail = (ran.stderr or "").strip().splitlines()[-1:] or [f"exit {ran.returncode}"]
-            why = f"counting the reference failed: {tail[0][:300]}"
-        except subprocess.TimeoutExpired:
+        # counting is not a timing: at lower priority (verifier.machine.priority)
+        ran = run_process([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], cwd=tmp, env=env,
+                          timeout=timeout, background=True)
+        if ran.timed_out:
             why = f"counting the reference took over {timeout:.0f} s"
+        else:
+            why = f"counting the reference failed: {ran.last_line() or ran.describe()}"
         try:
             results = json.loads((Path(tmp) / "result.json").read_text())
         except (OSError, ValueError):
@@ -312,23 +346,17 @@ def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: i
     with tempfile.TemporaryDirectory(prefix="evokernel-ceilings-") as tmp:
         src, exe = Path(tmp) / "ceilings.cpp", Path(tmp) / "ceilings"
         src.write_text(CEILINGS_SOURCE)
-        try:
-            built = priority.run([compiler, *flags, "-o", str(exe), str(src)], background=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise RuntimeError(f"building the ceilings probe failed: {exc}") from None
-        if built.returncode != 0:
-            raise RuntimeError(f"building the ceilings probe failed: {(built.stderr or '').strip()[:300]}")
-        env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"}
-        try:
-            ran = priority.run([str(exe), str(n)], background=False, stdout=subprocess.PIPE,  # a timing
-                               stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the ceilings probe ran over {timeout:.0f} s") from None
+        built = run_process([compiler, *flags, "-o", str(exe), str(src)], timeout=timeout, background=True)
+        if not built.ok:
+            raise RuntimeError(f"building the ceilings probe failed: {built.output.strip()[:300] or built.describe()}")
+        env = {**without_secrets(os.environ), "OMP_NUM_THREADS": str(threads), "OMP_PROC_BIND": "false"}
+        ran = run_process([str(exe), str(n)], timeout=timeout, env=env, background=False, stderr=False)  # a timing
+        if ran.timed_out:
+            raise RuntimeError(f"the ceilings probe ran over {timeout:.0f} s")
     try:
-        data = json.loads(ran.stdout.strip().splitlines()[-1])
+        data = json.loads(ran.output.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        raise RuntimeError(f"the ceilings probe printed no result (exit {ran.returncode})") from None
+        raise RuntimeError(f"the ceilings probe printed no result ({ran.describe()})") from None
     if "error" in data:
         raise RuntimeError(f"the ceilings probe failed: {data['error']}")
     data.pop("check", None)
@@ -350,6 +378,11 @@ def _fmt_flops(n: float) -> str:
         if n >= size:
             return f"{n / size:.1f} {unit}"
     return f"{int(n)} FLOP"
+
+
+BELOW_FLOOR = 0.5
+"""A memory-bound kernel timed under this share of the roofline's floor is flagged for review (above the
+floor itself is possible with data kept in cache, and the summary says so)."""
 
 
 def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: dict[str, Any] | None = None
@@ -385,9 +418,23 @@ def assess(profile: dict[str, Any] | None, latency_ms: float | None, ceilings: d
     else:
         head = f"compute-bound: {100 * fraction:.0f} % of the {peak:.0f} GFLOP/s FMA ceiling"
         detail = f"{_fmt_flops(flops)} at {out['achieved_gflops']:.1f} GFLOP/s"
-    note = "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else ""
+    note = ("; under half of it: flagged for review" if bound == "memory" and fraction > 1 / BELOW_FLOOR
+            else "; above the DRAM roofline: the data stays in cache" if fraction > 1.05 else "")
     out["summary"] = f"{head} ({detail}; floor {floor_ms:.3f} ms{note})"
     return out
+
+
+def below_floor(point: dict[str, Any] | None) -> str:
+    """The flag of a memory-bound kernel timed under half the roofline's floor, or "": the floor is the one
+    ``assess`` gives in the summary beside it (one computation: the profile's bytes at the triad ceiling),
+    so the flag and the roofline line never name two floors."""
+    if not point or point.get("bound") != "memory" or not point.get("floor_ms") or not point.get("latency_ms"):
+        return ""
+    floor, latency = float(point["floor_ms"]), float(point["latency_ms"])
+    if latency >= BELOW_FLOOR * floor:
+        return ""
+    return (f"{latency:.3f} ms is under half the roofline floor {floor:.3f} ms ({_fmt_bytes(point['bytes'])} moved "
+            f"at the {point['ceiling_gbps']:.1f} GB/s triad ceiling): review before trusting")
 
 
 def describe_profile(profile: dict[str, Any], ceilings: dict[str, Any] | None) -> str:
@@ -475,7 +522,7 @@ class RooflineMeter:
         import hashlib
         import platform
 
-        from verifier.machine import cpu_model
+        from verifier.machine.facts import cpu_model
 
         text = f"{cpu_model()}|{os.cpu_count()}|{self.threads}|{platform.machine()}|{self.backend.build_key()}"
         return f"{CEILINGS_FORMAT}:" + hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -496,7 +543,7 @@ class RooflineMeter:
             before = self.cached_ceilings()
             if before and not remeasure:
                 return before
-            from verifier.machine import last_level_cache_bytes
+            from verifier.machine.caches import last_level_cache_bytes
 
             compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
             module = sys.modules.get(type(self.backend).__module__)
@@ -517,9 +564,9 @@ class RooflineMeter:
             self._write("ceilings.json", self._ceilings_key(), found)
             return found
 
-    def prepare(self, specs: list[TaskSpec]) -> None:
-        """Count every task not counted yet (one subprocess for all) and measure the ceilings, so the
-        first prompts of a run already carry them. Never raises."""
+    def prepare(self, specs: list[TaskSpec], ceilings: bool = True) -> None:
+        """Count every task not counted yet (one subprocess for all) and measure the ceilings (unless not
+        ``ceilings``), so the first prompts of a run already carry them. Never raises."""
         try:
             with self._guard:
                 missing = [s for s in specs if not self.cached_profile(s) and self._profile_key(s) not in self._failed]
@@ -532,7 +579,8 @@ class RooflineMeter:
                         continue
                     self._profiles[self._profile_key(spec)] = found
                     self._write("tasks.json", self._profile_key(spec), found)
-            self.ceilings()
+            if ceilings:
+                self.ceilings()
         except Exception as exc:
             self.problems.append(f"{type(exc).__name__}: {exc}")
 

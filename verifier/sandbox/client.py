@@ -17,10 +17,15 @@ from typing import Any
 
 from verifier.errors import SandboxError
 from verifier.machine import priority
-from verifier.sandbox import _kill_group, bwrap_argv, bwrap_hardening, bwrap_status, procs, sandbox_view
+from verifier.processes import kill_group
+from verifier.sandbox import procs
+from verifier.sandbox.isolation import bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
+
+CLOSE_WAIT_S = 0.3
+"""How long ``ForkServer.close`` lets the server end its jobs itself before it ends the server and them."""
 
 
 @dataclass
@@ -38,6 +43,18 @@ class JobLimits:
         return self.__dict__.copy()
 
 
+def oom_kills() -> int | None:
+    """How many processes the kernel's out-of-memory killer has killed since boot (``/proc/vmstat``), or None."""
+    try:
+        with open("/proc/vmstat") as f:
+            for line in f:
+                if line.startswith("oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
 @dataclass
 class JobExit:
     """How a sandboxed job ended."""
@@ -48,8 +65,22 @@ class JobExit:
     seconds: float = 0.0
     detail: str = ""
     tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
+    machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
+
+    @property
+    def tool(self) -> str:
+        """Why this ending is the tool's and not the job's own (the sandbox worker lost, the verifier
+        closing, the machine out of memory), or "" when it is the job's."""
+        if self.status == "lost":
+            return f"the sandbox worker was lost ({self.detail})"
+        if self.machine_oom:
+            return ("the machine ran out of memory and the system killed the job (not its own limit: its "
+                    "address-space limit fails an allocation instead)")
+        return ""
 
     def describe(self) -> str:
+        if self.machine_oom:
+            return "was killed by the system: the machine ran out of memory"
         if self.status == "signaled" and self.signal:
             try:
                 name = signal.Signals(self.signal).name
@@ -67,7 +98,7 @@ class JobExit:
         if self.status == "timeout":
             return f"did not finish within {self.seconds:.0f} s and was killed"
         if self.status == "lost":
-            return f"the sandbox worker was lost ({self.detail})"
+            return f"was lost with the sandbox worker ({self.detail})"
         return f"exited with code {self.code}"
 
 
@@ -88,6 +119,7 @@ class JobHandle:
 
     def __init__(self, server: ForkServer, job_id: int, pending: _Pending, timeout: float):
         self._server, self.id, self._pending = server, job_id, pending
+        self._oom_kills = oom_kills()
         self._started = time.perf_counter()
         self._deadline = self._started + timeout
         self._exit: JobExit | None = None
@@ -141,17 +173,47 @@ class JobHandle:
             if not self._pending.event.wait(max(limit, 0.0)):
                 self._server._send({"id": self.id, "kill": True})
                 if not self._pending.event.wait(5):
-                    self._server.close()  # unresponsive: take the whole sandbox down
+                    self._server.close(restartable=True)  # unresponsive: take the whole sandbox down
                 self._exit = JobExit("timeout", seconds=time.perf_counter() - self._started)
                 return self._exit
             result = self._pending.exit or JobExit("lost", detail="no exit status")
             result.seconds = time.perf_counter() - self._started
+            if result.status == "signaled" and result.signal == signal.SIGKILL and self._oom_kills is not None:
+                result.machine_oom = (oom_kills() or 0) > self._oom_kills
             result.tampered = self._server.check_limits()
             self._exit = result
             return result
         finally:
             with self._server._lock:
                 self._server._pending.pop(self.id, None)
+
+
+def plain_files_only(job_dir: Path) -> None:
+    """Once a job is over, keep only the plain files and folders it left in ``job_dir``: what it left is the
+    candidate's, and only plain files are read back (a symlink, ``result.json -> ~/.ssh/id_rsa``, would have
+    the harness read a host file into the verdict; a FIFO would block it for ever). The folder itself must
+    still be the one made for the job: if its name now points elsewhere, the name goes and nothing is read."""
+    try:
+        fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # replaced (by a symlink?): drop the name, read nothing
+        try:
+            if job_dir.is_symlink():
+                job_dir.unlink()
+        except OSError:
+            pass
+        return
+    try:
+        for entry in os.scandir(fd):
+            try:
+                if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
+                                              or entry.is_dir(follow_symlinks=False)):
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class ForkServer:
@@ -190,6 +252,7 @@ class ForkServer:
         self._stderr_path = self.jobs_root / "forkserver.stderr"
         self._host_pid: int | None = None             # the server's process as the harness names it
         self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
+        self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
 
     @property
     def isolation(self) -> str:
@@ -223,6 +286,8 @@ class ForkServer:
 
     def start(self) -> None:
         with self._lock:
+            if self._closed:
+                raise SandboxError("the sandbox worker was closed: the verifier is closing")
             if self._proc is not None and self._proc.poll() is None:
                 return
             self._ready.clear()
@@ -300,7 +365,7 @@ class ForkServer:
                    if name in self._limits and self._limits[name] != v]
         if not changed:
             return ""
-        self.close()
+        self.close(restartable=True)
         return "the sandbox's fork server had its limits changed while the job ran (" + ", ".join(changed) + \
             "): no job may reach another process; the sandbox was restarted"
 
@@ -368,6 +433,8 @@ class ForkServer:
         ``env``: variables set in the job's process before anything of it runs (before the exec of a
         spawned job), on top of the server's scrubbed environment (the caller filters them:
         ``verifier.sandbox.declared_env``)."""
+        if self._closed:   # a verification still in flight while the verifier closes (quitting): no verdict
+            return JobExit("lost", detail="the verifier is closing")
         self.start()
         with self._lock:
             self._next_id += 1
@@ -382,8 +449,12 @@ class ForkServer:
             return JobExit("lost", detail="could not reach the fork server")
         return JobHandle(self, job_id, pending, timeout)
 
-    def close(self) -> None:
+    def close(self, *, restartable: bool = False) -> None:
+        """Stop the server and every job it runs. For good, unless ``restartable`` (an unresponsive server
+        taken down: the next job starts a new one): a thread that submits or starts later (a reference made
+        ahead, the warm-up) gets a lost job or SandboxError instead of a new server outliving its owner."""
         with self._lock:
+            self._closed = self._closed or not restartable
             proc, self._proc = self._proc, None
         if self._confine:
             try:
@@ -398,7 +469,14 @@ class ForkServer:
         except OSError:
             pass
         try:
-            proc.wait(timeout=2)
+            # It kills its jobs as soon as it reads the end of its input; its own exit (an interpreter with
+            # torch loaded, tearing down) takes a second more, which nobody needs to wait for.
+            proc.wait(timeout=CLOSE_WAIT_S)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
+            if not self._use_bwrap:   # its jobs run in sessions of their own: end any it has not reached yet
+                with self._lock:
+                    pids = [p.pid for p in self._pending.values() if p.pid]
+                for pid in pids:
+                    kill_group(pid)
+            kill_group(proc.pid)      # (with bubblewrap its PID namespace ends with it, every job inside)
             proc.wait()

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends.base import Backend, BuildPlanError
-from verifier.sandbox import bwrap_argv, bwrap_status, run_process, sandbox_view, scrubbed_env
+from verifier.locations import cache_dir
+from verifier.processes import run_process, scrubbed_env
 from verifier.sandbox.forkserver import landlock_abi
+from verifier.sandbox.isolation import bwrap_argv, bwrap_status, sandbox_view
 from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
 from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined, policy_for
 
@@ -46,8 +48,8 @@ class BuildResult:
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "evokernel"
+    """The cache of builds made outside a workspace (``verifier.locations.cache_dir``)."""
+    return cache_dir()
 
 
 def build_key(backend: Backend, files: dict[str, str]) -> str:

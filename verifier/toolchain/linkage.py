@@ -28,10 +28,11 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from verifier.processes import run_process
 
 # The system runtimes every backend may link against (by soname).
 SYSTEM_LIBRARIES = re.compile(
@@ -114,10 +115,10 @@ def _ld_cache() -> dict[str, str]:
     exe = shutil.which("ldconfig") or ("/sbin/ldconfig" if os.path.exists("/sbin/ldconfig") else None)
     if not exe:
         return {}
-    try:
-        text = subprocess.run([exe, "-p"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    ran = run_process([exe, "-p"], timeout=20, background=False, stderr=False, output_limit=16_000_000)
+    if ran.timed_out or not ran.started:
         return {}
+    text = ran.output
     tag = {"x86_64": "x86-64", "aarch64": "AArch64"}.get(os.uname().machine)
     found: dict[str, str] = {}
     for m in re.finditer(r"^\s*(\S+) \(([^)]*)\)[^=]*=> (\S+)$", text, re.M):
@@ -160,10 +161,11 @@ def _defined_symbols(path: str, key: str, cache_dir: str) -> frozenset[str]:
             return frozenset(json.loads(store.read_text()))
         except (OSError, ValueError):
             pass
-    try:
-        text = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
+    ran = run_process(["nm", "-D", "--defined-only", path], timeout=60, background=False, stderr=False,
+                      output_limit=64_000_000)
+    if ran.timed_out or not ran.started:
         return frozenset()
+    text = ran.output
     names = frozenset(parse_defined(text))
     if store is not None and names:
         store.parent.mkdir(parents=True, exist_ok=True)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from verifier.processes import run_process
 
 # ----------------------------------------------------------------------------- running commands
 
@@ -23,15 +24,14 @@ class Ran:
 
 
 def run(argv: list[str], env: Mapping[str, str] | None = None, timeout: float = 30.0) -> Ran:
-    """Run a probe command; never raises."""
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              env=dict(env) if env is not None else None, stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
+    """Run a probe command (``verifier.processes.run_process``: its group killed at the deadline); never
+    raises."""
+    ran = run_process(argv, timeout=timeout, env=env, background=False, output_limit=1_000_000)
+    if ran.timed_out:
         return Ran(None, f"{Path(argv[0]).name} did not answer within {timeout:.0f} s")
-    except OSError as exc:
-        return Ran(None, f"could not run {argv[0]}: {exc.strerror or exc}")
-    return Ran(proc.returncode, (proc.stdout or "") + (proc.stderr or ""))
+    if not ran.started:
+        return Ran(None, f"could not run {argv[0]}: {ran.output.removeprefix(f'could not start {argv[0]}: ')}")
+    return Ran(ran.returncode, ran.output)
 
 
 def _executable(path: Path) -> bool:

@@ -12,17 +12,22 @@ from verifier.backends.base import Backend, KernelRules
 from verifier.gates.antihack.devices import device_problem, kernel_rules
 from verifier.toolchain.csource import scan, splice
 
+# (regex on the included header, why, the headers in words: the prompts' rule is made from this column)
 _BANNED_INCLUDES = [
-    (r"torch/|ATen/|c10/|Python\.h|pybind11", "kernels may not call into PyTorch or Python"),
+    (r"torch/|ATen/|c10/|Python\.h|pybind11", "kernels may not call into PyTorch or Python",
+     "torch, ATen, c10, Python.h, pybind11"),
     (r"cblas|mkl|openblas|Eigen/|dnnl|oneapi/|cublas|cudnn|cutlass|lapack",
-     "kernels may not call BLAS/DNN libraries; write the loops"),
-    (r"sys/socket|netinet/|arpa/|netdb\.h|curl", "no networking in kernels"),
-    (r"fstream|filesystem|dirent\.h|sys/stat\.h|fcntl\.h", "no file access in kernels"),
+     "kernels may not call BLAS/DNN libraries; write the loops",
+     "BLAS and DNN libraries (cblas, mkl, openblas, Eigen, dnnl, oneapi, cublas, cudnn, cutlass, lapack)"),
+    (r"sys/socket|netinet/|arpa/|netdb\.h|curl", "no networking in kernels", "networking"),
+    (r"fstream|filesystem|dirent\.h|sys/stat\.h|fcntl\.h", "no file access in kernels",
+     "file access (fstream, filesystem, dirent.h, sys/stat.h, fcntl.h)"),
     (r"unistd\.h|sys/syscall\.h|dlfcn\.h|spawn\.h|sys/ptrace\.h|sys/mman\.h|sys/wait\.h|csignal|signal\.h",
-     "no system calls, processes or signals in kernels"),
-    (r"(?:^|/)(?:chrono|ctime|time\.h)$", "no timers in kernels"),
+     "no system calls, processes or signals in kernels",
+     "system calls, processes and signals (unistd.h, sys/mman.h, dlfcn.h, signal.h, ...)"),
+    (r"(?:^|/)(?:chrono|ctime|time\.h)$", "no timers in kernels", "timers (chrono, ctime, time.h)"),
     (r"^(?:thread|future|pthread\.h|threads\.h)$", "no threads of your own in kernels: parallelise with OpenMP "
-     "(#pragma omp parallel for)"),
+     "(#pragma omp parallel for)", "threads (thread, future, pthread.h, threads.h)"),
 ]
 _BANNED_WORDS = {
     "process": ["fork", "vfork", "_Fork", "__fork", "__libc_fork", "clone", "clone3", "__clone", "execl", "execlp",
@@ -139,7 +144,7 @@ def _directive_problem(name: str, lineno: int, line: str, local_files: set[str],
                     "with quotes")
         if target.startswith("/") or ".." in target:
             return f"{name} line {lineno}: #include <{target}>: absolute or parent paths are not allowed"
-        for pattern, why in _BANNED_INCLUDES:
+        for pattern, why, _named in _BANNED_INCLUDES:
             if re.search(pattern, target):
                 return f"{name} line {lineno}: #include <{target}>: {why}"
         return None

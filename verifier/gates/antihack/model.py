@@ -152,9 +152,9 @@ class _ModelRules(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            self._check_module(node, alias.name)
-            if alias.name == "verifier.runtime":
+            if alias.name == "verifier.runtime":   # before the module check, whose message would say less
                 self.fail(node, "import the loader as `from verifier.runtime import load` and call `lib = load()`")
+            self._check_module(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         module = node.module or ""

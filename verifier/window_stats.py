@@ -1,25 +1,17 @@
-"""Timing statistics and the in-process timing loop.
-
-The statistics (``Timing``, ``Window``, ``Ratio``, ``paired_ratio``, ``geomean_ratio``) measure every
-window: a speedup is the median of the per-round ratios from one window, with a bootstrap interval
-(what it says, "faster", "same speed", "noisy"..., is ``verifier.verdict``'s one rule).
-
-The loop (``time_interleaved``, ``time_calls``) times calls inside one process: it serves only the
-trusted reference's own figure (``evokernel tasks --time``, verifier.job.timing). Every speed verdict
-comes from verifier.harness.window, where each side runs in a process of its own and the clock is the
-harness's. On devices a call is timed by a pair of device events on the current stream, with the wall
-clock of the same call kept beside it (work that escaped the stream shows as a gap between the two).
+"""What a timing window measured and what it comes to: every side's per-call times, round by round
+(``Window``), one side's summary (``Timing``, ``summarize``), and the paired ratios of two sides with
+their bootstrap intervals (``Ratio``, ``paired_ratio``, ``geomean_ratio``): a speedup is the median of the
+per-round ratios from one window. What a ratio says ("faster", "same speed", "noisy"...) is
+``verifier.verdict``'s one rule; how a window is run, ``verifier.harness.window`` (every side in a process
+of its own, the clock in the harness); calls timed inside one process, ``verifier.job.timing``.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import random
-import resource
 import statistics
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -57,20 +49,6 @@ def summarize(samples: Sequence[float], clock: str = "wall", wall: Sequence[floa
                   wall_median_ms=statistics.median(wall) if clock == "events" and wall else None)
 
 
-class CacheFlusher:
-    """Overwrites a buffer (twice the last-level cache by default), evicting inputs and outputs."""
-
-    def __init__(self, nbytes: int, device: str = "cpu"):
-        import torch
-
-        self._buf = torch.empty(max(nbytes // 4, 1), dtype=torch.float32, device=device)
-        self._value = 0.0
-
-    def __call__(self) -> None:
-        self._value += 1.0
-        self._buf.fill_(self._value)
-
-
 @dataclass
 class Window:
     """Per-call times of every side, round by round, from one interleaved window."""
@@ -92,93 +70,6 @@ class Window:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def time_interleaved(
-    calls: dict[str, Callable[[], Any]],
-    before: Callable[[int, str], None],
-    *,
-    warmup: int,
-    max_rounds: int,
-    budget_s: float,
-    synchronize: Callable[[], None] = lambda: None,
-    after: Callable[[int, str, Any], None] | None = None,
-    min_rounds: int = 5,
-    events: Callable[[], tuple[Any, Any]] | None = None,
-    rng: random.Random | None = None,
-) -> Window:
-    """Time every side of ``calls`` in rounds: each round calls each side once, in a random order.
-
-    ``before(i, side)`` runs untimed before each call (copy inputs, flush caches; warm-up rounds have
-    ``i = -1, -2, ...``); ``after(i, side, result)`` runs untimed after each call, warm-up included
-    (checks, and clearing the result).
-    ``events()`` returns a fresh (start, end) pair of device events; given, they time each call.
-    ``budget_s`` is the wall-clock budget of one side: the window stops after ``min_rounds`` once
-    ``budget_s * len(calls)`` has passed, or at ``max_rounds``. Rounds in which a call was preempted
-    (involuntary context switches of this process) are marked."""
-    rng = rng or random.Random(os.urandom(16))
-    sides = list(calls)
-    for i in range(warmup):
-        for side in rng.sample(sides, len(sides)):
-            before(-1 - i, side)
-            result = calls[side]()
-            synchronize()
-            if after is not None:
-                after(-1 - i, side, result)
-            del result
-    samples: dict[str, list[float]] = {s: [] for s in sides}
-    wall: dict[str, list[float]] = {s: [] for s in sides}
-    order: list[list[str]] = []
-    preempted: list[bool] = []
-    started = time.perf_counter()
-    budget = budget_s * len(sides)
-    i = 0
-    while i < max_rounds and (i < min_rounds or time.perf_counter() - started < budget):
-        this_round = rng.sample(sides, len(sides))
-        switched = False
-        for side in this_round:
-            before(i, side)
-            synchronize()
-            pair = events() if events is not None else None
-            switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
-            t0 = time.perf_counter_ns()
-            if pair is not None:
-                pair[0].record()
-            result = calls[side]()
-            if pair is not None:
-                pair[1].record()
-            synchronize()
-            t1 = time.perf_counter_ns()
-            switched |= resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw != switches
-            wall[side].append((t1 - t0) / 1e6)
-            samples[side].append(float(pair[0].elapsed_time(pair[1])) if pair is not None else wall[side][-1])
-            if after is not None:
-                after(i, side, result)
-            del result
-        order.append(this_round)
-        preempted.append(switched)
-        i += 1
-    return Window(sides, samples, wall, order, clock="events" if events is not None else "wall", preempted=preempted)
-
-
-def time_calls(
-    call: Callable[[], Any],
-    before: Callable[[int], None],
-    *,
-    warmup: int,
-    max_calls: int,
-    budget_s: float,
-    synchronize: Callable[[], None] = lambda: None,
-    after: Callable[[int, Any], None] | None = None,
-    min_calls: int = 5,
-    events: Callable[[], tuple[Any, Any]] | None = None,
-) -> Timing:
-    """One side alone (the reference's figure for ``evokernel tasks --time``): ``time_interleaved``
-    with a single side."""
-    window = time_interleaved({"only": call}, lambda i, _s: before(i), warmup=warmup, max_rounds=max_calls,
-                              budget_s=budget_s, synchronize=synchronize, min_rounds=min_calls, events=events,
-                              after=(lambda i, _s, r: after(i, r)) if after is not None else None)
-    return window.timing("only")
 
 
 # ----------------------------------------------------------------------------- ratios
@@ -264,18 +155,3 @@ def geomean_ratio(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *,
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(boot, [tail, 1.0 - tail])
     return Ratio(value, float(min(low, value)), float(max(high, value)), of_medians)
-
-
-def memory_bandwidth_gbps(device: str = "cpu") -> float:
-    """Sustained copy bandwidth (read + write bytes per second), for plausibility checks."""
-    import torch
-
-    a = torch.ones(32 << 20, dtype=torch.float32, device=device)  # 128 MiB each way
-    b = torch.empty_like(a)
-    b.copy_(a)
-    best = float("inf")
-    for _ in range(5):
-        t0 = time.perf_counter()
-        b.copy_(a)
-        best = min(best, time.perf_counter() - t0)
-    return 2 * a.numel() * 4 / best / 1e9

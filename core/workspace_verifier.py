@@ -1,10 +1,10 @@
-"""How the engine and the commands get a verifier: configured from the workspace, its state hidden
-from candidates, its caches inside the workspace."""
+"""The workspace's verifier: how the engine and the commands get one (configured from the workspace, its
+state hidden from candidates, its caches inside the workspace), and the references it times for
+``evokernel tasks --time``."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.workspace import Workspace
@@ -45,30 +45,4 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
     return out
 
 
-__all__ = ["Outcome", "Verifier", "open_verifier", "recorded_best", "time_references"]
-
-
-def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
-    """When the memory holds an attempt of ``task_id`` with exactly these files that was timed beside a
-    best: (that attempt as the workbench names it, ``#n``, the best's files). Passing the same best to
-    the verifier finds the verdict it recorded for that window."""
-    from core.attempts import attempt_numbers
-    from core.workspace_files import files_hash, read_candidate_files
-    from store import Store
-    from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-
-    if not ws.memory_path.exists():
-        return None
-    digest = files_hash(read_candidate_files(folder))
-    try:
-        with Store.open(ws.memory_path, readonly=True) as store:
-            for exp in store.iter_experiences(task=task_id, backend=backend):
-                best_id = (exp.extra or {}).get("best")
-                if exp.backend == backend and best_id and exp.files and files_hash(exp.files) == digest:
-                    best = store.get(best_id)
-                    if best is not None and best.files:
-                        number = attempt_numbers(store, [task_id]).get(exp.id)
-                        return (f"#{number}" if number else exp.id), dict(best.files)
-    except (StoreNotFound, StoreUnreadable, SchemaMismatch):
-        return None   # a memory that cannot be read: verify as if none was recorded
-    return None
+__all__ = ["Outcome", "Verifier", "open_verifier", "time_references"]

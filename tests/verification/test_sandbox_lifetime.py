@@ -1,0 +1,103 @@
+"""Nothing left running (#37, finding 5): a fork server closed with its verifier never starts again (a pool
+thread making a reference ahead once restarted it after ``verify --json`` had closed everything, and the new
+server outlived the command), and ``evokernel verify --json`` leaves no process of its own behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from verifier.sandbox.client import ForkServer, JobExit, JobLimits
+
+import candidates as C
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "tests" / "fixtures" / "suite"
+REPORTER = '''
+import pathlib
+
+
+def run_job(job_dir):
+    (pathlib.Path(job_dir) / "ran.txt").write_text("ran")
+'''
+
+
+def _server(tmp_path: Path) -> tuple[ForkServer, Path]:
+    helper = tmp_path / "helper"
+    helper.mkdir()
+    (helper / "lifetime_job.py").write_text(REPORTER)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), str(helper)]),
+           "HOME": str(jobs)}
+    return ForkServer(jobs, env=env, preload=["lifetime_job"], use_bwrap=False, hidden=[], devices=[],
+                      confine=False, entry="lifetime_job:run_job"), jobs
+
+
+def test_a_closed_fork_server_is_never_started_again(tmp_path):
+    from verifier.errors import SandboxError
+
+    server, jobs = _server(tmp_path)
+    limits = JobLimits(cpu_seconds=30, address_space_mb=None, file_size_mb=16)
+    (jobs / "a").mkdir()
+    assert server.run(jobs / "a", limits, 60).status == "exited"
+    server.close()
+    (jobs / "b").mkdir()
+    late = server.submit(jobs / "b", limits, 60)     # a pool thread finishing after the close
+    assert isinstance(late, JobExit) and late.status == "lost" and late.tool, late
+    assert server._proc is None and not (jobs / "b" / "ran.txt").exists()
+    with pytest.raises(SandboxError, match="closing"):
+        server.start()
+
+
+def test_an_unresponsive_server_taken_down_is_started_again_for_the_next_job(tmp_path):
+    server, jobs = _server(tmp_path)
+    limits = JobLimits(cpu_seconds=30, address_space_mb=None, file_size_mb=16)
+    try:
+        (jobs / "a").mkdir()
+        assert server.run(jobs / "a", limits, 60).status == "exited"
+        server.close(restartable=True)
+        (jobs / "b").mkdir()
+        assert server.run(jobs / "b", limits, 60).status == "exited"
+        assert (jobs / "b" / "ran.txt").read_text() == "ran"
+    finally:
+        server.close()
+
+
+WRAPPER = '''
+import ctypes, json, os, subprocess, sys, time
+ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)      # PR_SET_CHILD_SUBREAPER: orphans of the command come here
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+time.sleep(1.0)                               # what is still alive a second after the command exited
+left = []
+for entry in os.listdir("/proc"):
+    if entry.isdigit():
+        try:
+            stat = open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()
+            if int(stat[1]) == os.getpid() and stat[0] != "Z":   # alive (an exited orphan is only a zombie)
+                left.append(open(f"/proc/{entry}/cmdline", "rb").read().replace(b"\\0", b" ").decode())
+        except (OSError, ValueError):
+            pass
+print(json.dumps({"rc": done.returncode, "stdout": done.stdout, "stderr": done.stderr, "left": left}))
+'''
+
+
+@pytest.mark.slow
+def test_verify_json_leaves_no_process_behind(tmp_path, make_candidate):
+    folder = make_candidate(C.elementwise(C.RELU))
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "evokernel.toml").write_text(f'suite = "{SUITE}"\n[verifier]\ntrials = 5\ntiming_calls = 5\n'
+                                       'timing_budget_s = 0.2\nwarmup_calls = 1\nthreads = 2\n')
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    ran = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "evotui.cli", "-w", str(ws),
+                          "verify", str(folder), "--task", "relu", "--json"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    report = json.loads(ran.stdout)
+    assert report["rc"] == 0 and json.loads(report["stdout"])["feasible"], report
+    assert report["left"] == [], report["left"]
