@@ -324,8 +324,9 @@ def _stopped(side) -> bool | None:
 
 # ----------------------------------------------------------------------------- 4. one side slows another
 
-# Pins every thread of every process it can name (pids 1 to 4096, its own threads aside) to one CPU, at
-# each of its first calls in the timing window: the best's job, timed beside it, was among them.
+# Pins every thread of every process it can name (pids 1 to 511, its own threads aside) to one CPU, at
+# each of its first three calls in the timing window (a side's descriptors name its channel): the best's job, timed
+# beside it, was among them.
 PIN_OTHERS = r'''
 #include <cstdint>
 #include <cstdio>
@@ -334,9 +335,19 @@ PIN_OTHERS = r'''
 #include <unistd.h>
 #include <omp.h>
 #include <sys/syscall.h>
-static int calls = 0;
+static int calls = 0, in_window = -1;
+static int window() {
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.")) return 1; }
+    }
+    return 0;
+}
 extern "C" void relu_forward(const float* x, float* out, int64_t n) {
-    if (++calls < 12) {
+    if (in_window < 0) in_window = window();
+    if (in_window && ++calls <= 3) {
         long mine[256]; int k = 0;
         mine[k++] = syscall(SYS_gettid);
         #pragma omp parallel
@@ -346,7 +357,7 @@ extern "C" void relu_forward(const float* x, float* out, int64_t n) {
             if (k < 256) mine[k++] = t;
         }
         cpu_set_t one; CPU_ZERO(&one); CPU_SET(0, &one);
-        for (int pid = 1; pid < 4096; ++pid) {
+        for (int pid = 1; pid < 512; ++pid) {
             bool own = pid == getpid();
             for (int i = 0; i < k; ++i) own |= mine[i] == pid;
             if (!own) sched_setaffinity(pid, sizeof one, &one);
