@@ -518,15 +518,18 @@ def test_a_change_to_the_fork_servers_limits_is_seen_and_the_server_restarted(tm
 # ----------------------------------------------------------------------------- the candidate's phase
 
 # Tries, in its calls, what the candidate's phase refuses: open a file (its own model.py), duplicate a
-# descriptor, make a pipe and a socket. Each that works adds its own mark to every output (so the verdict
-# says which); where all are refused it computes ReLU.
+# descriptor, make a pipe and a socket, and lock its stderr (flock: on no list, refused by the allow-list
+# alone). Each that works adds its own mark to every output (so the verdict says which); where all are
+# refused it computes ReLU.
 PHASE_PROBE = r'''
 #include <cstdint>
 #include <fcntl.h>
 #include <unistd.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 extern "C" void relu_forward(const float* x, float* out, int64_t n) {
     float mark = 0.f;
+    if (flock(2, LOCK_SH | LOCK_NB) == 0) { mark += 10000.f; flock(2, LOCK_UN); }
     int fd = open("model.py", O_RDONLY);
     if (fd >= 0) { mark += 1000.f; close(fd); }
     int copy = dup(2);
@@ -653,3 +656,59 @@ def test_a_side_that_replaces_its_files_is_refused_not_waited_for_nor_quoted(ung
     assert out.gate("correctness").status == "passed", out.message
     assert out.failed_gate == "performance", (out.failed_gate, out.message)
     assert ":x:" not in out.message and "nologin" not in out.message, out.message   # /etc/passwd's lines
+
+
+# Red team: at load time, a filter of its own on every thread (TSYNC, so the job's own TSYNC does not fail)
+# that answers the `seccomp` call itself with success and does nothing: the job's narrower filter for the
+# candidate's phase is then never installed, though its installation "succeeds". Its calls then open a file
+# (its own model.py), which the candidate's phase refuses, and say so in their outputs.
+SWALLOWS_THE_FILTER = r'''
+#include <cstddef>
+#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/syscall.h>
+__attribute__((constructor)) static void at_load() {
+    struct sock_filter f[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {4, f};
+    syscall(__NR_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog);
+}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    float mark = 0.f;
+    int fd = open("model.py", O_RDONLY);
+    if (fd >= 0) { mark = 1000.f; close(fd); }
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.f ? x[i] : 0.f) + mark;
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_library_that_swallows_the_candidate_phase_is_refused(unguarded, suite, make_candidate):
+    """Before: "correctness: ... 1024 of 1024 values differ ... got 1000" (the phase was off: its open worked).
+    After: the job counts its filters (``/proc/self/status``) around the phase's and refuses to run the
+    candidate when the two it installed are not both there."""
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(SWALLOWS_THE_FILTER)), fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "could not narrow the job's filter" in out.message, out.message
+
+
+def test_the_candidate_phase_allows_a_list_per_runtime_need():
+    """An allow-list: what is not named is refused (open, dup, pipe, socket, and anything a later kernel adds);
+    threads, signal timers and device ioctls only where the backend's ``RuntimeNeeds`` says its runtime needs them."""
+    from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, candidate_allow
+
+    cpu = set(candidate_allow(CPU_NEEDS))
+    for name in ("open", "openat", "openat2", "dup", "dup2", "dup3", "pipe2", "socket", "flock", "seccomp", "ioctl",
+                 "timer_create", "setitimer", "execve", "fork", "kill", "ptrace", "process_vm_readv"):
+        assert name not in cpu, name
+    assert {"clone", "clone3", "futex", "read", "write", "mmap", "getitimer"} <= cpu
+    assert not {"clone", "clone3"} & set(candidate_allow(RuntimeNeeds(threads=False)))
+    assert "timer_create" in candidate_allow(RuntimeNeeds(signal_timers=True))
+    assert "ioctl" in candidate_allow(RuntimeNeeds(device_ioctls=True))

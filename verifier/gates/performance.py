@@ -107,6 +107,9 @@ def judge(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, toler
         message += "; " + "; ".join(f"the {side}'s outputs as it reported them: {why}" for side, why in unread.items())
     flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)),
          implausible_speedup=implausible_speedup)
+    if "candidate" in unread:   # a `done` its own thread forged is not caught where the harness cannot read
+        out.flags.append("the harness could not read the candidate's memory, so its timed calls' outputs are its "
+                         "own report: review before trusting")
     out.pass_gate("performance", message, **details)
 
 
