@@ -214,7 +214,7 @@ def test_job_cannot_read_the_home_folder(hardened, suite, make_candidate, outsid
     (home / ".cargo").mkdir()
     (home / ".cargo" / "credentials.toml").write_text(SECRET)
     monkeypatch.setenv("HOME", str(home))
-    hardened.server.close()  # restart so the sandbox is built for this home
+    hardened.server.close(restartable=True)  # restart so the sandbox is built for this home
     real_home = os.path.realpath(os.path.expanduser("~root")) if os.path.isdir("/root") else "/root"
     try:
         results, text = run_probes(hardened, suite, make_candidate, f'''
@@ -229,7 +229,7 @@ probe("write_home", lambda: open({str(home / "planted")!r}, "w"))
 probe("root_bashrc", lambda: read({real_home + "/.bashrc"!r}))
 ''')
     finally:
-        hardened.server.close()
+        hardened.server.close(restartable=True)
     assert results["control"] == "ok", results
     assert_all_refused(results, ["bashrc", "claude", "cargo", "write_home", "root_bashrc", "beside"])
     assert not results["home_entries"]  # an empty tmpfs, if there at all

@@ -61,7 +61,8 @@ def test_outcome_round_trips_through_json(verifier, suite, make_candidate):
 
 
 def test_reverification_uses_the_caches(verifier, suite, make_candidate):
-    files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // cached"))
+    # a code change of its own (a comment alone is the same code: its recorded verdict, #37)
+    files = C.elementwise(C.RELU.replace("0.f ? x[i]", "0.f ? x[i] * 1.0f"))
     task = suite.get("relu").spec()
     first = verifier.verify(task, make_candidate(files))
     recorded = verifier.verify(task, make_candidate(files))
@@ -192,7 +193,7 @@ def test_sandbox_environment_holds_no_secrets(unguarded, suite, make_candidate, 
     secret = "sk-test-" + "s3cr3t" * 4
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     monkeypatch.setenv("HF_TOKEN", secret)
-    unguarded.server.close()  # restart so the fork server is spawned from this environment
+    unguarded.server.close(restartable=True)  # restart so the fork server is spawned from this environment
     out = verify(unguarded, suite, "relu", C.elementwise(C.LEAK_SECRET), make_candidate)
     text = json.dumps(out.to_dict())
     assert out.failed_gate == "correctness"
