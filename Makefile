@@ -3,7 +3,8 @@
 #   make test   installs what is missing, then runs the test suite
 # For the edit loop:
 #   make check  the fast tier of the tests (everything not marked slow; well under a minute)
-#   make lint   ruff and mypy (strict on store/, core/ and verifier/), configured in pyproject.toml
+#   make lint   ruff, mypy and import-linter (the layers), configured in pyproject.toml
+# Every package is installed at the version in constraints.txt (pip -c); `make lock` rewrites that file.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -12,17 +13,19 @@ TORCH  ?= torch==2.13.0
 WORKSPACE ?= workspace
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test check lint setup sysdeps bench clean
+CONSTRAINTS := constraints.txt
+
+.PHONY: run test check lint setup sysdeps bench clean lock
 
 setup: $(STAMP) sysdeps
 
 # Quiet unless something fails: pip's output (setuptools' deprecation warnings included) goes to
 # $(VENV)/install.log and is shown only when an install fails.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing into $(VENV) (PyTorch, the project, its test tools; the first time takes a few minutes)"
 	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH)" \
-	   && $(PY) -m pip install -q -e ".[dev,cluster]"; } >$(VENV)/install.log 2>&1 \
+	   && $(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev,cluster]"; } >$(VENV)/install.log 2>&1 \
 	 || { cat $(VENV)/install.log; echo "install failed: the log above is in $(VENV)/install.log"; exit 1; }
 	@touch $@
 
@@ -48,6 +51,16 @@ check: setup
 lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV)/bin/lint-imports --no-cache
+
+# Rewrites constraints.txt from a fresh install of the newest releases pyproject.toml allows (PyTorch is
+# pinned by TORCH above, not here). Run it on purpose, then `make setup` and the whole suite.
+lock:
+	rm -rf $(VENV)-lock && $(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/pip install -q "$(TORCH)" && $(VENV)-lock/bin/pip install -q -e ".[dev,cluster]"
+	{ echo "# Exact versions \`make setup\` installs (pip -c). Written by \`make lock\`; PyTorch is pinned in the Makefile."; \
+	  $(VENV)-lock/bin/pip freeze --exclude-editable --exclude torch; } > $(CONSTRAINTS)
+	rm -rf $(VENV)-lock
 
 bench: setup
 	$(PY) bench/verify_latency.py

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
-from core.demo import DEMO, demo_model
+from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
 from core.errors import LLMError, WorkspaceError
 from core.events import EventBus
@@ -198,7 +198,11 @@ class Session:
         """Run ``run``'s configuration again as a new run answering from the LLM cache: no endpoint, and the
         recorded run's model unless one is configured (its name is part of every cached request)."""
         if self._llm is None:
-            self.config.llm.model = self.config.llm.model or str(run.config.get("model") or "")
+            recorded = str(run.config.get("model") or "")
+            if recorded == DEMO_MODEL:   # its answers are canned, never cached: the demo answers again, the same
+                self.demo = True
+            else:
+                self.config.llm.model = self.config.llm.model or recorded
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
         extra = {k: run.config.get(k) for k in ("suite", "size_scale")}
         extra["sample_key"] = run.config.get("sample_key", run.id)

@@ -28,6 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from core.errors import TaskError
+    from core.identity import workspace_keys
     from core.tasks import load_suite, scale_task
     from core.workspace import Workspace
 
@@ -70,9 +71,13 @@ def run(args: argparse.Namespace) -> int:
     timings: dict[str, dict] = {}
     if args.time:
         timings = _time_references(ws, tasks, quiet=args.json)
+    # the key this workspace knows each task by (``relu@mysuite`` where another suite's relu holds ``relu``):
+    # the name to give `run --tasks`, `memory list --task` and the one its kernels folder has
+    keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in tasks]) if ws.exists() else {}
     rows = []
     for t in tasks:
-        row: dict[str, Any] = {"id": t.id, "level": t.level, "category": t.category, "path": str(t.path),
+        row: dict[str, Any] = {"id": t.id, "key": keys.get(t.name, t.id), "level": t.level, "category": t.category,
+                               "path": str(t.path),
                                "sizes": t.sizes, "description": t.description}
         if t.cases:
             row["cases"] = len(t.cases)
@@ -95,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         sizes = " ".join(f"{k}={v}" for k, v in r["sizes"].items()) or (f"{r['cases']} cases" if "cases" in r else "")
         reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
         extra = [reference] if args.time else []
-        table.append([r["id"], r["level"], r["category"], sizes, *extra, r["description"]])
+        table.append([r["key"], r["level"], r["category"], sizes, *extra, r["description"]])
     if to_terminal():
         print(f"{suite.name}: {len(rows)} tasks")
     print_table(columns, table)

@@ -232,17 +232,27 @@ def matching_rows(txn: Txn, t: Tables, filters: dict[str, str | None]) -> list[t
 
 
 def sort_rows(rows: list[tuple[str, dict[str, Any]]], sort: str, descending: bool) -> list[tuple[str, dict[str, Any]]]:
-    """``rows`` ordered by ``sort``; rows with no reward go last whichever the direction."""
+    """``rows`` ordered by ``sort``; rows with no reward, or with a value never updated (a typo's Q2, an
+    attempt that was never a start point: its 0 is the prior, not a value earned), go last whichever the
+    direction."""
     if sort not in SORTS:
         raise InvalidRecord(f"unknown sort {sort!r}; valid sorts: {', '.join(SORTS)}")
     if sort == "recency":
         return sorted(rows, key=lambda ir: (ir[1]["created"], ir[0]), reverse=descending)
     if sort == "reward":
-        have = [ir for ir in rows if ir[1]["reward"] is not None]
-        none = [ir for ir in rows if ir[1]["reward"] is None]
-        have.sort(key=lambda ir: (ir[1]["reward"], ir[0]), reverse=descending)
-        return have + none
-    return sorted(rows, key=lambda ir: (ir[1][sort], ir[0]), reverse=descending)
+        def earned(row: dict[str, Any]) -> bool:
+            return row["reward"] is not None
+    elif sort in ("q1", "q2"):
+        def earned(row: dict[str, Any]) -> bool:
+            return bool(row["n1" if sort == "q1" else "n2"])
+    else:
+        def earned(row: dict[str, Any]) -> bool:
+            return True
+    have = [ir for ir in rows if earned(ir[1])]
+    none = [ir for ir in rows if not earned(ir[1])]
+    have.sort(key=lambda ir: (ir[1][sort], ir[0]), reverse=descending)
+    none.sort(key=lambda ir: (ir[1][sort] if sort != "reward" else 0, ir[0]), reverse=descending)
+    return have + none
 
 
 def ids_by_seq(txn: Txn, t: Tables, after: int, until: int | None = None,

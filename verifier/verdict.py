@@ -197,6 +197,10 @@ def words(verdict: str, ratio: float | None, ci: list[float] | None, other: str)
         return f"{1.0 / max(ratio, 1e-12):.2f}x slower than {other}{_bracket(inverted)}"
     if said == "same speed":
         return f"same speed as {other} within ±{max(1, round(100 * (reach(ci) or 0.0)))} %"
+    if said == "too noisy" and bounds is not None and (bounds[0] > 1.0 or bounds[1] < 1.0):
+        # an interval on one side of 1 is "noisy" only when the medians' ratio disagrees with it (``disagrees``)
+        return (f"could not tell against {other}: too noisy (the rounds' speedup interval{_bracket(bounds)} and "
+                "the ratio of the two medians disagree: load came and went inside rounds), no verdict")
     if said == "too noisy" and bounds is not None:
         return (f"could not tell against {other}: too noisy (speedup interval{_bracket(bounds)}, above 1 = "
                 "faster), no verdict")

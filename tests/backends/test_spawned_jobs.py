@@ -69,6 +69,6 @@ def test_seccomp_covers_every_thread_of_a_spawned_job(spawning, suite, make_cand
 def test_spawned_jobs_see_no_secrets(spawning, suite, make_candidate, monkeypatch):
     secret = "sk-test-" + "s3cr3t" * 4
     monkeypatch.setenv("OPENAI_API_KEY", secret)
-    spawning.server.close(restartable=True)  # restart so the server is spawned from this environment
+    spawning.server.close(restartable=True)  # restart so the fork server is spawned from this environment
     out = verify(spawning, suite, "relu", C.elementwise(C.LEAK_SECRET), make_candidate)
     assert "stolen key: (none)" in out.message and secret not in out.message

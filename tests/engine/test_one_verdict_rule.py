@@ -2,7 +2,7 @@
 workbench and the run line show, the reward (its sign, the new best and the reason said with it) and the
 word the prompt states agree, over a table of windows that includes the boundary cases.
 
-The stored word comes from the real performance gate (``verifier.gates.performance.judge``) given the
+The stored word comes from the real performance gate (``verifier.gates.performance.check``) given the
 window's paired ratio; the reward and its reason from the real engine's commit path (a real LMDB store,
 a verifier double that returns what the gate stored); the shown and prompted words from the workbench's,
 the run line's and the prompt's own formatters. Seen failing on the code before the rule was one: the
@@ -60,9 +60,26 @@ def stored_word(verdict: str, ci: list[float] | None) -> str:
     return {"noisy": "too noisy", "implausible": "not trusted"}.get(verdict, verdict)
 
 
+class NoRoofline:
+    """A roofline that knows no task (no point, no ceilings): the gate judges by the window alone."""
+
+    def point(self, task, latency_ms):
+        return None
+
+    def cached_ceilings(self):
+        return None
+
+    def ceilings(self, remeasure=False):
+        return None
+
+
 def gate_outcome(ratio: Ratio, monkeypatch, *, best: bool) -> Outcome:
-    """What the real performance gate stores for a window whose paired ratios (against the reference and,
-    with ``best``, against the best) are ``ratio``."""
+    """What the real performance gate (``verifier.gates.performance.check``: its second window included)
+    stores for windows whose paired ratios (against the reference and, with ``best``, against the best) are
+    ``ratio``."""
+    from verifier import VerifyConfig
+    from verifier.harness.reference import Reference
+
     monkeypatch.setattr(performance, "paired_ratio", lambda numerator, denominator: ratio)
     out = Outcome.start("relu", "cpu")
     for gate in ("format", "anti_hack", "build", "correctness"):
@@ -71,9 +88,10 @@ def gate_outcome(ratio: Ratio, monkeypatch, *, best: bool) -> Outcome:
     samples = {side: [1.0] * 8 for side in sides}
     result = {"window": {"sides": sides, "samples": samples, "wall": samples, "order": [sides] * 8,
                          "clock": "wall", "preempted": [False] * 8}}
-    ref = SimpleNamespace(bandwidth_gbps=0.0, outputs=[], noise=[], ignore=[])
-    performance.judge(result, {"checks": []}, ref, lambda dtype: (1e-4, 1e-4), out, min_speed_change=MIN_CHANGE,
-                      implausible_speedup=50.0)
+    performance.check(SimpleNamespace(cases=()), Reference([], [], []), out,
+                      measure=lambda ref, case, budget_s: (dict(result), {"checks": []}), roofline=NoRoofline(),
+                      tolerance=lambda dtype: (1e-4, 1e-4), config=VerifyConfig(min_speed_change=MIN_CHANGE),
+                      best_hash="b" * 16 if best else "", with_best=best)
     return out.finish()
 
 
@@ -196,3 +214,16 @@ def test_a_gain_judged_from_two_windows_says_so_in_its_reason():
     assert classify(reason) == "faster" and "two windows" in reason
     within = Outcome(feasible=True, latency_ms=1.0, speedup=2.0 * (1 + UNPAIRED_BAND) * 0.99, vs_reference="faster")
     assert policy.gain_over_best(within, best)[1] == "same"
+
+
+def test_a_noisy_window_on_one_side_of_1_says_why_it_judged_nothing():
+    # seen in the #37 walk-through: "too noisy (speedup interval [1.43, 2.05], above 1 = faster), no verdict"
+    # read as a contradiction; such a window is noisy because the medians' ratio disagrees with its interval
+    from verifier.verdict import NOISY, judge, words
+
+    ratio = Ratio(value=1.74, low=1.43, high=2.05, of_medians=0.90)
+    assert judge(ratio, 0.03) == NOISY
+    said = words(NOISY, 1.74, [1.43, 2.05], "PyTorch")
+    assert "medians disagree" in said and "above 1 = faster" not in said and "no verdict" in said
+    wide = words(NOISY, 1.05, [0.90, 1.18], "the best")
+    assert "above 1 = faster" in wide and "medians" not in wide

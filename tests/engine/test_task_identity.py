@@ -55,7 +55,7 @@ def _answer(tag: str, ms: float) -> str:
                                                                       f"static const double kMs = {ms};\n"})
 
 
-def test_a_second_suites_relu_starts_from_nothing_of_the_first(workspace, tmp_path):
+def test_a_second_suites_relu_starts_from_nothing_of_the_first(workspace, tmp_path, capsys):
     """The finding: a headless run on a second suite whose relu has another size sent a refine prompt whose
     start point was the first suite's best, and its attempt numbers continued the first suite's."""
     from core.attempts import attempt_numbers
@@ -95,6 +95,14 @@ def test_a_second_suites_relu_starts_from_nothing_of_the_first(workspace, tmp_pa
         # the run's task list names keys: a resume finds the same task by its key
         assert record.tasks == ["relu@mysuite"]
         assert [t.id for t in session.tasks(record.tasks, suite=str(other))] == ["relu@mysuite"]
+    # `tasks` names each task by the key the other commands take (found in the #37 walk-through: it said relu)
+    import json
+
+    from evotui import cli
+
+    cli.main(["--workspace", str(workspace.root), "tasks", "--suite", str(other), "--json"])
+    [row] = json.loads(capsys.readouterr().out)["tasks"]
+    assert (row["id"], row["key"]) == ("relu", "relu@mysuite")
 
 
 @pytest.mark.parametrize("suite_name, expected", [("builtin", "relu"), ("mysuite", "relu@mysuite")])

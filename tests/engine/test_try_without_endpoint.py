@@ -77,3 +77,30 @@ def test_the_demo_model_refuses_a_task_it_has_no_answer_for(capsys):
     chosen = _demo_tasks(suite.tasks, named=False)
     assert {t.id for t in chosen} >= {"relu", "sigmoid"} and "matmul" not in {t.id for t in chosen}
     assert "demo: canned answers, not an LLM" in capsys.readouterr().err
+
+
+def test_a_demo_run_replays_with_no_endpoint(workspace, monkeypatch):
+    """A newcomer's two commands without an endpoint: `run --model demo`, then `run --replay` (the latest run).
+    Found in the walk-through: the demo's answers are canned, never in the response cache, so the replay stopped
+    at its first request ("replay: this request is not in the response cache (the run diverged ...)")."""
+    from core.demo import DEMO_MODEL
+    from core.scripted import CannedVerifier
+    from core.session import Session
+
+    for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "EVOKERNEL_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    workspace.init()
+    with Session(workspace, model="demo") as session:
+        session._verifier = CannedVerifier(_judge)
+        [relu] = session.tasks(["relu"], suite="builtin")
+        recorded = asyncio.run(session.run([relu], method="evokernel", iterations=2, suite="builtin", scale=None))
+        first = [e.files for e in session.store.get_many(recorded.progress["relu"].attempts)]
+    assert recorded.status == "finished"
+    with Session(workspace, replay=True) as session:
+        session._verifier = CannedVerifier(_judge)
+        again = asyncio.run(session.replay(session.find_run(None)))
+        attempts = session.store.get_many(again.progress["relu"].attempts)
+    assert again.status == "finished" and again.config["replay_of"] == recorded.id, again.status
+    assert again.config["model"] == DEMO_MODEL and again.progress["relu"].iterations_used == 2
+    assert attempts and all(e.model == DEMO_MODEL for e in attempts)
+    assert [e.files for e in attempts] == first   # the same canned answers, in the same order

@@ -53,6 +53,15 @@ def test_rewardless_items_sort_last(store, make_exp):
         assert store.query(sort="reward", descending=descending)[-1].reward is None
 
 
+def test_a_value_never_updated_sorts_after_earned_ones(store, make_exp):
+    # a typo's Q2 is the prior 0, never updated: it must not rank above a working kernel whose Q2 fell
+    typo, _ = store.add_experience(make_exp(1, q2=0.0, n2=0))
+    working, _ = store.add_experience(make_exp(2, q2=-0.3, n2=2))
+    better, _ = store.add_experience(make_exp(3, q2=0.2, n2=1))
+    assert [e.id for e in store.query(sort="q2")] == [better, working, typo]
+    assert [e.id for e in store.query(sort="q2", descending=False)] == [working, better, typo]
+
+
 def test_attempt_tree_and_children(store, make_exp):
     root, _ = store.add_experience(make_exp(0, task_id="softmax"))
     a, _ = store.add_experience(make_exp(1, task_id="softmax", parent_id=root))

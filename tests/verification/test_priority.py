@@ -107,10 +107,10 @@ def test_a_build_command_runs_at_lower_priority(tmp_path):
 
 
 def test_the_verifier_sets_the_priority_of_each_kind_of_job():
-    from verifier.harness.verify import Verifier
+    from verifier.harness.job_runner import JobRunner
     from verifier.sandbox.seccomp import CPU_NEEDS
 
-    limits = Verifier._limits  # unbound: only its config, backend and runtime needs are read
+    limits = JobRunner.limits  # unbound: only its config, backend and runtime needs are read
     fake = type("V", (), {"config": __import__("verifier").VerifyConfig(), "needs": CPU_NEEDS,
                           "backend": type("B", (), {"memory_limit": lambda self: True})()})()
     assert limits(fake).nice == 0                                        # timing jobs

@@ -1,4 +1,4 @@
-"""The reference made ahead (verifier.harness.verify: ``Verifier._make_spare``): after a verification of a
+"""The reference made ahead (verifier.harness.reference: ``Spares``): after a verification of a
 task its next reference is made in the background, while the engine waits on the model, so a fresh
 candidate does not wait for the reference's run. Every verification still checks against seeds no other
 verification saw (issue #24: nothing one candidate learnt can be replayed by the next)."""
@@ -35,14 +35,14 @@ def test_the_next_reference_is_made_ahead_and_handed_out_once(spied, suite):
     spec = suite.get("relu").spec()
     first = v.verify(spec, C.elementwise(C.RELU + "\n// first\n"), fresh=True)
     assert first.feasible, first.message
-    spare = v._spares.get(spec.key)
+    spare = v.spares.get(spec.key)
     assert spare is not None                       # made after the window, for the next verification
     made = spare.result(timeout=300)
     second = v.verify(spec, C.elementwise(C.RELU + "\n// second\n"), fresh=True)
     assert second.feasible, second.message
     assert seen[1] == [t.seed for t in made.trials]           # the second checked against the spare
     assert not set(seen[0]) & set(seen[1])                     # with seeds the first never saw
-    assert v._spares.get(spec.key) is not spare                # handed out once; the next one is new
+    assert v.spares.get(spec.key) is not spare                # handed out once; the next one is new
     third = v.verify(spec, C.elementwise(C.RELU + "\n// third\n"), fresh=True)
     assert third.feasible, third.message
     assert len({s for seeds in seen for s in seeds}) == sum(len(s) for s in seen)   # no seed twice
@@ -54,7 +54,7 @@ def test_a_reference_no_job_used_is_kept_for_the_next_verification(spied, suite)
     spec = suite.get("relu").spec()
     broken = v.verify(spec, C.elementwise(C.COMPILE_ERROR), fresh=True)
     assert broken.failed_gate == "build", broken.message
-    kept = v._spares.get(spec.key)
+    kept = v.spares.get(spec.key)
     assert kept is not None
     made = kept.result(timeout=300)
     out = v.verify(spec, C.elementwise(C.RELU + "\n// after\n"), fresh=True)
@@ -64,11 +64,11 @@ def test_a_reference_no_job_used_is_kept_for_the_next_verification(spied, suite)
 
 def test_no_reference_is_made_ahead_past_the_memory_budget(spied, suite, monkeypatch):
     """Spares hold their outputs in memory: past ``MAX_SPARE_BYTES`` in all, none is made."""
-    import verifier.harness.verify as verify
+    import verifier.harness.reference as reference
 
     v, seen = spied
-    monkeypatch.setattr(verify, "MAX_SPARE_BYTES", 1)
+    monkeypatch.setattr(reference, "MAX_SPARE_BYTES", 1)
     spec = suite.get("relu").spec()
     out = v.verify(spec, C.elementwise(C.RELU + "\n// over the budget\n"), fresh=True)
     assert out.feasible, out.message
-    assert spec.key not in v._spares
+    assert spec.key not in v.spares

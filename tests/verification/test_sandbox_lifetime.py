@@ -20,10 +20,14 @@ ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "fixtures" / "suite"
 REPORTER = '''
 import pathlib
+import time
 
 
 def run_job(job_dir):
-    (pathlib.Path(job_dir) / "ran.txt").write_text("ran")
+    job = pathlib.Path(job_dir)
+    (job / "ran.txt").write_text("ran")
+    if (job / "sleep").exists():   # a job still running when its server is closed
+        time.sleep(120)
 '''
 
 
@@ -67,6 +71,60 @@ def test_an_unresponsive_server_taken_down_is_started_again_for_the_next_job(tmp
         assert (jobs / "b" / "ran.txt").read_text() == "ran"
     finally:
         server.close()
+
+
+def test_a_job_ended_by_closing_its_server_is_the_tools_failure_not_the_jobs(tmp_path):
+    """Quitting during a verification: the server, closed, kills the job it runs (SIGKILL). Before, that ending
+    read as the job's own crash ("crashed with SIGKILL (killed (memory or CPU-time limit))"), so the verdict of
+    the save being verified was the kernel's, was cached, and the next start recorded it (reward -1)."""
+    import time
+
+    server, jobs = _server(tmp_path)
+    limits = JobLimits(cpu_seconds=300, address_space_mb=None, file_size_mb=16)
+    (jobs / "a").mkdir()
+    (jobs / "a" / "sleep").write_text("")
+    handle = server.submit(jobs / "a", limits, 300)
+    assert not isinstance(handle, JobExit), handle
+    for _ in range(600):                      # until the job runs (its first line writes ran.txt)
+        if (jobs / "a" / "ran.txt").exists():
+            break
+        time.sleep(0.05)
+    assert (jobs / "a" / "ran.txt").exists()
+    server.close()
+    ended = handle.wait()
+    assert ended.status in ("signaled", "lost"), ended
+    assert ended.tool, ended
+    assert "SIGKILL" not in ended.describe() and "limit" not in ended.describe(), ended.describe()
+
+
+def test_a_verification_in_flight_when_its_verifier_closes_is_not_judged_and_not_cached(tmp_path, fast_config,
+                                                                                        suite, make_candidate):
+    """The workbench quitting in the middle of a save's timing window (the verifier closed from another thread):
+    the verification's outcome is not the kernel's (not judged: the tool's) and is not recorded for the next
+    start to find. Seen in the walk-through: a quit 8 s after a save, the next start recorded 'performance: the
+    candidate crashed with SIGKILL' for a kernel that passes."""
+    import threading
+
+    from verifier.harness.verify import Verifier
+
+    verifier = Verifier("cpu", fast_config, cache_dir=tmp_path / "cache")
+    closer: list[threading.Thread] = []
+
+    def observe(event, what):
+        if event == "timed" and what[0] == "candidate" and not closer:
+            closer.append(threading.Thread(target=verifier.close))
+            closer[0].start()
+            closer[0].join()               # closed while the candidate's side is in its window
+
+    verifier.window_observer = observe
+    try:
+        out = verifier.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.RELU)))
+    finally:
+        verifier.close()
+    assert closer, "the window never timed the candidate"
+    assert not out.feasible and out.not_judged, (out.message, out.not_judged)
+    cached = list((tmp_path / "cache").glob("outcomes/*.json"))
+    assert cached == [], [p.read_text()[:200] for p in cached]
 
 
 WRAPPER = '''

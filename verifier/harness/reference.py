@@ -7,8 +7,8 @@ sandbox so no candidate can ever see a reference's outputs.
 
 Outputs are computed for a fresh set of seeds drawn from the operating system (see verifier.inputs),
 one set per verification (Verifier._live_reference), so no candidate can know the inputs it is
-checked on. The rounding-noise measurement (float64) is
-kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the
+checked on; the next verification's is made ahead, in the background (``Spares``). The rounding-noise
+measurement (float64) is kept per task as a ratio to the output's RMS. Latency is cached by the task's content and the
 machine's fingerprint (CPU, threads, torch), so a changed machine or thread count re-measures. The
 cached latency is only ever shown (``evokernel tasks --time``): the performance gate times the
 reference again beside every candidate, and divides only by that. Candidates never see the
@@ -24,6 +24,8 @@ import os
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -224,3 +226,60 @@ class ReferenceCache:
                              found.dropped, found.eval_mode, found.nondeterministic)
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
+
+
+MAX_SPARES = 4
+"""Tasks that may each have a reference made ahead for their next verification (``Spares``)."""
+MAX_SPARE_BYTES = 512 << 20
+"""The reference outputs those spares may hold in memory, in all."""
+
+
+class Spares:
+    """A reference made ahead for each task's next verification, at most one per task.
+
+    After a verification of a task its next reference is made in the background (reference outputs at
+    background priority, under the machine lock's shared side, so never beside a timing), while the
+    engine waits on the model: it spares the next verification of the task the reference's run (1.3-1.5 s
+    of a fresh L1 verification here). Each is one verification's alone: a spare is handed out once, its
+    seeds came from the operating system when it was made, and no candidate's job ever saw them (issue
+    #24: nothing one candidate learnt can be replayed by the next). At most ``MAX_SPARES`` tasks have
+    one, holding at most ``MAX_SPARE_BYTES`` of outputs in all."""
+
+    def __init__(self, make: Callable[[TaskSpec], Reference], pool: ThreadPoolExecutor):
+        self._make, self._pool = make, pool
+        self._spares: dict[str, Future[Reference]] = {}
+        self._bytes: dict[str, int] = {}    # what each task's last reference held (its outputs)
+        self._lock = threading.Lock()
+
+    def take(self, task: TaskSpec) -> Future[Reference]:
+        """This verification's reference: the one made ahead for ``task`` when there is one (and it did
+        not fail), else one made now."""
+        with self._lock:
+            spare = self._spares.pop(task.key, None)
+            self._bytes.pop(task.key, None)
+        if spare is not None and not (spare.done() and spare.exception() is not None):
+            return spare
+        return self._pool.submit(self._make, task)
+
+    def keep(self, task: TaskSpec, unused: Future[Reference] | None = None, nbytes: int = 0) -> None:
+        """After a verification of ``task``: keep its reference when no job used it (``unused``: the build
+        failed), else make the next one now, in the background; ``nbytes``: what the reference just used
+        held."""
+        with self._lock:
+            if task.key in self._spares or len(self._spares) >= MAX_SPARES:
+                return
+            if unused is None and sum(self._bytes.values()) + nbytes > MAX_SPARE_BYTES:
+                return
+            try:
+                self._spares[task.key] = unused or self._pool.submit(self._make, task)
+                self._bytes[task.key] = nbytes
+            except RuntimeError:   # the verifier is closing
+                pass
+
+    def get(self, key: str) -> Future[Reference] | None:
+        """The reference made ahead for the task whose key is ``key``, if any (without taking it)."""
+        with self._lock:
+            return self._spares.get(key)
+
+    def __contains__(self, key: str) -> bool:
+        return self.get(key) is not None

@@ -32,9 +32,8 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
   same round at positions drawn by the harness, every call under the op trace and the call count; two
   more calls after the window are compared at every position.
 
-``run_window`` returns the ``result`` that ``verifier.gates.performance.judge`` reads (the reference's
-picks, and the untrusted sides' own picks where the harness could not read their memory, follow from
-``finish``).
+``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.measured`` reads (the
+untrusted sides' own picks, where the harness could not read their memory, follow from ``finish``).
 """
 
 from __future__ import annotations
@@ -380,7 +379,7 @@ every call saw and at the sides."""
 def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None = None,
                observe: Observer | None = None) -> dict[str, Any]:
     """Run one window over ``sides`` (``reference`` and ``candidate``, maybe ``best``), all started and
-    answering. Returns the result part of what ``verifier.gates.performance.judge`` reads (the sides'
+    answering. Returns the result part of what ``verifier.gates.performance.measured`` reads (the sides'
     picks follow from ``finish``); raises ``SideFailed``."""
     run = _Run(sides, settings, flush, observe)
     try:

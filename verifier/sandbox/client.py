@@ -66,19 +66,24 @@ class JobExit:
     detail: str = ""
     tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
     machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
+    closed: bool = False        # ended by its sandbox worker's close (the verifier closing, a worker taken down)
 
     @property
     def tool(self) -> str:
-        """Why this ending is the tool's and not the job's own (the sandbox worker lost, the verifier
-        closing, the machine out of memory), or "" when it is the job's."""
+        """Why this ending is the tool's and not the job's own (the sandbox worker lost or closed under it,
+        the machine out of memory), or "" when it is the job's."""
         if self.status == "lost":
             return f"the sandbox worker was lost ({self.detail})"
+        if self.closed:
+            return "the sandbox worker was closed while the job ran (the verifier closing, or the worker taken down)"
         if self.machine_oom:
             return ("the machine ran out of memory and the system killed the job (not its own limit: its "
                     "address-space limit fails an allocation instead)")
         return ""
 
     def describe(self) -> str:
+        if self.closed:
+            return "was stopped: its sandbox worker was closed (the verifier closing, or the worker taken down)"
         if self.machine_oom:
             return "was killed by the system: the machine ran out of memory"
         if self.status == "signaled" and self.signal:
@@ -117,13 +122,14 @@ class JobHandle:
     harness can name the job's process (``host_pid``), it stops and continues it itself and reads its
     settings (``verifier.sandbox.procs``); else the fork server stops it."""
 
-    def __init__(self, server: ForkServer, job_id: int, pending: _Pending, timeout: float):
+    def __init__(self, server: ForkServer, job_id: int, pending: _Pending, timeout: float, closes: int):
         self._server, self.id, self._pending = server, job_id, pending
         self._oom_kills = oom_kills()
         self._started = time.perf_counter()
         self._deadline = self._started + timeout
         self._exit: JobExit | None = None
         self._host: tuple[int, int] | None = None     # (pid, process group) as the harness names them
+        self._closes = closes   # the server's closes when the job was sent: one more, and a close ended it
 
     @property
     def done(self) -> bool:
@@ -180,7 +186,10 @@ class JobHandle:
             result.seconds = time.perf_counter() - self._started
             if result.status == "signaled" and result.signal == signal.SIGKILL and self._oom_kills is not None:
                 result.machine_oom = (oom_kills() or 0) > self._oom_kills
-            result.tampered = self._server.check_limits()
+            # The server kills every job it runs when it is closed (quitting during a verification): that
+            # ending is the tool's, never the job's own crash, so its verdict is not the kernel's (#37).
+            result.closed = result.status == "signaled" and self._server._closes != self._closes
+            result.tampered = self._server.check_limits()   # after: a change closes the server (for a new one)
             self._exit = result
             return result
         finally:
@@ -253,6 +262,7 @@ class ForkServer:
         self._host_pid: int | None = None             # the server's process as the harness names it
         self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
         self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
+        self._closes = 0        # how many times close() began: a job running across one was ended by it
 
     @property
     def isolation(self) -> str:
@@ -440,6 +450,7 @@ class ForkServer:
             self._next_id += 1
             job_id = self._next_id
             pending = self._pending[job_id] = _Pending()
+            closes = self._closes
         msg: dict[str, Any] = {"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}
         if env:
             msg["env"] = dict(env)
@@ -447,7 +458,7 @@ class ForkServer:
             with self._lock:
                 self._pending.pop(job_id, None)
             return JobExit("lost", detail="could not reach the fork server")
-        return JobHandle(self, job_id, pending, timeout)
+        return JobHandle(self, job_id, pending, timeout, closes)
 
     def close(self, *, restartable: bool = False) -> None:
         """Stop the server and every job it runs. For good, unless ``restartable`` (an unresponsive server
@@ -455,6 +466,7 @@ class ForkServer:
         ahead, the warm-up) gets a lost job or SandboxError instead of a new server outliving its owner."""
         with self._lock:
             self._closed = self._closed or not restartable
+            self._closes += 1
             proc, self._proc = self._proc, None
         if self._confine:
             try:

@@ -1,0 +1,63 @@
+"""The outcome cache: a candidate with the same code (``candidate_identity``: comments and spacing aside)
+verified before on this machine, with the same settings and the same best, gets its recorded Outcome back
+(``Outcome.from_cache``) unless the caller asks for a fresh verification. Every gate is deterministic but the
+timing, which was measured here.
+
+Keys hash what decides a verdict: ``OUTCOME_FORMAT`` (bumped when the gates change what they decide), the
+candidate's and the best's code, the task (its source, sizes and tolerances), the backend's build key,
+every verifier setting, and this machine's fingerprint. Outcomes whose failure may be the machine's load
+(a timeout, a lost job: ``transient``) or the verifier's own are never stored, nor is an outcome that judges
+nothing (``Outcome.not_judged``: the tool's failure).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from verifier.config import VerifyConfig
+from verifier.machine.facts import fingerprint
+from verifier.outcome import Outcome
+from verifier.task import TaskSpec
+
+OUTCOME_FORMAT = 8  # bump when the gates change what they decide (3: the link check, the allow-list view;
+#                     4: fresh seeds, widened trials, a larger second shape;
+#                     5: paired timing, speed verdicts within the noise, every timed call checked;
+#                     6: every side in its own process, the clock in the harness, fresh draws every round;
+#                     7: one verdict rule: an interval reaching beyond the noise limit from equal speed is noisy;
+#                     8: drawn tail remainders and a tiny shape, repeated calls, outputs read by the harness)
+
+
+class OutcomeCache:
+    """Recorded outcomes in ``folder``, one JSON file per key."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    @staticmethod
+    def key(task: TaskSpec, candidate: str, best: str, backend: Any, config: VerifyConfig) -> str:
+        """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the code's
+        identities (``verifier.harness.candidate_files.candidate_identity``; "" for no best)."""
+        text = json.dumps([OUTCOME_FORMAT, candidate, best, task.key, task.atol, task.rtol,
+                           backend.build_key(), config.model_dump(mode="json"),
+                           fingerprint(config.threads, backend.name)],
+                          sort_keys=True, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def get(self, key: str) -> Outcome | None:
+        """The outcome recorded under ``key``, None when there is none (or it cannot be read)."""
+        try:
+            return Outcome.from_dict(json.loads((self.folder / f"{key}.json").read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def put(self, key: str, out: Outcome) -> None:
+        """Record ``out`` under ``key`` (atomically: a reader never sees half a file)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{key}.{threading.get_ident()}.tmp"
+        tmp.write_text(json.dumps(out.to_dict()))
+        os.replace(tmp, self.folder / f"{key}.json")
