@@ -14,6 +14,7 @@ Run a job by hand: ``python -m verifier.job.worker JOB_DIR``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -56,6 +57,9 @@ def _setup(job: Any) -> DeviceRuntime:
     threads = int(_field(job, "threads", 1))
     warm_allocator()
     torch.backends.cpu.get_cpu_capability()   # reads /proc/cpuinfo on first use: in the set-up, not in a call
+    # a module's first call imports torch._dynamo: in the set-up, since the candidate's phase opens no file (the
+    # fork server preloads it; a spawned job's fresh interpreter imports it here)
+    importlib.import_module("torch._dynamo")
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     device_runtime = job_runtime(job)
