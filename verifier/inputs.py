@@ -68,13 +68,19 @@ class Trial:
     distribution: str
     overrides: tuple[tuple[str, int], ...] = ()   # sizes changed for this trial (a second shape)
     init_seed: int | None = None                   # seeds the model's parameters (``seed`` when None)
-    shape: str = ""                                # "", or which second shape: "smaller", "larger"
+    shape: str = ""                                # "", or which second shape (verifier.task.SHAPE_KINDS)
     case: int | None = None                        # a multi-case task's case (verifier.cases)
 
     @property
     def model_seed(self) -> int:
         """The seed set before constructing ``Model``/``ModelNew`` (inputs always use ``seed``)."""
         return self.seed if self.init_seed is None else self.init_seed
+
+    @property
+    def instance(self) -> tuple[int, tuple[tuple[str, int], ...], int | None]:
+        """Which model instance the trial calls: trials with the same parameter seed, sizes and case share
+        one (the correctness job builds it once and calls it for each of them)."""
+        return self.model_seed, self.overrides, self.case
 
     @property
     def widened(self) -> bool:
@@ -122,7 +128,7 @@ def trial_plan(n_base: int, *, widen: bool = True) -> list[Trial]:
 
 
 def shape_trial(kind: str, overrides: dict[str, int]) -> Trial:
-    """A second-shape trial (``kind`` "smaller" or "larger") with fresh seeds, on the task's own draw."""
+    """A second-shape trial (``kind``: verifier.task.SHAPE_KINDS) with fresh seeds, on the task's own draw."""
     return Trial(seed=new_seed(), distribution="normal", overrides=tuple(sorted(overrides.items())),
                  init_seed=new_seed(), shape=kind)
 

@@ -21,7 +21,7 @@ from verifier.task import TaskSpec
 class ShapeSearch:
     """Second shapes of one kind for the reference to try, in order; the first it accepts is kept."""
 
-    kind: str                                  # "smaller" or "larger"
+    kind: str                                  # "smaller", "larger" or "tiny" (verifier.task.SHAPE_KINDS)
     candidates: list[dict[str, int]]
     trial: Trial                               # seeds and distribution; its overrides are filled in
 
@@ -89,10 +89,15 @@ class ReferenceResult:
 @dataclass
 class CandidateJob:
     """The correctness trials of one candidate: it makes each trial's inputs from its seeds, as the
-    reference did (verifier.inputs.make_inputs), and never sees the reference's outputs."""
+    reference did (verifier.inputs.make_inputs), and never sees the reference's outputs. It calls in the
+    order of ``schedule``: (trial, seed) pairs, every trial once with seed 0 (every output position kept)
+    and some again with a seed (the positions ``pick`` draws from it kept), so every instance is called
+    more than once, in an order the harness drew (``verifier.gates.correctness.call_schedule``). An empty
+    schedule calls every trial once, in order."""
 
     task: TaskSpec
     trials: list[Trial]
+    schedule: list[tuple[int, int]] = field(default_factory=list)
     library: str = ""
     signatures: list[dict[str, Any]] = field(default_factory=list)
     model: str = "model.py"
@@ -113,6 +118,7 @@ class CandidateJob:
         d = dict(d)
         d["task"] = TaskSpec.from_dict(d["task"])
         d["trials"] = [Trial.from_dict(t) for t in d["trials"]]
+        d["schedule"] = [(int(t), int(seed)) for t, seed in d.get("schedule", [])]
         return cls(**d)
 
 
@@ -125,18 +131,20 @@ class TrialReport:
     inputs_changed: list[int] = field(default_factory=list)
     escaped_stream: list[int] = field(default_factory=list)      # outputs that changed after the stream finished
     signals_changed: list[str] = field(default_factory=list)     # worker_common.signal_changes around the calls
+    trial: int = -1              # a repeated call's trial (-1: the trial's first call, in trial order)
 
 
 @dataclass
 class CandidateResult:
-    trials: list[TrialReport] = field(default_factory=list)
+    trials: list[TrialReport] = field(default_factory=list)    # each trial's first call, in trial order
+    repeats: list[TrialReport] = field(default_factory=list)   # the later calls, in the schedule's order
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CandidateResult:
-        return cls([TrialReport(**r) for r in d.get("trials", [])])
+        return cls([TrialReport(**r) for r in d.get("trials", [])], [TrialReport(**r) for r in d.get("repeats", [])])
 
 
 @dataclass
@@ -228,3 +236,26 @@ def layout_bytes(layout: list[dict[str, Any]]) -> int:
 def tensor_bytes(layout: list[dict[str, Any]]) -> int:
     """The bytes of one set of the inputs' tensors."""
     return sum(int(e["nbytes"]) for e in _placed(layout))
+
+
+REPEAT_SAMPLES = 4096
+"""Positions per output a repeated call of the correctness trials keeps (``CandidateJob.schedule``)."""
+
+
+def pick_positions(numels: list[int], seed: int, limit: int | None) -> list[Any]:
+    """The flat positions ``pick`` keeps of outputs of ``numels`` values: an index tensor per output drawn
+    from ``seed``, or None (every position: no ``limit``, or an output of at most ``limit`` values)."""
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return [None if limit is None or n <= limit else torch.randint(n, (limit,), generator=gen) for n in numels]
+
+
+def pick(structure: Any, leaves: list[Any], seed: int, limit: int | None) -> dict[str, Any]:
+    """A result reduced to ``limit`` positions per output drawn from ``seed`` (``pick_positions``), each
+    output's full shape kept beside. Whoever holds the seed draws the same positions: the reference's side
+    and the harness for what they compare, a job for a repeated call of its correctness trials."""
+    picked = []
+    for leaf, idx in zip(leaves, pick_positions([leaf.numel() for leaf in leaves], seed, limit)):
+        picked.append(leaf.contiguous().clone() if idx is None else leaf.reshape(-1)[idx].clone())
+    return {"structure": structure, "leaves": picked, "shapes": [list(leaf.shape) for leaf in leaves]}

@@ -45,13 +45,20 @@ class KernelCallError(TypeError):
     """A launcher was called with arguments that do not match its C declaration, or its launch failed."""
 
 
-_active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None}
+_active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None, "dll": None}
+# RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined symbols
+# still resolve against everything global, the interpreter included, in any mode: what it may bind to is
+# decided by the build's link check, verifier.toolchain.linkage.)
+_MODE = os.RTLD_LOCAL | os.RTLD_NOW
 _calls: dict[str, int] = {}
 
 
 def configure(library: str, signatures: list[dict[str, Any]], device_runtime: DeviceRuntime | None = None) -> None:
-    """Called by the verifier's worker before it imports ``model.py``, with the backend's device runtime."""
-    _active.update(library=library, signatures=signatures, runtime=device_runtime)
+    """Called by the verifier's worker before it imports ``model.py``, with the backend's device runtime. The
+    library is loaded now, during the job's set-up (the phase in which the candidate's code runs opens no
+    file: ``verifier.sandbox.seccomp.enter_candidate_phase``); ``load()`` hands out this handle."""
+    _active.update(library=library, signatures=signatures, runtime=device_runtime,
+                   dll=ctypes.CDLL(library, mode=_MODE))
 
 
 def call_counts() -> dict[str, int]:
@@ -94,10 +101,8 @@ class KernelLibrary:
 
     def __init__(self, path: str, signatures: list[dict[str, Any]], device_runtime: DeviceRuntime | None = None):
         self._path = path
-        # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined
-        # symbols still resolve against everything global, the interpreter included, in any mode: what
-        # it may bind to is decided by the build's link check, verifier.toolchain.linkage.)
-        self._dll = ctypes.CDLL(path, mode=os.RTLD_LOCAL | os.RTLD_NOW)
+        loaded = _active["dll"] if path == _active["library"] else None
+        self._dll = loaded if loaded is not None else ctypes.CDLL(path, mode=_MODE)
         self._sigs = {s["name"]: Signature.from_dict(s) for s in signatures}
         self._runtime = device_runtime or DeviceRuntime()
         self._funcs: dict[str, KernelFunction] = {}

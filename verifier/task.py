@@ -3,7 +3,8 @@
 A task file defines ``class Model(nn.Module)``, ``get_inputs()`` (or ``get_input_groups()`` and a
 case file: verifier.cases) and ``get_init_inputs()``. Its module-level integers (``batch_size = 16``,
 ``N = 2048 * 2``, ``h = w = 256``, ``shape = (128, 256)``) are its *sizes*: the verifier changes them
-for the second-shape trials (one smaller, one larger), and the engine scales them for CPU runs.
+for the second-shape trials (smaller, larger and tiny ones, their remainders drawn afresh:
+``second_shape_candidates``), and the engine scales them for CPU runs.
 Changing a size rewrites the
 assignment in the source before it runs, so derived constants (``hidden = 4 * dim``) follow.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import random
+import secrets
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -149,37 +152,91 @@ def size_constants(source: str) -> dict[str, int]:
     return sizes
 
 
-def alt_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[str, int]]:
-    """Smaller second-shape size sets to try, in order: an odd, ragged variant first, then a halved one."""
+# Tails (issue #35): a vectorised loop whose remainder is mishandled (an ``if`` where a loop belongs, a mask
+# off by one) is wrong only at sizes whose remainder it mishandles. Every second shape draws its sizes'
+# remainders modulo ``TAIL_MODULUS`` afresh from the operating system, never 0 or 1 modulo 8 (the two a
+# one-element tail gets right), different modulo 8 between the smaller and the larger shape, so the
+# remainders modulo 8, 16, 32 and 64 vary across trials and verifications; a third, tiny shape puts every
+# size at an odd number below one vector width (``VECTOR_WIDTH``: 16 float32 lanes of AVX-512) whose
+# product is neither 0 nor 1 modulo 16, so a flat loop over all of an input's elements is ragged too.
+TAIL_MODULUS = 64
+VECTOR_WIDTH = 16
+SHAPE_KINDS = ("smaller", "larger", "tiny")
+
+
+def _rng(rng: random.Random | None) -> random.Random:
+    return rng if rng is not None else random.Random(secrets.randbits(64))
+
+
+def _tail_residues(names: list[str], rng: random.Random) -> tuple[dict[str, int], dict[str, int]]:
+    """Two remainders modulo ``TAIL_MODULUS`` per size (the smaller shape's, the larger shape's): never 0 or
+    1 modulo 8, and different modulo 8 from each other."""
+    ragged = [r for r in range(TAIL_MODULUS) if r % 8 > 1]
+    smaller, larger = {}, {}
+    for name in names:
+        smaller[name] = rng.choice(ragged)
+        larger[name] = rng.choice([r for r in ragged if r % 8 != smaller[name] % 8])
+    return smaller, larger
+
+
+def _ragged(base: int, residue: int, up: bool) -> int:
+    """The nearest size at or above (``up``) or at or below ``base`` with the given remainder modulo
+    ``TAIL_MODULUS``, or modulo the largest of 32, 16 and 8 that is at most a quarter of ``base`` (so a
+    size moves by at most a quarter; modulo 8 below 32)."""
+    modulus = next((m for m in (TAIL_MODULUS, 32, 16) if 4 * m <= base), 8)
+    return base + (residue - base) % modulus if up else base - (base - residue) % modulus
+
+
+def tiny_sizes(names: list[str], rng: random.Random | None = None) -> dict[str, int]:
+    """An odd size below ``VECTOR_WIDTH`` for each name (never 1), drawn so that their product is neither
+    0 nor 1 modulo 16."""
+    rng = _rng(rng)
+    odd = list(range(3, VECTOR_WIDTH, 2))
+    while True:
+        sizes = {name: rng.choice(odd) for name in names}
+        product = 1
+        for v in sizes.values():
+            product *= v
+        if product % VECTOR_WIDTH not in (0, 1):
+            return sizes
+
+
+def second_shape_candidates(source: str, overrides: dict[str, int], rng: random.Random | None = None,
+                            ) -> dict[str, list[dict[str, int]]]:
+    """The second shapes to try, by kind (``SHAPE_KINDS``), each a list of size sets in order; the reference
+    keeps the first of each kind it accepts (a larger one also within ``LARGER_MAX_*``). Drawn afresh
+    (``rng``, else from the operating system) for every verification:
+
+    * smaller: every size at three quarters, its remainder drawn (see ``TAIL_MODULUS``); then halved;
+    * larger: every size grown by a quarter, its remainder drawn; then only the largest size so;
+    * tiny: every size an odd number below one vector width; then only the largest size so."""
     sizes = {**size_constants(source), **overrides}
     if not sizes:
-        return []
-    odd = {k: max(MIN_SIZE // 2, v * 3 // 4 + 1) for k, v in sizes.items()}
+        return {}
+    rng = _rng(rng)
+    names = sorted(sizes)
+    low, high = _tail_residues(names, rng)
+    smaller = {k: max(MIN_SIZE // 2, _ragged(v * 3 // 4, low[k], up=False)) for k, v in sizes.items()}
     half = {k: max(MIN_SIZE // 2, v // 2) for k, v in sizes.items()}
-    variants = []
-    for v in (odd, half):
-        if v != sizes and v not in variants:
-            variants.append(v)
-    return variants
+    grow = {k: _ragged(v + v // 4 + 1, high[k], up=True) for k, v in sizes.items()}
+    largest = max(sizes, key=lambda k: sizes[k])
+    tiny = tiny_sizes(names, rng)
+    found: dict[str, list[dict[str, int]]] = {}
+    for kind, variants in (("smaller", [smaller, half]), ("larger", [grow, {**sizes, largest: grow[largest]}]),
+                           ("tiny", [tiny, {**sizes, largest: tiny[largest]}])):
+        kept: list[dict[str, int]] = []
+        for v in variants:
+            if v != sizes and v not in kept:
+                kept.append(v)
+        if kept:
+            found[kind] = kept
+    return found
 
 
 # A larger second shape may hold at most this many times the default shape's input elements, and
 # at most LARGER_MAX_ELEMENTS in all: it must fit the worker's memory limit and time out no trial.
 LARGER_MAX_RATIO = 3.0
 LARGER_MAX_ELEMENTS = 1 << 26
-
-
-def larger_shape_candidates(source: str, overrides: dict[str, int]) -> list[dict[str, int]]:
-    """Larger second-shape size sets to try, in order: every size grown by a quarter plus one (odd,
-    so a kernel specialised or clamped to the default sizes fails), then only the largest size grown
-    so. The reference job keeps the first whose inputs fit ``LARGER_MAX_*``."""
-    sizes = {**size_constants(source), **overrides}
-    if not sizes:
-        return []
-    grow = {k: v + v // 4 + 1 for k, v in sizes.items()}
-    largest = max(sizes, key=lambda k: sizes[k])
-    one = {**sizes, largest: grow[largest]}
-    return [grow] if grow == one else [grow, one]
 
 
 def widen_inputs(source: str) -> bool:

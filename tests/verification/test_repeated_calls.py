@@ -33,9 +33,8 @@ class ModelNew(nn.Module):
         return self.memo
 '''
 
-# Right for the first three calls of an instance, then only half the work. (With the tests' settings,
-# one warm-up call and five timed ones, each instance makes three calls while timed: only the calls
-# after timing can tell. With the default twenty timed calls, the same holds for a larger count.)
+# Right for the first four calls of an instance (the correctness job calls one at most four times), then
+# only half the work: only the timing window's calls can tell.
 STALE_MODEL = '''
 import torch
 import torch.nn as nn
@@ -52,7 +51,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         self.n += 1
         out = torch.empty_like(x)
-        lib.relu_forward(x, out, x.numel() if self.n <= 3 else x.numel() // 2)
+        lib.relu_forward(x, out, x.numel() if self.n <= 4 else x.numel() // 2)
         return out
 '''
 
@@ -85,16 +84,17 @@ def verify(verifier, suite, task_id, files, make_candidate):
 
 
 def test_a_result_computed_once_and_replayed_fails(verifier, suite, make_candidate):
+    """Caught by the correctness job since it calls every instance more than once (issue #35): a repeated
+    call never calls the library; with an empty call to keep up appearances, the outputs show it."""
     out = verify(verifier, suite, "relu", {"model.py": MEMO_MODEL, "kernel.cpp": C.RELU}, make_candidate)
     assert not out.feasible
-    assert out.gate("correctness").status == "passed"       # right on each instance's first call
     assert out.failed_gate == "anti_hack", out.message
-    assert "did not call the kernel library" in out.message
+    assert "never called the kernel library" in out.message
     # the same, keeping up appearances with an empty kernel call: the outputs show it
     model = MEMO_MODEL.replace("        return self.memo", "        lib.relu_forward(x, self.memo, 0)\n        return self.memo")
     out = verify(verifier, suite, "relu", {"model.py": model, "kernel.cpp": C.RELU}, make_candidate)
     assert out.failed_gate == "correctness", out.message
-    assert "results changed under repeated calls" in out.message
+    assert "the same instance's call" in out.message, out.message     # trials 1 and 3 share an instance
 
 
 def test_a_parametrised_model_timed_and_rechecked_on_new_inputs_passes(verifier, suite, make_candidate):
@@ -108,7 +108,7 @@ def test_a_kernel_that_stops_working_after_a_few_calls_fails(verifier, suite, ma
     out = verify(verifier, suite, "relu", {"model.py": STALE_MODEL, "kernel.cpp": C.RELU}, make_candidate)
     assert not out.feasible
     assert out.failed_gate == "correctness", out.message
-    assert "results changed under repeated calls" in out.message
+    assert "were not the reference's" in out.message
     assert "timed call" in out.message or "a call after timing" in out.message
 
 
@@ -122,9 +122,9 @@ def unguarded(tmp_path_factory, fast_config):
     v.close()
 
 
-def test_pytorch_compute_after_the_first_call_is_caught_by_the_recheck(unguarded, suite, make_candidate):
+def test_pytorch_compute_after_the_first_call_is_caught(unguarded, suite, make_candidate):
+    """By the correctness job's repeated calls of every instance (issue #35), before any timing."""
     out = verify(unguarded, suite, "relu", {"model.py": TORCH_LATER_MODEL, "kernel.cpp": C.RELU}, make_candidate)
     assert not out.feasible
     assert out.failed_gate == "anti_hack", out.message
-    assert "calls in the timing window" in out.message and "aten.relu" in out.message
-    assert out.gate("correctness").status == "passed"
+    assert "PyTorch compute" in out.message and "aten.relu" in out.message

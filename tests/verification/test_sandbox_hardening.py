@@ -70,7 +70,7 @@ def hardened(tmp_path_factory, fast_config, workspace_private):
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "memory_limit_mb": 2048}),
                  cache_dir=tmp_path_factory.mktemp("hardening-cache"),
                  hidden_paths=[str(workspace_private["state"]), str(workspace_private["config"])])
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 
@@ -145,7 +145,7 @@ def assert_still_works(verifier, suite, make_candidate) -> None:
 
 def test_job_cannot_open_the_fork_server_memory_or_environment(hardened, suite, make_candidate):
     results, _ = run_probes(hardened, suite, make_candidate, '''
-pp = os.getppid()
+pp = os.getppid() or 1   # 0 in a PID namespace of its own: the fork server is PID 1 of /proc's (bubblewrap's)
 probe("ppid_mem_rw", lambda: open(f"/proc/{pp}/mem", "r+b"))
 probe("ppid_mem_r", lambda: open(f"/proc/{pp}/mem", "rb"))
 probe("ppid_environ", lambda: read(f"/proc/{pp}/environ"))
@@ -157,9 +157,9 @@ probe("pid1_mem", lambda: open("/proc/1/mem", "r+b"))
 ''')
     assert_all_refused(results, ["ppid_mem_rw", "ppid_mem_r", "ppid_environ", "ppid_stdin", "ppid_fd_link", "ppid_cwd",
                                 "pid1_mem"])
+    assert results["ppid"] == 0     # the job's parent is outside its PID namespace: it cannot name it
     if hardened.server._use_bwrap:
-        assert results["ppid"] == 1  # the fork server is PID 1: no bubblewrap helper beside it
-        assert results["pid1_environ"] == "PermissionError"
+        assert results["pid1_environ"] == "PermissionError"   # the fork server, PID 1 of bubblewrap's /proc
     assert_still_works(hardened, suite, make_candidate)
 
 
@@ -173,7 +173,8 @@ OPEN_PARENT_MEM = '''
 #include <unistd.h>
 extern "C" void relu_forward(const float* x, float* out, int64_t n) {
     char path[64];
-    snprintf(path, sizeof path, "/proc/%d/mem", (int)getppid());
+    int parent = getppid();   // 0 in the job's own PID namespace: the fork server is PID 1 of /proc's
+    snprintf(path, sizeof path, "/proc/%d/mem", parent ? parent : 1);
     int fd = open(path, O_RDWR);
     float v = fd < 0 ? (float)errno : 1000.f;
     for (int64_t i = 0; i < n; ++i) out[i] = v;
@@ -442,7 +443,7 @@ def spawning(tmp_path_factory, fast_config):
 
     v = Verifier(SpawningCpu(), fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("hardening-spawn-cache"))
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 
@@ -486,7 +487,7 @@ def unwrapped(tmp_path_factory, fast_config):
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
                  cache_dir=tmp_path_factory.mktemp("hardening-nobwrap-cache"))
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 

@@ -30,10 +30,10 @@ def test_the_timing_method_decides_what_a_sample_is(tmp_path, suite, fast_config
         windows.append([])
         return run_window(sides, settings, *args, **kwargs)
 
-    def recording_go(self, n=1):
+    def recording_go(self, instance, calls=1):
         if self.name == "candidate":
-            windows[-1].append(n)
-        return go(self, n)
+            windows[-1].append(calls)
+        return go(self, instance, calls)
 
     def recording_flush(self):
         flushes.append(self.name)

@@ -32,7 +32,7 @@ def test_correct_elementwise_kernel_passes_every_gate(verifier, suite, make_cand
     assert out.speedup_ci[0] <= out.speedup <= out.speedup_ci[1]      # paired, from one window
     assert out.max_abs_error == 0.0
     # four trials over the task's range, two widened ones, a smaller and a larger second shape
-    assert out.gate("correctness").details["trials"] == 8
+    assert out.gate("correctness").details["trials"] == 9       # 4 own, 2 widened, 3 second shapes
 
 
 def test_reassociated_reduction_is_accepted(verifier, suite, make_candidate):
@@ -156,7 +156,7 @@ def test_hanging_kernel_is_killed(suite, make_candidate, fast_config, tmp_path):
 def test_segfault_is_an_outcome(verifier, suite, make_candidate):
     out = verify(verifier, suite, "relu", C.elementwise(C.SEGFAULT), make_candidate)
     assert out.failed_gate == "correctness"
-    assert "SIGSEGV" in out.message and "trial 0" in out.message
+    assert "SIGSEGV" in out.message and "during trial" in out.message     # the one it crashed in
 
 
 # ----------------------------------------------------------------------------- the sandbox itself

@@ -128,7 +128,7 @@ def rules_off(tmp_path_factory, fast_config):
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False}),
                  cache_dir=tmp_path_factory.mktemp("white-box-cache"))
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 
@@ -380,7 +380,7 @@ def unwrapped(tmp_path_factory, fast_config):
 
     v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "use_bwrap": False}),
                  cache_dir=tmp_path_factory.mktemp("white-box-nobwrap"))
-    yield v
+    yield C.without_candidate_phase(v)
     v.close()
 
 

@@ -130,7 +130,7 @@ class ModelNew(nn.Module):
 
     def forward(self, x):
         self.n += 1
-        if self.n % 2 == 0 and self.n > 2:
+        if self.n > 4:   # past the correctness job's calls of an instance (at most 4): the window's fifth
             return torch.relu(x)
         out = torch.empty_like(x)
         lib.relu_forward(x, out, x.numel())
@@ -198,15 +198,15 @@ def test_a_triad_ceiling_pytorch_or_the_kernel_beat_is_measured_again(plain, sui
     assert True not in asked and out.roofline and out.roofline["fraction"] > 1.0
 
 
-# Installs a SIGALRM handler from an instance's second call on: the correctness trials call each fresh
-# instance once, the timing window calls two instances many times (static rules off to reach it). The side
+# Installs a SIGALRM handler from an instance's fifth call on: the correctness job calls an instance at most
+# four times, the timing window calls two instances many times (static rules off to reach it). The side
 # compares its signal dispositions after every call of the window too.
 HANDLER_IN_TIMING = '''
 #include <csignal>
 #include <cstdint>
 static void on_signal(int) {}
 extern "C" void relu_forward(const float* x, float* out, int64_t n, int64_t call) {
-    if (call > 1) {
+    if (call > 4) {   // past the correctness job's calls of an instance (at most 4)
         struct sigaction sa = {};
         sa.sa_handler = on_signal;
         sigaction(SIGALRM, &sa, nullptr);

@@ -102,10 +102,12 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
         out.gate("performance").status = "failed"
         return None
     for meta, pair in zip(result.get("checks", []), outputs.get("checks", [])):
-        problem = _check(meta, pair, ref, tolerance)
+        problem = check_call(meta, pair, ref, tolerance)
         if problem:
-            out.fail("correctness", f"results changed under repeated calls: {problem}. Every call must compute "
-                                    "from its inputs: no results kept from earlier calls, no calls done partly")
+            out.fail("correctness", f"a call's outputs, taken the moment it reported done, were not the reference's: "
+                                    f"{problem}. Every call must compute from its inputs and be "
+                                    "finished when it reports done: no results kept from earlier calls, no calls done "
+                                    "partly or after")
             out.gate("performance").status = "failed"
             return None
 
@@ -132,8 +134,14 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
         tail = f"; the task's best could not be timed beside it ({result['best_error']})"
+    unread = result.get("memory") or {}
+    if unread:   # the calls' outputs came from the sides themselves, not from the harness's reading
+        tail += "; " + "; ".join(f"the {side}'s outputs as it reported them: {why}" for side, why in unread.items())
     flag(ref, out, cand.to_dict(), input_bytes=int(result.get("input_bytes", 0)),
          implausible_speedup=implausible_speedup)
+    if "candidate" in unread:   # a `done` its own thread forged is not caught where the harness cannot read
+        out.flags.append("the harness could not read the candidate's memory, so its timed calls' outputs are its "
+                         "own report: review before trusting")
     return Measured(speed, gain, message, tail, details)
 
 
@@ -316,7 +324,7 @@ def timed_words(timed: list[int], total: int, most: int) -> str:
             f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
 
 
-def _check(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
+def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
     """None when the candidate's output of one call agrees with the reference's on the same inputs."""
     expected, got = pair["expected"], pair["got"]
     what = meta.get("what", "a timed call")

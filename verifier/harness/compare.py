@@ -214,3 +214,29 @@ def compare_outputs(
                     max_abs, max_rel,
                 )
     return Agreement(max_abs, max_rel, max_norm)
+
+
+def compare_picked(expected: dict[str, Any], got: dict[str, Any], seed: int, limit: int | None, noise: list[float],
+                   tolerance: Tolerance, *, what: str, ignore: list[torch.Tensor | None] | None = None,
+                   undefined_ok: bool = False) -> Mismatch | Agreement:
+    """Compare a result reduced to the positions ``seed`` draws (``verifier.jobs.pick``: ``got``) with the
+    full ``expected`` at the same positions; the places not compared (``ignore``) are picked alike."""
+    from verifier.jobs import pick_positions
+
+    shapes = [list(leaf.shape) for leaf in expected["leaves"]]
+    if got.get("shapes") != shapes:
+        return Mismatch(f"{what}: output shapes {got.get('shapes')}, expected {shapes}")
+    positions = pick_positions([leaf.numel() for leaf in expected["leaves"]], seed, limit)
+
+    def at(x: torch.Tensor | None, idx: torch.Tensor | None) -> torch.Tensor | None:
+        return x if x is None or idx is None else x.reshape(-1)[idx]
+
+    picked = {"structure": expected["structure"],
+              "leaves": [at(leaf, idx) for leaf, idx in zip(expected["leaves"], positions)]}
+    masks = None
+    if ignore is not None:
+        masks = [None if m is None or list(m.shape) != shape else at(m, idx)
+                 for m, shape, idx in zip(ignore, shapes, positions)]
+    sampled = any(idx is not None for idx in positions)
+    return compare_outputs(picked, got, noise, tolerance, what=what + (" (at random positions)" if sampled else ""),
+                           ignore=masks, undefined_ok=undefined_ok)

@@ -18,7 +18,6 @@ and reads back the outputs the window compares.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 from verifier.backends import Backend, backend_device, runtime_target
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
+from verifier.gates.performance import check_call
 from verifier.harness import window as timing_window
 from verifier.harness.reference import Reference
 from verifier.harness.window import Observer, Side, SideFailed, WindowSettings, finish
@@ -36,9 +36,10 @@ from verifier.machine.lock import MachineLock
 from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.outcome import TOOL, Outcome
 from verifier.processes import declared_env
-from verifier.sandbox.client import ForkServer, JobExit, JobLimits
+from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
+from verifier.tolerance import tolerance_for
 from verifier.toolchain.build import BuildResult
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
@@ -110,31 +111,7 @@ class JobRunner:
         """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
         ``env``: what its library's call needs (``job_env``)."""
         exit_ = self.server.run(job_dir, self.limits(background), self.config.run_timeout_s, env)
-        # The job is over; what it left is the candidate's. Only plain files are read back: a symlink
-        # (stderr.txt -> ~/.ssh/id_rsa) would have the harness read a host file into the verdict, a
-        # FIFO would block it for ever. The folder itself must still be the one made for the job.
-        try:
-            fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:  # replaced (by a symlink?): drop the name, read nothing
-            fd = None
-            try:
-                if job_dir.is_symlink():
-                    job_dir.unlink()
-            except OSError:
-                pass
-        if fd is not None:
-            try:
-                for entry in os.scandir(fd):
-                    try:
-                        if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
-                                                      or entry.is_dir(follow_symlinks=False)):
-                            os.unlink(entry.name, dir_fd=fd)
-                    except OSError:
-                        pass
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
+        plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
         try:
             result = json.loads((job_dir / "result.json").read_text())
@@ -218,11 +195,12 @@ class JobRunner:
             best_files, best_build = best
             sides["best"] = Side("best", self.new_job("side", best_files, best_build, {**base, "role": "best"}),
                                  trusted=False)
+        on_host = backend_device(self.backend.name) in ("cpu", "")
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
+                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20,
                                   method=method)
-        on_host = backend_device(self.backend.name) in ("cpu", "")
         flush = sides["reference"].flush if self.flush_bytes and on_host else None
         failure: SideFailed | None = None
         result: dict[str, Any] | None = None
@@ -261,14 +239,16 @@ class JobRunner:
                 raise failure
             assert result is not None
             outputs: dict[str, list[Any]] = {}
-            for name in ("reference", "candidate"):
+            for name in sides:
                 exit_, got = ended[name]
                 path = sides[name].job_dir / "outputs.pt"
-                if got is None or not got.get("ok") or not path.exists():
+                if exit_.tampered or got is None or not got.get("ok") or not path.exists():
                     if name == "reference":
                         raise VerifierError(f"the reference failed in the timing window: {exit_.describe()}")
-                    out.fail("performance", self.failure(sides[name].job_dir, exit_, got), exit_.seconds,
-                             transient=exit_.status == "lost", **tool_failure(exit_))
+                    if name == "best":
+                        raise SideFailed("best", exit_.tampered or "ended without its report", exit_)
+                    out.fail("performance", exit_.tampered or self.failure(sides[name].job_dir, exit_, got),
+                             exit_.seconds, transient=exit_.status == "lost", **tool_failure(exit_))
                     return None
                 if path.stat().st_size > cfg.max_output_mb << 20:
                     out.fail("performance", "outputs larger than the output limit")
@@ -276,11 +256,21 @@ class JobRunner:
                 import torch
 
                 outputs[name] = torch.load(path, weights_only=True)["picks"]   # never unpickles code
+            # what each untrusted side's calls returned: read by the harness, or the side's own picks
+            checked: dict[str, list[Any]] = {}
+            for name, read in result.pop("read").items():
+                own = iter(outputs[name])
+                checked[name] = [next(own, None) if r == "own" else r for r in read]
+            tolerance = tolerance_for(task, cfg, self.backend)
+            for meta, expected, got in zip(result["checks"], outputs["reference"], checked.get("best", [])):
+                problem = got is not None and check_call(meta, {"expected": expected, "got": got}, ref, tolerance)
+                if problem:
+                    raise SideFailed("best", f"gave outputs that are not the reference's: {problem}")
             cand = ended["candidate"][1] or {}
             result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []),
                           signals_changed=cand.get("signals_changed", []))
             return result, {"checks": [{"expected": e, "got": g} for e, g in zip(outputs["reference"],
-                                                                                   outputs["candidate"])]}
+                                                                                   checked["candidate"])]}
         finally:
             for side in sides.values():
                 side.close()

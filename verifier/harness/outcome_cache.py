@@ -24,11 +24,12 @@ from verifier.machine.facts import fingerprint
 from verifier.outcome import Outcome
 from verifier.task import TaskSpec
 
-OUTCOME_FORMAT = 7  # bump when the gates change what they decide (3: the link check, the allow-list view;
+OUTCOME_FORMAT = 8  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
 #                     5: paired timing, speed verdicts within the noise, every timed call checked;
 #                     6: every side in its own process, the clock in the harness, fresh draws every round;
-#                     7: one verdict rule: an interval reaching beyond the noise limit from equal speed is noisy)
+#                     7: one verdict rule: an interval reaching beyond the noise limit from equal speed is noisy;
+#                     8: drawn tail remainders and a tiny shape, repeated calls, outputs read by the harness)
 
 
 class OutcomeCache:

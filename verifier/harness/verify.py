@@ -31,7 +31,7 @@ from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates import performance
 from verifier.gates.antihack import check_candidate
 from verifier.gates.build import check_build
-from verifier.gates.correctness import judge
+from verifier.gates.correctness import call_schedule, judge
 from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
 from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
@@ -288,7 +288,8 @@ class Verifier:
 
     def _correctness(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference,
                      out: Outcome) -> bool:
-        job = CandidateJob(task=task, trials=list(ref.trials), eval_mode=bool(ref.eval_mode))
+        schedule = call_schedule(list(ref.trials))
+        job = CandidateJob(task=task, trials=list(ref.trials), schedule=schedule, eval_mode=bool(ref.eval_mode))
         job_dir = self.jobs.new_job("candidate", files, build, job)
         try:
             with self._lock.shared():  # trials stop while something is being timed
@@ -299,7 +300,7 @@ class Verifier:
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
-        verdict = judge(ref, CandidateResult.from_dict(result), outputs, self.tolerance_for(task), task.cases)
+        verdict = judge(ref, CandidateResult.from_dict(result), outputs, self.tolerance_for(task), task.cases, schedule)
         out.max_abs_error, out.max_rel_error = verdict.max_abs_error, verdict.max_rel_error
         out.cases = verdict.details.pop("cases", [])
         if not verdict.passed:

@@ -1,30 +1,44 @@
 """The timing window, run from the harness: every side in its own process, the clock here.
 
 The reference runs in a job of the trusted reference server, the candidate and (when refining) the
-task's best each in a sandboxed job of their own (``verifier.job.side``). This process coordinates
-the rounds, draws every round's seed, holds the clock and compares the outputs:
+task's best each in a sandboxed job of their own (``verifier.job.side``), speaking the messages of
+``verifier.window_messages``. This process coordinates the rounds, draws every round's seed, holds the
+clock and reads and compares the outputs; it never takes a side's word for anything it can check:
 
 * **fresh inputs every round**: the reference's process draws the task's own ``get_inputs()`` under a
   new seed from the operating system (every element new, never a rescaled copy of an earlier set);
-  the harness copies them into each side's read-only input file and every side copies them into its
-  own buffers before its call. No two calls of a window, or of two verifications, see related values.
-* **the clock is here**: a call is the time from writing ``go NONCE`` to the side's ``done NONCE``
-  (on devices, the side's event pair, with this wall clock kept beside it); caches are flushed right
-  before, by the reference's process (on devices, by each side while staging). What one sample is (a
-  cold call after the flush, or the public suites' warm calls) is the timing method's
-  (``verifier.timing_method``, ``[verifier] timing``): the window consults it and nothing else changes.
-* **untrusted sides are stopped** (SIGSTOP through the fork server, every thread seen stopped) while
-  any other side is timed: a candidate's signal handlers, timers, threads or spinning cannot take
-  a core from the reference or the best, and its memory writes reach only its own process.
-* **every timed call is checked**: the reference's and the candidate's outputs of the same round, at
-  positions drawn after both calls, every call under the op trace and the call count; two more calls
-  after the window are compared at every position.
+  the harness copies them into each untrusted side's own input file while that side is stopped. The side
+  maps the file read-only and calls on it directly: its inputs exist for it only once its clock runs.
+* **the clock is here**: a call is the time from continuing the side and writing ``go NONCE`` to the
+  side's ``done NONCE`` (on devices, the side's event pair, with this wall clock kept beside it); caches
+  are flushed right before, by the reference's process (on devices, by each side while staging), while
+  the side is still stopped. What one sample is (a cold call after the flush, or the public suites' warm
+  calls) is the timing method's (``verifier.timing_method``, ``[verifier] timing``): the window consults it
+  and nothing else changes.
+* **the outputs are read here**: the moment a call is reported done the side is stopped (every thread)
+  and the harness reads its result where the side says it lies (``verifier.sandbox.procs.read_memory``)
+  at positions drawn here and never told to the side, and checks its inputs unchanged; those values are
+  compared with the reference's on the same inputs. A ``done`` written before the work is finished (by
+  a thread of the candidate's own, which can read the channel as well as the side can) finds outputs
+  that are not the reference's. Where the harness cannot read a job's memory (a device's, or no ptrace
+  access) the side picks the positions itself, after the stop.
+* **untrusted sides are stopped** (SIGSTOP, every thread seen in state ``T``) except while their own call
+  is timed or their last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers,
+  threads or spinning cannot take a core from the reference or the best, nor compute outside its clock.
+* **every side's settings are watched**: before every timed call each side's threads' priorities,
+  policies and CPUs and its resource limits are compared with what it started with
+  (``verifier.sandbox.procs.SettingsWatch``); a change fails the side it was seen on.
+* **every timed call is checked**: the reference's and the candidate's (and the best's) outputs of the
+  same round at positions drawn by the harness, every call under the op trace and the call count; two
+  more calls after the window are compared at every position.
 
-``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.measured`` reads.
+``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.measured`` reads (the
+untrusted sides' own picks, where the harness could not read their memory, follow from ``finish``).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import mmap
 import os
@@ -32,23 +46,47 @@ import random
 import secrets
 import select
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verifier.jobs import layout_bytes, tensor_bytes
-from verifier.sandbox.client import JobExit, JobHandle
+from verifier.jobs import layout_bytes, pick_positions, tensor_bytes
+from verifier.sandbox import procs
+from verifier.sandbox.client import JobExit, JobHandle, plain_files_only
 from verifier.timing_method import DEFAULT as DEFAULT_METHOD
 from verifier.timing_method import METHODS, TimingMethod
+from verifier.window_messages import (
+    Answer,
+    Command,
+    Done,
+    Failed,
+    Finish,
+    Flush,
+    Gen,
+    Go,
+    Layout,
+    Leaf,
+    Ok,
+    Outputs,
+    Pick,
+    Ready,
+    Settle,
+    Stage,
+    parse_answer,
+)
 from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
+# The most output tensors one call may report (what the harness reads is bounded by it and the output limit).
+MAX_LEAVES = 4096
 
 
 class SideFailed(Exception):
-    """A side stopped answering (it crashed, hung, was killed or answered out of protocol)."""
+    """A side stopped answering (it crashed, hung, was killed or answered out of protocol), or failed a
+    check of the harness's own (its outputs could not be read, its inputs or its settings changed)."""
 
     def __init__(self, side: str, message: str, exit_: JobExit | None = None):
         super().__init__(message)
@@ -56,7 +94,9 @@ class SideFailed(Exception):
 
 
 class Side:
-    """One side's process, reached through the two FIFOs in its job folder."""
+    """One side's process, reached through the two FIFOs in its job folder (made here, before the job starts;
+    the side removes their names in its set-up) and, for an untrusted side, its input file (made here,
+    read-only to the side)."""
 
     def __init__(self, name: str, job_dir: Path, trusted: bool):
         self.name, self.job_dir, self.trusted = name, job_dir, trusted
@@ -71,19 +111,24 @@ class Side:
         self._buffer = b""
         self.handle: JobHandle | None = None
         self.inputs: mmap.mmap | None = None
+        self._inputs_fd = -1
+        if not trusted:   # written by the harness only: the side can open it for reading and nothing else
+            self._inputs_fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o400)
         self.stopped = False
+        self.watch: procs.SettingsWatch | None = None
+        self.memory = ""           # why the harness cannot read this side's memory ("" : it can, or unknown)
 
     def start(self, handle: JobHandle | JobExit) -> None:
         if isinstance(handle, JobExit):
             raise SideFailed(self.name, f"could not start: {handle.describe()}", handle)
         self.handle = handle
 
-    def send(self, line: str) -> None:
-        data = (line + "\n").encode()
+    def send(self, command: Command) -> None:
+        data = (command.line() + "\n").encode()
         while data:
             data = data[os.write(self._to, data):]
 
-    def read(self, timeout: float = COMMAND_TIMEOUT_S) -> list[str]:
+    def read(self, timeout: float = COMMAND_TIMEOUT_S) -> Answer:
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
             if self._poll.poll(50):
@@ -103,33 +148,46 @@ class Side:
                 raise SideFailed(self.name, f"did not answer within {timeout:.0f} s and was killed",
                                  JobExit("timeout", seconds=timeout))
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode(errors="replace").split(" ")
+        return parse_answer(line.decode(errors="replace"))
 
-    def go(self, calls: int = 1) -> tuple[float, list[str]]:
-        """One timed sample: milliseconds from writing ``go NONCE [CALLS]`` to reading the answer line, per call
-        (``calls`` back to back, the timing method's), and the answer, which must be ``done NONCE ...`` with this
-        sample's nonce (its event time per call too)."""
+    def go(self, instance: int, calls: int = 1) -> tuple[float, Done]:
+        """One timed sample: milliseconds per call from continuing the side (an untrusted one: the trusted
+        reference waits on its channel) and writing ``go NONCE K CALLS`` (``calls`` back to back, the timing
+        method's) to reading the answer, which must be ``done`` with this sample's nonce; an untrusted side is
+        stopped again at once."""
         nonce = secrets.token_hex(8)
-        line = (f"go {nonce}\n" if calls == 1 else f"go {nonce} {calls}\n").encode()
+        line = (Go(nonce, instance, calls).line() + "\n").encode()
         t0 = time.perf_counter_ns()
+        if not self.trusted:
+            self.pause(False)
         os.write(self._to, line)
-        words = self.read(COMMAND_TIMEOUT_S * calls)
+        answer = self.read(COMMAND_TIMEOUT_S * calls)
         t1 = time.perf_counter_ns()
-        if len(words) != 4 or words[0] != "done" or words[1] != nonce:
-            raise SideFailed(self.name, f"answered {' '.join(words)[:200]!r} to a timed call: only the harness's "
-                                        "own answer line may be written to the side's channel")
-        return (t1 - t0) / 1e6 / calls, words
+        if not self.trusted:
+            self.pause(True)
+        if not isinstance(answer, Done) or answer.nonce != nonce:
+            raise SideFailed(self.name, f"answered {_text(answer)!r} to a timed call: only the harness's own answer "
+                                        "line may be written to the side's channel")
+        return (t1 - t0) / 1e6 / calls, answer
 
-    def call(self, line: str, expect: str = "ok", timeout: float = COMMAND_TIMEOUT_S) -> list[str]:
-        self.send(line)
-        words = self.read(timeout)
-        if words[0] != expect:
-            raise SideFailed(self.name, f"answered {' '.join(words)[:200]!r} to {line.split(' ')[0]!r}")
-        return words
+    def call(self, command: Command, timeout: float = COMMAND_TIMEOUT_S) -> Ok:
+        self.send(command)
+        answer = self.read(timeout)
+        if not isinstance(answer, Ok):
+            raise SideFailed(self.name, f"answered {_text(answer)!r} to {command.line().split(' ')[0]!r}")
+        return answer
+
+    def awake(self, command: Command) -> Ok:
+        """``command`` for a side that is stopped between calls: continued for it, stopped again after."""
+        was = self.stopped
+        self.pause(False)
+        answer = self.call(command)
+        self.pause(was)
+        return answer
 
     def flush(self) -> None:
         """Have this side (the reference's, on the host) evict the caches before another side's call."""
-        self.call("flush")
+        self.call(Flush())
 
     def pause(self, stop: bool) -> None:
         """Stop or continue an untrusted side (the reference, trusted, is never stopped)."""
@@ -145,15 +203,155 @@ class Side:
                              JobExit("lost", detail=f"the sandbox worker did not {what} the timing process"))
         self.stopped = stop
 
+    def map_inputs(self, size: int) -> None:
+        """The harness's own mapping of the side's input file, ``size`` bytes."""
+        os.ftruncate(self._inputs_fd, size)
+        self.inputs = mmap.mmap(self._inputs_fd, size)
+
+    def check_settings(self) -> None:
+        """This side's threads and limits as it started (the first call records them)."""
+        assert self.handle is not None
+        now = self.handle.settings()
+        if now is None:
+            return           # not found from here (the job ended: its next command says so)
+        if self.watch is None:
+            self.watch = procs.SettingsWatch(now)
+            return
+        changed = self.watch.changes(now)
+        if changed:
+            raise SideFailed(self.name, "had its scheduling or limits changed between its calls ("
+                             + "; ".join(changed[:3]) + "): no side may change how fast another runs, or itself")
+
+    def probe_memory(self) -> None:
+        """Whether the harness can read this side's memory here (``memory``: why not), decided once, before
+        any call, from what the environment allows (ptrace access to the job): never from anything the
+        side does later, so a side cannot turn the harness's reading off."""
+        assert self.handle is not None
+        pid = self.handle.host_pid()
+        if pid is None:
+            self.memory = "the harness cannot find the job's process from here"
+            return
+        address = procs.first_mapping(pid)
+        readable, why = procs.memory_readable(pid, address) if address is not None else (False, "no mapping")
+        self.memory = "" if readable else why
+
+    def read_outputs(self, done: Done, seed: int, limit: int | None, max_bytes: int,
+                     on_device: bool) -> dict[str, Any] | None:
+        """The call's outputs at the positions ``seed`` draws (``verifier.jobs.pick``), read from the stopped
+        side's memory where ``done`` says they lie; None where the harness cannot read them (a device's
+        memory on a device backend, or no access here: the side picks them itself)."""
+        assert self.handle is not None
+        outputs = done.outputs
+        if outputs is None:
+            raise SideFailed(self.name, "reported a call done without saying where its outputs are")
+        if len(outputs.leaves) > MAX_LEAVES:
+            raise SideFailed(self.name, f"reported {len(outputs.leaves)} outputs (at most {MAX_LEAVES})")
+        if any(leaf.device != "cpu" for leaf in outputs.leaves):
+            if on_device:
+                return None
+            raise SideFailed(self.name, "reported outputs on a device, on a backend that has none")
+        if self.memory:
+            return None
+        pid = self.handle.host_pid()
+        if pid is None:
+            raise SideFailed(self.name, "could no longer be found")
+        try:
+            leaves = _read_leaves(pid, outputs, seed, limit, max_bytes)
+        except (OSError, ValueError) as exc:
+            raise SideFailed(self.name, f"reported a result the harness could not read in its memory ({exc}): "
+                                        "a call's outputs must be complete when it reports done") from exc
+        shapes = [list(leaf.shape) for leaf in outputs.leaves]
+        return {"structure": outputs.structure, "leaves": leaves, "shapes": shapes}
+
     def close(self) -> None:
-        for fd in (self._to, self._from):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        for fd in (self._to, self._from, self._inputs_fd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
         if self.inputs is not None:
             self.inputs.close()
             self.inputs = None
+
+
+def _text(answer: Answer) -> str:
+    return answer.text if isinstance(answer, Failed) else answer.line()[:200]
+
+
+def _read_leaves(pid: int, outputs: Outputs, seed: int, limit: int | None, max_bytes: int) -> list[Any]:
+    """Each output leaf's values at the positions ``seed`` draws, read from ``pid``'s memory."""
+    import torch
+
+    shapes = [leaf.shape for leaf in outputs.leaves]
+    numels = []
+    for shape in shapes:
+        n = 1
+        for d in shape:
+            if d < 0:
+                raise ValueError(f"a negative extent in shape {list(shape)}")
+            n *= d
+        numels.append(n)
+    leaves = []
+    for leaf, numel, idx in zip(outputs.leaves, numels, pick_positions(numels, seed, limit)):
+        dtype = getattr(torch, leaf.dtype, None)
+        if not isinstance(dtype, torch.dtype) or len(leaf.strides) != len(leaf.shape):
+            raise ValueError(f"an output of dtype {leaf.dtype!r}, shape {list(leaf.shape)}")
+        item = torch.empty(0, dtype=dtype).element_size()
+        count = numel if idx is None else int(idx.numel())
+        if count * item > max_bytes:
+            raise ValueError("outputs larger than the output limit")
+        contiguous = _contiguous(leaf)
+        if count == 0:
+            leaves.append(torch.empty(leaf.shape if idx is None else (0,), dtype=dtype))
+            continue
+        if idx is None and contiguous:
+            spans = [(leaf.address, numel * item)]
+        else:
+            flat = torch.arange(numel) if idx is None else idx
+            offset = torch.zeros_like(flat)
+            rest = flat.clone()
+            for size, stride in zip(reversed(leaf.shape), reversed(leaf.strides)):
+                offset += (rest % size) * stride
+                rest //= size
+            spans = [(leaf.address + int(o) * item, item) for o in offset.tolist()]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            values = torch.frombuffer(bytearray(procs.read_memory(pid, spans)), dtype=dtype).clone()
+        leaves.append(values.reshape(leaf.shape) if idx is None else values)
+    return leaves
+
+
+def _contiguous(leaf: Leaf) -> bool:
+    expected = 1
+    for size, stride in zip(reversed(leaf.shape), reversed(leaf.strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+_memcmp: Any = None
+
+
+def _same(a: mmap.mmap, b: mmap.mmap) -> bool:
+    """Whether two mappings hold the same bytes (memcmp: no copy, no thread of PyTorch's spinning after)."""
+    global _memcmp
+    if _memcmp is None:
+        _memcmp = ctypes.CDLL(None).memcmp
+        _memcmp.restype = ctypes.c_int
+        _memcmp.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    if len(a) != len(b):
+        return False
+    if not len(a):
+        return True
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pa = torch.frombuffer(a, dtype=torch.uint8).data_ptr()
+        pb = torch.frombuffer(b, dtype=torch.uint8).data_ptr()
+    return int(_memcmp(pa, pb, len(a))) == 0
 
 
 @dataclass
@@ -167,12 +365,15 @@ class WindowSettings:
     samples: int = 1024            # positions compared per output on every timed call
     case: int | None = None        # a multi-case task's case
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
+    on_device: bool = False        # the sides stage their inputs on a device (``stage``) before each call
+    max_output_bytes: int = 1 << 30   # the most of one call's outputs the harness reads from a side
     method: TimingMethod = METHODS[DEFAULT_METHOD]   # what one sample is (verifier.timing_method)
 
 
 Observer = Callable[[str, Any], None]
 """``observe(event, what)``: ``("inputs", the inputs' bytes)`` after each draw, ``("timed", (side, sides))``
-right before each timed call. For tests, which look at what every call saw and at the other sides."""
+right before each timed call (the flush done, the timed side still stopped). For tests, which look at what
+every call saw and at the sides."""
 
 
 def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None = None,
@@ -197,20 +398,25 @@ class _Run:
         self.untrusted = [s for s in sides.values() if not s.trusted]
         self.names = list(sides)
         self.rng = random.Random(secrets.randbits(64))
-        self.case = "-" if settings.case is None else str(settings.case)
         self.layout: list[dict[str, Any]] = []
         self.source: mmap.mmap | None = None
         self.checks: list[dict[str, Any]] = []
+        # per untrusted side, per check: what the harness read of its outputs ("own": the side picked them
+        # itself, where the harness cannot read its memory; None: the side was not called for that check)
+        self.read: dict[str, list[dict[str, Any] | str | None]] = {s.name: [] for s in self.untrusted}
+        self.instance = 0
+        self.seed = 0
 
     def close(self) -> None:
         if self.source is not None:
             self.source.close()
 
     def fresh_inputs(self, instance: int) -> None:
-        """A new draw in the reference's process, copied into every untrusted side's own input file."""
-        words = self.ref.call(f"gen {secrets.randbits(62)} {self.case} {instance}")
+        """A new draw in the reference's process, copied into every untrusted side's own input file while
+        the side is stopped."""
+        answer = self.ref.call(Gen(secrets.randbits(62), self.settings.case, instance))
         if self.source is None:
-            self.layout = json.loads(" ".join(words[1:]))
+            self.layout = answer.layout or []
             size = layout_bytes(self.layout)
             fd = os.open(self.ref.job_dir / "inputs.bin", os.O_RDONLY)
             try:
@@ -218,57 +424,64 @@ class _Run:
             finally:
                 os.close(fd)
             for s in self.untrusted:
-                fd = os.open(s.job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-                try:
-                    os.ftruncate(fd, size)
-                    s.inputs = mmap.mmap(fd, size)
-                finally:
-                    os.close(fd)
-                s.call("layout " + json.dumps(self.layout, separators=(",", ":")))
+                s.map_inputs(size)
+                s.awake(Layout(self.layout))
         for s in self.untrusted:
-            assert s.inputs is not None
+            assert s.inputs is not None and s.stopped
             s.inputs[:] = self.source     # one copy per side: no side can change what another reads
         if self.observe is not None:
             self.observe("inputs", bytes(self.source))
 
     def stage(self, instance: int) -> None:
-        """Fresh inputs into every side's buffers; then every untrusted side stopped."""
-        for s in self.sides.values():
-            s.pause(False)
+        """A round's inputs: fresh ones in every side's input file (and, on a device, its buffers); every
+        untrusted side stays stopped; the positions compared this round drawn now (never told to a side)."""
+        self.instance = instance
+        self.seed = secrets.randbits(62)
         self.fresh_inputs(instance)
-        for s in self.sides.values():
-            s.call(f"stage {instance}")
-        for s in self.untrusted:
-            s.pause(True)
+        if self.settings.on_device:
+            for s in self.sides.values():
+                s.awake(Stage(instance))
 
-    def timed(self, name: str, calls: int = 1) -> tuple[float, float | None, bool]:
+    def timed(self, name: str, limit: int | None = None, checked: bool = True, calls: int = 1,
+              ) -> tuple[float, float | None, bool]:
         """One side's sample of ``calls`` calls, the others stopped: (harness ms, the side's event ms or None,
-        preempted), per call."""
+        preempted), per call. An untrusted side's outputs are read the moment it reports done (``checked``),
+        at the round's positions (``limit`` per output; None: every position), its inputs checked unchanged."""
         s = self.sides[name]
-        s.pause(False)
+        for side in self.sides.values():
+            side.check_settings()
         if self.flush is not None and self.settings.method.flush:
             self.flush()
         if self.observe is not None:
             self.observe("timed", (name, self.sides))
-        ms, words = s.go(calls)
-        s.pause(True)
-        return ms, None if words[2] == "-" else float(words[2]), words[3] == "1"
+        ms, done = s.go(self.instance, calls)
+        if not s.trusted and checked:
+            got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes, self.settings.on_device)
+            if got is None:     # the side's own word, picked after the stop
+                s.awake(Pick(self.seed, limit))
+            self.read[name].append("own" if got is None else got)
+            assert s.inputs is not None and self.source is not None
+            if not _same(s.inputs, self.source):
+                raise SideFailed(name, "changed its inputs in a timed call: inputs are read-only")
+        s.awake(Settle())
+        return ms, done.event_ms, done.preempted
 
     def pick(self, meta: dict[str, Any], limit: int | None) -> None:
-        """The reference and the candidate keep the same positions of their last results (drawn now)."""
-        for s in self.sides.values():
-            s.pause(False)
-        seed = secrets.randbits(62)
-        what = "all" if limit is None else str(limit)
-        self.ref.call(f"pick {seed} {what}")
-        self.cand.call(f"pick {seed} {what}")
+        """The reference keeps the round's positions of its last result (the harness read the untrusted
+        sides' already)."""
+        self.ref.call(Pick(self.seed, limit))
         self.checks.append(meta)
 
     def all_rounds(self) -> dict[str, Any]:
         """The warm-up, the timed rounds and the two calls after them."""
         settings, names = self.settings, self.names
         for s in self.sides.values():
-            s.read()   # "ready": the model is loaded
+            answer = s.read()   # "ready": the model is loaded
+            if not isinstance(answer, Ready):
+                raise SideFailed(s.name, f"answered {_text(answer)!r} before it was ready")
+        for s in self.untrusted:
+            s.pause(True)
+            s.probe_memory()
         samples: dict[str, list[float]] = {n: [] for n in names}
         wall: dict[str, list[float]] = {n: [] for n in names}
         order: list[list[str]] = []
@@ -278,7 +491,7 @@ class _Run:
             if i < 2:
                 self.stage(i % 2)
             for name in self.rng.sample(names, len(names)):
-                self.timed(name)
+                self.timed(name, checked=False)
         started = time.perf_counter()
         budget = settings.budget_s * len(names)
         i = 0
@@ -288,7 +501,7 @@ class _Run:
             this_round = self.rng.sample(names, len(names))
             switched = False
             for name in this_round:
-                ms, event, was_preempted = self.timed(name, settings.method.calls)
+                ms, event, was_preempted = self.timed(name, settings.samples, calls=settings.method.calls)
                 wall[name].append(ms)
                 samples[name].append(event if settings.clock == "events" and event is not None else ms)
                 switched |= was_preempted
@@ -303,10 +516,14 @@ class _Run:
             self.stage(k)
             for name in ("reference", "candidate"):
                 self.timed(name)
+            if "best" in self.read:
+                self.read["best"].append(None)
             self.pick({"round": i, "trial": k, "what": what}, None)
             i += 1
         window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
-        return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout)}
+        memory = {s.name: s.memory for s in self.untrusted if s.memory}
+        return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout),
+                "read": self.read, "memory": memory}
 
 
 def settled(samples: dict[str, list[float]], precision: float) -> bool:
@@ -330,11 +547,13 @@ def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | 
     for name, s in sides.items():
         try:
             s.pause(False)
-            s.call("finish")
+            s.call(Finish())
         except SideFailed:
             pass
         assert s.handle is not None
         exit_ = s.handle.wait()
+        if not s.trusted:
+            plain_files_only(s.job_dir)   # what an untrusted side left is read back only as plain files
         result = None
         try:
             result = json.loads((s.job_dir / "result.json").read_text())
@@ -342,4 +561,3 @@ def finish(sides: dict[str, Side]) -> dict[str, tuple[JobExit, dict[str, Any] | 
             pass
         ended[name] = (exit_, result if isinstance(result, dict) else None)
     return ended
-

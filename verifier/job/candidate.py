@@ -1,10 +1,13 @@
 """A job's candidate and its folder: loading ``ModelNew`` with the runtime set up for its library, the
 device runtime and the clock the job names, a candidate's failure in one line (``CandidateFailure``,
-``_describe``), and the folder's progress and outputs files."""
+``_describe``), and the folder's progress and outputs files (``JobFiles``: opened in the job's set-up, since
+the candidate's phase opens no file)."""
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
+import io
 import os
 import sys
 import traceback
@@ -16,6 +19,7 @@ import torch
 
 from verifier import runtime
 from verifier.backends import DeviceRuntime, load_runtime
+from verifier.sandbox.seccomp import enter_candidate_phase
 
 
 class CandidateFailure(Exception):
@@ -27,8 +31,48 @@ class CandidateFailure(Exception):
         self.trial = trial
 
 
+class JobFiles:
+    """The files a job writes (its step in flight, its outputs, its result), opened during its set-up: the
+    phase in which a candidate's code runs opens no file (``verifier.sandbox.seccomp``). Each is rewritten
+    whole through its descriptor."""
+
+    NAMES = ("progress.txt", "outputs.pt", "result.json")
+
+    def __init__(self, job_dir: Path):
+        self.fds = {name: os.open(job_dir / name, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600) for name in self.NAMES}
+
+    def write(self, name: str, data: bytes) -> None:
+        fd = self.fds[name]
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+
+    def save(self, name: str, payload: Any) -> None:
+        fd = self.fds[name]
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        with io.FileIO(fd, "wb", closefd=False) as f:
+            torch.save(payload, f)
+
+
+_files: dict[str, JobFiles] = {}    # the running job's (``open_job_files``), keyed by its folder
+
+
+def open_job_files(job_dir: Path) -> JobFiles:
+    """Open the job's files now, in its set-up; ``_progress`` and ``_save`` then write through them."""
+    files = _files[str(job_dir)] = JobFiles(job_dir)
+    torch.save({"picks": [torch.zeros(1)]}, io.BytesIO())   # what torch.save imports on first use, imported now
+    return files
+
+
 def _progress(job_dir: Path, text: str) -> None:
-    (job_dir / "progress.txt").write_text(text)
+    files = _files.get(str(job_dir))
+    if files is not None:
+        files.write("progress.txt", text.encode())
+    else:
+        (job_dir / "progress.txt").write_text(text)
 
 
 def _timer(job: Any, device_runtime: DeviceRuntime) -> str:
@@ -49,10 +93,25 @@ def job_runtime(job: Any) -> DeviceRuntime:
 
 def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, module_name: str = "candidate_model",
                     ) -> Callable[..., torch.nn.Module]:
-    """The ``ModelNew`` class the job's ``model.py`` defines, with the runtime set up for its library."""
-    runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device_runtime)
+    """The ``ModelNew`` class the job's ``model.py`` defines, with the runtime set up for its library. The
+    last step of a job's set-up: the library is loaded and ``model.py`` read, then the sandbox's filter is
+    narrowed for the candidate's phase (``verifier.sandbox.seccomp.enter_candidate_phase``: no file opened
+    from here on), then ``model.py`` runs."""
+    try:
+        runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device_runtime)
+    except OSError as exc:
+        raise CandidateFailure("correctness", f"loading the kernel library failed: {_describe(exc)}") from exc
     path = job_dir / (_field(job, "model") or "model.py")
-    spec = importlib.util.spec_from_file_location(module_name, path)
+    try:
+        source = path.read_bytes()
+    except OSError as exc:
+        raise CandidateFailure("correctness", f"{path.name} cannot be read: {exc}") from exc
+    problem = enter_candidate_phase()
+    if problem:   # the sandbox asked for the candidate's phase and it could not be had: nothing of it runs
+        raise CandidateFailure("correctness", f"the sandbox could not narrow the job's filter for the candidate's "
+                                              f"code ({problem}): a thread of the library's load-time code may "
+                                              "have a filter of its own")
+    spec = importlib.util.spec_from_loader(module_name, _SourceLoader(source, str(path)), origin=str(path))
     if spec is None or spec.loader is None:
         raise CandidateFailure("correctness", f"{path.name} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
@@ -67,6 +126,20 @@ def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, modu
     return model_new
 
 
+class _SourceLoader(importlib.abc.Loader):
+    """Runs a module from source read before (its file is not opened again: the candidate's phase opens none)."""
+
+    def __init__(self, source: bytes, path: str):
+        self._source, self._path = source, path
+
+    def create_module(self, spec: Any) -> None:
+        return None
+
+    def exec_module(self, module: Any) -> None:
+        module.__file__ = self._path
+        exec(compile(self._source, self._path, "exec"), module.__dict__)  # noqa: S102 - the sandboxed candidate
+
+
 def _describe(exc: BaseException) -> str:
     """One line: exception type and message, plus where in the candidate's code it happened."""
     frames = [f for f in traceback.extract_tb(exc.__traceback__)
@@ -77,6 +150,10 @@ def _describe(exc: BaseException) -> str:
 
 
 def _save(job_dir: Path, payload: dict[str, Any]) -> None:
+    files = _files.get(str(job_dir))
+    if files is not None:
+        files.save("outputs.pt", payload)
+        return
     tmp = job_dir / "outputs.pt.tmp"
     torch.save(payload, tmp)
     os.replace(tmp, job_dir / "outputs.pt")

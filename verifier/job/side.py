@@ -2,36 +2,26 @@
 
 Every side of a window (the reference, the candidate, the task's best) is a separate process: the
 reference in the trusted reference server, the candidate and the best each in a sandboxed job of their
-own. Nothing a candidate does in its process can reach the others: the harness holds the clock, draws
-the inputs, compares the outputs and stops (SIGSTOP) every untrusted side while another is timed.
+own, with a PID namespace of its own. Nothing a candidate does in its process can reach the others: the
+harness holds the clock, draws the inputs, reads and compares the outputs and stops (SIGSTOP) every
+untrusted side while another is timed.
 
-The side answers the harness over two FIFOs in its job folder, one line per command (``ctl.in``) and
-one per answer (``ctl.out``)::
-
-    gen SEED CASE K    (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED,
-                       written to ``inputs.bin``; answers ``ok LAYOUT_JSON``. For a reference that
-                       differs between runs (a duplicate-index scatter: ``fixed_integers``) the integer
-                       inputs are trial K's, so the places its two runs differ are known
-
-    flush              (the reference only, on the host) overwrite a buffer that evicts the timed cores'
-                       caches, right before another side's timed call; answers ``ok``
-    layout JSON        map ``inputs.bin`` (read-only) and make this side's private input buffers
-    stage K            copy ``inputs.bin`` into the private buffers; instance K is called next
-    go NONCE           call instance K once, synchronise; answers ``done NONCE EVENT_MS PREEMPTED``
-                       at once, then keeps a copy of the result (the harness's clock stops at "done")
-    pick SEED LIMIT    keep LIMIT positions of that result per output (drawn from SEED after the call;
-                       ``all``: every position), for the harness to compare
-    finish             write the kept picks (``outputs.pt``) and every call's report, and exit
+The side answers the harness over two FIFOs the harness made in its job folder, one line per command
+(``ctl.in``) and one per answer (``ctl.out``), in the messages of ``verifier.window_messages``. Both are
+opened during the job's set-up and their names removed before any candidate code runs. An untrusted
+side's inputs are a read-only mapping of ``inputs.bin``, which the harness writes while the side is
+stopped and resumes it only to time its call: its inputs exist for it only once its clock runs. Its
+answer to a call says where the result lies in its memory; the harness stops the side and reads the
+result there itself (``verifier.sandbox.procs.read_memory``) before anything of the side runs again.
 
 Untrusted sides run each call under the op trace and count the launcher calls (``calls``,
 ``forbidden`` per call, in ``result.json``): PyTorch compute or a forward that skips the library is
-caught on any call, not only on the checked ones. ``NONCE`` is a fresh random word per call: native
-code cannot answer "done" early without reading this process's memory.
+caught on any call, not only on the checked ones.
 """
 
 from __future__ import annotations
 
-import json
+import ctypes
 import mmap
 import os
 import resource
@@ -49,8 +39,27 @@ from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
 from verifier.job.tensors import flatten
 from verifier.job.timing import CacheFlusher, instances
-from verifier.jobs import input_layout, layout_bytes
+from verifier.jobs import input_layout, layout_bytes, pick
 from verifier.task import TaskSpec, load_task_module
+from verifier.window_messages import (
+    Answer,
+    Command,
+    Done,
+    Failed,
+    Finish,
+    Flush,
+    Gen,
+    Go,
+    Layout,
+    Leaf,
+    Ok,
+    Outputs,
+    Pick,
+    Ready,
+    Settle,
+    Stage,
+    parse_command,
+)
 
 
 def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
@@ -97,44 +106,55 @@ def _private(value: Any, device: str) -> Any:
 
 
 class _Channel:
+    """The side's end of its channel: the two FIFOs the harness made, opened in the job's set-up (the harness
+    holds ``ctl.out`` open for reading and ``ctl.in`` for writing: neither open blocks), their names removed
+    at once."""
+
     def __init__(self, job_dir: Path):
-        # The harness opened ctl.out for reading and holds ctl.in open: neither open blocks.
         self._out = os.open(job_dir / "ctl.out", os.O_WRONLY)
-        self._in = open(job_dir / "ctl.in", "rb", buffering=0)
+        self._in = os.open(job_dir / "ctl.in", os.O_RDONLY)
+        for name in ("ctl.in", "ctl.out"):
+            os.unlink(job_dir / name)
         self._buffer = b""
 
-    def read(self) -> list[str]:
+    def read(self) -> Command:
         while b"\n" not in self._buffer:
-            chunk = self._in.read(65536)
+            chunk = os.read(self._in, 65536)
             if not chunk:
                 raise EOFError("the harness closed the window")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
-        return line.decode().split(" ")
+        return parse_command(line.decode())
 
-    def reply(self, text: str) -> None:
-        data = (text + "\n").encode()
+    def reply(self, answer: Answer) -> None:
+        data = (answer.line() + "\n").encode()
         while data:
             data = data[os.write(self._out, data):]
 
 
-def _pick(snapshot: tuple[Any, list[torch.Tensor]], seed: int, limit: int | None) -> dict[str, Any]:
-    """The result reduced to ``limit`` positions per output drawn from ``seed`` (None: every position),
-    with each output's full shape kept beside. Every side draws the same positions from the same seed."""
-    structure, leaves = snapshot
-    gen = torch.Generator().manual_seed(seed)
-    picked = []
-    for leaf in leaves:
-        if limit is None or leaf.numel() <= limit:
-            picked.append(leaf.contiguous().clone())
-        else:
-            idx = torch.randint(leaf.numel(), (limit,), generator=gen)
-            picked.append(leaf.reshape(-1)[idx].clone())
-    return {"structure": structure, "leaves": picked, "shapes": [list(leaf.shape) for leaf in leaves]}
+def _map_read_only(fd: int, size: int) -> Any:
+    """``size`` bytes of the file ``fd`` mapped shared and read-only, as a buffer (``mmap.mmap`` would
+    duplicate the descriptor, which the candidate's phase may not: ``verifier.sandbox.seccomp``)."""
+    if size == 0:
+        return bytearray()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    address = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if address in (None, ctypes.c_void_p(-1).value):
+        err = ctypes.get_errno()
+        raise OSError(err, f"mapping the inputs failed: {os.strerror(err)}")
+    return (ctypes.c_char * size).from_address(address)
+
+
+def _where(structure: Any, leaves: list[torch.Tensor]) -> Outputs:
+    """Where a call's result lies in this process (the harness reads it there)."""
+    return Outputs(structure, tuple(Leaf(int(t.data_ptr()), str(t.dtype).removeprefix("torch."), tuple(t.shape),
+                                         tuple(t.stride()), t.device.type) for t in leaves))
 
 
 def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
-    """The side's command loop (see the module docstring)."""
+    """The side's command loop (see the module docstring and ``verifier.window_messages``)."""
     spec = TaskSpec.from_dict(job["task"])
     device = device_runtime.device
     role = str(job["role"])
@@ -142,6 +162,10 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     trials = [Trial.from_dict(t) for t in job["trials"]]
     signals = signal_dispositions()   # before any candidate code runs: no call may change it
     module = load_task_module(spec)
+    # Set-up, before any candidate code: the channel (its names removed) and, for an untrusted side, its
+    # inputs' file, which the harness made read-only and writes while the side is stopped.
+    channel = _Channel(job_dir)
+    inputs_fd = None if trusted else os.open(job_dir / "inputs.bin", os.O_RDONLY)
     if trusted:
         make = module.Model
     else:
@@ -157,14 +181,13 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     except Exception as exc:
         raise CandidateFailure("performance", f"{'Model' if trusted else 'ModelNew'}(*get_init_inputs()) "
                                               f"failed: {_describe(exc)}") from exc
-    channel = _Channel(job_dir)
-    channel.reply("ready")
+    channel.reply(Ready())
     shared: Any = None
     source: list[Any] = []
-    buffers: list[Any] = []
+    buffers: list[Any] = []       # on a device: this side's own copies of the inputs (on the host: ``source``)
     current = 0
-    snapshot: tuple[Any, list[torch.Tensor]] | None = None
-    kept: list[torch.Tensor] = []   # the last call's outputs, copied into buffers made once and reused
+    last: tuple[Any, Any, list[torch.Tensor]] | None = None   # the last call's result, where the harness reads it
+    settled = True
     trial_inputs: dict[int, list[Any]] = {}   # a trial's own inputs, for ``fixed_integers``
     picks: list[dict[str, Any]] = []
     calls: list[dict[str, int]] = []
@@ -180,10 +203,11 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     host_flush = CacheFlusher(nbytes) if device == "cpu" and trusted and nbytes else None
 
     # An untrusted side's next call is traced from before the clock starts: the trace is made and entered
-    # after staging and after each call (so its set-up is not timed, only the ops it intercepts), and left
-    # before any other command, whose own PyTorch work (copies, picks) it must not count. Nothing of the
-    # candidate runs in this thread while the side waits for its next command.
+    # after staging and after each call's bookkeeping (so its set-up is not timed, only the ops it
+    # intercepts), and left before any other command, whose own PyTorch work (copies, picks) it must not
+    # count. Nothing of the candidate runs in this thread while the side waits for its next command.
     armed: OpTrace | None = None
+    trace: OpTrace | None = None
 
     def arm() -> None:
         nonlocal armed
@@ -193,39 +217,53 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
 
     def disarm() -> OpTrace | None:
         nonlocal armed
-        trace, armed = armed, None
-        if trace is not None:
-            trace.stop()
-        return trace
+        done, armed = armed, None
+        if done is not None:
+            done.stop()
+        return done
 
-    def map_inputs(layout: list[dict[str, Any]], writable: bool) -> None:
+    def settle() -> None:
+        """The last call's bookkeeping, outside the clock: its report, the heap warmed, the next trace armed."""
+        nonlocal settled, changed
+        if settled:
+            return
+        settled = True
+        if not trusted:
+            if not changed:
+                changed = signal_changes(signals, signal_dispositions())
+            calls.append(runtime.call_counts())
+            forbidden.append(trace.forbidden() if trace is not None else {})
+        # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
+        # side: the next call's outputs are carved from memory already mapped, where this call's lie now.
+        if last is not None:
+            warm_heap_top(2 * sum(t.numel() * t.element_size() for t in last[2]) + (1 << 20))
+        arm()
+
+    def map_inputs(layout: list[dict[str, Any]]) -> None:
         nonlocal shared, source, buffers
-        path = job_dir / "inputs.bin"
         size = layout_bytes(layout)
-        if writable:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        if trusted:
+            fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT, 0o600)
             os.ftruncate(fd, size)
             shared = mmap.mmap(fd, size)
+            os.close(fd)
         else:
-            fd = os.open(path, os.O_RDONLY)
-            shared = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-        os.close(fd)
+            assert inputs_fd is not None
+            shared = _map_read_only(inputs_fd, size)
         source = _views(shared, layout)
-        buffers = [_private(x, device) for x in source]
+        buffers = [_private(x, device) for x in source] if device != "cpu" else source
 
     while True:
         try:
-            words = channel.read()
+            command = channel.read()
         except EOFError:
             break
-        command = words[0]
-        if command != "go":
+        if not isinstance(command, Go):
             disarm()
-        if command == "gen" and trusted:
-            seed, case = int(words[1]), (None if words[2] == "-" else int(words[2]))
-            fresh = make_inputs(module.get_inputs, Trial(seed, "normal", case=case))
+        if isinstance(command, Gen) and trusted:
+            fresh = make_inputs(module.get_inputs, Trial(command.seed, "normal", case=command.case))
             if job.get("fixed_integers"):
-                which = int(words[3]) % len(trials)
+                which = command.trial % len(trials)
                 if which not in trial_inputs:
                     trial_inputs[which] = make_inputs(module.get_inputs, trials[which])
                 own = trial_inputs[which]
@@ -233,31 +271,34 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                          else x for x, mine in zip(fresh, own)]
             layout = input_layout(fresh)
             if shared is None:
-                map_inputs(layout, writable=True)
+                map_inputs(layout)
             for view, x in zip(source, fresh):
                 for dst, src in zip(_tensors(view), _tensors(x)):
                     dst.copy_(src)
-            channel.reply("ok " + json.dumps(layout, separators=(",", ":")))
-        elif command == "flush" and host_flush is not None:
+            channel.reply(Ok(layout))
+        elif isinstance(command, Flush) and host_flush is not None:
             host_flush()
-            channel.reply("ok")
-        elif command == "layout":
-            map_inputs(json.loads(" ".join(words[1:])), writable=False)
-            channel.reply("ok")
-        elif command == "stage":
-            current = int(words[1]) % len(models)
-            for buf, view in zip(buffers, source):
-                for dst, src in zip(_tensors(buf), _tensors(view)):
-                    dst.copy_(src)
+            channel.reply(Ok())
+        elif isinstance(command, Layout):
+            map_inputs(command.layout)
+            channel.reply(Ok())
+        elif isinstance(command, Stage):
+            current = command.instance % len(models)
+            if device != "cpu":
+                for buf, view in zip(buffers, source):
+                    for dst, src in zip(_tensors(buf), _tensors(view)):
+                        dst.copy_(src)
             if flush is not None:
                 flush()
             sync()
             arm()
-            channel.reply("ok")
-        elif command == "go":
-            nonce = words[1]
-            repeat = max(1, min(int(words[2]), 1000)) if len(words) > 2 else 1   # the timing method's calls
-            arm()           # armed already (by the staging or the last call) unless a command came between
+            channel.reply(Ok())
+        elif isinstance(command, Go):
+            settle()        # done already by the harness's ``settle`` after the last call, unless it sent none
+            current = command.instance % len(models)
+            repeat = max(1, min(command.calls, 1000))   # the timing method's calls in one sample
+            last = None     # the last result's memory goes back to the allocator, for this call's outputs
+            arm()           # armed already (by the staging or the last settle) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
             try:
@@ -273,38 +314,27 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 disarm()
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             after = resource.getrusage(resource.RUSAGE_SELF)
-            preempted = after.ru_nivcsw != before.ru_nivcsw
-            event_ms = f"{float(pair[0].elapsed_time(pair[1])) / repeat:.6f}" if pair is not None else "-"
-            channel.reply(f"done {nonce} {event_ms} {int(preempted)}")
-            trace = disarm()
-            # Copied into the same buffers every call, and the result freed at once: nothing allocated
-            # after a call outlives it, so the next call's outputs reuse the same memory instead of
-            # faulting in fresh pages inside the timed region (a 4 MiB output: 1,024 faults, ~1 ms).
             structure, leaves = flatten(out, copy=False, cpu=False)
-            if [(b.shape, b.dtype) for b in kept] != [(v.shape, v.dtype) for v in leaves]:
-                kept = [torch.empty(v.shape, dtype=v.dtype) for v in leaves]
-            for buf, v in zip(kept, leaves):
-                buf.copy_(v)
-            snapshot = (structure, kept)
-            del out, leaves     # (never poisoned: no other side's results are in this process to reuse)
-            if not trusted:
-                if not changed:
-                    changed = signal_changes(signals, signal_dispositions())
-                calls.append(runtime.call_counts())
-                forbidden.append(trace.forbidden() if trace is not None else {})
-            # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same
-            # for every side.
-            warm_heap_top(2 * sum(k.numel() * k.element_size() for k in kept) + (1 << 20))
-            arm()
-        elif command == "pick":
-            if snapshot is None:
+            event_ms = float(pair[0].elapsed_time(pair[1])) / repeat if pair is not None else None
+            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves)))
+            last, settled = (out, structure, leaves), False
+            del out
+            trace = disarm()
+        elif isinstance(command, Settle):
+            settle()
+            channel.reply(Ok())
+        elif isinstance(command, Pick):
+            if last is None:
                 raise CandidateFailure("performance", "internal: pick before any call")
-            picks.append(_pick(snapshot, int(words[1]), None if words[2] == "all" else int(words[2])))
-            channel.reply("ok")
-        elif command == "finish":
+            on_host = [t.detach().to("cpu") for t in last[2]]
+            picks.append(pick(last[1], on_host, command.seed, command.limit))
+            channel.reply(Ok())
+        elif isinstance(command, Finish):
+            settle()
+            disarm()
             _save(job_dir, {"picks": picks})
-            channel.reply("ok")
+            channel.reply(Ok())
             break
         else:
-            channel.reply("error unknown command")
+            channel.reply(Failed(f"unexpected {type(command).__name__.lower()} for the {role}'s side"))
     return {"calls": calls, "forbidden": forbidden, "signals_changed": changed}

@@ -14,6 +14,7 @@ Run a job by hand: ``python -m verifier.job.worker JOB_DIR``.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import random
@@ -30,13 +31,22 @@ from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import make_inputs
 from verifier.job.allocator import warm_allocator
-from verifier.job.candidate import CandidateFailure, _describe, _field, _load_candidate, _progress, _save, job_runtime
+from verifier.job.candidate import (
+    CandidateFailure,
+    _describe,
+    _field,
+    _load_candidate,
+    _progress,
+    _save,
+    job_runtime,
+    open_job_files,
+)
 from verifier.job.op_trace import OpTrace
 from verifier.job.side import _side
 from verifier.job.signals import signal_changes, signal_dispositions
 from verifier.job.tensors import _changed, _identical, _snapshot, _to_device, flatten
 from verifier.job.worker_reference import TaskProblem, WriteOrder, _reference
-from verifier.jobs import CandidateJob, CandidateResult, JobStatus, TrialReport, load_job
+from verifier.jobs import REPEAT_SAMPLES, CandidateJob, CandidateResult, JobStatus, TrialReport, load_job, pick
 from verifier.task import load_task_module
 
 # Callers and tests reach the shared helpers and the jobs' pieces through this module.
@@ -46,6 +56,10 @@ def _setup(job: Any) -> DeviceRuntime:
     """Threads, then the job's device runtime, prepared (the device selected)."""
     threads = int(_field(job, "threads", 1))
     warm_allocator()
+    torch.backends.cpu.get_cpu_capability()   # reads /proc/cpuinfo on first use: in the set-up, not in a call
+    # a module's first call imports torch._dynamo: in the set-up, since the candidate's phase opens no file (the
+    # fork server preloads it; a spawned job's fresh interpreter imports it here)
+    importlib.import_module("torch._dynamo")
     os.environ["OMP_NUM_THREADS"] = str(threads)
     torch.set_num_threads(threads)
     device_runtime = job_runtime(job)
@@ -59,37 +73,55 @@ def _setup(job: Any) -> DeviceRuntime:
 # A widened trial is dropped when the reference is NaN or infinite at more than this share of an
 # output's places: the operator is not defined on much of the widened range (log, sqrt: about half).
 def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
+    """The correctness trials, called in the order of ``job.schedule``: each instance (``Trial.instance``)
+    is built at its first call, seeded like ``Model``, and dropped after its last; every call gets its
+    trial's inputs afresh in the previous call's buffers where the shapes match (results kept by pointer
+    go stale). A trial's first call keeps every output position, a repeated call the positions its seed
+    draws (``verifier.jobs.pick``)."""
     spec, device = job.task, device_runtime.device
     signals = signal_dispositions()  # before any candidate code: model.py, ModelNew() and forward may not change it
+    modules: dict[tuple[tuple[str, int], ...], Any] = {}
+    for trial in job.trials:    # during the set-up (the task is trusted): every size the trials run at
+        if trial.overrides not in modules:
+            modules[trial.overrides] = load_task_module(spec, dict(trial.overrides))
     ModelNew = _load_candidate(job, job_dir, device_runtime)
     sync, stream_sync = device_runtime.synchronize, device_runtime.stream_synchronize
-    reports: list[TrialReport] = []
-    saved = []
+    schedule = job.schedule or [(i, 0) for i in range(len(job.trials))]
+    last = {job.trials[i].instance: n for n, (i, _) in enumerate(schedule)}
+    firsts: dict[int, tuple[TrialReport, dict[str, Any]]] = {}
+    repeats: list[TrialReport] = []
+    repeat_outputs: list[dict[str, Any]] = []
     buffers: list[Any] | None = None
-    modules: dict[tuple[tuple[str, int], ...], Any] = {}
-    for i, trial in enumerate(job.trials):
-        _progress(job_dir, f"trial {i}: {trial.describe()}")
-        key = trial.overrides
-        if key not in modules:
-            modules[key] = load_task_module(spec, dict(trial.overrides))
-        module = modules[key]
-        fresh = _to_device(make_inputs(module.get_inputs, trial), device)
-        # Reuse the previous trial's buffers when shapes match, so results keyed by pointer go stale.
+    models: dict[Any, Any] = {}
+    kept_inputs: dict[int, list[Any]] = {}   # a trial's inputs, while its instance has calls left
+    for n, (i, seed) in enumerate(schedule):
+        trial = job.trials[i]
+        repeat = i in firsts
+        _progress(job_dir, f"trial {i}: {trial.describe()}" + (" (called again)" if repeat else ""))
+        module = modules[trial.overrides]
+        if i not in kept_inputs:
+            kept_inputs[i] = _to_device(make_inputs(module.get_inputs, trial), device)
+        fresh = kept_inputs[i]
+        # Reuse the previous call's buffers when shapes match, so results keyed by pointer go stale; a copy
+        # either way, so the kept inputs stay what the trial drew whatever a call does to its own.
         if buffers is not None and _same_layout(buffers, fresh):
             for buf, new in zip(buffers, fresh):
                 if isinstance(buf, torch.Tensor):
                     buf.copy_(new)
             inputs = buffers
         else:
-            inputs = buffers = fresh
-        init_inputs = module.get_init_inputs()
-        torch.manual_seed(trial.model_seed)
-        try:
-            model = ModelNew(*init_inputs).to(device)
-            if job.eval_mode:
-                model.eval()
-        except Exception as exc:
-            raise CandidateFailure("correctness", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}", i) from exc
+            inputs = buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in fresh]
+        if trial.instance not in models:
+            torch.manual_seed(trial.model_seed)
+            try:
+                model = ModelNew(*module.get_init_inputs()).to(device)
+                if job.eval_mode:
+                    model.eval()
+            except Exception as exc:
+                raise CandidateFailure("correctness", f"ModelNew(*get_init_inputs()) failed: {_describe(exc)}",
+                                       i) from exc
+            models[trial.instance] = model
+        model = models[trial.instance]
         before = _snapshot(inputs)
         runtime.reset_calls()
         trace = OpTrace()
@@ -98,7 +130,8 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
                 out = model(*inputs)
             stream_sync()
         except Exception as exc:
-            raise CandidateFailure("correctness", f"forward raised {_describe(exc)}", i) from exc
+            again = " (called again on the same instance)" if repeat else ""
+            raise CandidateFailure("correctness", f"forward raised {_describe(exc)}{again}", i) from exc
         # Read the outputs once the current stream is done (what any caller may rely on) and, on a
         # device, again after a device-wide sync: a difference is work that escaped the stream.
         structure, leaves = flatten(out)
@@ -110,12 +143,23 @@ def _candidate(job: CandidateJob, job_dir: Path, device_runtime: DeviceRuntime) 
                 raise CandidateFailure("correctness", f"the device failed after forward: {_describe(exc)}", i) from exc
             _, settled = flatten(out)
             escaped = [k for k, (a, b) in enumerate(zip(leaves, settled)) if not _identical(a, b)]
-        saved.append({"structure": structure, "leaves": leaves})
-        reports.append(TrialReport(calls=runtime.call_counts(), forbidden_ops=trace.forbidden(),
-                                   inputs_changed=_changed(before, inputs), escaped_stream=escaped,
-                                   signals_changed=signal_changes(signals, signal_dispositions())))
-    _save(job_dir, {"trials": saved})
-    return CandidateResult(reports).to_dict()
+        report = TrialReport(calls=runtime.call_counts(), forbidden_ops=trace.forbidden(),
+                             inputs_changed=_changed(before, inputs), escaped_stream=escaped,
+                             signals_changed=signal_changes(signals, signal_dispositions()))
+        del out
+        if repeat or seed:
+            report.trial = i
+            repeats.append(report)
+            repeat_outputs.append(pick(structure, leaves, seed, REPEAT_SAMPLES))
+        else:
+            firsts[i] = (report, {"structure": structure, "leaves": leaves})
+        if last[trial.instance] == n:   # its last call: the instance and its trials' inputs go
+            del models[trial.instance]
+            for k in [k for k in kept_inputs if job.trials[k].instance == trial.instance]:
+                del kept_inputs[k]
+    order = sorted(firsts)
+    _save(job_dir, {"trials": [firsts[i][1] for i in order], "repeats": repeat_outputs})
+    return CandidateResult([firsts[i][0] for i in order], repeats).to_dict()
 
 
 def _same_layout(a: list[Any], b: list[Any]) -> bool:
@@ -136,6 +180,7 @@ def run_job(job_dir: Path) -> int:
     random.seed(0)
     status = JobStatus()
     fields: dict[str, Any] = {}
+    files = open_job_files(job_dir)
     try:
         device_runtime = _setup(job)
         handler = HANDLERS[_field(job, "kind")]
@@ -147,9 +192,7 @@ def run_job(job_dir: Path) -> int:
         status.stage, status.error = "task", str(exc)
     except Exception as exc:  # the task or the candidate raised somewhere we did not expect
         status.stage, status.error, status.traceback = "worker", _describe(exc), traceback.format_exc()[-4000:]
-    tmp = job_dir / "result.json.tmp"
-    tmp.write_text(json.dumps({**fields, **asdict(status)}))
-    os.replace(tmp, job_dir / "result.json")
+    files.write("result.json", json.dumps({**fields, **asdict(status)}).encode())
     return 0
 
 

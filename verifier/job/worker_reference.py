@@ -262,6 +262,11 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, res
             except Exception as exc:  # the reference does not accept this shape: try the next
                 result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
                 continue
+            if any(mask is not None and int(mask.sum()) * 2 > mask.numel() for mask in ignore):
+                # a few places at a tiny shape, most of them written twice by a duplicate-index scatter: the
+                # reference cannot judge there (at the task's own shape it can), so try the next
+                result.alt_rejected.append(f"{overrides}: two runs of the reference differ at most places")
+                continue
             keep(trial, kept, model, structure, leaves, ignore)
             break
     result.nondeterministic = [notes[k] for k in sorted(notes)]

@@ -18,13 +18,18 @@ Layers, outermost first:
   non-dumpable (no job can open its ``/proc/PID/mem``, ``environ`` or ``fd``) and holds no
   capabilities. For device backends (``spawn``) the server imports nothing heavy and each job's child
   execs a fresh interpreter instead: a CUDA or CANN runtime must never be inherited through fork.
-* **per job**, the forked child gets its own session, resource limits (CPU time, address space,
-  file size, open files, no core dumps), a Landlock domain where the kernel has Landlock (files are
-  read only on the same allow-list, and written only in the job's own folder and a few device nodes;
-  no other job's folder is readable; no access to other processes' memory), and a seccomp filter:
-  no fork, exec, sockets other than Unix ones, ptrace, signals to other processes or signalling
-  timers. A wall-clock timeout kills it. Job folders have unpredictable names in a jobs root the
-  sandbox can enter but not list.
+* **per job**, the forked child gets its own session, a PID namespace of its own (candidates: it can
+  name no process but its own threads), resource limits (CPU time, address space, file size, open
+  files, no core dumps), a Landlock domain where the kernel has Landlock (files are read only on the
+  same allow-list, and written only in the job's own folder and a few device nodes; no other job's
+  folder is readable; no access to other processes' memory), and a seccomp filter
+  (``verifier.sandbox.seccomp``): no fork, exec, sockets other than Unix ones, ptrace, signals to
+  other processes or signalling timers, scheduling and limits of the caller only; narrowed once the
+  job's set-up is done (no open, no descriptor duplicated, no socket while the candidate's code runs).
+  A wall-clock timeout kills it. Job folders have unpredictable names in a jobs root the sandbox can
+  enter but not list. The harness reads what it can of a job from outside (``verifier.sandbox.procs``:
+  its settings, its memory while stopped) rather than asking it, and reads back only the plain files
+  a job left (``verifier.sandbox.client.plain_files_only``).
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
 """

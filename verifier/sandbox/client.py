@@ -18,6 +18,7 @@ from typing import Any
 from verifier.errors import SandboxError
 from verifier.machine import priority
 from verifier.processes import kill_group
+from verifier.sandbox import procs
 from verifier.sandbox.isolation import bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
@@ -63,6 +64,7 @@ class JobExit:
     signal: int | None = None
     seconds: float = 0.0
     detail: str = ""
+    tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
     machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
     closed: bool = False        # ended by its sandbox worker's close (the verifier closing, a worker taken down)
 
@@ -116,7 +118,9 @@ class _Pending:
 
 class JobHandle:
     """A job started with ``ForkServer.submit``: wait for it, kill it, or pause it while another
-    process is being timed (``pause(True)`` returns once every thread of the job is stopped)."""
+    process is being timed (``pause(True)`` returns once every thread of the job is stopped). Where the
+    harness can name the job's process (``host_pid``), it stops and continues it itself and reads its
+    settings (``verifier.sandbox.procs``); else the fork server stops it."""
 
     def __init__(self, server: ForkServer, job_id: int, pending: _Pending, timeout: float, closes: int):
         self._server, self.id, self._pending = server, job_id, pending
@@ -124,14 +128,37 @@ class JobHandle:
         self._started = time.perf_counter()
         self._deadline = self._started + timeout
         self._exit: JobExit | None = None
+        self._host: tuple[int, int] | None = None     # (pid, process group) as the harness names them
         self._closes = closes   # the server's closes when the job was sent: one more, and a close ended it
 
     @property
     def done(self) -> bool:
         return self._pending.event.is_set()
 
+    def host_pid(self) -> int | None:
+        """The job's process as this process names it (None if it cannot be found: the job has ended)."""
+        if self._host is None:
+            server = self._server.host_pid()
+            ns_pid = self._pending.pid
+            if server is None or ns_pid is None:
+                return None
+            pid = procs.host_pid(server, ns_pid)
+            group = procs.process_group(pid) if pid is not None else None
+            if pid is None or group is None:
+                return None
+            self._host = (pid, group)
+        return self._host[0]
+
+    def settings(self) -> procs.Settings | None:
+        """The job's scheduling settings and limits now (``verifier.sandbox.procs.settings``)."""
+        pid = self.host_pid()
+        return procs.settings(pid) if pid is not None else None
+
     def pause(self, stop: bool, timeout: float = 5.0) -> bool:
-        """Stop (``True``) or continue (``False``) the job; False when the server could not (the job ended)."""
+        """Stop (``True``) or continue (``False``) the job; False when that failed (the job ended)."""
+        if self.host_pid() is not None and self._host is not None and not self.done:
+            pid, group = self._host
+            return procs.stop(group, pid) if stop else procs.resume(group)
         pending = self._pending
         pending.paused.clear()
         if pending.event.is_set() or not self._server._send({"id": self.id, "pause": stop}):
@@ -162,11 +189,40 @@ class JobHandle:
             # The server kills every job it runs when it is closed (quitting during a verification): that
             # ending is the tool's, never the job's own crash, so its verdict is not the kernel's (#37).
             result.closed = result.status == "signaled" and self._server._closes != self._closes
+            result.tampered = self._server.check_limits()   # after: a change closes the server (for a new one)
             self._exit = result
             return result
         finally:
             with self._server._lock:
                 self._server._pending.pop(self.id, None)
+
+
+def plain_files_only(job_dir: Path) -> None:
+    """Once a job is over, keep only the plain files and folders it left in ``job_dir``: what it left is the
+    candidate's, and only plain files are read back (a symlink, ``result.json -> ~/.ssh/id_rsa``, would have
+    the harness read a host file into the verdict; a FIFO would block it for ever). The folder itself must
+    still be the one made for the job: if its name now points elsewhere, the name goes and nothing is read."""
+    try:
+        fd = os.open(job_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError:  # replaced (by a symlink?): drop the name, read nothing
+        try:
+            if job_dir.is_symlink():
+                job_dir.unlink()
+        except OSError:
+            pass
+        return
+    try:
+        for entry in os.scandir(fd):
+            try:
+                if entry.is_symlink() or not (entry.is_file(follow_symlinks=False)
+                                              or entry.is_dir(follow_symlinks=False)):
+                    os.unlink(entry.name, dir_fd=fd)
+            except OSError:
+                pass
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 class ForkServer:
@@ -203,6 +259,8 @@ class ForkServer:
         self._ready = threading.Event()
         self._info: dict[str, Any] = {}  # the server's ready message
         self._stderr_path = self.jobs_root / "forkserver.stderr"
+        self._host_pid: int | None = None             # the server's process as the harness names it
+        self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
         self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
         self._closes = 0        # how many times close() began: a job running across one was ended by it
 
@@ -220,6 +278,8 @@ class ForkServer:
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
         if self._confine:
+            layers.append("each job in a PID namespace of its own" if self._info.get("pid_namespace") else
+                          f"jobs share the sandbox's PID namespace ({self._info.get('pid_namespace_error') or 'off'})")
             if self._info.get("landlock"):
                 layers.append(f"Landlock ABI {self._info['landlock']} (a job writes only in its own folder and "
                               "reads no other job's)")
@@ -284,6 +344,40 @@ class ForkServer:
             tail = self._stderr_tail()
             self.close()
             raise SandboxError(f"the sandbox worker did not start: {tail or 'no output'}")
+        with self._lock:
+            self._host_pid = None
+            found = self.host_pid()
+            server = procs.settings(found) if found is not None else None
+            self._limits = dict(server.limits) if server is not None else {}
+
+    def host_pid(self) -> int | None:
+        """The fork server's process as this process names it (bubblewrap's child under bubblewrap)."""
+        proc = self._proc
+        if self._host_pid is None and proc is not None and self._info:
+            inner = str(self._info.get("pid"))
+            for pid in (proc.pid, *procs._children(proc.pid)):
+                if (procs._status(pid).get("NSpid", "").split() or [""])[-1] == inner:
+                    self._host_pid = pid
+                    break
+        return self._host_pid
+
+    def check_limits(self) -> str:
+        """Whether the fork server's own resource limits are still those it started with (a job that could
+        reach it would break every later job, issue #35); on a change the server is taken down, so the next
+        job starts a new one, and the change is returned in words ("" when none)."""
+        pid = self._host_pid
+        if pid is None or not self._limits:
+            return ""
+        now = procs.settings(pid)
+        if now is None:
+            return ""
+        changed = [f"{name} {'/'.join(self._limits[name])} -> {'/'.join(v)}" for name, v in now.limits.items()
+                   if name in self._limits and self._limits[name] != v]
+        if not changed:
+            return ""
+        self.close(restartable=True)
+        return "the sandbox's fork server had its limits changed while the job ran (" + ", ".join(changed) + \
+            "): no job may reach another process; the sandbox was restarted"
 
     def _stderr_tail(self) -> str:
         try:

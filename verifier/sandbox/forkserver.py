@@ -21,7 +21,11 @@ torch_npu), installs the seccomp filter on all its threads, then runs the job. A
 therefore never inherited through fork, and a device error dies with its own process.
 
 Across candidates: the server and every job are non-dumpable (``PR_SET_DUMPABLE`` 0: no job can open
-the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``.
+the server's or another job's ``/proc/PID/mem``, ``environ`` or ``fd``) and set ``no_new_privs``. With
+``"confine"`` each job's first process moves into a user namespace of its own and forks the job as
+PID 2 of a PID namespace of its own (``new_pid_namespace``; PID 1 only waits), then exits; the server,
+a child subreaper, adopts the job and answers ``{"id", "pid"}`` with the job's pid, and kills what is
+left of its process group when it ends. No system call of the job can name the server or another job.
 With ``"confine": true`` (candidate jobs) the server drops every capability, and each child enters
 its own Landlock domain before any candidate code runs (where the kernel has Landlock): it may read only
 the paths named in ``"readable"`` (the sandbox's allow-list) and its job folder, write only in
@@ -38,6 +42,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import struct
 import sys
@@ -55,6 +60,7 @@ if TYPE_CHECKING:  # the server imports little before it forks; these are for an
 _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_CHILD_SUBREAPER = 36
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -122,6 +128,60 @@ def drop_capabilities() -> None:
         libc.capset(header, data)
     except (OSError, AttributeError):
         pass
+
+
+_CLONE_NEWUSER, _CLONE_NEWPID = 0x10000000, 0x20000000
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def new_pid_namespace() -> str | None:
+    """Move this (single-threaded) process into a user namespace of its own, in which its next child is
+    PID 1 of a PID namespace of its own, its uid and gid mapped to themselves; None, or why not. The child
+    sees no process but itself: every system call that names a process (``sched_setaffinity``,
+    ``prlimit64``, ``setpriority``, ``kill``, ``ptrace``) reaches its own threads and nothing else, the
+    fork server and the other jobs included. The user namespace holds no capability its owner lacks
+    outside it, and the child drops even those (``drop_capabilities``)."""
+    uid, gid = os.geteuid(), os.getegid()
+    libc = _libc()
+    if libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID)) != 0:
+        return f"unshare failed: {os.strerror(ctypes.get_errno())}"
+    # A non-dumpable process's /proc/self files belong to root, not to it: dumpable while it writes its maps
+    # (nothing but this process can reach it yet: a job's Landlock domain keeps it from processes outside)
+    # Mapping uid 0 needs CAP_SETFCAP, which the server dropped: root's jobs stay unmapped (their ids read
+    # as the overflow id inside; files are checked by their real ids all the same).
+    _prctl(_PR_SET_DUMPABLE, 1)
+    try:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    except OSError:
+        pass
+    finally:
+        make_non_dumpable()
+    return None
+
+
+def pid_namespaces_work() -> tuple[bool, str]:
+    """Whether each job can have a PID namespace of its own here (a forked probe tries), and why not."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        problem = new_pid_namespace()
+        os.write(w, (problem or "").encode()[:400])
+        os._exit(0)
+    os.close(w)
+    why = os.read(r, 4096).decode(errors="replace")
+    os.close(r)
+    os.waitpid(pid, 0)
+    return not why, why
 
 
 def landlock_abi() -> tuple[int, str]:
@@ -232,24 +292,69 @@ def _limit(which: int, value: int) -> None:
 
 
 def _lock_down(config: dict[str, Any], *, all_threads: bool, deny_chmod: bool) -> None:
-    """The job's seccomp filter (``verifier.sandbox.seccomp``), unless ``[verifier] seccomp`` turned it off."""
+    """The job's seccomp filter (``verifier.sandbox.seccomp``), unless ``[verifier] seccomp`` turned it off; a
+    candidate's job (``deny_chmod``) is also asked to narrow it once its set-up is done (``phase_filter``)."""
     if not config.get("seccomp", True):
         return
-    from verifier.sandbox.seccomp import RuntimeNeeds, lock_down
+    from verifier.sandbox.seccomp import RuntimeNeeds, lock_down, phase_filter
 
-    problem = lock_down(os.getpid(), RuntimeNeeds.from_dict(config.get("needs")), all_threads=all_threads,
-                        deny_chmod=deny_chmod)
+    needs = RuntimeNeeds.from_dict(config.get("needs"))
+    problem = lock_down(os.getpid(), needs, all_threads=all_threads, deny_chmod=deny_chmod)
     if problem:
         print(f"evokernel sandbox: {problem}", file=sys.stderr)
+    elif deny_chmod:
+        phase_filter(needs)
+
+
+def _placeholder() -> list[str]:
+    """What runs as PID 1 of a job's PID namespace: a process that only waits (the job is PID 2, so signals
+    it sends itself, ``abort()``'s SIGABRT among them, act as anywhere else: a namespace's PID 1 ignores
+    those it has no handler for)."""
+    sleep = shutil.which("sleep", path="/usr/bin:/bin")
+    return [sleep, "infinity"] if sleep else [sys.executable, "-S", "-c", "import signal\nwhile 1: signal.pause()"]
+
+
+def _job_process(report: int, pid_namespace: bool) -> None:
+    """Make the job's process. With ``pid_namespace`` this process (the job's session leader) moves into a
+    user namespace of its own whose next child is PID 1 of a PID namespace of its own, starts a process that
+    only waits there (``_placeholder``), forks the job as PID 2, reports both to the server on ``report``
+    and exits at once: the server, a child subreaper, adopts and reaps them (the placeholder is killed with
+    the job's process group when the job ends). Returns in the job's process only. Without, this process is
+    the job (0 is reported)."""
+    if not pid_namespace:
+        os.write(report, b"0\n")
+        os.close(report)
+        return
+    problem = new_pid_namespace()
+    if problem:
+        os.write(report, f"error {problem}\n".encode())
+        os._exit(71)
+    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
+    argv = _placeholder()
+    try:
+        first = os.posix_spawn(argv[0], argv, {}, file_actions=null)
+    except OSError as exc:
+        os.write(report, f"error could not start the namespace's first process: {exc}\n".encode())
+        os._exit(71)
+    pid = os.fork()
+    if pid == 0:
+        os.close(report)
+        return
+    os.write(report, f"{pid} {first}\n".encode())
+    os._exit(0)
 
 
 def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str, Any] | None = None,
            confine: dict[str, Any] | None = None, *, entry: str, env: dict[str, str] | None = None,
-           filter_config: dict[str, Any] | None = None) -> int:
+           filter_config: dict[str, Any] | None = None, report: int = -1, pid_namespace: bool = False) -> int:
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
         os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
     harden_process()
+    if report >= 0:
+        _job_process(report, pid_namespace)
+    if pid_namespace:
+        drop_capabilities()                # every capability the job's own user namespace gave it
     for fd in fds:
         os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -260,6 +365,8 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     err = os.open(os.path.join(job_dir, "stderr.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(out, 1)
     os.dup2(err, 2)
+    for fd in (null, out, err):
+        os.close(fd)
     os.chdir(job_dir)
     os.environ["HOME"] = os.environ["TMPDIR"] = job_dir
     # what the call of this job's library needs (a custom op's private vendor), as the harness filtered it;
@@ -353,6 +460,8 @@ def main() -> int:
     landlock, landlock_error = landlock_abi()
     confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
                if config.get("confine") else None)
+    # candidates only: each job in a PID namespace of its own, where the kernel lets this user make one
+    pid_namespace, pid_namespace_error = pid_namespaces_work() if config.get("confine") else (False, "")
     for name in config.get("preload", []):
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -369,8 +478,12 @@ def main() -> int:
         seccomp_ok, seccomp_error = False, "off by configuration ([verifier] seccomp = false)"
     _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
            "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
-           "landlock_error": landlock_error})
-    children: dict[int, int] = {}  # pid -> job id
+           "landlock_error": landlock_error, "pid_namespace": pid_namespace,
+           "pid_namespace_error": pid_namespace_error})
+    children: dict[int, int] = {}  # the job's process -> job id
+    groups: dict[int, int] = {}    # the job's process -> its process group (the session its first process made)
+    helpers: set[int] = set()      # first processes of jobs in PID namespaces of their own: they exit at once
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
     buffer = b""
     stdin_open = True
     while stdin_open or children:
@@ -387,7 +500,13 @@ def main() -> int:
                 break
             if pid == 0:
                 break
+            if pid in helpers:
+                helpers.discard(pid)
+                continue
             job_id = children.pop(pid, None)
+            group = groups.pop(pid, None)
+            if group is not None:
+                _kill(group)                   # what is left of the job: its namespace's first process
             if os.WIFSIGNALED(status):
                 _send({"id": job_id, "exit": None, "signal": os.WTERMSIG(status)})
             else:
@@ -398,7 +517,7 @@ def main() -> int:
         if not chunk:
             stdin_open = False
             for pid in children:
-                _kill(pid)
+                _kill(groups.get(pid, pid))
             continue
         buffer += chunk
         while b"\n" in buffer:
@@ -410,43 +529,78 @@ def main() -> int:
             if msg.get("kill"):
                 for pid, job_id in children.items():
                     if job_id == msg["id"]:
-                        _kill(pid)
+                        _kill(groups.get(pid, pid))
                 continue
             if "pause" in msg:
                 pids = [pid for pid, job_id in children.items() if job_id == msg["id"]]
-                ok = bool(pids) and all(_pause(pid, bool(msg["pause"])) for pid in pids)
+                ok = bool(pids) and all(_pause(groups.get(pid, pid), bool(msg["pause"]), pid) for pid in pids)
                 _send({"id": msg["id"], "paused": bool(msg["pause"]), "ok": ok})
                 continue
+            report_r, report_w = os.pipe()
             try:
                 pid = os.fork()
             except OSError as exc:
+                os.close(report_r)
+                os.close(report_w)
                 _send({"id": msg["id"], "error": f"fork failed: {exc}"})
                 continue
             if pid == 0:
                 code = 70
                 try:
+                    os.close(report_r)
                     code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry,
-                                  env=msg.get("env"), filter_config=filter_config)
+                                  env=msg.get("env"), filter_config=filter_config, report=report_w,
+                                  pid_namespace=pid_namespace)
                 except BaseException:
                     traceback.print_exc()
                 finally:
                     os._exit(code)
-            children[pid] = msg["id"]
-            _send({"id": msg["id"], "pid": pid})
+            os.close(report_w)
+            answer = _read_report(report_r)
+            os.close(report_r)
+            started: dict[str, Any] = {"id": msg["id"], "pid": pid}
+            if answer[:1].isdigit() and int(answer.split()[0]):   # the job's own process, in a namespace of its own
+                job_pid, first = (int(v) for v in answer.split())
+                helpers.update((pid, first))
+                started["pid"] = job_pid
+                groups[job_pid] = pid
+            elif answer.startswith("error"):
+                started["namespace_error"] = answer[6:]
+            children[started["pid"]] = msg["id"]
+            _send(started)
     return 0
 
 
-def _pause(pid: int, stop: bool, wait_s: float = 0.5) -> bool:
+def _read_report(fd: int) -> str:
+    """The line a new job's process reports (its job's pid, 0, or ``error ...``); "" if it died first."""
+    data = b""
+    while not data.endswith(b"\n"):
+        try:
+            chunk = os.read(fd, 512)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    return data.decode(errors="replace").strip()
+
+
+def _pause(group: int, stop: bool, pid: int, wait_s: float = 0.5) -> bool:
     """Stop (SIGSTOP) or continue (SIGCONT) the job's process group. A stop returns once every thread of
-    the job is seen stopped in /proc (the signal is asynchronous: a thread running on another core stops
-    at its next kernel entry), so nothing of the job runs while the caller times another process."""
+    the job's process ``pid`` is seen stopped in /proc (the signal is asynchronous: a thread running on
+    another core stops at its next kernel entry), so nothing of the job runs while the caller times
+    another process."""
     try:
-        os.killpg(pid, signal.SIGSTOP if stop else signal.SIGCONT)
+        os.killpg(group, signal.SIGSTOP if stop else signal.SIGCONT)
     except OSError:
         return False
     if not stop:
         return True
-    deadline = time.monotonic() + wait_s
+    return wait_stopped(pid, time.monotonic() + wait_s)
+
+
+def wait_stopped(pid: int, deadline: float) -> bool:
+    """Whether every thread of ``pid`` is (or, polling until ``deadline``, comes to be) stopped or gone."""
     while True:
         try:
             states = []

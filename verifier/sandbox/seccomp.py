@@ -16,14 +16,23 @@ What a job may ask of the kernel is decided here and nowhere else:
   from a kernel failure on a runtime the filter has not met (``bench/npu_check.py`` runs every check
   both ways); a verification without the filter says so in its isolation line.
 
-Seccomp filters stack: a later filter can only narrow what an earlier one allows, never widen it. The
-harness relies on that for phases (a narrower filter once set-up is done and the candidate's code is
-about to run), so whatever a phase installs is added with ``lock_down`` too.
+* ``enter_candidate_phase``: once a candidate job's set-up is done (its channel and output files open, its
+  task modules and the candidate's library loaded), a narrower filter on every thread for the phase in
+  which the candidate's code runs: an allow-list (``candidate_allow``: ``CANDIDATE_ALLOW`` and what the
+  runtime's needs add), everything else EPERM (no open, create, link, rename, no descriptor duplicated, no
+  pipe, no socket, no new filter), unless the runtime declares it opens files after set-up
+  (``RuntimeNeeds.opens_files_after_setup``: a device runtime loading kernels on first launch). The job
+  counts its filters around it, so load-time code that swallows the ``seccomp`` call is caught.
+
+Both filters keep scheduling, priority and resource-limit calls to the caller itself (``SELF_ONLY``; the
+PID namespace of its own that each candidate job gets keeps ``sched_setaffinity`` to the job's threads).
+Seccomp filters stack: a later filter can only narrow what an earlier one allows, never widen it.
 """
 
 from __future__ import annotations
 
 import errno
+import os
 import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -43,6 +52,55 @@ SIGNAL_TIMERS = ("setitimer", "alarm", "timer_create", "timer_settime")
 # is what keeps jobs apart) and, as root, every system file and the device nodes bound in read-write.
 DENY_CHMOD = ("chmod", "fchmod", "fchmodat", "fchmodat2")
 _CLONE_THREAD = 0x00010000
+# Scheduling, priority and resource limits: on the caller itself only (issue #35: a candidate pinned the best's
+# threads to one CPU, and set the fork server's file-size limit to 4 KiB). Each names its target by its first
+# argument, 0 being the caller; ``sched_setaffinity`` is not here, since glibc binds a new thread from its
+# creator (OpenMP's places): a job's PID namespace of its own keeps it to the job's threads.
+SELF_ONLY = ("sched_setscheduler", "sched_setparam", "sched_setattr", "prlimit64", "migrate_pages", "move_pages")
+# Also refused outright: what acts on another process by pid or pidfd and no job needs.
+DENY_OTHERS = ("process_madvise", "process_mrelease", "kcmp")
+_PRIO_PROCESS, _IOPRIO_WHO_PROCESS = 0, 1
+
+# The phase in which the candidate's code runs (``enter_candidate_phase``, after the job's set-up): an allow-list.
+# Every syscall not named here fails with EPERM: no file opened, created, linked or renamed, no descriptor
+# duplicated or pipe made, no socket, no new process (the job's filter refuses those already, by name), and
+# nothing a later kernel adds. What Python, PyTorch's CPU build and libgomp were seen to call in this phase
+# (every `make test`'s honest candidates, the correctness job and the timing window's sides, found with the
+# filter's default action set to log), plus the calls their code paths reach in rarer cases (a thread's
+# start and end, an allocation's growth, a wait with a timeout, a thread's name), each named below.
+CANDIDATE_ALLOW = (
+    # memory: the allocators (glibc, PyTorch's), thread stacks, the inputs' mapping
+    "brk", "mmap", "munmap", "mremap", "mprotect", "madvise", "mincore", "msync", "membarrier", "get_mempolicy",
+    # descriptors the job already holds: its channel, its files (JobFiles), its input file, stdout and stderr
+    "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2", "pwritev2",
+    "lseek", "close", "fstat", "newfstatat", "statx", "fstatfs", "ftruncate", "fsync", "fdatasync", "fcntl",
+    "poll", "ppoll", "select", "pselect6",
+    # reading names (no open): a path's status, a link, the working folder (Python's tracebacks, PyTorch's lookups)
+    "stat", "lstat", "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getcwd", "getdents64",
+    # threads and their waits (OpenMP's pool, PyTorch's), signals to the job itself (the job's filter keeps them
+    # there), scheduling of its own threads (the job's filter and its PID namespace keep them there)
+    "futex", "futex_waitv", "set_robust_list", "get_robust_list", "rseq", "set_tid_address", "sched_yield",
+    "sched_getaffinity", "sched_setaffinity", "sched_getparam", "sched_getscheduler", "sched_getattr",
+    "sched_setparam", "sched_setscheduler", "sched_setattr", "sched_get_priority_max", "sched_get_priority_min",
+    "getpriority", "setpriority", "prlimit64", "getrlimit", "getrusage", "prctl", "arch_prctl", "getcpu",
+    "rt_sigprocmask", "rt_sigaction", "rt_sigreturn", "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend",
+    "sigaltstack", "tgkill", "tkill", "restart_syscall", "exit", "exit_group",
+    # clocks, sleeps, timers read (the job compares its signal timers around each call), identities, randomness
+    "getitimer", "clock_gettime", "clock_getres", "clock_nanosleep", "nanosleep", "gettimeofday", "time", "times",
+    "getrandom", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid", "getgroups",
+    "getresuid", "getresgid", "getpgrp", "getpgid", "getsid", "uname", "sysinfo", "capget", "umask",
+)
+# Per runtime need (``RuntimeNeeds``): threads (clone with CLONE_THREAD; the job's filter refuses any other clone
+# and answers clone3 with ENOSYS, which glibc takes to mean clone: clone3 must reach that answer unchanged).
+ALLOW_THREADS = ("clone", "clone3")
+ALLOW_SIGNAL_TIMERS = ("timer_create", "timer_settime", "timer_gettime", "timer_getoverrun", "timer_delete",
+                       "setitimer", "alarm")
+ALLOW_DEVICE_IOCTLS = ("ioctl",)
+# fcntl's commands, but a duplicate's (F_DUPFD 0, F_DUPFD_CLOEXEC 1030): flags, locks, pipe sizes, seals.
+_F_DUPFD, _F_DUPFD_CLOEXEC = 0, 1030
+_FCNTL_COMMANDS = (*range(1, 64), *(c for c in range(1024, 1040) if c != _F_DUPFD_CLOEXEC))
+# Logged instead of refused: for finding what a runtime calls in this phase (a development aid, never on).
+_DISCOVER = False
 
 
 @dataclass(frozen=True)
@@ -95,12 +153,23 @@ def describe(needs: RuntimeNeeds, enabled: bool = True) -> str:
     """The filter in words, for a verdict's isolation line and ``evokernel doctor``."""
     if not enabled:
         return "no seccomp filter ([verifier] seccomp = false)"
-    refused = ["fork", "exec", "ptrace", "signals to other processes"]
+    refused = ["fork", "exec", "ptrace", "signals to other processes", "scheduling or limits of others"]
     if not needs.signal_timers:
         refused.append("signalling timers")
     if tuple(needs.socket_families) == (socket.AF_UNIX,):
         refused.append("non-Unix sockets")
-    return "seccomp: no " + ", ".join(refused)
+    phase = ("" if needs.opens_files_after_setup else
+             "; once set up, an allow-list while the candidate's code runs (no open, descriptor duplicated or "
+             "socket)")
+    return "seccomp: no " + ", ".join(refused) + phase
+
+
+def _add(f: Any, seccomp: Any, name: str, *args: Any) -> None:
+    """An EPERM rule, skipped where the syscall does not exist on this architecture (or this libseccomp)."""
+    try:
+        f.add_rule(seccomp.ERRNO(errno.EPERM), name, *args)
+    except Exception:
+        pass
 
 
 def lock_down(pid: int, needs: RuntimeNeeds | None = None, *, all_threads: bool = False,
@@ -143,7 +212,137 @@ def lock_down(pid: int, needs: RuntimeNeeds | None = None, *, all_threads: bool 
         f.add_rule(seccomp.ERRNO(errno.EPERM), "tgkill", seccomp.Arg(0, seccomp.NE, pid))
         f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_sigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
         f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_tgsigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
+        # Scheduling, priority and limits: the caller's own only.
+        for name in SELF_ONLY:
+            _add(f, seccomp, name, seccomp.Arg(0, seccomp.NE, 0))
+        for name in DENY_OTHERS:
+            _add(f, seccomp, name)
+        for name, who in (("setpriority", _PRIO_PROCESS), ("ioprio_set", _IOPRIO_WHO_PROCESS)):
+            _add(f, seccomp, name, seccomp.Arg(0, seccomp.NE, who))
+            _add(f, seccomp, name, seccomp.Arg(1, seccomp.NE, 0))
         f.load()
     except Exception as exc:
         return f"seccomp filter failed: {exc}"
+    return None
+
+
+def candidate_allow(needs: RuntimeNeeds) -> tuple[str, ...]:
+    """What the candidate's phase allows for a runtime with ``needs`` (``CANDIDATE_ALLOW`` and what it needs)."""
+    return (*CANDIDATE_ALLOW, *(ALLOW_THREADS if needs.threads else ()),
+            *(ALLOW_SIGNAL_TIMERS if needs.signal_timers else ()),
+            *(ALLOW_DEVICE_IOCTLS if needs.device_ioctls else ()))
+
+
+def candidate_filter(needs: RuntimeNeeds) -> str | None:
+    """Install, on every thread of this process (TSYNC), the allow-list of the phase in which the candidate's
+    code runs (``candidate_allow``): anything else fails with EPERM. Stacked on the job's filter, it can only
+    narrow it. A runtime that opens files after set-up (``needs.opens_files_after_setup``: a device runtime
+    loading kernels, libraries and sockets on first launch) gets no narrower filter than the job's. Returns
+    None on success or why it is unavailable."""
+    try:
+        import pyseccomp as seccomp
+    except Exception as exc:
+        return f"pyseccomp unavailable: {exc}"
+    if needs.opens_files_after_setup:
+        return None     # the runtime opens libraries, kernels and sockets on first launch: nothing to narrow
+    try:
+        f = seccomp.SyscallFilter(defaction=seccomp.LOG if _DISCOVER else seccomp.ERRNO(errno.EPERM))
+        f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
+        for name in candidate_allow(needs):
+            if name == "fcntl":   # every command but a duplicate's
+                for cmd in _FCNTL_COMMANDS:
+                    _allow(f, seccomp, name, seccomp.Arg(1, seccomp.EQ, cmd))
+            else:
+                _allow(f, seccomp, name)
+        f.load()
+    except Exception as exc:
+        return f"the candidate phase's seccomp filter failed: {exc}"
+    return None
+
+
+def _allow(f: Any, seccomp: Any, name: str, *args: Any) -> None:
+    """An ALLOW rule, skipped where the syscall does not exist on this architecture (or this libseccomp)."""
+    try:
+        f.add_rule(seccomp.ALLOW, name, *args)
+    except Exception:
+        pass
+
+
+# What the sandbox asked of the job it runs in this process (``phase_filter``): the job installs it once its
+# set-up is done (``enter_candidate_phase``). Nothing is set outside a sandboxed candidate job.
+_phase: dict[str, Any] = {}
+
+
+def _filters(fd: int) -> int | None:
+    """How many seccomp filters this process has (``Seccomp_filters`` of ``/proc/self/status``, read through
+    ``fd``, opened before: the candidate's phase opens nothing), or None where the kernel does not say."""
+    try:
+        text = os.pread(fd, 1 << 16, 0).decode(errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("Seccomp_filters:"):
+            try:
+                return int(line.split()[1])
+            except (IndexError, ValueError):
+                return None
+    return None
+
+
+def phase_filter(needs: RuntimeNeeds) -> None:
+    """Called by the fork server in a candidate job's process before the job runs: the job must narrow its
+    filter with ``enter_candidate_phase`` before any candidate code runs. Counts the filters the process has
+    now, before any candidate code (a library's load-time code) could add one of its own."""
+    _phase["needs"] = needs
+    try:
+        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    _phase["status"], _phase["filters"] = fd, _filters(fd)
+
+
+def enter_candidate_phase() -> str | None:
+    """The job's set-up is done and the candidate's code is about to run (its ``model.py``, ``ModelNew()``,
+    every call): install the candidate phase's filter if the sandbox asked for one. Returns None, or why the
+    filter could not be installed (the job must then not run the candidate: a thread the library's load-time
+    code started with a filter of its own makes the filter fail on every thread).
+
+    Installing it is not taken on its word: load-time code may have installed, on every thread, a filter that
+    answers the ``seccomp`` call itself with success and installs nothing. So an empty filter goes on first,
+    the phase's own (which refuses ``seccomp``) after it, and the process must then have exactly two filters
+    more than before any candidate code ran (a swallowed call adds none; a filter of the library's own adds
+    one too many)."""
+    needs = _phase.pop("needs", None)
+    fd, before = _phase.pop("status", None), _phase.pop("filters", None)
+    if needs is None:
+        return None
+    try:
+        if needs.opens_files_after_setup:
+            return candidate_filter(needs)
+        problem = _marker() or candidate_filter(needs)    # the phase's own refuses any filter after it
+        if problem:
+            return problem
+        after = _filters(fd) if fd is not None else None
+        if before is None or after is None:
+            return "the kernel does not count a process's seccomp filters (/proc/self/status), so the " \
+                   "candidate phase's filter cannot be seen in place"
+        if after != before + 2:
+            return f"{after - before} seccomp filters were added where the job installed 2"
+        return None
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _marker() -> str | None:
+    """An empty filter (it allows what the filters under it allow), on every thread: the first of the two the
+    phase counts (a filter that swallows ``seccomp`` cannot tell the two calls apart)."""
+    try:
+        import pyseccomp as seccomp
+
+        f = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        f.set_attr(seccomp.Attr.CTL_TSYNC, 1)
+        f.load()
+    except Exception as exc:
+        return f"the candidate phase's second filter failed: {exc}"
     return None

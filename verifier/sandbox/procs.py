@@ -1,0 +1,241 @@
+"""The harness's own view of a sandboxed job's process, from the host's ``/proc`` (issue #35): the harness
+never takes a job's word for what it can see itself.
+
+* ``host_pid``: the job's process as this process names it (a job has a PID namespace of its own inside
+  the sandbox's; the fork server reports the pid it sees);
+* ``stop``/``resume``: SIGSTOP or SIGCONT to the job's process group from here, a stop returning once every
+  thread of the job is seen stopped;
+* ``Settings``: every thread's scheduling policy, priority and CPU affinity and the process's resource
+  limits, read before every timed call and compared with what the job started with (``changes``);
+* ``read_memory``: values at given addresses of a stopped job's memory (``process_vm_readv``), so a timed
+  call's outputs are read by the harness at the moment the call is reported done, not reported by the job.
+
+Reading another process's memory needs ptrace access to it: the harness has it over its jobs when it runs
+as root, or when bubblewrap put the jobs in a user namespace the harness owns; ``memory_readable`` says
+whether it works here, and the window falls back to the job's own report of its outputs where it does not.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import signal
+import time
+from dataclasses import dataclass
+
+from verifier.sandbox.forkserver import wait_stopped
+
+
+def _status(pid: int) -> dict[str, str]:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+    except OSError:
+        return {}
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def host_pid(ancestor: int, ns_pid: int, wait_s: float = 1.0) -> int | None:
+    """The pid (in this process's namespace) of the process that the process ``ancestor`` (a host pid, the
+    fork server) sees as ``ns_pid``, among its children and grandchildren (a job's first process exits at
+    once and the server adopts the job); None if none shows within ``wait_s``."""
+    level = len(_status(ancestor).get("NSpid", "").split()) - 1
+    if level < 0:
+        return None
+    deadline = time.monotonic() + wait_s
+    while True:
+        near = _children(ancestor)
+        for pid in [*near, *(g for c in near for g in _children(c))]:
+            nspid = _status(pid).get("NSpid", "").split()
+            if len(nspid) > level and nspid[level] == str(ns_pid):
+                return pid
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(0.002)
+
+
+def process_group(pid: int) -> int | None:
+    """The process group of ``pid`` as this process names it."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[2])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def stop(group: int, pid: int, wait_s: float = 0.5) -> bool:
+    """SIGSTOP to the job's process group; True once every thread of ``pid`` is seen stopped."""
+    try:
+        os.killpg(group, signal.SIGSTOP)
+    except OSError:
+        return False
+    return wait_stopped(pid, time.monotonic() + wait_s)
+
+
+def resume(group: int) -> bool:
+    try:
+        os.killpg(group, signal.SIGCONT)
+    except OSError:
+        return False
+    return True
+
+
+# ----------------------------------------------------------------------------- scheduling and limits
+
+_POLICIES = {0: "SCHED_OTHER", 1: "SCHED_FIFO", 2: "SCHED_RR", 3: "SCHED_BATCH", 5: "SCHED_IDLE", 6: "SCHED_DEADLINE"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What decides how fast a process runs, besides its code: per thread (nice, policy, real-time
+    priority, allowed CPUs), and the process's resource limits."""
+
+    threads: dict[int, tuple[int, int, int, frozenset[int]]]
+    limits: dict[str, tuple[str, str]]
+
+
+def _cpu_list(text: str) -> frozenset[int]:
+    cpus: set[int] = set()
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            cpus.update(range(int(a), int(b) + 1))
+        elif part.strip():
+            cpus.add(int(part))
+    return frozenset(cpus)
+
+
+def settings(pid: int) -> Settings | None:
+    """``pid``'s settings now (None if it is gone)."""
+    threads: dict[int, tuple[int, int, int, frozenset[int]]] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            with open(f"/proc/{pid}/task/{tid}/status") as g:
+                cpus = next(line.split(":", 1)[1].strip() for line in g if line.startswith("Cpus_allowed_list"))
+        except (OSError, StopIteration):
+            continue        # a thread that just ended
+        threads[int(tid)] = (int(fields[16]), int(fields[38]), int(fields[37]), _cpu_list(cpus))
+    limits: dict[str, tuple[str, str]] = {}
+    try:
+        with open(f"/proc/{pid}/limits") as f:
+            for line in list(f)[1:]:
+                name = line[:26].strip()
+                parts = line[26:].split()
+                if name and len(parts) >= 2:
+                    limits[name] = (parts[0], parts[1])
+    except OSError:
+        return None
+    return Settings(threads, limits)
+
+
+def _words(nice: int, policy: int, rt: int) -> str:
+    return f"{_POLICIES.get(policy, policy)} nice {nice}" + (f" priority {rt}" if rt else "")
+
+
+class SettingsWatch:
+    """A job's settings, watched between its calls: its limits must stay those it started with, every thread
+    keeps the priority, policy and CPUs it had when first seen (OpenMP binds a thread to its CPU when it
+    makes it, never after), and a new thread runs at the job's own priority and policy."""
+
+    def __init__(self, first: Settings):
+        self.limits = dict(first.limits)
+        self.threads = dict(first.threads)
+        self.own = next(iter(first.threads.values()))[:3] if first.threads else None
+
+    def changes(self, now: Settings) -> list[str]:
+        """How ``now`` differs, in words (empty when it does not); new threads are remembered."""
+        out = [f"{name} {'/'.join(self.limits[name])} -> {soft}/{hard}" for name, (soft, hard) in now.limits.items()
+               if name in self.limits and self.limits[name] != (soft, hard)]
+        for tid, state in sorted(now.threads.items()):
+            seen = self.threads.get(tid)
+            if seen is None:
+                if self.own is not None and state[:3] != self.own:
+                    out.append(f"a new thread at {_words(*state[:3])}, the job's own are at {_words(*self.own)}")
+                self.threads[tid] = state
+            elif seen[:3] != state[:3]:
+                out.append(f"a thread moved from {_words(*seen[:3])} to {_words(*state[:3])}")
+            elif seen[3] != state[3]:
+                out.append(f"a thread moved from CPUs {sorted(seen[3])} to {sorted(state[3])}")
+        return out
+
+
+# ----------------------------------------------------------------------------- memory
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+_IOV_MAX = 1024
+_readv = None
+
+
+def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
+    """The bytes at ``spans`` ((address, length) pairs) of ``pid``'s memory, concatenated; raises OSError
+    (EFAULT for an address the process has not mapped, EPERM where the harness may not read it)."""
+    global _readv
+    if _readv is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _readv = libc.process_vm_readv
+        _readv.restype = ctypes.c_ssize_t
+        _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
+                           ctypes.c_ulong, ctypes.c_ulong]
+    total = sum(n for _, n in spans)
+    out = ctypes.create_string_buffer(total)
+    done = 0
+    for start in range(0, len(spans), _IOV_MAX):
+        chunk = spans[start:start + _IOV_MAX]
+        size = sum(n for _, n in chunk)
+        local = _IoVec(ctypes.addressof(out) + done, size)
+        remote = (_IoVec * len(chunk))(*[_IoVec(addr, n) for addr, n in chunk])
+        n = _readv(pid, ctypes.byref(local), 1, remote, len(chunk), 0)
+        if n < 0:
+            err = ctypes.get_errno() or errno.EFAULT
+            raise OSError(err, os.strerror(err))
+        if n != size:          # a partial read: a span is not (wholly) mapped
+            raise OSError(errno.EFAULT, f"only {done + n} of {total} bytes of the job's memory are mapped")
+        done += size
+    return out.raw
+
+
+def first_mapping(pid: int) -> int | None:
+    """The start of ``pid``'s first readable mapping (from ``/proc/PID/maps``), or None."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                span, perms = line.split()[:2]
+                if perms.startswith("r"):
+                    return int(span.split("-")[0], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def memory_readable(pid: int, address: int) -> tuple[bool, str]:
+    """Whether this process may read ``pid``'s memory (tried at ``address``, one byte), and why not."""
+    try:
+        read_memory(pid, [(address, 1)])
+    except OSError as exc:
+        return False, (f"the harness cannot read a job's memory here ({exc.strerror}): each timed call's outputs "
+                       "are the job's own report")
+    return True, ""
