@@ -121,6 +121,8 @@ RULES: tuple[Rule, ...] = (
     Rule("every timed call runs your kernels: a `forward` that skips the library, runs PyTorch compute, or "
          "returns results kept from an earlier call is refused", "dynamic"),
     Rule("kernels may not install signal handlers or timers", "dynamic"),
+    Rule("load everything when model.py loads: once model.py and its library are loaded, the calls run where the "
+         "sandbox refuses opening files and starting processes (on the CPU backend)", "dynamic"),
 )
 
 
