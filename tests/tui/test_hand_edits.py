@@ -126,6 +126,9 @@ async def test_quitting_during_a_timing_window_records_nothing_and_leaves_nothin
     workspace.config_path.write_text(fast.replace("timing_budget_s = 0.2", "timing_budget_s = 120")
                                      .replace("timing_calls = 5", "timing_calls = 1000000"))
     folder = workspace.kernels_dir / "relu"
+    # in a whole-suite run other tests' session-wide verifiers have fork servers of their own: only what this
+    # workbench starts must be gone
+    before = {pid for pid, _ in descendants(os.getpid())}
     app = make_app(workspace.root)
     messages: list = []
     async with app.run_test(size=SIZE, message_hook=messages.append) as pilot:
@@ -141,8 +144,8 @@ async def test_quitting_during_a_timing_window_records_nothing_and_leaves_nothin
         await wait_for(pilot, timing, timeout=300, what="the save's timing window")
         await pilot.pause(1.0)                        # well inside the window
         await pilot.press("q")
-    assert not [p for p in descendants(os.getpid()) if "forkserver" in p[1] or "verifier" in p[1]], \
-        descendants(os.getpid())
+    left = [p for p in descendants(os.getpid()) if p[0] not in before and ("forkserver" in p[1] or "verifier" in p[1])]
+    assert not left, left
     assert (folder / PENDING_MARK).exists()
     with Store.open(workspace.memory_path, readonly=True) as store:
         assert not [e for e in store.query(task="relu") if e.kind in ("human_edit", "not_judged")]
