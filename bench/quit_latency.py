@@ -10,36 +10,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
-import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fixtures"), str(ROOT / "tests" / "tui")]
-
-TOML = f'''suite = "{ROOT / "tests" / "fixtures" / "suite"}"
-[verifier]
-trials = 5
-timing_calls = 1000000
-timing_budget_s = 120
-warmup_calls = 1
-threads = 2
-'''
+from pilot_workspace import fresh_workspace
 
 
 async def quit_time(phase: str) -> float:
-    from core.workspace import Workspace
     from evotui.app import make_app
     from evotui.messages import EngineEvent
 
     import candidates as C
     from waiting import posted, save, wait_for
 
-    root = Path(tempfile.mkdtemp(prefix="evokernel-quit-")) / "ws"
-    root.mkdir()
-    (root / "evokernel.toml").write_text(TOML)
-    Workspace(root).init()
+    root = fresh_workspace("evokernel-quit-", timing_calls=1000000, timing_budget_s=120)
     app = make_app(root)
     messages: list = []
     async with app.run_test(size=(150, 44), message_hook=messages.append) as pilot:
