@@ -2,7 +2,9 @@
 #   make run    installs what is missing, then opens the workbench on ./workspace
 #   make test   installs what is missing, then runs the test suite
 # For the edit loop:
-#   make check  the fast tier of the tests (everything not marked slow; well under a minute)
+#   make check  the fast tier of the tests (everything not marked slow; about a minute)
+# make check runs on TEST_WORKERS processes (pytest-xdist, a file per worker; TEST_WORKERS=0: one). make test stays
+# in one process: under two workers a timing test read a 'same' kernel as noisy (tests/engine/test_speed_signal.py).
 #   make lint   ruff, mypy and import-linter (the layers), configured in pyproject.toml
 # Every package is installed at the version in constraints.txt (pip -c); `make lock` rewrites that file.
 PYTHON ?= python3
@@ -14,6 +16,8 @@ WORKSPACE ?= workspace
 STAMP  := $(VENV)/.installed
 
 CONSTRAINTS := constraints.txt
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
 
 .PHONY: run test check lint setup sysdeps bench clean lock
 
@@ -46,7 +50,7 @@ test: setup lint
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 check: setup
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -17,8 +17,9 @@ SUITE = FIXTURES / "suite"
 
 # One timing lock per test session, not per machine: a test run never waits on another EvoKernel process
 # (a workbench, another checkout's test run), and they never wait on it. Set before any test imports the
-# verifier, inherited by every CLI, workbench and reference process the tests start. A test of the lock
-# itself passes its own folder.
+# verifier, inherited by every CLI, workbench and reference process the tests start. Under pytest-xdist the
+# controller loads this file before it starts its workers, so every worker inherits the one folder and the
+# workers' timing windows take turns as they would in one process. A test of the lock itself passes its own folder.
 if "EVOKERNEL_LOCK_DIR" not in os.environ:
     _SESSION_LOCKS = tempfile.mkdtemp(prefix="evokernel-test-locks-")
     os.environ["EVOKERNEL_LOCK_DIR"] = _SESSION_LOCKS
