@@ -1,6 +1,6 @@
 """``tasks --check``: vet a suite by loading, sizing and running every reference once.
 
-Each task runs in its own probe subprocess (core.probe) under a time and memory cap, so a task that
+Each task runs in its own probe job (verifier.sizing) under a time and memory cap, so a task that
 hangs, calls ``os._exit`` or needs a missing package is one row with its problem, never the end of
 the listing. The summary line says how many loaded, ran, and landed in the time window.
 """
@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
-from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task, recorded_sizes
+from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 
 # why a task is outside the window, as the summary line says it
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
@@ -24,7 +24,7 @@ _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with not
 
 PROBE_TIME_MEANING = (
     "ref ms: the reference alone in its sizing probe, the best of back-to-back calls on the same inputs with "
-    "warm caches (core.probe). `evokernel verify` times it in a window instead: the median call, caches flushed "
+    "warm caches (verifier.sizing). `evokernel verify` times it in a window instead: the median call, caches flushed "
     "before each, fresh inputs every round, beside the candidate; small tasks take longer there (up to about a "
     "millisecond more per call on a CPU). Compare a kernel's speedup, from one window, never these two times.")
 """Why ``tasks --check``'s reference time and a verification's differ, as both are measured."""

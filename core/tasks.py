@@ -19,20 +19,14 @@ from pathlib import Path, PurePath
 from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
-from core.sizing import (
-    BYTES_CAP,
-    PROBE_TIMEOUT_S,
-    WINDOW_MS,
-    Probe,
-    fit_cases,
-    fixed_divisors,
-    lift_literal_shapes,
-    run_probe,
-    scale_cases,
-    scale_values,
-)
+from core.literal_shapes import lift_literal_shapes
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
+from verifier.sizing.case_limits import fit_cases
+from verifier.sizing.launch import run_probe
+from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
+from verifier.sizing.record import Probe
+from verifier.sizing.scaling import fixed_divisors, scale_cases, scale_values
 from verifier.task import TaskSpec, module_constants, size_constants
 from verifier.tolerance import Tolerance
 
@@ -451,7 +445,7 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
     with a workspace (``cache_dir``), the sizes are decided once: recorded in ``.evokernel/sizes.json``
     and read back from there by every later call, whatever the machine's load, unless ``resize``.
     Under "auto", shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level
-    sizes, see :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the
+    sizes, see :func:`core.literal_shapes.lift_literal_shapes`; the probe's ``source`` says so) unless the
     reference then fails (a literal 224 that a classifier's input size depends on): then they stay as
     written."""
     if scale == "auto" and cache_dir is not None:
@@ -560,7 +554,7 @@ class ProbeOptions(TypedDict, total=False):
 def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:
     """The task with its sizes scaled: by a factor in (0, 1] (every module-level size and case extent,
     keeping equal sizes equal, powers of two and divisors), or "auto": by work, to a reference time in
-    the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot
+    the window (see verifier.sizing), which runs the reference in a probe job. A task "auto" cannot
     run raises TaskError in one line; one it cannot bring into the window keeps the closest sizes."""
     if scale in (None, 1, 1.0, "1", "none"):
         return within_budget(task)
@@ -580,8 +574,9 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
 
 
 def within_budget(task: Task) -> Task:
-    """The task with its cases brought within the cases' memory budget (:func:`core.sizing.fit_cases`): the
-    largest cases shrunk, a case that cannot shrink enough dropped, each change a note."""
+    """The task with its cases brought within the cases' memory budget
+    (:func:`verifier.sizing.case_limits.fit_cases`): the largest cases shrunk, a case that cannot shrink
+    enough dropped, each change a note."""
     cases, notes = fit_cases(task.cases)
     if not notes:
         return task
