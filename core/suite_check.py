@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.tasks import Suite, Task, apply_probe, probe_task, recorded_sizes
+from verifier.sizing.launch import ProbeSandbox
 from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 
 # why a task is outside the window, as the summary line says it
@@ -41,12 +42,18 @@ class CheckReport(TypedDict):
 
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False,
+                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
+                use_bwrap: bool = True, seccomp: bool = True,
                 progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:
     """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
     parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``.
     Under "auto" with a workspace (``cache_dir``) the sizes recorded there are used (``recorded``) and
-    those not yet recorded are decided and recorded; ``resize`` decides them all again."""
+    those not yet recorded are decided and recorded; ``resize`` decides them all again. Every probe runs
+    in ``sandbox``, else in one made for the listing (with the verifier's ``use_bwrap`` and ``seccomp``)."""
+    if sandbox is None:
+        with ProbeSandbox(threads, use_bwrap=use_bwrap, seccomp=seccomp) as own:
+            return check_tasks(suite, tasks, scale, threads=threads, cache_dir=cache_dir, window=window,
+                               bytes_cap=bytes_cap, timeout_s=timeout_s, resize=resize, sandbox=own, progress=progress)
     rows: list[dict[str, Any]] = []
     lo, hi = window
     total = len(tasks) + len(suite.errors)
@@ -59,7 +66,7 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
     for task in tasks:
         recorded = scale == "auto" and not resize and (rec := recorded_sizes(task, cache_dir)) is not None and rec.ok
         probe = probe_task(task, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s, resize=resize)
+                           timeout_s=timeout_s, resize=resize, sandbox=sandbox)
         sized = apply_probe(task, probe) if probe.ok else task
         in_window = probe.ms is not None and lo <= probe.ms <= hi
         problems = [probe.problem] if probe.problem else []

@@ -23,7 +23,7 @@ from core.literal_shapes import lift_literal_shapes
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.sizing.case_limits import fit_cases
-from verifier.sizing.launch import run_probe
+from verifier.sizing.launch import ProbeSandbox, run_probe
 from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from verifier.sizing.record import Probe
 from verifier.sizing.scaling import fixed_divisors, scale_cases, scale_values
@@ -439,9 +439,12 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
 
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
                window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False) -> Probe:
-    """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
-    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
+               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
+               use_bwrap: bool = True, seccomp: bool = True) -> Probe:
+    """Run ``task``'s reference in a probe job (``verifier.sizing.launch.run_probe``: confined as a
+    candidate's job is, in ``sandbox`` when given, else in one of its own with the verifier's ``use_bwrap``
+    and ``seccomp``): sized by work when ``scale`` is "auto", else at the factor given (1 when None).
+    Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
     with a workspace (``cache_dir``), the sizes are decided once: recorded in ``.evokernel/sizes.json``
     and read back from there by every later call, whatever the machine's load, unless ``resize``.
     Under "auto", shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level
@@ -453,14 +456,14 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
         if recorded is not None and recorded.ok:  # a failure recorded is tried again
             return recorded
         probe = probe_task(task, scale, threads=threads, cache_dir=None, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
         record_sizes(task, probe, cache_dir,
                      {"threads": threads, "window_ms": list(window), "bytes_cap": bytes_cap})
         return probe
 
     def once(t: Task) -> Probe:
         return _probe_once(t, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
 
     if scale == "auto":
         lifted, names = lift_literal_shapes(task.source)
@@ -476,7 +479,8 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 
 
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
-                window: tuple[float, float], bytes_cap: int, timeout_s: float) -> Probe:
+                window: tuple[float, float], bytes_cap: int, timeout_s: float, sandbox: ProbeSandbox | None,
+                use_bwrap: bool, seccomp: bool) -> Probe:
     from verifier.machine.facts import fingerprint
 
     auto = scale == "auto"
@@ -497,7 +501,7 @@ def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_di
             return _probes[key]
     job = {"spec": base.to_dict(), "mode": "auto" if auto else "fixed", "factor": factor, "window": list(window),
            "bytes_cap": bytes_cap, "threads": threads, "trace": True}
-    probe = run_probe(job, timeout_s)
+    probe = run_probe(job, timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
     _probes[key] = probe
     if cache_file is not None and probe.ok:
         try:
@@ -549,6 +553,9 @@ class ProbeOptions(TypedDict, total=False):
     bytes_cap: int
     timeout_s: float
     resize: bool
+    sandbox: ProbeSandbox | None   # the probes' sandbox, kept for many (verifier.sizing.launch.ProbeSandbox)
+    use_bwrap: bool                # the verifier's settings, for a sandbox of each probe's own
+    seccomp: bool
 
 
 def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:

@@ -1,13 +1,16 @@
 """What runs inside the probe's job: read the job, run :func:`verifier.sizing.driver.probe`, and end the
 progress file with the final record (``"final": true``), a failure of the task's own code in one line.
 
-``python -m verifier.sizing.job_entry JOB.json PROGRESS.jsonl``. Started by
-:func:`verifier.sizing.launch.run_probe`."""
+``run_job``: the entry the probe's fork server calls in each job's process (``verifier.sizing.launch``),
+with the job's folder: ``job.json`` in it, ``progress.jsonl`` written there. ``python -m
+verifier.sizing.job_entry JOB.json PROGRESS.jsonl`` runs the same outside any sandbox (a developer's look
+at one task)."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from verifier.sizing.driver import probe
@@ -32,6 +35,14 @@ def run(job: dict[str, Any], progress: Progress) -> dict[str, Any]:
     out["final"] = True
     progress.write(out)
     return out
+
+
+def run_job(job_dir: Path) -> int:
+    """The probe of the job in ``job_dir`` (the fork server's job entry): its exit code, 0 once the final
+    record is written."""
+    job = json.loads((job_dir / "job.json").read_text())
+    run(job, Progress(str(job_dir / "progress.jsonl")))
+    return 0
 
 
 def main(argv: list[str]) -> int:
