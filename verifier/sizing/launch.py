@@ -75,9 +75,10 @@ class ProbeSandbox:
         from verifier.sandbox.seccomp import CPU_NEEDS
 
         cap = int(job.get("bytes_cap", BYTES_CAP))
-        limits = JobLimits(cpu_seconds=None, address_space_mb=(cap * 6 + (4 << 30)) >> 20,  # tensors, a copy or
-                           file_size_mb=FILE_SIZE_MB, open_files=CPU_NEEDS.open_files,   # two, torch's interpreter
-                           nice=BACKGROUND_NICENESS)   # a probe sizes, it is not timed (verifier.machine.priority)
+        # memory: the tensors, a copy or two of them, and the interpreter with torch; no CPU-time limit (see
+        # above); lower priority: a probe sizes, it is not timed (verifier.machine.priority)
+        limits = JobLimits(cpu_seconds=None, address_space_mb=(cap * 6 + (4 << 30)) >> 20, file_size_mb=FILE_SIZE_MB,
+                           open_files=CPU_NEEDS.open_files, nice=BACKGROUND_NICENESS)
         try:
             self.server.start()
         except SandboxError as exc:
