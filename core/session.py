@@ -27,6 +27,7 @@ from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
 from verifier import Outcome
 from verifier.harness.protocol import VerifierProtocol
+from verifier.sizing.launch import ProbeSandbox
 
 if TYPE_CHECKING:
     from core.cluster import StatusRelay
@@ -156,13 +157,18 @@ class Session:
         scale = scale if scale is not None else self.config.size_scale
         # "auto" measures the reference: with the verifier's thread count, so the window it sizes for is
         # the one verification times in, and cached in the workspace, so a resumed run sizes the same
-        probe: ProbeOptions = {"threads": self.config.verifier.threads, "cache_dir": self.workspace.cache_dir} \
-            if scale == "auto" else {}
         chosen = self.suite(suite)
         keys = self.task_keys(chosen)
         names = {key: name for name, key in keys.items()}
         wanted = [names.get(i, i) for i in ids] if ids is not None else None
-        return keyed([scale_task(t, scale, **probe) for t in chosen.select(wanted, level)], keys)
+        if scale != "auto":
+            return keyed([scale_task(t, scale) for t in chosen.select(wanted, level)], keys)
+        vconfig = self.config.verifier
+        # the probes of the tasks not sized yet share one sandbox (started only when one runs)
+        with ProbeSandbox(vconfig.threads, use_bwrap=vconfig.use_bwrap, seccomp=vconfig.seccomp) as sandbox:
+            probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": self.workspace.cache_dir,
+                                   "sandbox": sandbox}
+            return keyed([scale_task(t, scale, **probe) for t in chosen.select(wanted, level)], keys)
 
     # -- runs -----------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """``tasks --check``: vet a suite by loading, sizing and running every reference once.
 
-Each task runs in its own probe subprocess (core.probe) under a time and memory cap, so a task that
+Each task runs in its own probe job (verifier.sizing) under a time and memory cap, so a task that
 hangs, calls ``os._exit`` or needs a missing package is one row with its problem, never the end of
 the listing. The summary line says how many loaded, ran, and landed in the time window.
 """
@@ -11,8 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypedDict
 
-from core.sizing import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 from core.tasks import Suite, Task, apply_probe, probe_task, recorded_sizes
+from verifier.sizing.launch import ProbeSandbox
+from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
 
 # why a task is outside the window, as the summary line says it
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
@@ -24,7 +25,7 @@ _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with not
 
 PROBE_TIME_MEANING = (
     "ref ms: the reference alone in its sizing probe, the best of back-to-back calls on the same inputs with "
-    "warm caches (core.probe). `evokernel verify` times it in a window instead: the median call, caches flushed "
+    "warm caches (verifier.sizing). `evokernel verify` times it in a window instead: the median call, caches flushed "
     "before each, fresh inputs every round, beside the candidate; small tasks take longer there (up to about a "
     "millisecond more per call on a CPU). Compare a kernel's speedup, from one window, never these two times.")
 """Why ``tasks --check``'s reference time and a verification's differ, as both are measured."""
@@ -41,12 +42,18 @@ class CheckReport(TypedDict):
 
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False,
+                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
+                use_bwrap: bool = True, seccomp: bool = True,
                 progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:
     """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
     parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``.
     Under "auto" with a workspace (``cache_dir``) the sizes recorded there are used (``recorded``) and
-    those not yet recorded are decided and recorded; ``resize`` decides them all again."""
+    those not yet recorded are decided and recorded; ``resize`` decides them all again. Every probe runs
+    in ``sandbox``, else in one made for the listing (with the verifier's ``use_bwrap`` and ``seccomp``)."""
+    if sandbox is None:
+        with ProbeSandbox(threads, use_bwrap=use_bwrap, seccomp=seccomp) as own:
+            return check_tasks(suite, tasks, scale, threads=threads, cache_dir=cache_dir, window=window,
+                               bytes_cap=bytes_cap, timeout_s=timeout_s, resize=resize, sandbox=own, progress=progress)
     rows: list[dict[str, Any]] = []
     lo, hi = window
     total = len(tasks) + len(suite.errors)
@@ -59,7 +66,7 @@ def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, t
     for task in tasks:
         recorded = scale == "auto" and not resize and (rec := recorded_sizes(task, cache_dir)) is not None and rec.ok
         probe = probe_task(task, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s, resize=resize)
+                           timeout_s=timeout_s, resize=resize, sandbox=sandbox)
         sized = apply_probe(task, probe) if probe.ok else task
         in_window = probe.ms is not None and lo <= probe.ms <= hi
         problems = [probe.problem] if probe.problem else []

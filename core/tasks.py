@@ -19,20 +19,14 @@ from pathlib import Path, PurePath
 from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
-from core.sizing import (
-    BYTES_CAP,
-    PROBE_TIMEOUT_S,
-    WINDOW_MS,
-    Probe,
-    fit_cases,
-    fixed_divisors,
-    lift_literal_shapes,
-    run_probe,
-    scale_cases,
-    scale_values,
-)
+from core.literal_shapes import lift_literal_shapes
 from verifier.cases import CaseError, case_file_name, parse_case_file
 from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
+from verifier.sizing.case_limits import fit_cases
+from verifier.sizing.launch import ProbeSandbox, run_probe
+from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
+from verifier.sizing.record import Probe
+from verifier.sizing.scaling import fixed_divisors, scale_cases, scale_values
 from verifier.task import TaskSpec, module_constants, size_constants
 from verifier.tolerance import Tolerance
 
@@ -445,13 +439,16 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
 
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
                window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
-               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False) -> Probe:
-    """Run ``task``'s reference in a probe subprocess: sized by work when ``scale`` is "auto", else at the
-    factor given (1 when None). Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
+               timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
+               use_bwrap: bool = True, seccomp: bool = True) -> Probe:
+    """Run ``task``'s reference in a probe job (``verifier.sizing.launch.run_probe``: confined as a
+    candidate's job is, in ``sandbox`` when given, else in one of its own with the verifier's ``use_bwrap``
+    and ``seccomp``): sized by work when ``scale`` is "auto", else at the factor given (1 when None).
+    Cached per machine in ``cache_dir/sizing.json`` when given. Under "auto"
     with a workspace (``cache_dir``), the sizes are decided once: recorded in ``.evokernel/sizes.json``
     and read back from there by every later call, whatever the machine's load, unless ``resize``.
     Under "auto", shapes written as literals in ``get_inputs()`` are sized too (lifted into module-level
-    sizes, see :func:`core.sizing.lift_literal_shapes`; the probe's ``source`` says so) unless the
+    sizes, see :func:`core.literal_shapes.lift_literal_shapes`; the probe's ``source`` says so) unless the
     reference then fails (a literal 224 that a classifier's input size depends on): then they stay as
     written."""
     if scale == "auto" and cache_dir is not None:
@@ -459,14 +456,14 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
         if recorded is not None and recorded.ok:  # a failure recorded is tried again
             return recorded
         probe = probe_task(task, scale, threads=threads, cache_dir=None, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
         record_sizes(task, probe, cache_dir,
                      {"threads": threads, "window_ms": list(window), "bytes_cap": bytes_cap})
         return probe
 
     def once(t: Task) -> Probe:
         return _probe_once(t, scale, threads=threads, cache_dir=cache_dir, window=window, bytes_cap=bytes_cap,
-                           timeout_s=timeout_s)
+                           timeout_s=timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
 
     if scale == "auto":
         lifted, names = lift_literal_shapes(task.source)
@@ -482,7 +479,8 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 
 
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
-                window: tuple[float, float], bytes_cap: int, timeout_s: float) -> Probe:
+                window: tuple[float, float], bytes_cap: int, timeout_s: float, sandbox: ProbeSandbox | None,
+                use_bwrap: bool, seccomp: bool) -> Probe:
     from verifier.machine.facts import fingerprint
 
     auto = scale == "auto"
@@ -503,7 +501,7 @@ def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_di
             return _probes[key]
     job = {"spec": base.to_dict(), "mode": "auto" if auto else "fixed", "factor": factor, "window": list(window),
            "bytes_cap": bytes_cap, "threads": threads, "trace": True}
-    probe = run_probe(job, timeout_s)
+    probe = run_probe(job, timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
     _probes[key] = probe
     if cache_file is not None and probe.ok:
         try:
@@ -555,12 +553,15 @@ class ProbeOptions(TypedDict, total=False):
     bytes_cap: int
     timeout_s: float
     resize: bool
+    sandbox: ProbeSandbox | None   # the probes' sandbox, kept for many (verifier.sizing.launch.ProbeSandbox)
+    use_bwrap: bool                # the verifier's settings, for a sandbox of each probe's own
+    seccomp: bool
 
 
 def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[ProbeOptions]) -> Task:
     """The task with its sizes scaled: by a factor in (0, 1] (every module-level size and case extent,
     keeping equal sizes equal, powers of two and divisors), or "auto": by work, to a reference time in
-    the window (see core.sizing), which runs the reference in a probe subprocess. A task "auto" cannot
+    the window (see verifier.sizing), which runs the reference in a probe job. A task "auto" cannot
     run raises TaskError in one line; one it cannot bring into the window keeps the closest sizes."""
     if scale in (None, 1, 1.0, "1", "none"):
         return within_budget(task)
@@ -580,8 +581,9 @@ def scale_task(task: Task, scale: float | str | None, **probe_options: Unpack[Pr
 
 
 def within_budget(task: Task) -> Task:
-    """The task with its cases brought within the cases' memory budget (:func:`core.sizing.fit_cases`): the
-    largest cases shrunk, a case that cannot shrink enough dropped, each change a note."""
+    """The task with its cases brought within the cases' memory budget
+    (:func:`verifier.sizing.case_limits.fit_cases`): the largest cases shrunk, a case that cannot shrink
+    enough dropped, each change a note."""
     cases, notes = fit_cases(task.cases)
     if not notes:
         return task

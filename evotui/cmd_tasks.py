@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--size-scale", default=None, help='scale module-level sizes: a factor in (0, 1] or "auto"')
     p.add_argument("--time", action="store_true", help="run and time every reference (cached per machine)")
     p.add_argument("--check", action="store_true",
-                   help="vet the suite: load, size and run each reference once (one subprocess each)")
+                   help="vet the suite: load, size and run each reference once (one sandboxed job each)")
     p.add_argument("--timeout", type=float, default=None, help="--check/auto: seconds per task (default 120)")
     p.add_argument("--resize", action="store_true",
                    help="with --check and --size-scale auto: decide the sizes again (they are recorded once)")
@@ -37,7 +37,9 @@ def run(args: argparse.Namespace) -> int:
     suite = load_suite(args.suite or config.suite)
     scale = args.size_scale if args.size_scale is not None else config.size_scale
     probe_options: ProbeOptions = {"threads": config.verifier.threads,
-                                   "cache_dir": ws.cache_dir if ws.exists() else None}
+                                   "cache_dir": ws.cache_dir if ws.exists() else None,
+                                   # the probe runs the task's reference confined as a job: the verifier's settings
+                                   "use_bwrap": config.verifier.use_bwrap, "seccomp": config.verifier.seccomp}
     if args.timeout is not None:
         probe_options["timeout_s"] = args.timeout
     if args.resize:

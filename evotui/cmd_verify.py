@@ -88,8 +88,8 @@ def _verify(args: argparse.Namespace) -> int:
 
         raise ConfigError(f"--threads must be between 1 and {(os.cpu_count() or 1) * 4} (got {args.threads})")
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
-    probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None} \
-        if scale == "auto" else {}
+    probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None,
+                           "use_bwrap": vconfig.use_bwrap, "seccomp": vconfig.seccomp} if scale == "auto" else {}
     keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in suite.tasks])
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
     wanted = args.task or task_of_folder(folder, suite, set(names))

@@ -95,11 +95,12 @@ def _spec(tmp_path: Path, source: str, name: str = "t"):
 
 
 def _probe(tmp_path: Path, spec, measure, window=(2.0, 50.0)) -> dict:
-    from core.probe import _Progress, probe
+    from verifier.sizing.driver import probe
+    from verifier.sizing.record import Progress
 
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": list(window),
            "bytes_cap": 1 << 30, "threads": 1, "trace": False}
-    return probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    return probe(job, Progress(str(tmp_path / "progress.jsonl")), measure=measure)
 
 
 def _sizes(spec) -> dict[str, int]:
@@ -297,7 +298,7 @@ def get_init_inputs():
 
 @pytest.mark.slow   # real reference runs in fresh interpreters
 def test_literal_shapes_in_get_inputs_are_sized_unless_the_model_depends_on_them(tmp_path):
-    from core.sizing import lift_literal_shapes
+    from core.literal_shapes import lift_literal_shapes
     from core.tasks import apply_probe, load_suite, probe_task
     from verifier.task import input_numel
 
@@ -502,9 +503,9 @@ def test_a_case_over_the_time_limit_is_shrunk_and_one_at_its_smallest_sizes_drop
     The task keeps three cases, each within the limit, and the notes say what happened."""
     import json as _json
 
-    from core.sizing import case_cap_ms
     from core.tasks import load_suite
     from verifier.cases import case_bytes
+    from verifier.sizing.case_limits import case_cap_ms
 
     cases = [_slow_case([64, 256], 1), _slow_case([128, 128], 2, "float16"), _slow_case([512, 2048], 5000),
              _slow_case([64, 64], 9999)]
@@ -621,8 +622,9 @@ def test_a_case_kept_as_written_for_its_own_constraint_leaves_the_others_sized_b
     to measured time (sizes that move with the load). The count decides again with that case as written."""
     import json as _json
 
-    from core.probe import counted_ms, time_reference
     from core.tasks import load_suite
+    from verifier.sizing.measure import time_reference
+    from verifier.sizing.work import counted_ms
 
     root = tmp_path / "suite" / "level1"
     root.mkdir(parents=True)

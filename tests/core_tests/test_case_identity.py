@@ -11,10 +11,11 @@ from pathlib import Path
 
 from case_tasks import FLATTEN
 
-from core.sizing import CASES_BYTES_BUDGET, fit_cases
 from core.tasks import load_suite
 from verifier.cases import case_bytes
 from verifier.inputs import Trial, make_inputs
+from verifier.sizing.case_limits import fit_cases
+from verifier.sizing.limits import CASES_BYTES_BUDGET
 from verifier.task import load_task_module
 
 
@@ -35,7 +36,7 @@ def test_fit_cases_keeps_each_case_at_its_own_index_when_one_is_dropped():
     assert [c["id"] for c in got] == [0, 1, 3, 4, 5]             # each case in its own place, in order
     assert got[1] == cases[1] and got[3] == cases[4]             # the kept ones as written
     assert any("(#2)" in n for n in notes), notes                # the dropped one named by its own index
-    from core.sizing import fit_case_indices
+    from verifier.sizing.case_limits import fit_case_indices
 
     placed, notes = fit_case_indices(cases, keep=frozenset({1, 4}))
     assert [k for k, _ in placed] == [0, 1, 3, 4, 5] and all(c["id"] == k for k, c in placed)
@@ -49,7 +50,8 @@ def test_auto_pins_and_drops_the_case_that_failed_after_the_budget_dropped_an_ea
     """Case 1 is over the budget at any size (dropped by it); case 3's reference fails at scaled sizes
     (a flattened length written as an attribute: kept as written); case 5's fails even as written
     (dropped). Every other case is sized, and each case left is the one its index names."""
-    from core.probe import _Progress, probe
+    from verifier.sizing.driver import probe
+    from verifier.sizing.record import Progress
 
     cases = [case(0, [64, 96]), case(1, HUGE), case(2, [48, 72]), case(3, [100, 64], 6400), case(4, [32, 80]),
              case(5, [90, 64], 5000), case(6, [16, 40])]
@@ -73,7 +75,7 @@ def test_auto_pins_and_drops_the_case_that_failed_after_the_budget_dropped_an_ea
     # started at half the sizes: the scaled cases differ from the written ones from the first count on
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 0.5, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
            "threads": 1, "trace": False}
-    out = probe(job, _Progress(str(Path(tmp_path) / "progress.jsonl")), measure=measure)
+    out = probe(job, Progress(str(Path(tmp_path) / "progress.jsonl")), measure=measure)
     assert out["ok"], out
     got = out["cases"]
     assert [c["id"] for c in got] == [0, 2, 3, 4, 6], (out["notes"], [c["id"] for c in got])

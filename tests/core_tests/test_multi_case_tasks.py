@@ -207,8 +207,8 @@ def unary_case(shape: list[int], dtype: str = "float32") -> dict:
 
 
 def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped_with_a_note(tmp_path):
-    from core.sizing import CASES_BYTES_BUDGET
     from verifier.cases import case_bytes
+    from verifier.sizing.limits import CASES_BYTES_BUDGET
 
     cases = [unary_case([64, 100]), unary_case([8192, 16384]), unary_case([4096, 8192], "float16"),
              unary_case([7] * 10), unary_case([33, 17])]  # 7**10 elements: extents under 8 never scale
@@ -276,8 +276,8 @@ def test_auto_sizes_are_decided_once_recorded_beside_the_memory_and_redecided_on
     assert probe is not None
     record_sizes(suite.get("unary"), core.tasks.Probe(ok=True, cases=[unary_case([64, 100]), unary_case([9000, 9000])]),
                  ws.cache_dir)
-    from core.sizing import CASES_BYTES_BUDGET
     from verifier.cases import case_bytes
+    from verifier.sizing.limits import CASES_BYTES_BUDGET
 
     unary = scale_task(suite.get("unary"), "auto", cache_dir=ws.cache_dir)
     assert sum(case_bytes(c) for c in unary.cases) <= CASES_BYTES_BUDGET and "shrunk" in unary.scale_note()
@@ -358,7 +358,7 @@ def gn_case(n: int, c: int, h: int, w: int, groups: int) -> dict:
 
 
 def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smaller(tmp_path):
-    from core.sizing import scale_values
+    from verifier.sizing.scaling import scale_values
 
     swiglu = [{"inputs": [{"name": "x", "dtype": "float32", "shape": s}, {"name": "dim", "value": -1}]}
               for s in ([130], [690, 346], [48, 1002])]
@@ -378,7 +378,7 @@ def test_scaling_keeps_a_tasks_own_constraints_and_never_swaps_larger_and_smalle
             assert x["shape"][1] % groups["value"] == 0 and w["shape"] == [x["shape"][1]]
         assert all(c["inputs"][0]["shape"][-1] % 2 == 0 for c in scale_task(suite.get("swiglu"), factor).cases)
     # a normalized_shape written as an attribute follows the extents it names; a repeat count is no size
-    from core.sizing import scale_cases
+    from verifier.sizing.scaling import scale_cases
 
     ln = {"inputs": [{"name": "x", "dtype": "float32", "shape": [4, 128, 4096]},
                      {"name": "normalized_shape", "value": [4096]}, {"name": "repeats", "value": [16, 1]}]}
@@ -453,7 +453,8 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     """A flattened length written as an attribute is a constraint no rule names: scaled, the tensor no
     longer has 6400 elements. The sizer learns it from the reference's failure at those sizes: that case
     stays as written; a case whose reference fails even as written is dropped; the others are still sized."""
-    from core.probe import _Progress, probe
+    from verifier.sizing.driver import probe
+    from verifier.sizing.record import Progress
 
     def flat_case(width: int, length: int) -> dict:
         return {"inputs": [{"name": "x", "dtype": "float32", "shape": [64, width]},
@@ -477,7 +478,7 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
 
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
            "threads": 1, "trace": False}
-    out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    out = probe(job, Progress(str(tmp_path / "progress.jsonl")), measure=measure)
     assert out["ok"], out
     got = out["cases"]
     assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
@@ -487,7 +488,8 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
 
 
 def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
-    from core.probe import _Progress, probe
+    from verifier.sizing.driver import probe
+    from verifier.sizing.record import Progress
 
     cases = [unary_case([2048, 4096]), unary_case([1024, 4096]), unary_case([64, 64])]
     spec = load_suite(write(tmp_path / "s", {"unary.py": UNARY, "unary.json": jsonl(cases)})).get("unary").spec()
@@ -497,7 +499,7 @@ def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
 
     job = {"spec": spec.to_dict(), "mode": "auto", "factor": 1.0, "window": [2.0, 50.0], "bytes_cap": 1 << 30,
            "threads": 1, "trace": False}
-    out = probe(job, _Progress(str(tmp_path / "progress.jsonl")), measure=measure)
+    out = probe(job, Progress(str(tmp_path / "progress.jsonl")), measure=measure)
     assert out["ok"] and out["reason"] == "memory_cap", out
     assert "3 cases are at their memory budget (48 MiB" in out["problem"]
 
@@ -603,7 +605,7 @@ def test_tasks_check_puts_a_deliberate_shrink_under_notes_and_only_problems_unde
 def test_an_output_size_attribute_scales_with_the_inputs_so_a_shrunk_case_does_less_work():
     """interpolate's ``size`` is the output's extents: left as written, a case shrunk for time or memory
     would still produce the full-size output (its work unchanged) and time out as before."""
-    from core.sizing import scale_cases
+    from verifier.sizing.scaling import scale_cases
 
     case = {"inputs": [{"name": "x", "dtype": "float32", "shape": [1, 3, 256, 256]},
                        {"name": "size", "value": [512, 384]}, {"name": "mode", "value": "bilinear"}]}

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.sizing import scale_values
 from core.suite_check import check_tasks
 from core.tasks import apply_probe, category_from_ops, load_suite, probe_task, scale_task
 from verifier.cases import CaseError, case_geomean, case_performance, parse_case_file
 from verifier.inputs import Trial, case_trials, make_inputs, trial_plan
 from verifier.npu_source import neutralise_npu
+from verifier.sizing.scaling import scale_values
 from verifier.task import apply_overrides, load_task_module, size_constants
 from verifier.tolerance import floored
 

@@ -155,8 +155,8 @@ def _held_while(lock: MachineLock, work) -> tuple[float, float]:
 
 
 def test_a_sizing_probe_waits_for_a_timing(lock_dir, tmp_path):
-    from core.sizing import run_probe
     from verifier.machine.lock import machine_lock_path
+    from verifier.sizing.launch import run_probe
 
     job = {"spec": {"id": "nothing"}, "mode": "fixed", "factor": 1.0, "threads": 1}   # fails at once
     released, finished = _held_while(MachineLock(machine_lock_path()), lambda: run_probe(job, timeout_s=60))

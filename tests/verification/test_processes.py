@@ -109,9 +109,9 @@ SECRETS = ("DB_PASSWORD", "SERVICE_AUTH", "OPENAI_API_KEY", "MY_SESSION_COOKIE")
 def test_the_sizing_probe_scrubs_what_every_child_scrubs(tmp_path, monkeypatch):
     """The sizing probe runs the task's reference, as the verifier's reference jobs do: with the same
     scrubbed environment (``verifier.processes.scrubbed_env``)."""
-    from core.sizing import run_probe
     from core.tasks import load_suite
     from verifier.processes import scrubbed_env
+    from verifier.sizing.launch import run_probe
 
     for name in SECRETS:
         monkeypatch.setenv(name, "hunter2")

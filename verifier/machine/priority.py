@@ -4,7 +4,7 @@ started with, everything else ``BACKGROUND_NICENESS`` steps lower.
 Timed (normal priority): the fork servers (every timed run is forked from one), the perf jobs they
 fork, the reference's own timing and the roofline's ceilings. Not timed (lower priority): compilers
 and the build's binutils, correctness trials and reference outputs (``JobLimits.nice``, applied in
-the fork server's child), the sizing probes (``core.sizing``) and the roofline's counting.
+the fork server's child), the sizing probes (``verifier.sizing``) and the roofline's counting.
 
 Why not simply lower the engine's thread, as the workbench once did to keep the interface quick? On
 Linux nice is per thread, inherited by every thread and process started from it, and without

@@ -120,7 +120,7 @@ def count_forward(model: Any, inputs: list[Any]) -> dict[str, Any]:
     """The least work of one forward of ``model`` on ``inputs`` (meta tensors, or real ones): bytes of
     the inputs, parameters, buffers and outputs, each moved once, and FLOPs (matmuls and convolutions by
     ``torch.utils.flop_counter``, elementwise work as documented above). The roofline's task profile and
-    the sizer's choice of sizes (``core.probe``) both count with it. Raises what the forward raises."""
+    the sizer's choice of sizes (``verifier.sizing.work``) both count with it. Raises what the forward raises."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 

@@ -32,6 +32,9 @@ Layers, outermost first:
   a job left (``verifier.sandbox.client.plain_files_only``).
 
 A hang, segfault, fork bomb or memory hog ends as a ``JobExit`` the verifier turns into an Outcome.
+
+The sizing probe, which runs a task's reference (a suite may come from anywhere), is such a confined job
+too (``verifier.sizing.launch.ProbeSandbox``), without the candidate phase and without a CPU-time limit.
 """
 
 from __future__ import annotations

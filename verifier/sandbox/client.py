@@ -32,7 +32,8 @@ CLOSE_WAIT_S = 0.3
 class JobLimits:
     """Resource limits of one sandboxed job."""
 
-    cpu_seconds: int
+    cpu_seconds: int | None   # None: no CPU-time limit, the wall-clock timeout alone (a sizing probe, whose
+    #                           clock is the CPU time of a call: an RLIMIT_CPU makes that clock move in ticks)
     address_space_mb: int | None
     file_size_mb: int
     open_files: int = 256

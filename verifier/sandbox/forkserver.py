@@ -375,7 +375,8 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
         if isinstance(key, str) and isinstance(value, str) and key not in ("HOME", "TMPDIR"):
             os.environ[key] = value
     _limit(resource.RLIMIT_CORE, 0)
-    _limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
+    if limits.get("cpu_seconds") is not None:
+        _limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
     _limit(resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) << 20)
     _limit(resource.RLIMIT_NOFILE, int(limits.get("open_files", 256)))
     if limits.get("address_space_mb"):
