@@ -38,38 +38,19 @@ def engine_parts(tmp_path, fast_config, suite):
 
 
 def kill_mid_window(verifier, times: int) -> list[int]:
-    """Kill the candidate's sandbox worker (the process tree its timing side runs in) at its first timed call,
-    in ``times`` windows."""
+    """Kill the candidate's fork server alone (SIGKILL, its jobs left to die with it: #35) at its first timed
+    call, in ``times`` windows."""
     killed: list[int] = []
-
-    def tree(pid: int) -> list[int]:
-        parents: dict[int, int] = {}
-        for entry in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        found, frontier = [pid], [pid]
-        while frontier:
-            here = frontier.pop()
-            below = [child for child, parent in parents.items() if parent == here]
-            found += below
-            frontier += below
-        return found
 
     def observe(event, what):
         if event == "timed" and what[0] == "candidate" and len(killed) < times:
-            proc = verifier.server._proc
-            if proc is not None and proc.pid not in killed:
-                killed.append(proc.pid)
-                # the whole tree: since #35 each job runs in a PID namespace of its own, and a job can outlive
-                # a server killed alone by the moments its window needs to end
-                for pid in tree(proc.pid):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except ProcessLookupError:
-                        pass
+            pid = verifier.server.host_pid()
+            if pid is not None and pid not in killed:
+                killed.append(pid)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
 
     verifier.window_observer = observe
     return killed

@@ -571,6 +571,85 @@ def test_once_set_up_a_candidate_job_opens_no_file_and_makes_no_descriptor(ungua
     assert out.feasible, out.message
 
 
+# Tries, in its calls, to make what outlives a job or reaches another of the same sandbox (#35): a SysV shared
+# memory segment, semaphore set and message queue, and a POSIX message queue. Each that works adds its mark to
+# every output (removed again at once); where all are refused (no runtime need allows them) it computes ReLU.
+IPC_PROBE = r'''
+#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/ipc.h>
+#include <sys/shm.h>
+#include <sys/sem.h>
+#include <sys/msg.h>
+#include <sys/syscall.h>
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    float mark = 0.f;
+    int shm = shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600);
+    if (shm >= 0) { mark += 1000.f; shmctl(shm, IPC_RMID, nullptr); }
+    int sem = semget(IPC_PRIVATE, 1, IPC_CREAT | 0600);
+    if (sem >= 0) { mark += 100.f; semctl(sem, 0, IPC_RMID); }
+    int msg = msgget(IPC_PRIVATE, IPC_CREAT | 0600);
+    if (msg >= 0) { mark += 10.f; msgctl(msg, IPC_RMID, nullptr); }
+    long mq = syscall(SYS_mq_open, "evokernel-probe", O_CREAT | O_RDWR, 0600, nullptr);
+    if (mq >= 0) { mark += 1.f; close((int)mq); syscall(SYS_mq_unlink, "evokernel-probe"); }
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.f ? x[i] : 0.f) + mark;
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_candidate_makes_no_sysv_ipc_object_nor_message_queue(unguarded, suite, make_candidate):
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(IPC_PROBE)), fresh=True)
+    assert out.feasible, out.message
+
+
+def test_no_runtime_need_allows_ipc_objects():
+    from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, candidate_allow
+
+    every = RuntimeNeeds(threads=True, signal_timers=True, device_ioctls=True)
+    for needs in (CPU_NEEDS, every):
+        allowed = set(candidate_allow(needs))
+        assert not allowed & {"shmget", "shmat", "semget", "semop", "msgget", "msgsnd", "mq_open", "ipc"}
+
+
+# Red team (#35, second pass): makes itself the owner of a descriptor's signals, at load time (a constructor,
+# under the job's filter) and in its calls (the candidate phase), by fcntl (F_SETOWN, F_SETOWN_EX, F_SETSIG)
+# and ioctl (FIOSETOWN). Owned, a descriptor signals any process the job can name (where jobs share a PID
+# namespace, the fork server: SIGKILL with F_SETSIG) each time the harness writes to it. Each that works marks
+# every output.
+SIGNAL_OWNER = r'''
+#include <cstdint>
+#include <fcntl.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+static float at_load = 0.f;
+static float own(void) {
+    float mark = 0.f;
+    if (fcntl(2, F_SETOWN, getpid()) == 0) mark += 1000.f;
+    struct f_owner_ex ex = {F_OWNER_PID, getpid()};
+    if (fcntl(2, F_SETOWN_EX, &ex) == 0) mark += 100.f;
+    if (fcntl(2, F_SETSIG, 0) == 0) mark += 10.f;
+    int me = getpid();
+    if (ioctl(2, 0x8901 /* FIOSETOWN */, &me) == 0) mark += 1.f;
+    return mark;
+}
+__attribute__((constructor)) static void early(void) { at_load = own(); }
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    float mark = at_load + own();
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = (x[i] > 0.f ? x[i] : 0.f) + mark;
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_candidate_cannot_own_a_descriptors_signals(unguarded, suite, make_candidate):
+    out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(SIGNAL_OWNER)), fresh=True)
+    assert out.feasible, out.message
+
+
 # Red team (issue #35's own pass): at load time, a thread that installs a seccomp filter of its own. The
 # candidate phase's filter is installed on every thread at once (TSYNC), which a thread with a diverging
 # filter makes fail: the job then goes on without it, had the job not refused to run the candidate.

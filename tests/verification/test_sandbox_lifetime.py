@@ -159,3 +159,154 @@ def test_verify_json_leaves_no_process_behind(tmp_path, make_candidate):
     report = json.loads(ran.stdout)
     assert report["rc"] == 0 and json.loads(report["stdout"])["feasible"], report
     assert report["left"] == [], report["left"]
+
+
+# ----------------------------------------------------------------------------- a job dies with its server (#35)
+def _parents() -> dict[int, int]:
+    found: dict[int, int] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                found[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
+
+
+def _tree(pid: int) -> list[int]:
+    parents = _parents()
+    found, frontier = [pid], [pid]
+    while frontier:
+        here = frontier.pop()
+        below = [child for child, parent in parents.items() if parent == here]
+        found += below
+        frontier += below
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper is gone: it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+def _gone_within(pids: list[int], bound_s: float) -> list[int]:
+    import time
+
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        left = [pid for pid in pids if _alive(pid)]
+        if not left:
+            return []
+        time.sleep(0.05)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def _confined_server(tmp_path: Path) -> tuple[ForkServer, Path]:
+    helper = tmp_path / "helper"
+    helper.mkdir()
+    (helper / "lifetime_job.py").write_text(REPORTER)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), str(helper)]),
+           "HOME": str(jobs)}
+    return ForkServer(jobs, env=env, preload=["lifetime_job"], use_bwrap=False, hidden=[], devices=[],
+                      confine=True, entry="lifetime_job:run_job"), jobs
+
+
+def _wait_ran(job: Path) -> None:
+    import time
+
+    for _ in range(600):
+        if (job / "ran.txt").exists():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the job never ran: {(job.parent / 'forkserver.stderr').read_text()[-2000:]}")
+
+
+@pytest.mark.parametrize("confine", [True, False], ids=["own-pid-namespace", "plain"])
+def test_a_job_dies_with_its_fork_server_killed_alone(tmp_path, confine):
+    """SIGKILL to the fork server alone, mid-job: nothing of the job runs on (in a PID namespace of its own the
+    job was adopted by the server; before, the job and its namespace's first process ran to their end)."""
+    import signal
+
+    server, jobs = _server(tmp_path) if not confine else _confined_server(tmp_path)
+    limits = JobLimits(cpu_seconds=300, address_space_mb=None, file_size_mb=16)
+    (jobs / "a").mkdir()
+    (jobs / "a" / "sleep").write_text("")
+    try:
+        handle = server.submit(jobs / "a", limits, 300)
+        assert not isinstance(handle, JobExit), handle
+        _wait_ran(jobs / "a")
+        host = server.host_pid()
+        assert host is not None
+        tree = _tree(host)
+        assert len(tree) >= 2, tree                        # the server and the job at least
+        os.kill(host, signal.SIGKILL)
+        assert _gone_within(tree, 10.0) == [], [(pid, _parents().get(pid)) for pid in tree if _alive(pid)]
+    finally:
+        server.close()
+
+
+OWNER = '''
+import json, os, sys, time
+from pathlib import Path
+sys.path[:0] = [{root!r}, {helper!r}]
+from verifier.sandbox.client import ForkServer, JobLimits
+jobs = Path({jobs!r})
+env = {{"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([{root!r}, {helper!r}]), "HOME": str(jobs)}}
+server = ForkServer(jobs, env=env, preload=["lifetime_job"], use_bwrap=False, hidden=[], devices=[],
+                    confine=True, entry="lifetime_job:run_job")
+(jobs / "a").mkdir()
+(jobs / "a" / "sleep").write_text("")
+handle = server.submit(jobs / "a", JobLimits(cpu_seconds=300, address_space_mb=None, file_size_mb=16), 300)
+while not (jobs / "a" / "ran.txt").exists():
+    time.sleep(0.05)
+# a process forked from the owner (a pool's worker, say) holds the server's stdin open after the owner dies
+if os.fork() == 0:
+    time.sleep(120)
+    os._exit(0)
+print(json.dumps({{"server": server.host_pid()}}), flush=True)
+time.sleep(300)
+'''
+
+
+def test_a_fork_server_dies_with_the_process_that_owns_it(tmp_path):
+    """kill -9 of the verifier's process: its fork server and the server's job go too, even when another
+    process forked from the owner still holds the server's stdin open (before, the server waited for that
+    pipe's end and ran on with its job)."""
+    import signal
+
+    helper = tmp_path / "helper"
+    helper.mkdir()
+    (helper / "lifetime_job.py").write_text(REPORTER)
+    jobs = tmp_path / "jobs"
+    jobs.mkdir()
+    script = OWNER.format(root=str(ROOT), helper=str(helper), jobs=str(jobs))
+    owner = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    forked: list[int] = []
+    try:
+        line = owner.stdout.readline() if owner.stdout else ""
+        assert line, "the owner did not start its server"
+        server = json.loads(line)["server"]
+        tree = _tree(owner.pid)
+        forked = [pid for pid in _tree(owner.pid) if _parents().get(pid) == owner.pid and pid != server]
+        watched = [pid for pid in _tree(server)]
+        assert len(watched) >= 2, watched
+        owner.kill()
+        owner.wait()
+        assert _gone_within(watched, 10.0) == [], (tree, [pid for pid in watched if _alive(pid)])
+    finally:
+        for pid in forked:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(owner.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

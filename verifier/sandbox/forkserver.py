@@ -61,6 +61,7 @@ _PR_SET_DUMPABLE = 4
 _PR_CAPBSET_DROP = 24
 _PR_SET_NO_NEW_PRIVS = 38
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
@@ -314,31 +315,69 @@ def _placeholder() -> list[str]:
     return [sleep, "infinity"] if sleep else [sys.executable, "-S", "-c", "import signal\nwhile 1: signal.pause()"]
 
 
-def _job_process(report: int, pid_namespace: bool) -> None:
+def parent_pid() -> int:
+    """This process's parent as /proc names it (``os.getppid()`` reads 0 in a PID namespace of its own whose
+    parent is outside it; /proc, mounted by the server's namespace, names it there)."""
+    with open("/proc/self/stat", "rb") as f:
+        return int(f.read().rsplit(b")", 1)[1].split()[1])
+
+
+def die_with(server: int, wait_s: float = 5.0) -> bool:
+    """SIGKILL this process when ``server``, the fork server, dies (PR_SET_PDEATHSIG); whether it is set with
+    ``server`` still its parent. A job's process in a PID namespace of its own waits first to be adopted by
+    the server (the process that forked it exits at once: the death signal is armed for the parent of the
+    moment, and would fire at that exit). The parent is read again after the signal is armed: a server
+    that died in between left this process with another parent and no signal to come."""
+    deadline = time.monotonic() + wait_s
+    while parent_pid() != server:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.0002)
+    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    return parent_pid() == server
+
+
+def _job_process(report: int, pid_namespace: bool, server: int) -> None:
     """Make the job's process. With ``pid_namespace`` this process (the job's session leader) moves into a
     user namespace of its own whose next child is PID 1 of a PID namespace of its own, starts a process that
     only waits there (``_placeholder``), forks the job as PID 2, reports both to the server on ``report``
     and exits at once: the server, a child subreaper, adopts and reaps them (the placeholder is killed with
     the job's process group when the job ends). Returns in the job's process only. Without, this process is
-    the job (0 is reported)."""
+    the job (0 is reported).
+
+    Both the placeholder and the job die with the server (``die_with``): the server killed alone must not
+    leave a job running (a namespace's PID 1 dying takes every process of the namespace with it)."""
     if not pid_namespace:
         os.write(report, b"0\n")
         os.close(report)
+        if not die_with(server):
+            os._exit(72)
         return
     problem = new_pid_namespace()
     if problem:
         os.write(report, f"error {problem}\n".encode())
         os._exit(71)
-    null = [(os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)]
     argv = _placeholder()
     try:
-        first = os.posix_spawn(argv[0], argv, {}, file_actions=null)
+        first = os.fork()
     except OSError as exc:
         os.write(report, f"error could not start the namespace's first process: {exc}\n".encode())
         os._exit(71)
+    if first == 0:
+        try:
+            os.close(report)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            if die_with(server):         # the death signal stays armed across the exec
+                os.execve(argv[0], argv, {})
+        finally:
+            os._exit(72)
     pid = os.fork()
     if pid == 0:
         os.close(report)
+        if not die_with(server):
+            os._exit(72)
         return
     os.write(report, f"{pid} {first}\n".encode())
     os._exit(0)
@@ -347,12 +386,13 @@ def _job_process(report: int, pid_namespace: bool) -> None:
 def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str, Any] | None = None,
            confine: dict[str, Any] | None = None, *, entry: str, env: dict[str, str] | None = None,
            filter_config: dict[str, Any] | None = None, report: int = -1, pid_namespace: bool = False) -> int:
+    server = parent_pid()
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
         os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
     harden_process()
     if report >= 0:
-        _job_process(report, pid_namespace)
+        _job_process(report, pid_namespace, server)
     if pid_namespace:
         drop_capabilities()                # every capability the job's own user namespace gave it
     for fd in fds:
@@ -487,8 +527,14 @@ def main() -> int:
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
     buffer = b""
     stdin_open = True
+    owner = os.getppid()  # the verifier's process (bubblewrap's, under bubblewrap: it dies with its parent)
     while stdin_open or children:
         readable, _, _ = select.select([0, wake_r] if stdin_open else [wake_r], [], [], 1.0)
+        if stdin_open and os.getppid() != owner:
+            # The verifier died, yet its end of stdin may live on in a process forked from it: end as at EOF
+            readable, stdin_open = [r for r in readable if r != 0], False
+            for pid in children:
+                _kill(groups.get(pid, pid))
         if wake_r in readable:
             try:
                 os.read(wake_r, 4096)

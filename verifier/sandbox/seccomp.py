@@ -98,7 +98,13 @@ ALLOW_SIGNAL_TIMERS = ("timer_create", "timer_settime", "timer_gettime", "timer_
 ALLOW_DEVICE_IOCTLS = ("ioctl",)
 # fcntl's commands, but a duplicate's (F_DUPFD 0, F_DUPFD_CLOEXEC 1030): flags, locks, pipe sizes, seals.
 _F_DUPFD, _F_DUPFD_CLOEXEC = 0, 1030
-_FCNTL_COMMANDS = (*range(1, 64), *(c for c in range(1024, 1040) if c != _F_DUPFD_CLOEXEC))
+# Nor an owner for a descriptor's signals (F_SETOWN 8, F_SETSIG 10, F_SETOWN_EX 15; ``FIOSETOWN`` and
+# ``SIOCSPGRP`` by ioctl): the kernel would signal the owner, any process of the job's user it can name (where
+# jobs share a PID namespace: the fork server, another side), whenever the harness writes to the job's channel.
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_FIOSETOWN, _SIOCSPGRP = 0x8901, 0x8902
+_FCNTL_COMMANDS = (*(c for c in range(1, 64) if c not in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX)),
+                   *(c for c in range(1024, 1040) if c != _F_DUPFD_CLOEXEC))
 # Logged instead of refused: for finding what a runtime calls in this phase (a development aid, never on).
 _DISCOVER = False
 
@@ -208,6 +214,11 @@ def lock_down(pid: int, needs: RuntimeNeeds | None = None, *, all_threads: bool 
             for family in range(46):   # AF_MAX on Linux
                 if family not in allowed:
                     f.add_rule(seccomp.ERRNO(errno.EPERM), "socket", seccomp.Arg(0, seccomp.EQ, family))
+        # A descriptor's signals sent to another process (F_SETOWN and friends, ``_FCNTL_COMMANDS``).
+        for cmd in (_F_SETOWN, _F_SETSIG, _F_SETOWN_EX):
+            _add(f, seccomp, "fcntl", seccomp.Arg(1, seccomp.EQ, cmd))
+        for cmd in (_FIOSETOWN, _SIOCSPGRP):
+            _add(f, seccomp, "ioctl", seccomp.Arg(1, seccomp.EQ, cmd))
         # Signals to threads of other processes.
         f.add_rule(seccomp.ERRNO(errno.EPERM), "tgkill", seccomp.Arg(0, seccomp.NE, pid))
         f.add_rule(seccomp.ERRNO(errno.EPERM), "rt_sigqueueinfo", seccomp.Arg(0, seccomp.NE, pid))
