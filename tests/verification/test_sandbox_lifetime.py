@@ -31,7 +31,7 @@ def run_job(job_dir):
 '''
 
 
-def _server(tmp_path: Path) -> tuple[ForkServer, Path]:
+def _server(tmp_path: Path, confine: bool = False) -> tuple[ForkServer, Path]:
     helper = tmp_path / "helper"
     helper.mkdir()
     (helper / "lifetime_job.py").write_text(REPORTER)
@@ -40,7 +40,7 @@ def _server(tmp_path: Path) -> tuple[ForkServer, Path]:
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), str(helper)]),
            "HOME": str(jobs)}
     return ForkServer(jobs, env=env, preload=["lifetime_job"], use_bwrap=False, hidden=[], devices=[],
-                      confine=False, entry="lifetime_job:run_job"), jobs
+                      confine=confine, entry="lifetime_job:run_job"), jobs
 
 
 def test_a_closed_fork_server_is_never_started_again(tmp_path):
@@ -205,18 +205,6 @@ def _gone_within(pids: list[int], bound_s: float) -> list[int]:
     return [pid for pid in pids if _alive(pid)]
 
 
-def _confined_server(tmp_path: Path) -> tuple[ForkServer, Path]:
-    helper = tmp_path / "helper"
-    helper.mkdir()
-    (helper / "lifetime_job.py").write_text(REPORTER)
-    jobs = tmp_path / "jobs"
-    jobs.mkdir()
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": os.pathsep.join([str(ROOT), str(helper)]),
-           "HOME": str(jobs)}
-    return ForkServer(jobs, env=env, preload=["lifetime_job"], use_bwrap=False, hidden=[], devices=[],
-                      confine=True, entry="lifetime_job:run_job"), jobs
-
-
 def _wait_ran(job: Path) -> None:
     import time
 
@@ -233,7 +221,7 @@ def test_a_job_dies_with_its_fork_server_killed_alone(tmp_path, confine):
     job was adopted by the server; before, the job and its namespace's first process ran to their end)."""
     import signal
 
-    server, jobs = _server(tmp_path) if not confine else _confined_server(tmp_path)
+    server, jobs = _server(tmp_path) if not confine else _server(tmp_path, confine=True)
     limits = JobLimits(cpu_seconds=300, address_space_mb=None, file_size_mb=16)
     (jobs / "a").mkdir()
     (jobs / "a" / "sleep").write_text("")
