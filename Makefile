@@ -3,8 +3,8 @@
 #   make test   installs what is missing, then runs the test suite
 # For the edit loop:
 #   make check  the fast tier of the tests (everything not marked slow; about a minute)
-# make check runs on TEST_WORKERS processes (pytest-xdist, a file per worker; TEST_WORKERS=0: one). make test stays
-# in one process: under two workers a timing test read a 'same' kernel as noisy (tests/engine/test_speed_signal.py).
+# Both run on TEST_WORKERS processes (pytest-xdist, a file per worker; TEST_WORKERS=0: one). A test marked quiet
+# (it compares real timings) runs while the other worker runs nothing: see tests/conftest.py.
 #   make lint   ruff, mypy and import-linter (the layers), configured in pyproject.toml
 # Every package is installed at the version in constraints.txt (pip -c); `make lock` rewrites that file.
 PYTHON ?= python3
@@ -47,7 +47,7 @@ run: setup
 	@cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
 
 test: setup lint
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 check: setup
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)

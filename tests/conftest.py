@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import fcntl
 import os
 import shutil
 import sys
@@ -64,12 +65,55 @@ SLOW_TESTS = {
 }
 
 
+# Tests whose assertions compare real timings (a kernel measured against another in one window, a probe's
+# sizes under a load it makes itself). Under pytest-xdist (`make test`, `make check`) such a test runs while
+# no other test of this session runs: a neighbour worker's builds on a 2-core machine made a same-speed
+# kernel read "noisy" (tests/engine/test_speed_signal.py). Every other test runs beside the other worker.
+QUIET_FILES = {
+    "engine/test_speed_signal.py",
+    "engine/test_report_retime.py",
+    "verification/test_paired_timing.py",
+    "verification/test_timing_method.py",
+    "verification/test_machine_lock.py",
+}
+QUIET_TESTS = {
+    ("core_tests/test_auto_sizing.py", "test_two_probes_under_different_load_choose_the_same_sizes"),
+    ("verification/test_window.py", "test_a_triad_ceiling_pytorch_or_the_kernel_beat_is_measured_again"),
+    ("verification/test_harness_trust.py", "test_a_candidate_cannot_pin_the_best_or_the_fork_server"),
+}
+
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
     for item in items:
         where = item.path.relative_to(root).as_posix()
         if where in SLOW_FILES or (where, getattr(item, "originalname", item.name)) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)
+        if where in QUIET_FILES or (where, getattr(item, "originalname", item.name)) in QUIET_TESTS:
+            item.add_marker(pytest.mark.quiet)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under pytest-xdist, a quiet test holds the session's turn exclusively and every other test holds it
+    shared, for the whole of its set-up, call and tear-down (module fixtures included). A quiet test first
+    takes the turnstile, so the other worker starts no new test while it waits for the one in flight."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    folder = Path(os.environ["EVOKERNEL_LOCK_DIR"])
+    quiet = item.get_closest_marker("quiet") is not None
+    with open(folder / "test-turnstile", "a") as turnstile, open(folder / "test-turn", "a") as turn:
+        fcntl.flock(turnstile, fcntl.LOCK_EX)
+        if quiet:
+            fcntl.flock(turn, fcntl.LOCK_EX)
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+        else:
+            fcntl.flock(turnstile, fcntl.LOCK_UN)
+            fcntl.flock(turn, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(turn, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
