@@ -916,3 +916,75 @@ def test_a_kernel_that_writes_its_whole_output_passes_with_spoiled_memory(unguar
     out = unguarded.verify(redteam.get("pad_zeros").spec(), make_candidate({"model.py": PAD_MODEL, "kernel.cpp": honest}),
                            fresh=True)
     assert out.feasible, out.message
+
+
+# Red team (#35, third pass), against the spoiling above: a thread of the kernel's own re-zeroes the padding of its
+# last output while the side settles (after the harness read it and the side spoiled it), outside the clock; the
+# next call then writes only the inputs' part (it checks the padding is zero at a few places, else writes it).
+PAD_REZEROED_WHILE_SETTLING = r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <pthread.h>
+#include <atomic>
+#include <sched.h>
+static int in_window() {
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
+    }
+    return 0;
+}
+static int window = -1;
+static std::atomic<float*> last{nullptr}; static int64_t grows = 0, gcols = 0;
+static void* fixer(void*) {
+    for (;;) {
+        float* out = last.load();
+        if (out) {
+            uint32_t bits; std::memcpy(&bits, out + gcols, 4);
+            if (bits == 0xFFFFFFFFu) {
+                for (int64_t r = 0; r < grows; ++r) std::memset(out + r * gcols * 16 + gcols, 0, gcols * 15 * sizeof(float));
+                last.store(nullptr);
+            }
+        }
+        sched_yield();
+    }
+    return nullptr;
+}
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    if (window < 0) {
+        window = in_window();
+        if (window) { pthread_t t; pthread_create(&t, nullptr, fixer, nullptr); }
+    }
+    last.store(nullptr);
+    bool zeros = true;   // the padding already zero (re-zeroed since the spoiling)? else write it
+    for (int64_t r = 0; r < rows && zeros; r += 7) { uint32_t b; std::memcpy(&b, out + r * cols * 16 + cols + 5, 4); zeros = b == 0; }
+    #pragma omp parallel for
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        if (!window || !zeros) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+    grows = rows; gcols = cols;
+    if (window) last.store(out);
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_kernels_thread_cannot_work_while_the_side_settles(unguarded, make_candidate):
+    """Before (outputs spoiled, nothing watching the other threads): feasible, 1.29x faster [1.02, 1.59] (and 1.49x,
+    1.09x noisy) where writing the whole padding read 0.89x and 0.96x slower; its other threads took a median 810 us of
+    CPU per settle, an honest side's 68-77 us (at most 108). After: the harness reads every thread's CPU time around
+    each command an untrusted side answers outside its clock and fails it above ``AWAKE_CPU_MS``."""
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_REZEROED_WHILE_SETTLING}), fresh=True)
+    assert out.failed_gate == "performance", (out.failed_gate, out.message)
+    assert "outside its clock" in out.message, out.message
