@@ -36,7 +36,7 @@ def warm_heap_top(nbytes: int) -> None:
     memory that is already mapped, whichever block it is carved from; with ``warm_allocator`` that
     memory is never given back. Not timed. It is left holding ``SPOILED`` bytes, never zeros (``spoil``)."""
     warm = torch.empty(nbytes, dtype=torch.uint8)
-    ctypes.CDLL(None).memset(ctypes.c_void_p(warm.data_ptr()), SPOILED, ctypes.c_size_t(nbytes))   # this thread only
+    warm.fill_(SPOILED)
     del warm
 
 

@@ -7,8 +7,6 @@ never takes a job's word for what it can see itself.
   thread of the job is seen stopped;
 * ``Settings``: every thread's scheduling policy, priority and CPU affinity and the process's resource
   limits, read before every timed call and compared with what the job started with (``changes``);
-* ``thread_cpu_ns``: each thread's CPU time, so the harness sees threads of a job's own run while the job is
-  awake outside its clock;
 * ``read_memory``: values at given addresses of a stopped job's memory (``process_vm_readv``), so a timed
   call's outputs are read by the harness at the moment the call is reported done, not reported by the job.
 
@@ -180,23 +178,6 @@ class SettingsWatch:
             elif seen[3] != state[3]:
                 out.append(f"a thread moved from CPUs {sorted(seen[3])} to {sorted(state[3])}")
         return out
-
-
-def thread_cpu_ns(pid: int) -> dict[int, int]:
-    """Each thread of ``pid``'s time on a CPU so far, in nanoseconds (``/proc/PID/task/TID/schedstat``), by thread
-    id; empty if the process is gone."""
-    out: dict[int, int] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                out[int(tid)] = int(f.read().split()[0])
-        except (OSError, ValueError, IndexError):
-            continue        # a thread that just ended
-    return out
 
 
 # ----------------------------------------------------------------------------- memory
