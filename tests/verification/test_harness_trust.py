@@ -791,3 +791,128 @@ def test_the_candidate_phase_allows_a_list_per_runtime_need():
     assert not {"clone", "clone3"} & set(candidate_allow(RuntimeNeeds(threads=False)))
     assert "timer_create" in candidate_allow(RuntimeNeeds(signal_timers=True))
     assert "ioctl" in candidate_allow(RuntimeNeeds(device_ioctls=True))
+
+
+# Red team (#35, third pass): a task whose reference writes duplicate indices in an unspecified order has places
+# nobody can judge (``Reference.ignore``). In the window's timed calls, whose outputs are sampled, such an output
+# used to be left out whole, so only the two calls after the window (compared in full) checked it. This kernel
+# does nothing at all on its window's first calls (the warm-up and every timed round of ``fast_config``: 1 + 5),
+# and the real work from its 7th call on; in the correctness job it always works.
+SCATTER_SKIPS_TIMED_CALLS = r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+static int in_window() {
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
+    }
+    return 0;
+}
+static int window = -1, calls = 0;
+extern "C" void scatter_1d(const float* x, const int64_t* index, const float* src, float* out, int64_t n, int64_t m) {
+    if (window < 0) window = in_window();
+    if (window && ++calls <= 6) return;
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i];
+    for (int64_t j = 0; j < m; ++j) out[index[j]] = src[j];
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_kernel_cannot_skip_the_timed_calls_of_a_task_with_places_nobody_judges(unguarded, make_candidate):
+    """Before: "feasible; 0.787 ms, 2.92x faster than the reference (3.044 ms in the same window) [1.09, 4.60]" (on
+    a 32 MiB scatter, the work skipped on the first 8 of its rounds: "2.69x faster" [1.29, 8.71], where the same
+    kernel working on every call read 0.83-0.94x). After: a sampled output is compared at its drawn positions but
+    those the reference cannot decide ("timed call 1 (at random positions): ... 1024 of 1024 values differ")."""
+    from pathlib import Path
+
+    import soundness_candidates as S
+
+    from core.tasks import load_suite
+
+    soundness = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "soundness")
+    out = unguarded.verify(soundness.get("scatter_dup").spec(),
+                           make_candidate({"model.py": S.SCATTER_MODEL, "kernel.cpp": SCATTER_SKIPS_TIMED_CALLS}),
+                           fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+
+
+# Red team (#35, third pass): in the window the allocator hands each call the block the last call's output was
+# in, so a kernel that writes only what depends on the inputs finds the rest (a padding's zeros) already there.
+# In the correctness job (blocks reused across trials of other shapes and data) it writes everything.
+PAD_MODEL = '''
+import torch
+import torch.nn as nn
+from verifier.runtime import load
+
+lib = load()
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        rows, cols = x.shape
+        out = torch.empty(rows, cols * 16, dtype=x.dtype)
+        lib.pad_rows(x, out, rows, cols)
+        return out
+'''
+PAD_LEAVES_THE_ZEROS = r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+static int in_window() {
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
+    }
+    return 0;
+}
+static int window = -1;
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    if (window < 0) window = in_window();
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        if (!window) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_kernel_cannot_leave_part_of_its_output_to_the_last_call(unguarded, make_candidate):
+    """Before: "feasible; 1.012 ms, 3.44x faster than the reference (3.278 ms in the same window) [1.50, 6.05]" in 1
+    run of 2 (the other caught at a call after timing, where 132 places held other data); scratch runs with 20
+    rounds: 1.92x and 4.37x faster where writing the zeros read 1.19x and 1.63x. After: a side's outputs are spoiled
+    (all bits set) once the harness has read them, and the heap's top it touches is left spoiled too, so the next
+    call finds no zeros to keep: "timed call 1 (at random positions): the output has NaN where the reference has
+    none (954 places)"."""
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_LEAVES_THE_ZEROS}), fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+
+
+@pytest.mark.slow
+def test_a_kernel_that_writes_its_whole_output_passes_with_spoiled_memory(unguarded, make_candidate):
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    honest = PAD_LEAVES_THE_ZEROS.replace("if (!window) std::memset", "std::memset")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(), make_candidate({"model.py": PAD_MODEL, "kernel.cpp": honest}),
+                           fresh=True)
+    assert out.feasible, out.message

@@ -37,6 +37,7 @@ import torch
 
 from verifier import verdict
 from verifier.harness.compare import Agreement, compare_outputs
+from verifier.jobs import pick_positions
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
 from verifier.outcome import Outcome
 from verifier.tolerance import Tolerance
@@ -334,14 +335,22 @@ def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, toler
     noise = ref.noise[trial] if trial < len(ref.noise) else [0.0] * len(expected["leaves"])
     sampled = any(e.numel() != _numel(shape) for e, shape in zip(expected["leaves"], expected.get("shapes", [])))
     # Places where the reference itself differs between two runs (a duplicate-index scatter) are not
-    # compared; a sampled output has lost its positions, so such an output is not compared at all.
+    # compared; a sampled output's are picked at its positions (the round's ``seed`` draws them, as it drew the
+    # values). Leaving such an output out whole let a kernel skip the work on every timed call (red team, #35).
     masks = ref.ignore[trial] if trial < len(getattr(ref, "ignore", [])) else None
     ignore = None
     if masks and any(m is not None for m in masks):
+        shapes = expected.get("shapes") or [list(e.shape) for e in expected["leaves"]]
+        positions = (pick_positions([_numel(s) for s in shapes], int(meta["seed"]), meta.get("limit"))
+                     if "seed" in meta else [None] * len(shapes))
         ignore = []
-        for e, m in zip(expected["leaves"], masks):
-            whole = m is not None and tuple(m.shape) == tuple(e.shape)
-            ignore.append(None if m is None else m if whole else torch.ones(e.shape, dtype=torch.bool))
+        for e, m, idx, shape in zip(expected["leaves"], masks, positions, shapes):
+            if m is None or tuple(m.shape) == tuple(e.shape):
+                ignore.append(m)
+            elif idx is not None and list(m.shape) == list(shape):
+                ignore.append(m.reshape(-1)[idx])
+            else:   # positions unknown: nothing can be compared
+                ignore.append(torch.ones(e.shape, dtype=torch.bool))
     verdict = compare_outputs(expected, got, noise, tolerance,
                               what=what + (" (at random positions)" if sampled else ""), ignore=ignore)
     return None if isinstance(verdict, Agreement) else verdict.message

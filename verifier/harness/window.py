@@ -470,7 +470,7 @@ class _Run:
         """The reference keeps the round's positions of its last result (the harness read the untrusted
         sides' already)."""
         self.ref.call(Pick(self.seed, limit))
-        self.checks.append(meta)
+        self.checks.append({**meta, "seed": self.seed, "limit": limit})   # the positions, for what is not compared
 
     def all_rounds(self) -> dict[str, Any]:
         """The warm-up, the timed rounds and the two calls after them."""

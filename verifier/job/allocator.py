@@ -34,7 +34,30 @@ def warm_heap_top(nbytes: int) -> None:
     faults in every page again (1 run in 15 of a 40 MiB output here, the first time an OpenMP thread
     starts between calls). Touching twice the outputs at the top after every call hands the next call
     memory that is already mapped, whichever block it is carved from; with ``warm_allocator`` that
-    memory is never given back. Not timed."""
+    memory is never given back. Not timed. It is left holding ``SPOILED`` bytes, never zeros (``spoil``)."""
     warm = torch.empty(nbytes, dtype=torch.uint8)
-    warm.fill_(0)
+    warm.fill_(SPOILED)
     del warm
+
+
+# What memory handed to a call holds (``spoil``, ``warm_heap_top``): all bits set: NaN, or -1 in integers.
+SPOILED = 0xFF
+
+
+def spoil(tensors: list[torch.Tensor], avoid: tuple[int, int] = (0, 0)) -> None:
+    """Overwrite the memory of a call's outputs (``SPOILED``) once the harness has read them, so the next call,
+    handed the same block back by the allocator, finds neither the last result nor zeros in it: a kernel that
+    wrote only what changed (a padding's zeros left from the last call) passed every check and read 1.92-4.37x
+    faster (red team, issue #35). Host memory only, each storage once; outputs in ``avoid`` (start, end: the
+    side's read-only input mapping, an output that is a view of an input) are left alone. Not timed."""
+    libc = ctypes.CDLL(None)
+    done: set[int] = set()
+    for t in tensors:
+        if t.device.type != "cpu":
+            continue
+        storage = t.untyped_storage()
+        address, size = storage.data_ptr(), storage.nbytes()
+        if not size or address in done or (address < avoid[1] and avoid[0] < address + size):
+            continue
+        done.add(address)
+        libc.memset(ctypes.c_void_p(address), SPOILED, ctypes.c_size_t(size))

@@ -33,7 +33,7 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.allocator import warm_heap_top
+from verifier.job.allocator import spoil, warm_heap_top
 from verifier.job.candidate import CandidateFailure, _describe, _load_candidate, _save
 from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
@@ -183,6 +183,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                                               f"failed: {_describe(exc)}") from exc
     channel.reply(Ready())
     shared: Any = None
+    inputs_span = (0, 0)          # an untrusted side's read-only input mapping (start, end)
     source: list[Any] = []
     buffers: list[Any] = []       # on a device: this side's own copies of the inputs (on the host: ``source``)
     current = 0
@@ -236,11 +237,13 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
         # side: the next call's outputs are carved from memory already mapped, where this call's lie now.
         if last is not None:
+            if not trusted:   # read by the harness already; the reference's are picked after the round
+                spoil(last[2], inputs_span)
             warm_heap_top(2 * sum(t.numel() * t.element_size() for t in last[2]) + (1 << 20))
         arm()
 
     def map_inputs(layout: list[dict[str, Any]]) -> None:
-        nonlocal shared, source, buffers
+        nonlocal shared, source, buffers, inputs_span
         size = layout_bytes(layout)
         if trusted:
             fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT, 0o600)
@@ -250,6 +253,8 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         else:
             assert inputs_fd is not None
             shared = _map_read_only(inputs_fd, size)
+            if size:
+                inputs_span = (ctypes.addressof(shared), ctypes.addressof(shared) + size)
         source = _views(shared, layout)
         buffers = [_private(x, device) for x in source] if device != "cpu" else source
 
