@@ -28,6 +28,14 @@ CLOSE_WAIT_S = 0.3
 """How long ``ForkServer.close`` lets the server end its jobs itself before it ends the server and them."""
 
 
+JOB_TASKS = 64 + 16 * (os.cpu_count() or 1)
+"""How many threads and processes one job may have at once (its ``tasks`` limit): OpenMP's and torch's
+pools (one thread per CPU each), a device runtime's own threads, with a wide margin. A job starting more
+fails to start them (or, where the kernel does not count a job's tasks, is killed): the fork server,
+the harness and the jobs beside it keep the machine's pids (``/proc/sys/kernel/pid_max``, shared by
+every process of the machine)."""
+
+
 @dataclass
 class JobLimits:
     """Resource limits of one sandboxed job."""
@@ -37,6 +45,7 @@ class JobLimits:
     address_space_mb: int | None
     file_size_mb: int
     open_files: int = 256
+    tasks: int = JOB_TASKS  # threads and processes at once (JOB_TASKS)
     nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
     #                         not timed (correctness trials, reference outputs) yields to what is
 
@@ -67,6 +76,7 @@ class JobExit:
     detail: str = ""
     tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
     machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
+    over_tasks: int = 0     # killed by the fork server's watch: this many threads, over its ``tasks`` limit
     closed: bool = False        # ended by its sandbox worker's close (the verifier closing, a worker taken down)
 
     @property
@@ -87,6 +97,9 @@ class JobExit:
             return "was stopped: its sandbox worker was closed (the verifier closing, or the worker taken down)"
         if self.machine_oom:
             return "was killed by the system: the machine ran out of memory"
+        if self.over_tasks:
+            return (f"was killed: it ran {self.over_tasks} threads at once, over the job's limit on threads and "
+                    "processes (the sandbox's tasks limit)")
         if self.status == "signaled" and self.signal:
             try:
                 name = signal.Signals(self.signal).name
@@ -408,7 +421,8 @@ class ForkServer:
                 pending.pid = msg["pid"]
             elif "exit" in msg:
                 sig = msg.get("signal")
-                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig)
+                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig,
+                                       over_tasks=int(msg.get("tasks") or 0))
                 pending.event.set()
             elif "error" in msg:
                 pending.exit = JobExit("lost", detail=msg["error"])
