@@ -14,6 +14,8 @@ import pytest
 from verifier.sandbox import forkserver
 from verifier.sandbox.client import ForkServer, JobLimits
 
+import candidates as C
+
 ATTACKER = '''
 import json
 import os
@@ -149,3 +151,110 @@ def test_the_kernel_counts_a_jobs_tasks_in_its_own_user_namespace():
     os.close(r)
     os.waitpid(pid, 0)
     assert 0 < started < TASKS, f"{started} threads started under a cap of {TASKS}"
+
+
+def test_a_job_cannot_fill_the_disk_with_many_files_and_the_next_job_runs(tmp_path):
+    """Many files, each far below the file-size limit, four times the job's writable space in all: the job is
+    refused (its outcome names the space), the next job runs normally."""
+    server, jobs = _server(tmp_path)
+    try:
+        fill = _job(jobs, "fill", '{"files": 32, "file_kb": 1024}')
+        ended = server.run(fill, _limits(disk_mb=8), 60)
+        written = (fill / "written.txt").read_text() if (fill / "written.txt").exists() else "?"
+        assert getattr(ended, "over_disk_mb", 0) > 8, (f"the job wrote {written} KiB under a cap of 8 MiB", ended)
+        assert "space" in ended.describe() and not ended.tool, ended.describe()
+        honest = _job(jobs, "honest", '{"files": 2, "file_kb": 1024}')
+        after = server.run(honest, _limits(disk_mb=8), 60)
+        assert after.status == "exited" and after.code == 0 and not after.over_disk_mb, after
+        assert (honest / "written.txt").read_text() == "2048" and (honest / "ran.txt").exists()
+    finally:
+        server.close()
+
+
+@pytest.fixture(scope="module")
+def unguarded(tmp_path_factory, fast_config):
+    """Static rules off (they refuse load-time code, threads and files): what holds is the sandbox's. The
+    output limit at its least (16 MiB), so the job's writable space is JOB_DISK_FILES x 16 MiB."""
+    from verifier.harness.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "max_output_mb": 16}),
+                 cache_dir=tmp_path_factory.mktemp("quota-cache"))
+    yield v
+    v.close()
+
+
+# At load time (before the candidate phase's filter), 4x the job's writable space in 1 MiB files, each far below
+# the file-size limit; then a correct relu.
+DISK_FILLER = r'''
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+__attribute__((constructor)) static void at_load() {
+    static char block[1 << 20];
+    memset(block, 7, sizeof block);
+    char name[64];
+    for (int i = 0; i < FILES; ++i) {
+        snprintf(name, sizeof name, "fill%d.bin", i);
+        FILE* f = fopen(name, "wb");
+        if (!f) break;
+        size_t put = fwrite(block, 1, sizeof block, f);
+        fclose(f);
+        if (put != sizeof block) break;
+    }
+}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+# At load time, 4x the job's cap on threads and processes, each parked for ever; then a correct relu.
+THREAD_BOMB = r'''
+#include <cstdint>
+#include <pthread.h>
+#include <unistd.h>
+static void* park(void*) { for (;;) pause(); return nullptr; }
+__attribute__((constructor)) static void at_load() {
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 16384);
+    for (int i = 0; i < THREADS; ++i) {
+        pthread_t t;
+        if (pthread_create(&t, &attr, park, nullptr) != 0) break;
+    }
+    usleep(200000);
+}
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.mark.slow
+def test_a_candidate_filling_its_folder_with_files_is_refused_and_the_next_is_judged(unguarded, suite,
+                                                                                   make_candidate):
+    from verifier.sandbox.client import JOB_DISK_FILES
+
+    files = 4 * JOB_DISK_FILES * 16
+    out = unguarded.verify(suite.get("relu").spec(),
+                           make_candidate(C.elementwise(DISK_FILLER.replace("FILES", str(files)))), fresh=True)
+    assert not out.feasible and out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "writable space" in out.message and not out.not_judged, out.message
+    honest = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.RELU)), fresh=True)
+    assert honest.feasible, honest.message
+
+
+@pytest.mark.slow
+def test_a_candidate_starting_threads_without_bound_is_stopped_and_the_next_is_judged(unguarded, suite,
+                                                                                      make_candidate):
+    from verifier.sandbox.client import JOB_TASKS
+
+    out = unguarded.verify(suite.get("relu").spec(),
+                           make_candidate(C.elementwise(THREAD_BOMB.replace("THREADS", str(4 * JOB_TASKS)))),
+                           fresh=True)
+    if os.geteuid() == 0:     # root's tasks the kernel does not count: the server's watch kills the job
+        assert not out.feasible and out.failed_gate == "correctness" and "threads" in out.message, out.message
+    else:                     # its thread starts refused by the kernel past the cap (then it computes)
+        assert out.feasible or (out.failed_gate == "correctness" and "threads" in out.message), out.message
+    assert not out.not_judged, out.message
+    honest = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(C.RELU)), fresh=True)
+    assert honest.feasible, honest.message

@@ -35,6 +35,11 @@ fails to start them (or, where the kernel does not count a job's tasks, is kille
 the harness and the jobs beside it keep the machine's pids (``/proc/sys/kernel/pid_max``, shared by
 every process of the machine)."""
 
+JOB_DISK_FILES = 3
+"""A job's writable space (its ``disk_mb`` limit, everything under its folder together) in file-size limits:
+its outputs, their temporary copy while they are replaced, and what the harness put there, with room to
+spare. Many files each under the file-size limit otherwise fill the jobs' filesystem (``/dev/shm``: memory)."""
+
 
 @dataclass
 class JobLimits:
@@ -46,8 +51,12 @@ class JobLimits:
     file_size_mb: int
     open_files: int = 256
     tasks: int = JOB_TASKS  # threads and processes at once (JOB_TASKS)
+    disk_mb: int = 0        # everything under the job's folder together; 0: JOB_DISK_FILES file-size limits
     nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
     #                         not timed (correctness trials, reference outputs) yields to what is
+
+    def __post_init__(self) -> None:
+        self.disk_mb = self.disk_mb or JOB_DISK_FILES * self.file_size_mb
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -77,6 +86,7 @@ class JobExit:
     tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
     machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
     over_tasks: int = 0     # killed by the fork server's watch: this many threads, over its ``tasks`` limit
+    over_disk_mb: int = 0   # stopped by the fork server's watch: this much under its folder, over ``disk_mb``
     closed: bool = False        # ended by its sandbox worker's close (the verifier closing, a worker taken down)
 
     @property
@@ -97,6 +107,9 @@ class JobExit:
             return "was stopped: its sandbox worker was closed (the verifier closing, or the worker taken down)"
         if self.machine_oom:
             return "was killed by the system: the machine ran out of memory"
+        if self.over_disk_mb:
+            return (f"was stopped: it wrote {self.over_disk_mb} MiB under its folder, over the job's writable "
+                    "space (the sandbox's disk limit; many files count together)")
         if self.over_tasks:
             return (f"was killed: it ran {self.over_tasks} threads at once, over the job's limit on threads and "
                     "processes (the sandbox's tasks limit)")
@@ -422,7 +435,8 @@ class ForkServer:
             elif "exit" in msg:
                 sig = msg.get("signal")
                 pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig,
-                                       over_tasks=int(msg.get("tasks") or 0))
+                                       over_tasks=int(msg.get("tasks") or 0),
+                                       over_disk_mb=int(msg.get("disk_mb") or 0))
                 pending.event.set()
             elif "error" in msg:
                 pending.exit = JobExit("lost", detail=msg["error"])

@@ -185,10 +185,41 @@ def pid_namespaces_work() -> tuple[bool, str]:
     return not why, why
 
 
-TASKS_WATCH_S = 0.05
-"""Where the kernel does not count a job's tasks (``task_cap_works``: root's, whose ``RLIMIT_NPROC`` the kernel
-never enforces), how often the server counts each running job's threads; a job over its ``tasks`` limit is
-killed (a bound by the rate of thread starts, not a wall)."""
+WATCH_S = 0.05
+"""How often, while confined jobs run, the server checks the free space of the jobs' filesystem (one
+``statvfs``; each running job's folder is measured only when that space shrank by ``DISK_CHECK_MB`` since the
+last measure, and once more when the job ends) and, where the kernel does not count a job's tasks
+(``task_cap_works``: root's, whose ``RLIMIT_NPROC`` it never enforces), each job's threads. A job over its
+``disk_mb`` or ``tasks`` limit is killed: a bound by the rate of writes or thread starts, not a wall."""
+DISK_CHECK_MB = 4
+
+
+def folder_bytes(folder: str) -> int:
+    """What the files beneath ``folder`` take on their filesystem (allocated blocks; links not followed)."""
+    total = 0
+    stack = [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def free_bytes(folder: str) -> int:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def cap_tasks(tasks: int) -> None:
@@ -196,7 +227,7 @@ def cap_tasks(tasks: int) -> None:
     namespace, after it was made: since Linux 5.14 the kernel counts RLIMIT_NPROC per (user namespace, uid)
     (ucounts), and the level above is held to the limit the namespace's creator had when it made it (the
     server's), so the count is this job's alone, never the server's nor its siblings'. The kernel never
-    enforces it for root (uid 0 of the initial namespace): there the server watches (``TASKS_WATCH_S``)."""
+    enforces it for root (uid 0 of the initial namespace): there the server watches (``WATCH_S``)."""
     _limit(resource.RLIMIT_NPROC, tasks)
 
 
@@ -578,6 +609,20 @@ def main() -> int:
     children: dict[int, int] = {}  # the job's process -> job id
     task_caps: dict[int, int] = {}  # the job's process -> its tasks limit (watched)
     over: dict[int, int] = {}       # the job's process -> the threads it had when the watch killed it
+    disks: dict[int, tuple[str, int]] = {}  # the job's process -> its folder and its disk limit in bytes
+    over_disk: dict[int, int] = {}  # the job's process -> the bytes beneath its folder when the watch stopped it
+    jobs_fs = os.getcwd()           # the jobs root (the server's working folder)
+    measured_free = free_bytes(jobs_fs)
+
+    def measure_disks(only: int | None = None) -> None:
+        for pid, (folder, cap) in list(disks.items()):
+            if only is not None and pid != only:
+                continue
+            used = folder_bytes(folder)
+            if used > cap and pid not in over_disk:
+                over_disk[pid] = used
+                if only is None:
+                    _kill(groups.get(pid, pid))
     groups: dict[int, int] = {}    # the job's process -> its process group (the session its first process made)
     helpers: set[int] = set()      # first processes of jobs in PID namespaces of their own: they exit at once
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
@@ -587,7 +632,13 @@ def main() -> int:
     while stdin_open or children:
         watching = watch_tasks and bool(task_caps)
         readable, _, _ = select.select([0, wake_r] if stdin_open else [wake_r], [], [],
-                                       TASKS_WATCH_S if watching else 1.0)
+                                       WATCH_S if watching or disks else 1.0)
+        if disks:
+            free = free_bytes(jobs_fs)
+            if measured_free - free >= DISK_CHECK_MB << 20:
+                measure_disks()
+                free = free_bytes(jobs_fs)
+            measured_free = free
         if watching:
             for pid, cap in task_caps.items():
                 n = threads_of(pid)
@@ -617,6 +668,9 @@ def main() -> int:
             job_id = children.pop(pid, None)
             group = groups.pop(pid, None)
             task_caps.pop(pid, None)
+            if pid in disks:
+                measure_disks(only=pid)        # what it left (a job may write fast and end between two checks)
+                disks.pop(pid, None)
             if group is not None:
                 _kill(group)                   # what is left of the job: its namespace's first process
             ended: dict[str, Any] = {"id": job_id, "exit": None, "signal": os.WTERMSIG(status)}
@@ -624,6 +678,8 @@ def main() -> int:
                 ended.update({"exit": os.WEXITSTATUS(status), "signal": None})
             if pid in over:
                 ended["tasks"] = over.pop(pid)
+            if pid in over_disk:
+                ended["disk_mb"] = max(1, over_disk.pop(pid) >> 20)
             _send(ended)
         if 0 not in readable:
             continue
@@ -683,6 +739,9 @@ def main() -> int:
             children[started["pid"]] = msg["id"]
             if watch_tasks and msg["limits"].get("tasks"):
                 task_caps[started["pid"]] = int(msg["limits"]["tasks"])
+            if confine is not None and msg["limits"].get("disk_mb"):
+                disks[started["pid"]] = (msg["job"], int(msg["limits"]["disk_mb"]) << 20)
+                measured_free = free_bytes(jobs_fs)
             _send(started)
     return 0
 
