@@ -174,13 +174,16 @@ def test_a_job_cannot_fill_the_disk_with_many_files_and_the_next_job_runs(tmp_pa
 @pytest.fixture(scope="module")
 def unguarded(tmp_path_factory, fast_config):
     """Static rules off (they refuse load-time code, threads and files): what holds is the sandbox's. The
-    output limit at its least (16 MiB), so the job's writable space is JOB_DISK_FILES x 16 MiB."""
+    output limit at its least (16 MiB) and no room for inputs, so the job's writable space is JOB_DISK_FILES x
+    16 MiB."""
     from verifier.harness.verify import Verifier
 
-    v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "max_output_mb": 16}),
-                 cache_dir=tmp_path_factory.mktemp("quota-cache"))
-    yield v
-    v.close()
+    with pytest.MonkeyPatch.context() as patch:   # no room for inputs: relu's are small, the attacker writes less
+        patch.setattr("verifier.sandbox.client.JOB_DISK_INPUTS_MB", 0)
+        v = Verifier("cpu", fast_config.model_copy(update={"antihack": False, "max_output_mb": 16}),
+                     cache_dir=tmp_path_factory.mktemp("quota-cache"))
+        yield v
+        v.close()
 
 
 # At load time (before the candidate phase's filter), 4x the job's writable space in 1 MiB files, each far below

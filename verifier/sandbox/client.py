@@ -39,6 +39,9 @@ JOB_DISK_FILES = 3
 """A job's writable space (its ``disk_mb`` limit, everything under its folder together) in file-size limits:
 its outputs, their temporary copy while they are replaced, and what the harness put there, with room to
 spare. Many files each under the file-size limit otherwise fill the jobs' filesystem (``/dev/shm``: memory)."""
+JOB_DISK_INPUTS_MB = 1024
+"""Added to a job's writable space for what the harness itself puts in its folder: a timing side's inputs
+(``inputs.bin``: at most 2^26 elements in all, 512 MiB at 8 bytes each) and the library."""
 
 
 @dataclass
@@ -51,12 +54,12 @@ class JobLimits:
     file_size_mb: int
     open_files: int = 256
     tasks: int = JOB_TASKS  # threads and processes at once (JOB_TASKS)
-    disk_mb: int = 0        # everything under the job's folder together; 0: JOB_DISK_FILES file-size limits
+    disk_mb: int = 0        # everything under the job's folder; 0: JOB_DISK_FILES file-size limits + JOB_DISK_INPUTS_MB
     nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
     #                         not timed (correctness trials, reference outputs) yields to what is
 
     def __post_init__(self) -> None:
-        self.disk_mb = self.disk_mb or JOB_DISK_FILES * self.file_size_mb
+        self.disk_mb = self.disk_mb or JOB_DISK_FILES * self.file_size_mb + JOB_DISK_INPUTS_MB
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
