@@ -113,6 +113,8 @@ class JobRunner:
         exit_ = self.server.run(job_dir, self.limits(background), self.config.run_timeout_s, env)
         plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
+        if exit_.over_disk_mb or exit_.over_tasks:   # over a limit the fork server watches: nothing it left counts
+            return exit_, None, None
         try:
             result = json.loads((job_dir / "result.json").read_text())
         except (OSError, ValueError):

@@ -28,6 +28,22 @@ CLOSE_WAIT_S = 0.3
 """How long ``ForkServer.close`` lets the server end its jobs itself before it ends the server and them."""
 
 
+JOB_TASKS = 64 + 16 * (os.cpu_count() or 1)
+"""How many threads and processes one job may have at once (its ``tasks`` limit): OpenMP's and torch's
+pools (one thread per CPU each), a device runtime's own threads, with a wide margin. A job starting more
+fails to start them (or, where the kernel does not count a job's tasks, is killed): the fork server,
+the harness and the jobs beside it keep the machine's pids (``/proc/sys/kernel/pid_max``, shared by
+every process of the machine)."""
+
+JOB_DISK_FILES = 3
+"""A job's writable space (its ``disk_mb`` limit, everything under its folder together) in file-size limits:
+its outputs, their temporary copy while they are replaced, and what the harness put there, with room to
+spare. Many files each under the file-size limit otherwise fill the jobs' filesystem (``/dev/shm``: memory)."""
+JOB_DISK_INPUTS_MB = 1024
+"""Added to a job's writable space for what the harness itself puts in its folder: a timing side's inputs
+(``inputs.bin``: at most 2^26 elements in all, 512 MiB at 8 bytes each) and the library."""
+
+
 @dataclass
 class JobLimits:
     """Resource limits of one sandboxed job."""
@@ -37,8 +53,13 @@ class JobLimits:
     address_space_mb: int | None
     file_size_mb: int
     open_files: int = 256
+    tasks: int = JOB_TASKS  # threads and processes at once (JOB_TASKS)
+    disk_mb: int = 0        # everything under the job's folder; 0: JOB_DISK_FILES file-size limits + JOB_DISK_INPUTS_MB
     nice: int = 0           # nice steps below the fork server (which runs at normal priority): what is
     #                         not timed (correctness trials, reference outputs) yields to what is
+
+    def __post_init__(self) -> None:
+        self.disk_mb = self.disk_mb or JOB_DISK_FILES * self.file_size_mb + JOB_DISK_INPUTS_MB
 
     def to_dict(self) -> dict[str, Any]:
         return self.__dict__.copy()
@@ -67,6 +88,8 @@ class JobExit:
     detail: str = ""
     tampered: str = ""      # what of the fork server changed while the job ran (its limits): the job's failure
     machine_oom: bool = False   # killed (SIGKILL) while the system's out-of-memory killer killed something
+    over_tasks: int = 0     # killed by the fork server's watch: this many threads, over its ``tasks`` limit
+    over_disk_mb: int = 0   # stopped by the fork server's watch: this much under its folder, over ``disk_mb``
     closed: bool = False        # ended by its sandbox worker's close (the verifier closing, a worker taken down)
 
     @property
@@ -87,6 +110,12 @@ class JobExit:
             return "was stopped: its sandbox worker was closed (the verifier closing, or the worker taken down)"
         if self.machine_oom:
             return "was killed by the system: the machine ran out of memory"
+        if self.over_disk_mb:
+            return (f"was stopped: it wrote {self.over_disk_mb} MiB under its folder, over the job's writable "
+                    "space (the sandbox's disk limit; many files count together)")
+        if self.over_tasks:
+            return (f"was killed: it ran {self.over_tasks} threads at once, over the job's limit on threads and "
+                    "processes (the sandbox's tasks limit)")
         if self.status == "signaled" and self.signal:
             try:
                 name = signal.Signals(self.signal).name
@@ -408,7 +437,9 @@ class ForkServer:
                 pending.pid = msg["pid"]
             elif "exit" in msg:
                 sig = msg.get("signal")
-                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig)
+                pending.exit = JobExit("signaled" if sig else "exited", code=msg.get("exit"), signal=sig,
+                                       over_tasks=int(msg.get("tasks") or 0),
+                                       over_disk_mb=int(msg.get("disk_mb") or 0))
                 pending.event.set()
             elif "error" in msg:
                 pending.exit = JobExit("lost", detail=msg["error"])

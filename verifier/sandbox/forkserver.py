@@ -185,6 +185,87 @@ def pid_namespaces_work() -> tuple[bool, str]:
     return not why, why
 
 
+WATCH_S = 0.05
+"""How often, while confined jobs run, the server checks the free space of the jobs' filesystem (one
+``statvfs``; each running job's folder is measured only when that space shrank by ``DISK_CHECK_MB`` since the
+last measure, and once more when the job ends) and, where the kernel does not count a job's tasks
+(``task_cap_works``: root's, whose ``RLIMIT_NPROC`` it never enforces), each job's threads. A job over its
+``disk_mb`` or ``tasks`` limit is killed: a bound by the rate of writes or thread starts, not a wall."""
+DISK_CHECK_MB = 4
+
+
+def folder_bytes(folder: str) -> int:
+    """What the files beneath ``folder`` take on their filesystem (allocated blocks; links not followed)."""
+    total = 0
+    stack = [folder]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            total += entry.stat(follow_symlinks=False).st_blocks * 512
+                    except OSError:
+                        continue
+        except OSError:
+            continue
+    return total
+
+
+def free_bytes(folder: str) -> int:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
+
+
+def cap_tasks(tasks: int) -> None:
+    """At most ``tasks`` threads and processes in this job (``RLIMIT_NPROC``). Called in the job's own user
+    namespace, after it was made: since Linux 5.14 the kernel counts RLIMIT_NPROC per (user namespace, uid)
+    (ucounts), and the level above is held to the limit the namespace's creator had when it made it (the
+    server's), so the count is this job's alone, never the server's nor its siblings'. The kernel never
+    enforces it for root (uid 0 of the initial namespace): there the server watches (``WATCH_S``)."""
+    _limit(resource.RLIMIT_NPROC, tasks)
+
+
+def task_cap_works() -> bool:
+    """Whether ``cap_tasks`` holds here: a forked probe in a user namespace of its own, capped at one task
+    (itself), tries to fork."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            if new_pid_namespace() is None:
+                cap_tasks(1)
+                try:
+                    child = os.fork()
+                except OSError:
+                    code = 0          # refused: the kernel counts this job's tasks
+                else:
+                    if child == 0:
+                        os._exit(0)
+                    os.waitpid(child, 0)
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+
+
+def threads_of(pid: int) -> int:
+    """How many threads ``pid`` has (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Threads:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
 def landlock_abi() -> tuple[int, str]:
     """The kernel's Landlock ABI version (0 with the reason when there is none)."""
     try:
@@ -395,6 +476,8 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
         _job_process(report, pid_namespace, server)
     if pid_namespace:
         drop_capabilities()                # every capability the job's own user namespace gave it
+        if limits.get("tasks"):
+            cap_tasks(int(limits["tasks"]))   # counted in the job's own user namespace: its tasks alone
     for fd in fds:
         os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -503,6 +586,8 @@ def main() -> int:
                if config.get("confine") else None)
     # candidates only: each job in a PID namespace of its own, where the kernel lets this user make one
     pid_namespace, pid_namespace_error = pid_namespaces_work() if config.get("confine") else (False, "")
+    # where the kernel does not count a job's tasks (root's; no namespace of its own), the server counts them
+    watch_tasks = bool(config.get("confine")) and not (pid_namespace and task_cap_works())
     for name in config.get("preload", []):
         importlib.import_module(name)
     wake_r, wake_w = os.pipe()
@@ -520,8 +605,24 @@ def main() -> int:
     _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
            "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
            "landlock_error": landlock_error, "pid_namespace": pid_namespace,
-           "pid_namespace_error": pid_namespace_error})
+           "pid_namespace_error": pid_namespace_error, "watch_tasks": watch_tasks})
     children: dict[int, int] = {}  # the job's process -> job id
+    task_caps: dict[int, int] = {}  # the job's process -> its tasks limit (watched)
+    over: dict[int, int] = {}       # the job's process -> the threads it had when the watch killed it
+    disks: dict[int, tuple[str, int]] = {}  # the job's process -> its folder and its disk limit in bytes
+    over_disk: dict[int, int] = {}  # the job's process -> the bytes beneath its folder when the watch stopped it
+    jobs_fs = os.getcwd()           # the jobs root (the server's working folder)
+    measured_free = free_bytes(jobs_fs)
+
+    def measure_disks(only: int | None = None) -> None:
+        for pid, (folder, cap) in list(disks.items()):
+            if only is not None and pid != only:
+                continue
+            used = folder_bytes(folder)
+            if used > cap and pid not in over_disk:
+                over_disk[pid] = used
+                if only is None:
+                    _kill(groups.get(pid, pid))
     groups: dict[int, int] = {}    # the job's process -> its process group (the session its first process made)
     helpers: set[int] = set()      # first processes of jobs in PID namespaces of their own: they exit at once
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
@@ -529,7 +630,21 @@ def main() -> int:
     stdin_open = True
     owner = os.getppid()  # the verifier's process (bubblewrap's, under bubblewrap: it dies with its parent)
     while stdin_open or children:
-        readable, _, _ = select.select([0, wake_r] if stdin_open else [wake_r], [], [], 1.0)
+        watching = watch_tasks and bool(task_caps)
+        readable, _, _ = select.select([0, wake_r] if stdin_open else [wake_r], [], [],
+                                       WATCH_S if watching or disks else 1.0)
+        if disks:
+            free = free_bytes(jobs_fs)
+            if measured_free - free >= DISK_CHECK_MB << 20:
+                measure_disks()
+                free = free_bytes(jobs_fs)
+            measured_free = free
+        if watching:
+            for pid, cap in task_caps.items():
+                n = threads_of(pid)
+                if n > cap and pid not in over:
+                    over[pid] = n
+                    _kill(groups.get(pid, pid))
         if stdin_open and os.getppid() != owner:
             # The verifier died, yet its end of stdin may live on in a process forked from it: end as at EOF
             readable, stdin_open = [r for r in readable if r != 0], False
@@ -552,12 +667,20 @@ def main() -> int:
                 continue
             job_id = children.pop(pid, None)
             group = groups.pop(pid, None)
+            task_caps.pop(pid, None)
+            if pid in disks:
+                measure_disks(only=pid)        # what it left (a job may write fast and end between two checks)
+                disks.pop(pid, None)
             if group is not None:
                 _kill(group)                   # what is left of the job: its namespace's first process
-            if os.WIFSIGNALED(status):
-                _send({"id": job_id, "exit": None, "signal": os.WTERMSIG(status)})
-            else:
-                _send({"id": job_id, "exit": os.WEXITSTATUS(status), "signal": None})
+            ended: dict[str, Any] = {"id": job_id, "exit": None, "signal": os.WTERMSIG(status)}
+            if not os.WIFSIGNALED(status):
+                ended.update({"exit": os.WEXITSTATUS(status), "signal": None})
+            if pid in over:
+                ended["tasks"] = over.pop(pid)
+            if pid in over_disk:
+                ended["disk_mb"] = max(1, over_disk.pop(pid) >> 20)
+            _send(ended)
         if 0 not in readable:
             continue
         chunk = os.read(0, 65536)
@@ -614,6 +737,11 @@ def main() -> int:
             elif answer.startswith("error"):
                 started["namespace_error"] = answer[6:]
             children[started["pid"]] = msg["id"]
+            if watch_tasks and msg["limits"].get("tasks"):
+                task_caps[started["pid"]] = int(msg["limits"]["tasks"])
+            if confine is not None and msg["limits"].get("disk_mb"):
+                disks[started["pid"]] = (msg["job"], int(msg["limits"]["disk_mb"]) << 20)
+                measured_free = free_bytes(jobs_fs)
             _send(started)
     return 0
 
