@@ -224,6 +224,10 @@ class JobRunner:
                             side.handle.kill()
                 ended = finish(sides)
             if failure is not None:
+                if failure.side == "best" and ended["candidate"][0].tool:
+                    # the sandbox worker went under both untrusted sides (they share it): the tool's failure,
+                    # whichever side the window reached first, never a best's failure to time again without it
+                    failure = SideFailed("candidate", str(failure), ended["candidate"][0])
                 if failure.side == "candidate":
                     exit_, got = ended["candidate"]
                     if (got is not None and not got.get("ok")) or failure.exit is not None:
