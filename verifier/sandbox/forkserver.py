@@ -679,7 +679,8 @@ def main() -> int:
             if pid in over:
                 ended["tasks"] = over.pop(pid)
             if pid in over_disk:
-                ended["disk_mb"] = -(-over_disk.pop(pid) // (1 << 20))   # rounded up: over a cap of 8 MiB reads 9, not 8
+                # rounded up: a job just over a cap of 8 MiB reads 9, not 8
+                ended["disk_mb"] = -(-over_disk.pop(pid) // (1 << 20))
             _send(ended)
         if 0 not in readable:
             continue
