@@ -234,6 +234,23 @@ def test_a_candidate_that_answers_done_before_its_work_is_refused(unguarded, sui
 
 # ----------------------------------------------------------------------------- 2. outside the clock
 
+# How an exploit candidate tells a timing window from the correctness job: only a window's side has the channel's
+# FIFOs ("ctl.") and the inputs file ("inputs.bin") among its descriptors. C, with the headers it needs.
+WINDOW_PROBE = r'''
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+static int window_probe() {
+    char path[64], target[512];
+    for (int fd = 3; fd < 512; ++fd) {
+        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+        long n = readlink(path, target, sizeof target - 1);
+        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
+    }
+    return 0;
+}
+'''
+
 # A thread of the kernel's own watches the inputs of its last call, between calls: if it ever sees them
 # half written (the first value new, the last one not yet) in the timing window, the next round's inputs
 # were visible to it before its clock started (the side copied them in while it ran), and the kernel says so
@@ -263,18 +280,9 @@ static void* watch(void*) {
     }
     return nullptr;
 }
-static int window() {
-    char path[64], target[512];
-    for (int fd = 3; fd < 512; ++fd) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        long n = readlink(path, target, sizeof target - 1);
-        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.")) return 1; }
-    }
-    return 0;
-}
-extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+''' + WINDOW_PROBE + r'''extern "C" void relu_forward(const float* x, float* out, int64_t n) {
     busy = 1;
-    if (in_window < 0) in_window = window();
+    if (in_window < 0) in_window = window_probe();
     if (in_window && !started.exchange(1) && n > 1) {
         watched = x; count = n;
         pthread_t t; pthread_create(&t, nullptr, watch, nullptr);
@@ -336,17 +344,8 @@ PIN_OTHERS = r'''
 #include <omp.h>
 #include <sys/syscall.h>
 static int calls = 0, in_window = -1;
-static int window() {
-    char path[64], target[512];
-    for (int fd = 3; fd < 512; ++fd) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        long n = readlink(path, target, sizeof target - 1);
-        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.")) return 1; }
-    }
-    return 0;
-}
-extern "C" void relu_forward(const float* x, float* out, int64_t n) {
-    if (in_window < 0) in_window = window();
+''' + WINDOW_PROBE + r'''extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    if (in_window < 0) in_window = window_probe();
     if (in_window && ++calls <= 3) {
         long mine[256]; int k = 0;
         mine[k++] = syscall(SYS_gettid);
@@ -803,18 +802,9 @@ SCATTER_SKIPS_TIMED_CALLS = r'''
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
-static int in_window() {
-    char path[64], target[512];
-    for (int fd = 3; fd < 512; ++fd) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        long n = readlink(path, target, sizeof target - 1);
-        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
-    }
-    return 0;
-}
-static int window = -1, calls = 0;
+''' + WINDOW_PROBE + r'''static int window = -1, calls = 0;
 extern "C" void scatter_1d(const float* x, const int64_t* index, const float* src, float* out, int64_t n, int64_t m) {
-    if (window < 0) window = in_window();
+    if (window < 0) window = window_probe();
     if (window && ++calls <= 6) return;
     for (int64_t i = 0; i < n; ++i) out[i] = x[i];
     for (int64_t j = 0; j < m; ++j) out[index[j]] = src[j];
@@ -866,18 +856,9 @@ PAD_LEAVES_THE_ZEROS = r'''
 #include <cstdio>
 #include <cstring>
 #include <unistd.h>
-static int in_window() {
-    char path[64], target[512];
-    for (int fd = 3; fd < 512; ++fd) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        long n = readlink(path, target, sizeof target - 1);
-        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
-    }
-    return 0;
-}
-static int window = -1;
+''' + WINDOW_PROBE + r'''static int window = -1;
 extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
-    if (window < 0) window = in_window();
+    if (window < 0) window = window_probe();
     for (int64_t r = 0; r < rows; ++r) {
         std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
         if (!window) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
