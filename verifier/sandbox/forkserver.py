@@ -614,15 +614,13 @@ def main() -> int:
     jobs_fs = os.getcwd()           # the jobs root (the server's working folder)
     measured_free = free_bytes(jobs_fs)
 
-    def measure_disks(only: int | None = None) -> None:
-        for pid, (folder, cap) in list(disks.items()):
-            if only is not None and pid != only:
-                continue
-            used = folder_bytes(folder)
-            if used > cap and pid not in over_disk:
-                over_disk[pid] = used
-                if only is None:
-                    _kill(groups.get(pid, pid))
+    def measure_disk(pid: int, kill: bool) -> None:
+        folder, cap = disks[pid]
+        used = folder_bytes(folder)
+        if used > cap and pid not in over_disk:
+            over_disk[pid] = used
+            if kill:
+                _kill(groups.get(pid, pid))
     groups: dict[int, int] = {}    # the job's process -> its process group (the session its first process made)
     helpers: set[int] = set()      # first processes of jobs in PID namespaces of their own: they exit at once
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
@@ -636,7 +634,8 @@ def main() -> int:
         if disks:
             free = free_bytes(jobs_fs)
             if measured_free - free >= DISK_CHECK_MB << 20:
-                measure_disks()
+                for pid in list(disks):
+                    measure_disk(pid, kill=True)
                 free = free_bytes(jobs_fs)
             measured_free = free
         if watching:
@@ -669,7 +668,7 @@ def main() -> int:
             group = groups.pop(pid, None)
             task_caps.pop(pid, None)
             if pid in disks:
-                measure_disks(only=pid)        # what it left (a job may write fast and end between two checks)
+                measure_disk(pid, kill=False)  # what it left (a job may write fast and end between two checks)
                 disks.pop(pid, None)
             if group is not None:
                 _kill(group)                   # what is left of the job: its namespace's first process
