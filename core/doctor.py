@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import platform
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 from verifier.backends import backend_names
@@ -41,22 +40,21 @@ def backend_report(name: str) -> dict[str, Any]:
     }
 
 
-def machine_report(threads: int | None = None, cache_dir: str | Path | None = None,
-                   remeasure: bool = False) -> dict[str, Any]:
+def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[str, Any]:
     """The CPU as prompts describe it (ISA, caches, threads) and its roofline ceilings: STREAM triad
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
-    (in ``cache_dir``, the verifier's cache). Never raises: a failed measurement says why."""
+    where every verifier reads them (``verifier.machine.roofline.RooflineMeter``). Never raises: a failed
+    measurement says why."""
     from verifier.backends import get_backend
     from verifier.config import default_threads
     from verifier.machine.facts import machine_facts
     from verifier.machine.roofline import RooflineMeter
-    from verifier.toolchain.build import default_cache_dir
 
     threads = threads or default_threads()
     try:
         backend = get_backend("cpu")
         facts = machine_facts(backend, threads)
-        meter = RooflineMeter(cache_dir or default_cache_dir(), backend, threads)
+        meter = RooflineMeter(None, backend, threads)
         cached = meter.cached_ceilings() is not None
         ceilings = meter.ceilings(remeasure=remeasure)
     except Exception as exc:  # a probe of ours broke: report it, do not crash
@@ -65,8 +63,7 @@ def machine_report(threads: int | None = None, cache_dir: str | Path | None = No
             "problem": "; ".join(meter.problems) if ceilings is None else ""}
 
 
-def diagnose(names: list[str] | None = None, *, cache_dir: str | Path | None = None,
-             remeasure: bool = False) -> dict[str, Any]:
+def diagnose(names: list[str] | None = None, *, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
     from verifier.toolchain.linkage import link_check_status
@@ -77,7 +74,7 @@ def diagnose(names: list[str] | None = None, *, cache_dir: str | Path | None = N
     link_ok, link_detail = link_check_status()
     backends = {name: backend_report(name) for name in (names or backend_names())}
     cpu_ready = backends.get("cpu", {}).get("available")
-    machine = machine_report(cache_dir=cache_dir, remeasure=remeasure) if cpu_ready else None
+    machine = machine_report(remeasure=remeasure) if cpu_ready else None
     return {
         "backends": backends,
         "machine": machine,

@@ -29,11 +29,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"evokernel: unknown backend {args.backend!r}; choose one of: {', '.join(backend_names())}",
               file=sys.stderr)
         return 2
-    from core.workspace import Workspace
-
-    ws = Workspace.at(getattr(args, "workspace", None))
-    data = diagnose([args.backend] if args.backend else None, cache_dir=ws.cache_dir if ws.exists() else None,
-                    remeasure=args.remeasure)
+    data = diagnose([args.backend] if args.backend else None, remeasure=args.remeasure)
     if args.json:
         print(json.dumps(data, indent=1))
         return 0

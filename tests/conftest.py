@@ -26,6 +26,14 @@ if "EVOKERNEL_LOCK_DIR" not in os.environ:
     os.environ["EVOKERNEL_LOCK_DIR"] = _SESSION_LOCKS
     atexit.register(shutil.rmtree, _SESSION_LOCKS, True)
 
+# One user cache per test session, the same way: no test reads or writes the user's own (builds, crash reports,
+# the machine's roofline), and the roofline's ceilings, a fact of the machine, are measured once per session
+# rather than once per verifier (about 3 s of every test's first verification). A test of a fresh measurement
+# passes its own XDG_CACHE_HOME or folder.
+if "EVOKERNEL_TEST_CACHE" not in os.environ:
+    os.environ["EVOKERNEL_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="evokernel-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["EVOKERNEL_TEST_CACHE"], True)
+
 # Files whose every test starts the whole CLI or workbench (a fresh interpreter importing PyTorch, a
 # pilot session) or hammers a real store from several processes: a second or more each. They are
 # marked slow here, in one place, so `make check` (`-m "not slow"`) stays under a minute; `make test`

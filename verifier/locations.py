@@ -1,9 +1,10 @@
 """Where EvoKernel keeps what belongs to this user and machine rather than to a workspace, as the platform
 wants it (platformdirs: ``$XDG_CACHE_HOME/evokernel``, else ``~/.cache/evokernel`` on Linux):
 
-- ``cache_dir()``: builds, references, outcomes and the roofline's counts of a verifier made outside a
-  workspace (a workspace keeps its own in ``.evokernel/cache``), and the machine lock where no private
-  runtime folder exists (``verifier.machine.lock``);
+- ``cache_dir()``: builds, references and outcomes of a verifier made outside a workspace (a workspace
+  keeps its own in ``.evokernel/cache``); the roofline's ceilings and task counts of every verifier (facts
+  of the machine and of a task's source: ``verifier.machine.roofline.RooflineMeter``); the machine lock where
+  no private runtime folder exists (``verifier.machine.lock``);
 - ``crash_dir()``: the tracebacks of the commands' own crashes (``evotui.cli``).
 """
 

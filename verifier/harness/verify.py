@@ -118,7 +118,7 @@ class Verifier:
         self.references = ReferenceCache(self.cache_dir, self.backend, self._lock, threads=cfg.threads,
                                          timing=self._timing, timeout=cfg.reference_timeout_s,
                                          server=self.reference_server)
-        self.roofline = RooflineMeter(self.cache_dir, self.backend, cfg.threads, self._lock)
+        self.roofline = RooflineMeter(None, self.backend, cfg.threads, self._lock)   # the machine's, not this cache's
         self.jobs = JobRunner(self.backend, cfg, self.needs, self.server, self.reference_server, self._lock,
                               int(self._timing["flush_bytes"]))
         self.outcomes = OutcomeCache(self.cache_dir / "outcomes")

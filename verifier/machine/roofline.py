@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from verifier.machine.lock import MachineLock
     from verifier.task import TaskSpec
 
+from verifier.locations import cache_dir as user_cache_dir
 from verifier.processes import run_process, without_secrets
 
 PROFILE_FORMAT = 2    # 2: the inputs' dtypes, and every case of a multi-case task
@@ -454,11 +455,16 @@ def describe_profile(profile: dict[str, Any], ceilings: dict[str, Any] | None) -
 
 
 class RooflineMeter:
-    """Task profiles and this machine's ceilings for one verifier, cached on disk. Never raises from
-    ``point``: a roofline that cannot be computed is left out of the Outcome and ``problems`` says why."""
+    """Task profiles and this machine's ceilings, cached on disk. Never raises from ``point``: a roofline
+    that cannot be computed is left out of the Outcome and ``problems`` says why.
 
-    def __init__(self, cache_dir: str | Path, backend: Backend, threads: int, lock: MachineLock | None = None):
-        self.root = Path(cache_dir) / "roofline"
+    Both are facts of the machine and of a task's source, not of a workspace: kept in the user's cache
+    (``verifier.locations.cache_dir``) unless ``cache_dir`` is given, so every workspace, CLI verifier and
+    ``doctor`` of this user on this machine measures the ceilings once (1.6 s under the timing lock, 3 s of
+    a first verification) and counts a task once."""
+
+    def __init__(self, cache_dir: str | Path | None, backend: Backend, threads: int, lock: MachineLock | None = None):
+        self.root = Path(cache_dir if cache_dir is not None else user_cache_dir()) / "roofline"
         self.backend = backend
         self.threads = int(threads)
         self._lock = lock
@@ -550,6 +556,10 @@ class RooflineMeter:
             flags = list(getattr(module, "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
+                    measured = None if remeasure else self._read("ceilings.json").get(self._ceilings_key())
+                    if measured:    # by another process while this one waited for the lock
+                        self._ceilings = measured
+                        return measured
                     load = os.getloadavg()[0]   # what else ran: a measurement under load is low
                     found = measure_ceilings(compiler or "g++", flags, self.threads, last_level_cache_bytes())
                     found.update(measured_at=time.time(), load=load)
