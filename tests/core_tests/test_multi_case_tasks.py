@@ -634,9 +634,11 @@ def test_the_cases_timed_are_a_deterministic_choice_the_largest_of_each_dtype_fi
 
 
 def verifier_workspace(root: Path, **settings) -> Path:
+    """A workspace whose verifier times briefly: the tests read which cases are timed, not how fast."""
     root.mkdir(parents=True, exist_ok=True)
     lines = "".join(f"{k} = {v}\n" for k, v in settings.items())
-    (root / "evokernel.toml").write_text(f"[verifier]\ntrials = 5\nwarmup_calls = 1\nthreads = 2\n{lines}")
+    (root / "evokernel.toml").write_text("[verifier]\ntrials = 5\nwarmup_calls = 1\nthreads = 2\ntiming_calls = 5\n"
+                                         f"timing_budget_s = 0.2\n{lines}")
     return root
 
 
