@@ -557,9 +557,9 @@ class RooflineMeter:
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
                     measured = None if remeasure else self._read("ceilings.json").get(self._ceilings_key())
-                    if measured:    # by another process while this one waited for the lock
+                    if isinstance(measured, dict) and measured:   # by another process while this one waited
                         self._ceilings = measured
-                        return measured
+                        return self._ceilings
                     load = os.getloadavg()[0]   # what else ran: a measurement under load is low
                     found = measure_ceilings(compiler or "g++", flags, self.threads, last_level_cache_bytes())
                     found.update(measured_at=time.time(), load=load)
