@@ -281,8 +281,10 @@ class Side:
         from verifier.job.allocator import SPOILED
 
         assert self.handle is not None and self.stopped
-        if self.memory or done.outputs is None:
+        if self.memory:
             return
+        if done.outputs is None:     # an untimed call's too: its memory is handed to the next call
+            raise SideFailed(self.name, "reported a call done without saying where its outputs are")
         try:
             spans = _merged([s for leaf in done.outputs.leaves if leaf.device == "cpu"
                              for s in [_extent(leaf, max_bytes)] if s[1]])
