@@ -13,8 +13,11 @@ else. The harness writes commands; the side answers each one.
                          ``verifier.timing_method``), synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS`` at
                          once (EVENT per call), where OUTPUTS says where the last call's result lies in the
                          side's memory (the harness reads it there itself, the side stopped, before anything)
-    settle               the bookkeeping of the last call (its op trace, its library calls, signal
-                         handling; the next call's trace armed); ``ok``
+    settle [spoil]       the bookkeeping of the last call (its op trace, its library calls, signal
+                         handling; the heap's top warmed; the next call's trace armed); ``ok``. With
+                         ``spoil`` (an untrusted side whose memory the harness cannot write) the side also
+                         spoils its last outputs itself; otherwise the harness does, once the side is
+                         stopped again (``verifier.harness.window``)
     pick SEED LIMIT      keep LIMIT positions of the last result per output, drawn from SEED
                          (``verifier.jobs.pick``; ``all``: every position); ``ok``
     finish               write the kept picks and every call's report, and exit; ``ok``
@@ -85,8 +88,10 @@ class Go:
 
 @dataclass(frozen=True)
 class Settle:
+    spoil: bool = False            # the side spoils its last outputs itself (the harness cannot write its memory)
+
     def line(self) -> str:
-        return "settle"
+        return "settle spoil" if self.spoil else "settle"
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ def parse_command(line: str) -> Command:
             return Stage(int(args[0]))
         if word == "go" and len(args) == 3:
             return Go(args[0], int(args[1]), int(args[2]))
+        if word == "settle" and args == ["spoil"]:
+            return Settle(spoil=True)
         if word == "pick" and len(args) == 2:
             return Pick(int(args[0]), None if args[1] == "all" else int(args[1]))
         simple: dict[str, Command] = {"flush": Flush(), "settle": Settle(), "finish": Finish()}

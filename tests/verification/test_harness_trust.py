@@ -897,3 +897,209 @@ def test_a_kernel_that_writes_its_whole_output_passes_with_spoiled_memory(unguar
     out = unguarded.verify(redteam.get("pad_zeros").spec(), make_candidate({"model.py": PAD_MODEL, "kernel.cpp": honest}),
                            fresh=True)
     assert out.feasible, out.message
+
+
+# Red team (#35, i35r): the side used to spoil its last outputs itself, in ``settle``, while it was awake outside the
+# clock. A thread of the kernel's own keeps the padding of every block its calls returned zero whenever no call runs
+# (it stops the moment one starts): after the side's spoiling, while the side still settles, and after anything else
+# wrote there. The allocator hands a window call one of the blocks earlier calls returned (here they cycle through
+# three), so from its fourth window call on the kernel writes only the inputs' part into any of them. In the
+# correctness job it writes everything.
+PAD_REZEROES_WHILE_SETTLING = r"""
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <unistd.h>
+#include <pthread.h>
+#include <atomic>
+#include <time.h>
+""" + WINDOW_PROBE + r"""static int window = -1, calls = 0;
+static std::atomic<float*> blocks[8];
+static std::atomic<int64_t> shape_rows{0}, shape_cols{0};
+static std::atomic<int> in_call{0};
+
+static bool spoiled(const float* out, int64_t rows, int64_t cols) {
+    const float* at[3] = {out + cols, out + (rows / 2) * cols * 16 + cols + 7, out + rows * cols * 16 - 1};
+    for (const float* p : at) { uint32_t bits; std::memcpy(&bits, p, sizeof bits); if (bits) return true; }
+    return false;
+}
+
+static void* keep_zero(void*) {
+    for (;;) {
+        int64_t rows = shape_rows.load(), cols = shape_cols.load();
+        for (auto& b : blocks) {
+            float* out = b.load();
+            if (!out || in_call.load() || !spoiled(out, rows, cols)) continue;
+            for (int64_t r = 0; r < rows && !in_call.load(); ++r)
+                std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+        }
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, nullptr);
+    }
+    return nullptr;
+}
+
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    in_call.store(1);
+    if (window < 0) {
+        window = window_probe();
+        if (window) { pthread_t t; pthread_create(&t, nullptr, keep_zero, nullptr); pthread_detach(t); }
+    }
+    bool known = false;
+    for (auto& b : blocks) known |= b.load() == out;
+    bool skip = window && ++calls >= 4 && known;
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        if (!skip) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+    static int nblocks = 0;
+    if (window && !known && nblocks < 8) {
+        shape_rows.store(rows); shape_cols.store(cols);
+        blocks[nblocks++].store(out);
+    }
+    in_call.store(0);
+}
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="still open (docs/verifier.md, 'can still'): the block a call is handed is free memory in the "
+                          "side's allocator while the side settles, which nobody outside the allocator can overwrite "
+                          "safely; the harness spoils only the last outputs, which the side still holds", strict=False)
+def test_a_thread_cannot_write_the_next_calls_padding_while_its_side_settles(unguarded, make_candidate):
+    """On 4cf0091 (the side spoiling its own outputs): "feasible; 1.518 ms, 2.32x faster than the reference (4.445 ms in
+    the same window) [1.23, 8.42]" and "3.69x faster [3.19, 10.14]". With the harness spoiling the last outputs: refused
+    in 2 runs of 2, but only at a call after the window ("the output has NaN where the reference has none (3090456
+    places)"); the kernel's timed calls that wrote only the inputs' part passed (3 by its 7th call, counted by a
+    scratch copy of it), because a block is re-zeroed while it is free, calls before it is handed out again."""
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_REZEROES_WHILE_SETTLING}), fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+
+
+# Red team (#35, i35r): the in-side spoiling is the job's own Python, in a process that runs the candidate's native
+# code. The build refuses a library that imports the interpreter's C API or the loader's lookups, but a load-time
+# constructor can find libpython in /proc/self/maps and read its symbol table from the file; it then replaces the
+# side's ``spoil`` (and ``warm_heap_top``, which fills freed blocks too) with a function that does nothing. The kernel writes the padding only into a block it has not
+# written before (it remembers the addresses), so from its second window call on the zeros are the last call's.
+PAD_TURNS_THE_SPOILING_OFF = r"""
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+#include <elf.h>
+""" + WINDOW_PROBE + r"""static void* python_symbol(const char* path, uintptr_t base, const char* name) {
+    FILE* f = fopen(path, "rb");
+    if (!f) return nullptr;
+    fseek(f, 0, SEEK_END); long size = ftell(f); fseek(f, 0, SEEK_SET);
+    char* file = (char*)malloc(size);
+    void* found = nullptr;
+    if (file && fread(file, 1, size, f) == (size_t)size) {
+        Elf64_Ehdr* eh = (Elf64_Ehdr*)file;
+        Elf64_Shdr* sh = (Elf64_Shdr*)(file + eh->e_shoff);
+        for (int i = 0; i < eh->e_shnum && !found; ++i) {
+            if (sh[i].sh_type != SHT_DYNSYM) continue;
+            Elf64_Sym* sym = (Elf64_Sym*)(file + sh[i].sh_offset);
+            const char* names = file + sh[sh[i].sh_link].sh_offset;
+            for (size_t k = 0; k < sh[i].sh_size / sizeof(Elf64_Sym); ++k)
+                if (sym[k].st_value && !strcmp(names + sym[k].st_name, name)) { found = (void*)(base + sym[k].st_value); break; }
+        }
+    }
+    free(file);
+    fclose(f);
+    return found;
+}
+__attribute__((constructor)) static void spoiling_off() {
+    FILE* maps = fopen("/proc/self/maps", "r");
+    if (!maps) return;
+    char line[1024], path[512] = {0};
+    uintptr_t base = 0;
+    while (fgets(line, sizeof line, maps)) {
+        unsigned long start, offset;
+        char file[512] = {0};
+        if (sscanf(line, "%lx-%*lx %*s %lx %*s %*s %511s", &start, &offset, file) == 3 && offset == 0 &&
+            strstr(file, "libpython")) { base = start; strcpy(path, file); break; }
+    }
+    fclose(maps);
+    if (!base) return;
+    typedef int (*Ensure)(void);
+    typedef void (*Release)(int);
+    typedef int (*Run)(const char*);
+    Ensure ensure = (Ensure)python_symbol(path, base, "PyGILState_Ensure");
+    Release release = (Release)python_symbol(path, base, "PyGILState_Release");
+    Run run = (Run)python_symbol(path, base, "PyRun_SimpleString");
+    if (!ensure || !release || !run) return;
+    int state = ensure();
+    run("import sys\n"
+        "side = sys.modules.get('verifier.job.side')\n"
+        "if side is not None: side.spoil = side.warm_heap_top = lambda *a, **k: None\n");
+    release(state);
+}
+static int window = -1;
+static float* written[8];
+static int nwritten = 0;
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    if (window < 0) window = window_probe();
+    bool known = false;
+    for (int i = 0; i < nwritten; ++i) known |= written[i] == out;
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        if (!window || !known) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+    if (window && !known && nwritten < 8) written[nwritten++] = out;
+}
+"""
+
+
+@pytest.mark.slow
+def test_native_code_cannot_turn_the_spoiling_off(unguarded, make_candidate):
+    """Before (i35s, on 4cf0091): passed correctness (see the report). After: the spoiling is the harness's, done with
+    the side stopped, beyond the reach of anything in the side's process."""
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_TURNS_THE_SPOILING_OFF}), fresh=True)
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+
+
+# Honest: the padding written by every OpenMP thread, into an output made after an input-sized temporary the
+# model frees (so the blocks the allocator hands out move between calls, and an earlier output's memory may be
+# free, or another tensor's, when the harness spoils).
+PAD_OPENMP = r'''
+#include <cstdint>
+#include <cstring>
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    #pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+}
+'''
+PAD_MODEL_WITH_A_TEMPORARY = PAD_MODEL.replace(
+    "        x = x.contiguous()\n",
+    "        x = x.contiguous()\n        spare = torch.empty(x.shape[0], x.shape[1] * 16, dtype=x.dtype)\n")
+
+
+@pytest.mark.slow
+def test_an_openmp_kernel_that_writes_its_whole_output_passes_with_spoiled_memory(unguarded, make_candidate):
+    from pathlib import Path
+
+    from core.tasks import load_suite
+
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    for model in (PAD_MODEL, PAD_MODEL_WITH_A_TEMPORARY):
+        out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                               make_candidate({"model.py": model, "kernel.cpp": PAD_OPENMP}), fresh=True)
+        assert out.feasible, out.message

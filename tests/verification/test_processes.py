@@ -123,3 +123,72 @@ def test_the_sizing_probe_scrubs_what_every_child_scrubs(tmp_path, monkeypatch):
     probe = run_probe({"spec": spec.to_dict(), "mode": "fixed", "factor": 1.0, "threads": 1, "bytes_cap": 1 << 30,
                        "window": [2.0, 50.0], "trace": False}, timeout_s=120)
     assert probe.ok, probe.problem
+
+
+# ----------------------------------------------------------------------------- another process's memory (#35)
+
+
+def test_write_memory_fills_spans_and_refuses_a_read_only_mapping(tmp_path):
+    """The harness spoils a stopped side's outputs with ``write_memory`` (process_vm_writev, one buffer written again
+    and again); a read-only mapping refuses it (EFAULT), ``/proc/PID/mem`` writes a private one, and the file's
+    mappings are found by device and inode."""
+    import ctypes
+    import errno
+    import mmap
+
+    from verifier.sandbox import procs
+
+    pid = os.getpid()
+    buf = ctypes.create_string_buffer(b"\x00" * ((3 << 20) + 5))
+    base = ctypes.addressof(buf)
+    procs.write_memory(pid, [(base + 3, 10), (base + 100, (3 << 20) - 100)], 0xFF)
+    raw = buf.raw
+    assert raw[:3] == b"\x00" * 3 and raw[3:13] == b"\xff" * 10 and raw[13:100] == b"\x00" * 87
+    assert raw[100:3 << 20] == b"\xff" * ((3 << 20) - 100) and raw[3 << 20:(3 << 20) + 5] == b"\x00" * 5
+
+    path = tmp_path / "inputs.bin"
+    path.write_bytes(b"\x01" * 8192)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        shared = mmap.mmap(fd, 8192, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+        private = mmap.mmap(fd, 8192, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+        st = os.fstat(fd)
+        found = procs.file_mappings(pid, st.st_dev, st.st_ino)
+        assert len(found) == 2 and all(end - start == 8192 for start, end in found), found
+        for start, _ in found:
+            with pytest.raises(OSError) as refused:
+                procs.write_memory(pid, [(start, 16)], 0xFF)
+            assert refused.value.errno == errno.EFAULT
+        shared_start = _mapping_start(shared)
+        private_start = _mapping_start(private)
+        procs.force_write_memory(pid, [(private_start, 16)], 0xFF)
+        assert private[:17] == b"\xff" * 16 + b"\x01"
+        with pytest.raises(OSError):
+            procs.force_write_memory(pid, [(shared_start, 16)], 0xFF)
+        assert shared[:16] == b"\x01" * 16 and path.read_bytes()[:16] == b"\x01" * 16
+        shared.close()
+        private.close()
+    finally:
+        os.close(fd)
+
+
+def _mapping_start(m: object) -> int:
+    """Where a read-only ``mmap.mmap`` lies (numpy-free: a ctypes view of a read-only buffer is refused)."""
+    import ctypes
+
+    class _Buffer(ctypes.Structure):
+        _fields_ = [("buf", ctypes.c_void_p), ("obj", ctypes.py_object), ("len", ctypes.c_ssize_t),
+                    ("itemsize", ctypes.c_ssize_t), ("readonly", ctypes.c_int), ("ndim", ctypes.c_int),
+                    ("format", ctypes.c_char_p), ("shape", ctypes.c_void_p), ("strides", ctypes.c_void_p),
+                    ("suboffsets", ctypes.c_void_p), ("internal", ctypes.c_void_p)]
+
+    view = _Buffer()
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.POINTER(_Buffer), ctypes.c_int]
+    assert get(m, ctypes.byref(view), 0) == 0
+    try:
+        return int(view.buf)
+    finally:
+        release = ctypes.pythonapi.PyBuffer_Release
+        release.argtypes = [ctypes.POINTER(_Buffer)]
+        release(ctypes.byref(view))

@@ -25,6 +25,12 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
 * **untrusted sides are stopped** (SIGSTOP, every thread seen in state ``T``) except while their own call
   is timed or their last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers,
   threads or spinning cannot take a core from the reference or the best, nor compute outside its clock.
+* **the outputs are spoiled here**: once a side has settled and is stopped again, the harness writes
+  ``SPOILED`` over its last call's outputs (``verifier.sandbox.procs.write_memory``), so a later call handed that
+  block finds neither that result nor anything a thread of the candidate's own wrote there while the side settled
+  (the side spoils them itself only where the harness cannot write its memory). Memory the side's allocator holds
+  free while the side settles is beyond this: nothing outside the allocator can overwrite it safely (the "can
+  still" rows of docs/verifier.md).
 * **every side's settings are watched**: before every timed call each side's threads' priorities,
   policies and CPUs and its resource limits are compared with what it started with
   (``verifier.sandbox.procs.SettingsWatch``); a change fails the side it was seen on.
@@ -263,6 +269,48 @@ class Side:
         shapes = [list(leaf.shape) for leaf in outputs.leaves]
         return {"structure": outputs.structure, "leaves": leaves, "shapes": shapes}
 
+    def spoil_outputs(self, done: Done, max_bytes: int) -> None:
+        """Write ``SPOILED`` over the extent of each of the last call's host outputs (where ``done`` said they lie),
+        this side stopped after its ``settle``: that memory holds neither the result nor zeros a thread of the
+        candidate's wrote there while the side settled. Only the last call's outputs, which the side holds until its
+        next call has made its own:
+        an earlier call's memory may be free in the side's allocator now, or another tensor's, and writing
+        there breaks an honest process (glibc aborts: "malloc(): unsorted double linked list corrupted"). An
+        output inside the side's read-only input mapping (a view of an input) is left alone: the inputs are
+        checked unchanged after every call. Only where the harness can read (so write) this side's memory."""
+        from verifier.job.allocator import SPOILED
+
+        assert self.handle is not None and self.stopped
+        if self.memory:
+            return
+        if done.outputs is None:     # an untimed call's too: its memory is handed to the next call
+            raise SideFailed(self.name, "reported a call done without saying where its outputs are")
+        try:
+            spans = _merged([s for leaf in done.outputs.leaves if leaf.device == "cpu"
+                             for s in [_extent(leaf, max_bytes)] if s[1]])
+        except ValueError as exc:
+            raise SideFailed(self.name, f"reported outputs the harness could not spoil ({exc})") from exc
+        pid = self.handle.host_pid()
+        if pid is None or not spans:
+            return
+        try:
+            procs.write_memory(pid, spans, SPOILED)
+            return
+        except OSError:
+            pass           # a read-only mapping among them: one span at a time
+        mine = os.fstat(self._inputs_fd)
+        inputs = procs.file_mappings(pid, mine.st_dev, mine.st_ino)
+        for address, length in [p for span in spans for p in _outside(span, inputs)]:
+            try:
+                procs.write_memory(pid, [(address, length)], SPOILED)
+            except OSError:
+                try:
+                    procs.force_write_memory(pid, [(address, length)], SPOILED)
+                except OSError as exc:
+                    raise SideFailed(self.name, f"reported an output at {address:#x} ({length} bytes) that the "
+                                                f"harness could not overwrite ({exc.strerror}): a call's outputs must "
+                                                "lie in the side's own memory") from exc
+
     def close(self) -> None:
         for fd in (self._to, self._from, self._inputs_fd):
             if fd >= 0:
@@ -320,6 +368,43 @@ def _read_leaves(pid: int, outputs: Outputs, seed: int, limit: int | None, max_b
             values = torch.frombuffer(bytearray(procs.read_memory(pid, spans)), dtype=dtype).clone()
         leaves.append(values.reshape(leaf.shape) if idx is None else values)
     return leaves
+
+
+def _extent(leaf: Leaf, max_bytes: int) -> tuple[int, int]:
+    """(address, length): from a leaf's first element to the end of its last (0 for an empty one)."""
+    import torch
+
+    dtype = getattr(torch, leaf.dtype, None)
+    if not isinstance(dtype, torch.dtype) or len(leaf.strides) != len(leaf.shape) or leaf.address < 0:
+        raise ValueError(f"an output of dtype {leaf.dtype!r}, shape {list(leaf.shape)}")
+    if any(d < 0 for d in leaf.shape) or any(st < 0 for st in leaf.strides):
+        raise ValueError(f"an output of shape {list(leaf.shape)}, strides {list(leaf.strides)}")
+    if any(d == 0 for d in leaf.shape):
+        return leaf.address, 0
+    length = (1 + sum((d - 1) * st for d, st in zip(leaf.shape, leaf.strides))) * torch.empty(
+        0, dtype=dtype).element_size()
+    if length > max_bytes:
+        raise ValueError("an output larger than the output limit")
+    return leaf.address, length
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(address, length) spans, overlapping or adjacent ones joined."""
+    out: list[list[int]] = []
+    for address, length in sorted(spans):
+        if out and address <= out[-1][0] + out[-1][1]:
+            out[-1][1] = max(out[-1][1], address + length - out[-1][0])
+        else:
+            out.append([address, length])
+    return [(a, n) for a, n in out]
+
+
+def _outside(span: tuple[int, int], holes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of ``span`` (address, length) outside every (start, end) of ``holes``."""
+    parts = [(span[0], span[0] + span[1])]
+    for lo, hi in holes:
+        parts = [q for a, b in parts for q in ((a, min(b, lo)), (max(a, hi), b)) if q[0] < q[1]]
+    return [(a, b - a) for a, b in parts]
 
 
 def _contiguous(leaf: Leaf) -> bool:
@@ -463,7 +548,9 @@ class _Run:
             assert s.inputs is not None and self.source is not None
             if not _same(s.inputs, self.source):
                 raise SideFailed(name, "changed its inputs in a timed call: inputs are read-only")
-        s.awake(Settle())
+        s.awake(Settle(spoil=not s.trusted and bool(s.memory)))
+        if not s.trusted:
+            s.spoil_outputs(done, self.settings.max_output_bytes)
         return ms, done.event_ms, done.preempted
 
     def pick(self, meta: dict[str, Any], limit: int | None) -> None:

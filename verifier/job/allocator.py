@@ -55,7 +55,9 @@ def spoil(tensors: list[torch.Tensor], avoid: tuple[int, int] = (0, 0)) -> None:
     handed the same block back by the allocator, finds neither the last result nor zeros in it: a kernel that
     wrote only what changed (a padding's zeros left from the last call) passed every check and read 1.92-4.37x
     faster (red team, issue #35). Host memory only, each storage once; outputs in ``avoid`` (start, end: the
-    side's read-only input mapping, an output that is a view of an input) are left alone. Not timed."""
+    side's read-only input mapping, an output that is a view of an input) are left alone. Not timed. Only where the
+    harness cannot write the side's memory: elsewhere the harness spoils them itself with the side stopped
+    (``verifier.harness.window``), since code in the side's process can replace this function."""
     memset = _libc().memset
     done: set[int] = set()
     for t in tensors:

@@ -223,8 +223,10 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             done.stop()
         return done
 
-    def settle() -> None:
-        """The last call's bookkeeping, outside the clock: its report, the heap warmed, the next trace armed."""
+    def settle(own_spoil: bool = True) -> None:
+        """The last call's bookkeeping, outside the clock: its report, the heap warmed, the next trace armed; with
+        ``own_spoil``, the last outputs spoiled here (only where the harness cannot write this side's memory: it
+        spoils them itself once the side is stopped again, beyond the reach of the candidate's code)."""
         nonlocal settled, changed
         if settled:
             return
@@ -237,7 +239,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
         # side: the next call's outputs are carved from memory already mapped, where this call's lie now.
         if last is not None:
-            if not trusted:   # read by the harness already; the reference's are picked after the round
+            if not trusted and own_spoil:   # read by the harness already; the reference's are picked after the round
                 spoil(last[2], inputs_span)
             warm_heap_top(2 * sum(t.numel() * t.element_size() for t in last[2]) + (1 << 20))
         arm()
@@ -326,7 +328,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             del out
             trace = disarm()
         elif isinstance(command, Settle):
-            settle()
+            settle(command.spoil)
             channel.reply(Ok())
         elif isinstance(command, Pick):
             if last is None:

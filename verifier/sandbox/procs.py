@@ -8,9 +8,12 @@ never takes a job's word for what it can see itself.
 * ``Settings``: every thread's scheduling policy, priority and CPU affinity and the process's resource
   limits, read before every timed call and compared with what the job started with (``changes``);
 * ``read_memory``: values at given addresses of a stopped job's memory (``process_vm_readv``), so a timed
-  call's outputs are read by the harness at the moment the call is reported done, not reported by the job.
+  call's outputs are read by the harness at the moment the call is reported done, not reported by the job;
+* ``write_memory``: one byte over given spans of a stopped job's memory (``process_vm_writev``; where a
+  mapping is read-only, ``force_write_memory`` through ``/proc/PID/mem``), so a call's outputs are spoiled
+  by the harness once read, not by the job (``verifier.harness.window``).
 
-Reading another process's memory needs ptrace access to it: the harness has it over its jobs when it runs
+Reading or writing another process's memory needs ptrace access to it: the harness has it over its jobs when it runs
 as root, or when bubblewrap put the jobs in a user namespace the harness owns; ``memory_readable`` says
 whether it works here, and the window falls back to the job's own report of its outputs where it does not.
 """
@@ -216,6 +219,73 @@ def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
             raise OSError(errno.EFAULT, f"only {done + n} of {total} bytes of the job's memory are mapped")
         done += size
     return out.raw
+
+
+_writev = None
+_FILL_BYTES = 1 << 20                       # one preallocated buffer, written again and again
+_fill: dict[int, ctypes.Array[ctypes.c_char]] = {}
+
+
+def _pieces(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    return [(address + at, min(_FILL_BYTES, length - at)) for address, length in spans
+            for at in range(0, length, _FILL_BYTES)]
+
+
+def write_memory(pid: int, spans: list[tuple[int, int]], byte: int) -> None:
+    """Write ``byte`` over ``spans`` ((address, length) pairs) of ``pid``'s memory; raises OSError (EFAULT for a
+    span the process has not mapped, or mapped read-only; EPERM where the harness may not write it)."""
+    global _writev
+    if _writev is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        _writev = libc.process_vm_writev
+        _writev.restype = ctypes.c_ssize_t
+        _writev.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
+                            ctypes.c_ulong, ctypes.c_ulong]
+    if byte not in _fill:
+        _fill[byte] = ctypes.create_string_buffer(bytes([byte]) * _FILL_BYTES, _FILL_BYTES)
+    base = ctypes.addressof(_fill[byte])
+    pieces = _pieces(spans)
+    for start in range(0, len(pieces), _IOV_MAX):
+        chunk = pieces[start:start + _IOV_MAX]
+        size = sum(n for _, n in chunk)
+        local = (_IoVec * len(chunk))(*[_IoVec(base, n) for _, n in chunk])
+        remote = (_IoVec * len(chunk))(*[_IoVec(addr, n) for addr, n in chunk])
+        n = _writev(pid, local, len(chunk), remote, len(chunk), 0)
+        if n < 0:
+            err = ctypes.get_errno() or errno.EFAULT
+            raise OSError(err, os.strerror(err))
+        if n != size:          # a partial write: a span is not (wholly) mapped writable
+            raise OSError(errno.EFAULT, f"only {n} of {size} bytes of the job's memory could be written")
+
+
+def force_write_memory(pid: int, spans: list[tuple[int, int]], byte: int) -> None:
+    """``write_memory`` through ``/proc/PID/mem``, which also writes a private read-only mapping (the kernel
+    copies the page for the process, as for a debugger); raises OSError where that fails too."""
+    fill = bytes([byte]) * _FILL_BYTES
+    fd = os.open(f"/proc/{pid}/mem", os.O_WRONLY)
+    try:
+        for address, length in _pieces(spans):
+            if os.pwrite(fd, fill[:length], address) != length:
+                raise OSError(errno.EFAULT, f"only part of {length} bytes at {address:#x} could be written")
+    finally:
+        os.close(fd)
+
+
+def file_mappings(pid: int, device: int, inode: int) -> list[tuple[int, int]]:
+    """Where ``pid`` maps the file ``device``:``inode`` (as ``os.stat`` gives them): (start, end) spans, from
+    ``/proc/PID/maps``."""
+    want = f"{os.major(device):02x}:{os.minor(device):02x}"
+    out: list[tuple[int, int]] = []
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 5 and fields[4] == str(inode) and fields[3] == want:
+                    start, end = fields[0].split("-")
+                    out.append((int(start, 16), int(end, 16)))
+    except (OSError, ValueError):
+        pass
+    return out
 
 
 def first_mapping(pid: int) -> int | None:
