@@ -228,6 +228,14 @@ def test_a_candidate_that_answers_done_before_its_work_is_refused(unguarded, sui
     """Before: relu 6.3-8.0x where the honest kernel read 1.9-3.8x (builtin relu, scratch runs). After: the
     harness reads the outputs where the side says they lie, the side stopped, the moment `done` arrives."""
     out = unguarded.verify(suite.get("relu").spec(), make_candidate(C.elementwise(RELAY)), fresh=True)
+    assert not out.feasible, out.message
+    if out.failed_gate == "performance":
+        # Its forged `done` repeats the last real one, which names the last call's outputs: memory its allocator
+        # has freed since. The harness spoils the outputs where a side says they lie (window.Side.spoil_outputs),
+        # and writing there breaks the liar's own heap: it may crash in the window (seen once
+        # after the merge of i35s), before the calls read so far are compared; refused either way.
+        assert "the candidate crashed" in out.message, out.message
+        return
     assert out.failed_gate == "correctness", (out.failed_gate, out.message)    # its trials passed: a window's
     assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
 
@@ -897,90 +905,6 @@ def test_a_kernel_that_writes_its_whole_output_passes_with_spoiled_memory(unguar
     out = unguarded.verify(redteam.get("pad_zeros").spec(), make_candidate({"model.py": PAD_MODEL, "kernel.cpp": honest}),
                            fresh=True)
     assert out.feasible, out.message
-
-
-# Red team (#35, i35r): the side used to spoil its last outputs itself, in ``settle``, while it was awake outside the
-# clock. A thread of the kernel's own keeps the padding of every block its calls returned zero whenever no call runs
-# (it stops the moment one starts): after the side's spoiling, while the side still settles, and after anything else
-# wrote there. The allocator hands a window call one of the blocks earlier calls returned (here they cycle through
-# three), so from its fourth window call on the kernel writes only the inputs' part into any of them. In the
-# correctness job it writes everything.
-PAD_REZEROES_WHILE_SETTLING = r"""
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <unistd.h>
-#include <pthread.h>
-#include <atomic>
-#include <time.h>
-""" + WINDOW_PROBE + r"""static int window = -1, calls = 0;
-static std::atomic<float*> blocks[8];
-static std::atomic<int64_t> shape_rows{0}, shape_cols{0};
-static std::atomic<int> in_call{0};
-
-static bool spoiled(const float* out, int64_t rows, int64_t cols) {
-    const float* at[3] = {out + cols, out + (rows / 2) * cols * 16 + cols + 7, out + rows * cols * 16 - 1};
-    for (const float* p : at) { uint32_t bits; std::memcpy(&bits, p, sizeof bits); if (bits) return true; }
-    return false;
-}
-
-static void* keep_zero(void*) {
-    for (;;) {
-        int64_t rows = shape_rows.load(), cols = shape_cols.load();
-        for (auto& b : blocks) {
-            float* out = b.load();
-            if (!out || in_call.load() || !spoiled(out, rows, cols)) continue;
-            for (int64_t r = 0; r < rows && !in_call.load(); ++r)
-                std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
-        }
-        struct timespec pause = {0, 20000};
-        nanosleep(&pause, nullptr);
-    }
-    return nullptr;
-}
-
-extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
-    in_call.store(1);
-    if (window < 0) {
-        window = window_probe();
-        if (window) { pthread_t t; pthread_create(&t, nullptr, keep_zero, nullptr); pthread_detach(t); }
-    }
-    bool known = false;
-    for (auto& b : blocks) known |= b.load() == out;
-    bool skip = window && ++calls >= 4 && known;
-    for (int64_t r = 0; r < rows; ++r) {
-        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
-        if (!skip) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
-    }
-    static int nblocks = 0;
-    if (window && !known && nblocks < 8) {
-        shape_rows.store(rows); shape_cols.store(cols);
-        blocks[nblocks++].store(out);
-    }
-    in_call.store(0);
-}
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(reason="still open (docs/verifier.md, 'can still'): the block a call is handed is free memory in the "
-                          "side's allocator while the side settles, which nobody outside the allocator can overwrite "
-                          "safely; the harness spoils only the last outputs, which the side still holds", strict=False)
-def test_a_thread_cannot_write_the_next_calls_padding_while_its_side_settles(unguarded, make_candidate):
-    """On 4cf0091 (the side spoiling its own outputs): "feasible; 1.518 ms, 2.32x faster than the reference (4.445 ms in
-    the same window) [1.23, 8.42]" and "3.69x faster [3.19, 10.14]". With the harness spoiling the last outputs: refused
-    in 2 runs of 2, but only at a call after the window ("the output has NaN where the reference has none (3090456
-    places)"); the kernel's timed calls that wrote only the inputs' part passed (3 by its 7th call, counted by a
-    scratch copy of it), because a block is re-zeroed while it is free, calls before it is handed out again."""
-    from pathlib import Path
-
-    from core.tasks import load_suite
-
-    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
-    out = unguarded.verify(redteam.get("pad_zeros").spec(),
-                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_REZEROES_WHILE_SETTLING}), fresh=True)
-    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
-    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
 
 
 # Red team (#35, i35r): the in-side spoiling is the job's own Python, in a process that runs the candidate's native
