@@ -994,7 +994,10 @@ def test_native_code_cannot_turn_the_spoiling_off(unguarded, make_candidate):
     out = unguarded.verify(redteam.get("pad_zeros").spec(),
                            make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_TURNS_THE_SPOILING_OFF}), fresh=True)
     assert out.failed_gate == "correctness", (out.failed_gate, out.message)
-    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+    # at a timed call, or (1 run in the fresh-clone suite, the window's few rounds handing out new blocks) at a call
+    # after timing: either is the harness's own reading of a stopped side
+    assert ("timed call" in out.message or "a call after timing" in out.message) and \
+        "taken the moment it reported done" in out.message, out.message
 
 
 # Honest: the padding written by every OpenMP thread, into an output made after an input-sized temporary the
