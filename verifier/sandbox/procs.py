@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import signal
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from verifier.sandbox.forkserver import wait_stopped
 
@@ -190,19 +192,22 @@ class _IoVec(ctypes.Structure):
 
 
 _IOV_MAX = 1024
-_readv = None
+
+
+@functools.cache
+def _vm_call(name: str) -> Any:
+    """The C library's ``process_vm_readv`` or ``process_vm_writev`` (the same signature), bound once."""
+    call = getattr(ctypes.CDLL(None, use_errno=True), name)
+    call.restype = ctypes.c_ssize_t
+    call.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
+                     ctypes.c_ulong, ctypes.c_ulong]
+    return call
 
 
 def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
     """The bytes at ``spans`` ((address, length) pairs) of ``pid``'s memory, concatenated; raises OSError
     (EFAULT for an address the process has not mapped, EPERM where the harness may not read it)."""
-    global _readv
-    if _readv is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _readv = libc.process_vm_readv
-        _readv.restype = ctypes.c_ssize_t
-        _readv.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
-                           ctypes.c_ulong, ctypes.c_ulong]
+    readv = _vm_call("process_vm_readv")
     total = sum(n for _, n in spans)
     out = ctypes.create_string_buffer(total)
     done = 0
@@ -211,7 +216,7 @@ def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
         size = sum(n for _, n in chunk)
         local = _IoVec(ctypes.addressof(out) + done, size)
         remote = (_IoVec * len(chunk))(*[_IoVec(addr, n) for addr, n in chunk])
-        n = _readv(pid, ctypes.byref(local), 1, remote, len(chunk), 0)
+        n = readv(pid, ctypes.byref(local), 1, remote, len(chunk), 0)
         if n < 0:
             err = ctypes.get_errno() or errno.EFAULT
             raise OSError(err, os.strerror(err))
@@ -221,7 +226,6 @@ def read_memory(pid: int, spans: list[tuple[int, int]]) -> bytes:
     return out.raw
 
 
-_writev = None
 _FILL_BYTES = 1 << 20                       # one preallocated buffer, written again and again
 _fill: dict[int, ctypes.Array[ctypes.c_char]] = {}
 
@@ -234,13 +238,7 @@ def _pieces(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def write_memory(pid: int, spans: list[tuple[int, int]], byte: int) -> None:
     """Write ``byte`` over ``spans`` ((address, length) pairs) of ``pid``'s memory; raises OSError (EFAULT for a
     span the process has not mapped, or mapped read-only; EPERM where the harness may not write it)."""
-    global _writev
-    if _writev is None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        _writev = libc.process_vm_writev
-        _writev.restype = ctypes.c_ssize_t
-        _writev.argtypes = [ctypes.c_int, ctypes.POINTER(_IoVec), ctypes.c_ulong, ctypes.POINTER(_IoVec),
-                            ctypes.c_ulong, ctypes.c_ulong]
+    writev = _vm_call("process_vm_writev")
     if byte not in _fill:
         _fill[byte] = ctypes.create_string_buffer(bytes([byte]) * _FILL_BYTES, _FILL_BYTES)
     base = ctypes.addressof(_fill[byte])
@@ -250,7 +248,7 @@ def write_memory(pid: int, spans: list[tuple[int, int]], byte: int) -> None:
         size = sum(n for _, n in chunk)
         local = (_IoVec * len(chunk))(*[_IoVec(base, n) for _, n in chunk])
         remote = (_IoVec * len(chunk))(*[_IoVec(addr, n) for addr, n in chunk])
-        n = _writev(pid, local, len(chunk), remote, len(chunk), 0)
+        n = writev(pid, local, len(chunk), remote, len(chunk), 0)
         if n < 0:
             err = ctypes.get_errno() or errno.EFAULT
             raise OSError(err, os.strerror(err))
