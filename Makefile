@@ -3,8 +3,9 @@
 #   make test   installs what is missing, then runs the test suite
 # For the edit loop:
 #   make check  the fast tier of the tests (everything not marked slow; about a minute)
-# Both run on TEST_WORKERS processes (pytest-xdist, a file per worker; TEST_WORKERS=0: one). A test marked quiet
-# (it compares real timings) runs while the other worker runs nothing: see tests/conftest.py.
+# Both run in two phases: every test not marked quiet on TEST_WORKERS processes (pytest-xdist, a file per worker,
+# the longest files first; TEST_WORKERS=0: one), then the quiet ones (they compare real timings) in one process
+# with nothing else of the session beside them: see tests/conftest.py.
 #   make lint   ruff, mypy and import-linter (the layers), configured in pyproject.toml
 # Every package is installed at the version in constraints.txt (pip -c); `make lock` rewrites that file.
 PYTHON ?= python3
@@ -17,9 +18,18 @@ STAMP  := $(VENV)/.installed
 
 CONSTRAINTS := constraints.txt
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+# $(call phases,MARKS): the tests selected by MARKS (a pytest -m expression; empty: all), the parallel phase then
+# the quiet one. Both always run; the recipe fails if either failed (a phase with no test selected is no failure).
+define phases
+@rc=0; \
+ $(PY) -m pytest -q $(XDIST) -m "$(if $(1),($(1)) and )not quiet" $(PYTEST_ARGS); r=$$?; [ $$r = 0 ] || [ $$r = 5 ] || rc=$$r; \
+ echo "the quiet tests, alone:"; \
+ $(PY) -m pytest -q -m "$(if $(1),($(1)) and )quiet" $(PYTEST_ARGS); r=$$?; [ $$r = 0 ] || [ $$r = 5 ] || rc=$$r; \
+ exit $$rc
+endef
 
-.PHONY: run test check lint setup sysdeps bench clean lock
+.PHONY: run test check lint setup sysdeps bench clean lock durations
 
 setup: $(STAMP) sysdeps
 
@@ -47,10 +57,10 @@ run: setup
 	@cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
 
 test: setup lint
-	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
+	$(call phases,)
 
 check: setup
-	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
+	$(call phases,not slow)
 
 lint: setup
 	$(PY) -m ruff check .
@@ -65,6 +75,10 @@ lock:
 	{ echo "# Exact versions \`make setup\` installs (pip -c). Written by \`make lock\`; PyTorch is pinned in the Makefile."; \
 	  $(VENV)-lock/bin/pip freeze --exclude-editable --exclude torch; } > $(CONSTRAINTS)
 	rm -rf $(VENV)-lock
+
+# Rewrites tests/durations.json (each test's seconds: the order files start in, longest first) from a whole run.
+durations: setup
+	@$(MAKE) --no-print-directory test PYTEST_ARGS="--write-durations $(PYTEST_ARGS)"
 
 bench: setup
 	$(PY) bench/verify_latency.py

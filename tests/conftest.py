@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import fcntl
+import json
 import os
 import shutil
 import sys
@@ -74,9 +75,12 @@ SLOW_TESTS = {
 
 
 # Tests whose assertions compare real timings (a kernel measured against another in one window, a probe's
-# sizes under a load it makes itself). Under pytest-xdist (`make test`, `make check`) such a test runs while
-# no other test of this session runs: a neighbour worker's builds on a 2-core machine made a same-speed
-# kernel read "noisy" (tests/engine/test_speed_signal.py). Every other test runs beside the other worker.
+# sizes under a load it makes itself). No other test of this session runs beside them: a neighbour worker's
+# builds on a 2-core machine made a same-speed kernel read "noisy" (tests/engine/test_speed_signal.py). `make test`
+# and `make check` run them in a phase of their own, in one process, after the parallel phase (-m "not quiet");
+# under a plain `pytest -n 2` the turnstile below keeps the other worker idle while one runs. The parallel phase
+# used to hold them too: each quiet test then waited for the other worker's test in flight (about 10 s on average,
+# weighted by the tests' times), some twenty times a run.
 QUIET_FILES = {
     "engine/test_speed_signal.py",
     "engine/test_report_retime.py",
@@ -89,6 +93,42 @@ QUIET_TESTS = {
     ("verification/test_window.py", "test_a_triad_ceiling_pytorch_or_the_kernel_beat_is_measured_again"),
     ("verification/test_harness_trust.py", "test_a_candidate_cannot_pin_the_best_or_the_fork_server"),
 }
+
+# The order files start in under pytest-xdist (`make test`, `make check`: a file per worker, `--no-loadscope-reorder`):
+# the longest first, by the selected tests' times in tests/durations.json, so no long file starts last and keeps
+# one worker busy while the other has finished (xdist's own order, by number of tests, started the 108 s one-test
+# file near the end). A test not in the file counts as 0.5 s. Only the order: a stale file costs time, never a
+# result. `make durations` writes it again from a whole run (`--write-durations`).
+DURATIONS = Path(__file__).parent / "durations.json"
+UNKNOWN_S = 0.5
+
+
+def pytest_addoption(parser):
+    parser.addoption("--write-durations", action="store_true",
+                     help="merge this run's test times (set-up, call and tear-down) into tests/durations.json")
+
+
+def _durations() -> dict[str, float]:
+    try:
+        found = json.loads(DURATIONS.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+class _LongestFirst:
+    @pytest.hookimpl(trylast=True)     # after `-m` has deselected: only the selected tests' times count
+    def pytest_collection_modifyitems(self, items):
+        known = _durations()
+        weight: dict[Path, float] = {}
+        for item in items:
+            weight[item.path] = weight.get(item.path, 0.0) + float(known.get(item.nodeid, UNKNOWN_S))
+        items.sort(key=lambda item: -weight[item.path])    # stable: a file's tests stay together, in their order
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(_LongestFirst(), "evokernel-longest-first")
+
 
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
@@ -181,3 +221,18 @@ def llm_env(monkeypatch):
     yield start
     for s in servers:
         s.__exit__(None, None, None)
+
+
+_TIMES: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    """A test's time, set-up to tear-down (in the controller under pytest-xdist), for ``--write-durations``."""
+    _TIMES[report.nodeid] = _TIMES.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if not session.config.getoption("--write-durations") or hasattr(session.config, "workerinput"):
+        return
+    merged = {**_durations(), **{k: round(v, 1) for k, v in _TIMES.items()}}
+    DURATIONS.write_text(json.dumps(dict(sorted(merged.items())), indent=0) + "\n")
