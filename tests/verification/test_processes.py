@@ -192,3 +192,72 @@ def _mapping_start(m: object) -> int:
         release = ctypes.pythonapi.PyBuffer_Release
         release.argtypes = [ctypes.POINTER(_Buffer)]
         release(ctypes.byref(view))
+
+
+SPINNER = r'''
+#include <pthread.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static volatile long* count;
+static void* spin(void* which) { for (;;) count[(long)which]++; return 0; }
+int main(int argc, char** argv) {
+    int fd = open(argv[1], O_RDWR);
+    count = (volatile long*)mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    pthread_t t;
+    for (long i = 1; i < 3; ++i) pthread_create(&t, 0, spin, (void*)i);
+    for (;;) count[0]++;
+}
+'''
+
+
+def test_held_threads_stay_stopped_while_their_process_runs_and_rejoin_its_stop(tmp_path):
+    """While a side settles the harness holds every thread of its process but the first (``procs.hold``: a ptrace
+    stop, which SIGCONT does not end); stopped again, the threads let go (``procs.release``) rejoin the stop."""
+    import mmap
+    import signal
+    import struct
+    import subprocess
+
+    from verifier.sandbox import procs
+
+    source = tmp_path / "spin.c"
+    source.write_text(SPINNER)
+    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(tmp_path / "spin")], check=True)
+    counters = tmp_path / "counters"
+    counters.write_bytes(b"\0" * 4096)
+    fd = os.open(counters, os.O_RDONLY)
+    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
+    proc = subprocess.Popen([str(tmp_path / "spin"), str(counters)], start_new_session=True)
+    try:
+        while len(procs.threads(proc.pid)) < 3 or 0 in struct.unpack("3q", seen[:24]):
+            time.sleep(0.01)
+        assert procs.stop(proc.pid, proc.pid)
+        others = sorted(procs.threads(proc.pid) - {proc.pid})
+        held = procs.hold(others)
+        assert held == others
+        with pytest.raises(OSError):       # held already: no second tracer
+            procs.hold(others[:1])
+        before = struct.unpack("3q", seen[:24])
+        assert procs.resume(proc.pid)
+        time.sleep(0.2)
+        after = struct.unpack("3q", seen[:24])
+        assert after[0] > before[0] and after[1:] == before[1:], (before, after)
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert procs.stopped(proc.pid)
+        procs.release(held)
+        assert procs.stopped(proc.pid)
+        states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+                  for t in procs.threads(proc.pid)}
+        assert states == {"T"}, states
+        still = struct.unpack("3q", seen[:24])
+        time.sleep(0.1)
+        assert struct.unpack("3q", seen[:24]) == still
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        assert all(b > a for a, b in zip(still, struct.unpack("3q", seen[:24])))
+    finally:
+        proc.kill()
+        proc.wait()
+        seen.close()
+        os.close(fd)
