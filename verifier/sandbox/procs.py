@@ -309,7 +309,7 @@ def memory_readable(pid: int, address: int) -> tuple[bool, str]:
         read_memory(pid, [(address, 1)])
     except OSError as exc:
         return False, (f"the harness cannot read a job's memory here ({exc.strerror}): each timed call's outputs "
-                       "are the job's own report")
+                       "are the job's own report, and its threads run while it settles")
     return True, ""
 
 
