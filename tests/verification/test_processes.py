@@ -266,6 +266,7 @@ def test_held_threads_stay_stopped_while_their_process_runs_and_rejoin_its_stop(
 SETTLING_SIDE = r'''
 #include <pthread.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -288,6 +289,7 @@ int main(int argc, char** argv) {
         line[n] = 0; n = 0;
         usleep(20000);                                  /* the settle's own work: the held thread must not run */
         if (!strcmp(argv[3], "spawn")) pthread_create(&t, 0, spin, (void*)2);
+        if (!strcmp(argv[3], "die")) kill(getpid(), SIGKILL);   /* killed while settling (its job's deadline) */
         write(out, "ok\n", 3);
     }
 }
@@ -321,11 +323,12 @@ class _Handle:
         return JobExit("exited", code=self.proc.wait(timeout))
 
 
-@pytest.mark.parametrize("mode", ["quiet", "spawn"])
+@pytest.mark.parametrize("mode", ["quiet", "spawn", "die"])
 def test_a_side_settles_with_its_other_threads_held_and_fails_for_a_new_one(tmp_path, mode):
     """``Side.settle`` (the harness's, where it can reach the side): the side's own thread answers ``settle`` with
     its other thread held (it counts nothing meanwhile), every thread stopped after; a thread started meanwhile fails
-    the side by name."""
+    the side by name; a side killed while it settles (its held thread's end waits for the harness) is seen ended at
+    once, with how it ended, not after the command's 30 s."""
     import mmap
     import struct
     import subprocess
@@ -350,6 +353,13 @@ def test_a_side_settles_with_its_other_threads_held_and_fails_for_a_new_one(tmp_
             time.sleep(0.01)
         side.pause(True)
         before = struct.unpack("3q", seen[:24])
+        if mode == "die":
+            started = time.monotonic()
+            with pytest.raises(SideFailed, match="ended") as failed:
+                side.settle(spoil=False)
+            assert failed.value.exit is not None and failed.value.exit.code == -9, failed.value.exit
+            assert time.monotonic() - started < 5
+            return
         if mode == "spawn":
             with pytest.raises(SideFailed, match=r"started 1 thread\(s\) while it settled"):
                 side.settle(spoil=False)

@@ -92,6 +92,8 @@ from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
+# A side's process ended while the harness held its threads (``Side.settle`` asks its job how, once they are let go).
+_ENDED_HELD = "ended while its threads were held"
 # The most output tensors one call may report (what the harness reads is bounded by it and the output limit).
 MAX_LEAVES = 4096
 
@@ -129,6 +131,7 @@ class Side:
         self.stopped = False
         self.watch: procs.SettingsWatch | None = None
         self.memory = ""           # why the harness cannot read this side's memory ("" : it can, or unknown)
+        self._held: list[int] = []   # its threads the harness holds while it settles (``settle``)
 
     def start(self, handle: JobHandle | JobExit) -> None:
         if isinstance(handle, JobExit):
@@ -155,6 +158,11 @@ class Side:
             assert self.handle is not None
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
+            pid = self.handle.host_pid() if self._held else None
+            if pid is not None and procs.ended(pid):
+                # killed while its threads are held: a traced thread's end waits for the harness, so the job is not
+                # seen done until ``settle`` lets them go
+                raise SideFailed(self.name, _ENDED_HELD)
             if time.monotonic() > deadline:
                 self.handle.kill()
                 raise SideFailed(self.name, f"did not answer within {timeout:.0f} s and was killed",
@@ -219,16 +227,23 @@ class Side:
                 raise SideFailed(self.name, "ended", self.handle.wait(0)) from exc
             raise SideFailed(self.name, f"could not have its threads held while it settled ({exc.strerror}): a "
                                         "side's threads must be open to the harness, traced by nothing else") from exc
+        failure: SideFailed | None = None
+        self._held = held
         try:
             self.awake(Settle(spoil=spoil))
         except SideFailed as exc:
-            if held and exc.exit is not None and exc.exit.status == "timeout":
-                # the job's end is the harness's kill: the message says why (a thread of its own it waited on)
-                raise SideFailed(self.name, f"{exc}, settling with its other threads held (its own bookkeeping "
-                                            "needs none of them)") from exc
-            raise
+            failure = exc
         finally:
             procs.release(held)
+            self._held = []
+        if failure is not None:
+            if failure.exit is None and str(failure) == _ENDED_HELD:   # its end is known once they are let go
+                raise SideFailed(self.name, "ended", self.handle.wait(5)) from failure
+            if held and failure.exit is not None and failure.exit.status == "timeout":
+                # the job's end is the harness's kill: the message says why (a thread of its own it waited on)
+                raise SideFailed(self.name, f"{failure}, settling with its other threads held (its own bookkeeping "
+                                            "needs none of them)") from failure
+            raise failure
         if not procs.stopped(pid):
             raise SideFailed(self.name, "could not be stopped after it settled",
                              JobExit("lost", detail="a thread let go after the settle did not stop"))

@@ -348,7 +348,7 @@ def hold(tids: list[int]) -> list[int]:
     for tid in tids:
         if seize(_PTRACE_SEIZE, tid, None, None) != 0:
             err = ctypes.get_errno()
-            if _thread_state(tid) in (None, b"Z", b"X"):
+            if ended(tid):
                 continue            # ended (it runs no more): nothing to hold
             release(held)
             raise OSError(err, f"thread {tid}: {os.strerror(err)}")
@@ -362,6 +362,11 @@ def _thread_state(tid: int) -> bytes | None:
             return f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
         return None
+
+
+def ended(tid: int) -> bool:
+    """Whether the thread ``tid`` has ended (a zombie, or gone)."""
+    return _thread_state(tid) in (None, b"Z", b"X")
 
 
 def stopped(pid: int, wait_s: float = 0.5) -> bool:
