@@ -234,7 +234,10 @@ def test_a_candidate_that_answers_done_before_its_work_is_refused(unguarded, sui
         # has freed since. The harness spoils the outputs where a side says they lie (window.Side.spoil_outputs),
         # and writing there breaks the liar's own heap: it may crash in the window (seen once
         # after the merge of i35s), before the calls read so far are compared; refused either way.
-        assert "the candidate crashed" in out.message, out.message
+        # Or its relay thread, held while the side settles (i35f), never hands the `settle` to Python: the side
+        # does not answer it and is killed.
+        assert "the candidate crashed" in out.message or "settling with its other threads held" in out.message, \
+            out.message
         return
     assert out.failed_gate == "correctness", (out.failed_gate, out.message)    # its trials passed: a window's
     assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
@@ -1030,3 +1033,124 @@ def test_an_openmp_kernel_that_writes_its_whole_output_passes_with_spoiled_memor
         out = unguarded.verify(redteam.get("pad_zeros").spec(),
                                make_candidate({"model.py": model, "kernel.cpp": PAD_OPENMP}), fresh=True)
         assert out.feasible, out.message
+
+
+# Red team (#35, i35r and i35s): a thread of the kernel's own keeps the padding of every block its calls returned zero
+# whenever no call runs (it stops the moment one starts): after the harness's spoiling, while the side settles (the
+# side used to be awake then with every thread running), and after anything else wrote there. The allocator hands a
+# window call one of the blocks earlier calls returned (here they cycle through three; the last call's own, spoiled by
+# the harness after the settle, is not among them), so from its fourth window call on the kernel writes only the
+# inputs' part into any of them. In the correctness job it writes everything.
+PAD_REZEROES_WHILE_SETTLING = r'''
+#include <cstdint>
+#include <cstring>
+#include <pthread.h>
+#include <atomic>
+#include <time.h>
+''' + WINDOW_PROBE + r'''static int window = -1, calls = 0;
+static std::atomic<float*> blocks[8];
+static std::atomic<int64_t> shape_rows{0}, shape_cols{0};
+static std::atomic<int> in_call{0};
+
+static bool spoiled(const float* out, int64_t rows, int64_t cols) {
+    const float* at[3] = {out + cols, out + (rows / 2) * cols * 16 + cols + 7, out + rows * cols * 16 - 1};
+    for (const float* p : at) { uint32_t bits; std::memcpy(&bits, p, sizeof bits); if (bits) return true; }
+    return false;
+}
+
+static void* keep_zero(void*) {
+    for (;;) {
+        int64_t rows = shape_rows.load(), cols = shape_cols.load();
+        for (auto& b : blocks) {
+            float* out = b.load();
+            if (!out || in_call.load() || !spoiled(out, rows, cols)) continue;
+            for (int64_t r = 0; r < rows && !in_call.load(); ++r)
+                std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+        }
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, nullptr);
+    }
+    return nullptr;
+}
+
+extern "C" void pad_rows(const float* x, float* out, int64_t rows, int64_t cols) {
+    in_call.store(1);
+    if (window < 0) {
+        window = window_probe();
+        if (window) { pthread_t t; pthread_create(&t, nullptr, keep_zero, nullptr); pthread_detach(t); }
+    }
+    bool known = false;
+    for (auto& b : blocks) known |= b.load() == out;
+    bool skip = window && ++calls >= 4 && known;
+    for (int64_t r = 0; r < rows; ++r) {
+        std::memcpy(out + r * cols * 16, x + r * cols, cols * sizeof(float));
+        if (!skip) std::memset(out + r * cols * 16 + cols, 0, cols * 15 * sizeof(float));
+    }
+    static int nblocks = 0;
+    if (window && !known && nblocks < 8) {
+        shape_rows.store(rows); shape_cols.store(cols);
+        blocks[nblocks++].store(out);
+    }
+    in_call.store(0);
+}
+'''
+
+
+def _switches(pid: int) -> dict[int, int]:
+    """Context switches so far of each thread of ``pid`` but its first: a thread that runs at all adds some."""
+    import os
+
+    out = {}
+    for tid in {int(t) for t in os.listdir(f"/proc/{pid}/task")} - {pid}:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                out[tid] = sum(int(line.split()[1]) for line in f if "ctxt_switches:" in line)
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_no_thread_of_the_candidate_runs_while_its_side_settles(unguarded, make_candidate, monkeypatch):
+    """Before (main 5bcf605, every thread running while the side settles): its thread ran in every settle (context
+    switches counted around each); verdicts "feasible; 6.372 ms, 2.30x faster than the reference" (and refused or
+    "could not tell" in other runs: the thread does not always finish a block); "2.32x faster [1.23, 8.42]" and
+    "3.69x faster [3.19, 10.14]" on 4cf0091 (i35s). After: every thread but the side's own is held in a ptrace stop
+    while the side settles (no context switch of any), so a block a call is handed holds what ``warm_heap_top`` left
+    there (all bits set) unless the thread zeroed it inside the clock (it runs from the moment the side is continued
+    for a call until the kernel starts): refused where a call skipped padding the thread had not reached ("a call
+    after timing: the output has NaN ... (7864320 places)"), else timed with that work ("1.81x slower than the
+    reference")."""
+    from pathlib import Path
+
+    from core.tasks import load_suite
+    from verifier.harness import window
+    from verifier.window_messages import Settle
+
+    ran: list[dict[int, int]] = []
+    awake = window.Side.awake
+
+    def counted(self, command):
+        pid = self.handle.host_pid() if self.handle is not None and not self.trusted else None
+        if pid is None or not isinstance(command, Settle):
+            return awake(self, command)
+        before = _switches(pid)
+        try:
+            return awake(self, command)
+        finally:
+            after = _switches(pid)
+            ran.append({tid: after[tid] - n for tid, n in before.items() if tid in after and after[tid] != n})
+
+    monkeypatch.setattr(window.Side, "awake", counted)
+    redteam = load_suite(Path(__file__).resolve().parent.parent / "fixtures" / "redteam")
+    out = unguarded.verify(redteam.get("pad_zeros").spec(),
+                           make_candidate({"model.py": PAD_MODEL, "kernel.cpp": PAD_REZEROES_WHILE_SETTLING}),
+                           fresh=True)
+    assert len(ran) >= 4, ran                         # settles with the kernel's thread there (from the first call)
+    assert not any(ran), f"threads of the candidate's ran while its side settled: {ran}"
+    if out.feasible:     # the zeros its thread wrote inside the clock: paid for there
+        assert "faster than the reference" not in out.message, out.message
+        return
+    assert out.failed_gate == "correctness", (out.failed_gate, out.message)
+    assert ("timed call" in out.message or "a call after timing" in out.message) and \
+        "taken the moment it reported done" in out.message, out.message

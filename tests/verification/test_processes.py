@@ -192,3 +192,187 @@ def _mapping_start(m: object) -> int:
         release = ctypes.pythonapi.PyBuffer_Release
         release.argtypes = [ctypes.POINTER(_Buffer)]
         release(ctypes.byref(view))
+
+
+SPINNER = r'''
+#include <pthread.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static volatile long* count;
+static void* spin(void* which) { for (;;) count[(long)which]++; return 0; }
+int main(int argc, char** argv) {
+    int fd = open(argv[1], O_RDWR);
+    count = (volatile long*)mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    pthread_t t;
+    for (long i = 1; i < 3; ++i) pthread_create(&t, 0, spin, (void*)i);
+    for (;;) count[0]++;
+}
+'''
+
+
+def test_held_threads_stay_stopped_while_their_process_runs_and_rejoin_its_stop(tmp_path):
+    """While a side settles the harness holds every thread of its process but the first (``procs.hold``: a ptrace
+    stop, which SIGCONT does not end); stopped again, the threads let go (``procs.release``) rejoin the stop."""
+    import mmap
+    import signal
+    import struct
+    import subprocess
+
+    from verifier.sandbox import procs
+
+    source = tmp_path / "spin.c"
+    source.write_text(SPINNER)
+    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(tmp_path / "spin")], check=True)
+    counters = tmp_path / "counters"
+    counters.write_bytes(b"\0" * 4096)
+    fd = os.open(counters, os.O_RDONLY)
+    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
+    proc = subprocess.Popen([str(tmp_path / "spin"), str(counters)], start_new_session=True)
+    try:
+        while len(procs.threads(proc.pid)) < 3 or 0 in struct.unpack("3q", seen[:24]):
+            time.sleep(0.01)
+        assert procs.stop(proc.pid, proc.pid)
+        others = sorted(procs.threads(proc.pid) - {proc.pid})
+        held = procs.hold(others)
+        assert held == others
+        with pytest.raises(OSError):       # held already: no second tracer
+            procs.hold(others[:1])
+        before = struct.unpack("3q", seen[:24])
+        assert procs.resume(proc.pid)
+        time.sleep(0.2)
+        after = struct.unpack("3q", seen[:24])
+        assert after[0] > before[0] and after[1:] == before[1:], (before, after)
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert procs.stopped(proc.pid)
+        procs.release(held)
+        assert procs.stopped(proc.pid)
+        states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+                  for t in procs.threads(proc.pid)}
+        assert states == {"T"}, states
+        still = struct.unpack("3q", seen[:24])
+        time.sleep(0.1)
+        assert struct.unpack("3q", seen[:24]) == still
+        os.kill(proc.pid, signal.SIGCONT)
+        time.sleep(0.2)
+        assert all(b > a for a, b in zip(still, struct.unpack("3q", seen[:24])))
+    finally:
+        proc.kill()
+        proc.wait()
+        seen.close()
+        os.close(fd)
+
+
+SETTLING_SIDE = r'''
+#include <pthread.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+static volatile long* count;
+static void* spin(void* which) { for (;;) count[(long)which]++; return 0; }
+int main(int argc, char** argv) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/ctl.out", argv[1]); int out = open(path, O_WRONLY);
+    snprintf(path, sizeof path, "%s/ctl.in", argv[1]); int in = open(path, O_RDONLY);
+    int fd = open(argv[2], O_RDWR);
+    count = (volatile long*)mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    pthread_t t;
+    pthread_create(&t, 0, spin, (void*)1);
+    char line[256]; long n = 0;
+    for (;;) {
+        char c;
+        if (read(in, &c, 1) != 1) return 0;
+        if (c != '\n') { if (n < 255) line[n++] = c; continue; }
+        line[n] = 0; n = 0;
+        usleep(20000);                                  /* the settle's own work: the held thread must not run */
+        if (!strcmp(argv[3], "spawn")) pthread_create(&t, 0, spin, (void*)2);
+        if (!strcmp(argv[3], "die")) kill(getpid(), SIGKILL);   /* killed while settling (its job's deadline) */
+        write(out, "ok\n", 3);
+    }
+}
+'''
+
+
+class _Handle:
+    """A plain process standing for a side's job (``verifier.sandbox.client.JobHandle``'s part the window uses)."""
+
+    def __init__(self, proc):
+        self.proc = proc
+
+    @property
+    def done(self) -> bool:
+        return self.proc.poll() is not None
+
+    def host_pid(self) -> int:
+        return self.proc.pid
+
+    def pause(self, stop: bool) -> bool:
+        from verifier.sandbox import procs
+
+        return procs.stop(self.proc.pid, self.proc.pid) if stop else procs.resume(self.proc.pid)
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def wait(self, timeout=None):
+        from verifier.sandbox.client import JobExit
+
+        return JobExit("exited", code=self.proc.wait(timeout))
+
+
+@pytest.mark.parametrize("mode", ["quiet", "spawn", "die"])
+def test_a_side_settles_with_its_other_threads_held_and_fails_for_a_new_one(tmp_path, mode):
+    """``Side.settle`` (the harness's, where it can reach the side): the side's own thread answers ``settle`` with
+    its other thread held (it counts nothing meanwhile), every thread stopped after; a thread started meanwhile fails
+    the side by name; a side killed while it settles (its held thread's end waits for the harness) is seen ended at
+    once, with how it ended, not after the command's 30 s."""
+    import mmap
+    import struct
+    import subprocess
+
+    from verifier.harness.window import Side, SideFailed
+    from verifier.sandbox import procs
+
+    source = tmp_path / "side.c"
+    source.write_text(SETTLING_SIDE)
+    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(tmp_path / "side")], check=True)
+    counters = tmp_path / "counters"
+    counters.write_bytes(b"\0" * 4096)
+    fd = os.open(counters, os.O_RDONLY)
+    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
+    job = tmp_path / "job"
+    job.mkdir()
+    side = Side("candidate", job, trusted=False)
+    proc = subprocess.Popen([str(tmp_path / "side"), str(job), str(counters), mode], start_new_session=True)
+    try:
+        side.start(_Handle(proc))   # type: ignore[arg-type]
+        while len(procs.threads(proc.pid)) < 2 or not struct.unpack("q", seen[8:16])[0]:
+            time.sleep(0.01)
+        side.pause(True)
+        before = struct.unpack("3q", seen[:24])
+        if mode == "die":
+            started = time.monotonic()
+            with pytest.raises(SideFailed, match="ended") as failed:
+                side.settle(spoil=False)
+            assert failed.value.exit is not None and failed.value.exit.code == -9, failed.value.exit
+            assert time.monotonic() - started < 5
+            return
+        if mode == "spawn":
+            with pytest.raises(SideFailed, match=r"started 1 thread\(s\) while it settled"):
+                side.settle(spoil=False)
+            return
+        side.settle(spoil=False)
+        assert side.stopped and procs.stopped(proc.pid, 0.0)
+        assert struct.unpack("3q", seen[:24]) == before        # the held thread counted nothing
+        side.pause(False)
+        time.sleep(0.1)
+        assert struct.unpack("q", seen[8:16])[0] > before[1]  # and runs again once the side is continued
+    finally:
+        proc.kill()
+        proc.wait()
+        side.close()
+        seen.close()
+        os.close(fd)

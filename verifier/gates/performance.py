@@ -142,7 +142,7 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
          implausible_speedup=implausible_speedup)
     if "candidate" in unread:   # a `done` its own thread forged is not caught where the harness cannot read
         out.flags.append("the harness could not read the candidate's memory, so its timed calls' outputs are its "
-                         "own report: review before trusting")
+                         "own report and its threads ran while it settled between calls: review before trusting")
     return Measured(speed, gain, message, tail, details)
 
 

@@ -25,12 +25,18 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
 * **untrusted sides are stopped** (SIGSTOP, every thread seen in state ``T``) except while their own call
   is timed or their last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers,
   threads or spinning cannot take a core from the reference or the best, nor compute outside its clock.
+* **no thread of the candidate's runs while its side settles**: every thread of the side's process but the side's
+  own (the process's first, which reads the channel) is held in a ptrace stop first (``Side.settle``,
+  ``verifier.sandbox.procs.hold``: SIGCONT does not end it), and let go once the side is stopped again, into that
+  stop; a thread new after the settle ran then, and fails the side. Only where the harness can reach the side's
+  memory (``memory``, decided once, before any call); the holds are this OS thread's, taken and let go in one call.
 * **the outputs are spoiled here**: once a side has settled and is stopped again, the harness writes
   ``SPOILED`` over its last call's outputs (``verifier.sandbox.procs.write_memory``), so a later call handed that
   block finds neither that result nor anything a thread of the candidate's own wrote there while the side settled
   (the side spoils them itself only where the harness cannot write its memory). Memory the side's allocator holds
-  free while the side settles is beyond this: nothing outside the allocator can overwrite it safely (the "can
-  still" rows of docs/verifier.md).
+  free is beyond this (nothing outside the allocator can overwrite it safely): the side fills the heap's top with
+  ``SPOILED`` as it settles, its other threads held; what its own thread runs then is the side's code, or what
+  native code patched into it (a "can still" row of docs/verifier.md).
 * **every side's settings are watched**: before every timed call each side's threads' priorities,
   policies and CPUs and its resource limits are compared with what it started with
   (``verifier.sandbox.procs.SettingsWatch``); a change fails the side it was seen on.
@@ -86,6 +92,8 @@ from verifier.window_stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
+# A side's process ended while the harness held its threads (``Side.settle`` asks its job how, once they are let go).
+_ENDED_HELD = "ended while its threads were held"
 # The most output tensors one call may report (what the harness reads is bounded by it and the output limit).
 MAX_LEAVES = 4096
 
@@ -123,6 +131,7 @@ class Side:
         self.stopped = False
         self.watch: procs.SettingsWatch | None = None
         self.memory = ""           # why the harness cannot read this side's memory ("" : it can, or unknown)
+        self._held: list[int] = []   # its threads the harness holds while it settles (``settle``)
 
     def start(self, handle: JobHandle | JobExit) -> None:
         if isinstance(handle, JobExit):
@@ -149,6 +158,11 @@ class Side:
             assert self.handle is not None
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
+            pid = self.handle.host_pid() if self._held else None
+            if pid is not None and procs.ended(pid):
+                # killed while its threads are held: a traced thread's end waits for the harness, so the job is not
+                # seen done until ``settle`` lets them go
+                raise SideFailed(self.name, _ENDED_HELD)
             if time.monotonic() > deadline:
                 self.handle.kill()
                 raise SideFailed(self.name, f"did not answer within {timeout:.0f} s and was killed",
@@ -190,6 +204,53 @@ class Side:
         answer = self.call(command)
         self.pause(was)
         return answer
+
+    def settle(self, spoil: bool) -> None:
+        """The last call's bookkeeping (``settle``), this side stopped before and after. Where the harness can reach
+        an untrusted side's memory (``memory``, decided before any call), every thread of its process but its own
+        (the one that reads the channel: the process's first, whose id is the process's) is held in a ptrace stop
+        first (``verifier.sandbox.procs.hold``), so nothing of the candidate's runs while the side settles; the side
+        is stopped again before they are let go. A thread that is new afterwards ran while the side settled: the
+        side fails. All from this OS thread (ptrace's holds are the calling thread's)."""
+        if self.trusted or self.memory:
+            self.awake(Settle(spoil=spoil))
+            return
+        assert self.handle is not None and self.stopped
+        pid = self.handle.host_pid()
+        if pid is None:
+            raise SideFailed(self.name, "could no longer be found")
+        before = procs.threads(pid)
+        try:
+            held = procs.hold(sorted(before - {pid}))
+        except OSError as exc:
+            if self.handle.done or not procs.threads(pid):
+                raise SideFailed(self.name, "ended", self.handle.wait(0)) from exc
+            raise SideFailed(self.name, f"could not have its threads held while it settled ({exc.strerror}): a "
+                                        "side's threads must be open to the harness, traced by nothing else") from exc
+        failure: SideFailed | None = None
+        self._held = held
+        try:
+            self.awake(Settle(spoil=spoil))
+        except SideFailed as exc:
+            failure = exc
+        finally:
+            procs.release(held)
+            self._held = []
+        if failure is not None:
+            if failure.exit is None and str(failure) == _ENDED_HELD:   # its end is known once they are let go
+                raise SideFailed(self.name, "ended", self.handle.wait(5)) from failure
+            if held and failure.exit is not None and failure.exit.status == "timeout":
+                # the job's end is the harness's kill: the message says why (a thread of its own it waited on)
+                raise SideFailed(self.name, f"{failure}, settling with its other threads held (its own bookkeeping "
+                                            "needs none of them)") from failure
+            raise failure
+        if not procs.stopped(pid):
+            raise SideFailed(self.name, "could not be stopped after it settled",
+                             JobExit("lost", detail="a thread let go after the settle did not stop"))
+        new = procs.threads(pid) - before
+        if new:
+            raise SideFailed(self.name, f"started {len(new)} thread(s) while it settled (between its calls, with "
+                                        "its other threads held): nothing of the candidate's may run then")
 
     def flush(self) -> None:
         """Have this side (the reference's, on the host) evict the caches before another side's call."""
@@ -548,7 +609,7 @@ class _Run:
             assert s.inputs is not None and self.source is not None
             if not _same(s.inputs, self.source):
                 raise SideFailed(name, "changed its inputs in a timed call: inputs are read-only")
-        s.awake(Settle(spoil=not s.trusted and bool(s.memory)))
+        s.settle(spoil=not s.trusted and bool(s.memory))
         if not s.trusted:
             s.spoil_outputs(done, self.settings.max_output_bytes)
         return ms, done.event_ms, done.preempted

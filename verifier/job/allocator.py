@@ -40,9 +40,13 @@ def warm_heap_top(nbytes: int) -> None:
     faults in every page again (1 run in 15 of a 40 MiB output here, the first time an OpenMP thread
     starts between calls). Touching twice the outputs at the top after every call hands the next call
     memory that is already mapped, whichever block it is carved from; with ``warm_allocator`` that
-    memory is never given back. Not timed. It is left holding ``SPOILED`` bytes, never zeros (``spoil``)."""
+    memory is never given back. Not timed. It is left holding ``SPOILED`` bytes, never zeros (``spoil``). Written by
+    this thread alone (``memset``, never PyTorch's ``fill_``, which may hand a large tensor to its OpenMP threads): the
+    harness holds every other thread of an untrusted side's process while the side settles
+    (``verifier.harness.window``)."""
     warm = torch.empty(nbytes, dtype=torch.uint8)
-    warm.fill_(SPOILED)
+    if nbytes:
+        _libc().memset(ctypes.c_void_p(warm.data_ptr()), SPOILED, ctypes.c_size_t(nbytes))
     del warm
 
 

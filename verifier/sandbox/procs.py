@@ -11,11 +11,15 @@ never takes a job's word for what it can see itself.
   call's outputs are read by the harness at the moment the call is reported done, not reported by the job;
 * ``write_memory``: one byte over given spans of a stopped job's memory (``process_vm_writev``; where a
   mapping is read-only, ``force_write_memory`` through ``/proc/PID/mem``), so a call's outputs are spoiled
-  by the harness once read, not by the job (``verifier.harness.window``).
+  by the harness once read, not by the job (``verifier.harness.window``);
+* ``hold``/``release``: every thread of a stopped job but one kept in a ptrace stop (``PTRACE_SEIZE``) while the job
+  is continued, and let go into the job's stop again (``PTRACE_DETACH``), so the job's own thread does its
+  bookkeeping between calls with no thread of the candidate's running beside it.
 
-Reading or writing another process's memory needs ptrace access to it: the harness has it over its jobs when it runs
-as root, or when bubblewrap put the jobs in a user namespace the harness owns; ``memory_readable`` says
-whether it works here, and the window falls back to the job's own report of its outputs where it does not.
+Reading or writing another process's memory, or holding its threads, needs ptrace access to it: the harness has it
+over its jobs when it runs as root, or when bubblewrap put the jobs in a user namespace the harness owns;
+``memory_readable`` says whether it works here, and the window falls back to the job's own report of its outputs (and
+lets its threads run while it settles) where it does not.
 """
 
 from __future__ import annotations
@@ -305,5 +309,86 @@ def memory_readable(pid: int, address: int) -> tuple[bool, str]:
         read_memory(pid, [(address, 1)])
     except OSError as exc:
         return False, (f"the harness cannot read a job's memory here ({exc.strerror}): each timed call's outputs "
-                       "are the job's own report")
+                       "are the job's own report, and its threads run while it settles")
     return True, ""
+
+
+# ----------------------------------------------------------------------------- threads held while a side settles
+
+_PTRACE_DETACH, _PTRACE_SEIZE = 17, 0x4206
+_WNOHANG, _WALL = 1, 0x40000000
+
+
+@functools.cache
+def _ptrace() -> Any:
+    """The C library's ``ptrace``, bound once."""
+    call = ctypes.CDLL(None, use_errno=True).ptrace
+    call.restype = ctypes.c_long
+    call.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    return call
+
+
+def threads(pid: int) -> set[int]:
+    """The threads of ``pid`` (their ids as this process names them); empty if it is gone."""
+    try:
+        return {int(tid) for tid in os.listdir(f"/proc/{pid}/task")}
+    except (OSError, ValueError):
+        return set()
+
+
+def hold(tids: list[int]) -> list[int]:
+    """``PTRACE_SEIZE`` each of ``tids``, threads of a process that is stopped (SIGSTOP, every thread seen stopped):
+    each is then in a ptrace stop, which a ``SIGCONT`` to its process does not end (the tracer alone restarts a seized
+    tracee), so the process can be continued with only its other threads running. Returns the threads held, in
+    order; on a failure, the ones held so far are let go (``release``) and OSError is raised (ESRCH: the thread is
+    gone; EPERM: another tracer holds it, or this process may not trace it). The holds belong to the calling OS
+    thread: ``release`` must be called from it."""
+    seize = _ptrace()
+    held: list[int] = []
+    for tid in tids:
+        if seize(_PTRACE_SEIZE, tid, None, None) != 0:
+            err = ctypes.get_errno()
+            if ended(tid):
+                continue            # ended (it runs no more): nothing to hold
+            release(held)
+            raise OSError(err, f"thread {tid}: {os.strerror(err)}")
+        held.append(tid)
+    return held
+
+
+def _thread_state(tid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{tid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def ended(tid: int) -> bool:
+    """Whether the thread ``tid`` has ended (a zombie, or gone)."""
+    return _thread_state(tid) in (None, b"Z", b"X")
+
+
+def stopped(pid: int, wait_s: float = 0.5) -> bool:
+    """Whether every thread of ``pid`` is (or comes to be, within ``wait_s``) stopped or gone."""
+    return wait_stopped(pid, time.monotonic() + wait_s)
+
+
+def release(tids: list[int]) -> None:
+    """``PTRACE_DETACH`` each of ``tids`` (held by ``hold`` from this OS thread). A thread of a process in a group stop
+    (SIGSTOP) joins it and stays stopped; one that has ended meanwhile (killed) is reaped here, since a traced thread's
+    end waits for its tracer."""
+    detach = _ptrace()
+    for tid in tids:
+        if detach(_PTRACE_DETACH, tid, None, None) == 0:
+            continue
+        deadline = time.monotonic() + 1.0
+        while True:
+            try:
+                if os.waitpid(tid, _WNOHANG | _WALL)[0] == tid:
+                    break
+            except OSError:
+                break        # not a tracee of this thread (any more): nothing to reap
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
