@@ -20,7 +20,7 @@ CONSTRAINTS := constraints.txt
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # $(call phases,MARKS): the tests selected by MARKS (a pytest -m expression; empty: all), the parallel phase then
-# the quiet one. Both always run; the recipe fails if either failed (a phase with no test selected is no failure).
+# the quiet one. Select by marker with `make test MARKS=...` (a -m in PYTEST_ARGS would replace the phases' own). Both always run; the recipe fails if either failed (a phase with no test selected is no failure).
 define phases
 @rc=0; \
  $(PY) -m pytest -q $(XDIST) -m "$(if $(1),($(1)) and )not quiet" $(PYTEST_ARGS); r=$$?; [ $$r = 0 ] || [ $$r = 5 ] || rc=$$r; \
@@ -57,10 +57,10 @@ run: setup
 	@cd $(WORKSPACE) && ../$(VENV)/bin/evokernel
 
 test: setup lint
-	$(call phases,)
+	$(call phases,$(MARKS))
 
 check: setup
-	$(call phases,not slow)
+	$(call phases,not slow$(if $(MARKS), and ($(MARKS))))
 
 lint: setup
 	$(PY) -m ruff check .
