@@ -20,7 +20,8 @@ CONSTRAINTS := constraints.txt
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 # $(call phases,MARKS): the tests selected by MARKS (a pytest -m expression; empty: all), the parallel phase then
-# the quiet one. Select by marker with `make test MARKS=...` (a -m in PYTEST_ARGS would replace the phases' own). Both always run; the recipe fails if either failed (a phase with no test selected is no failure).
+# the quiet one. Select by marker with `make test MARKS=...` (a -m in PYTEST_ARGS would replace the phases' own).
+# Both always run; the recipe fails if either failed (a phase with no test selected is no failure).
 define phases
 @rc=0; \
  $(PY) -m pytest -q $(XDIST) -m "$(if $(1),($(1)) and )not quiet" $(PYTEST_ARGS); r=$$?; [ $$r = 0 ] || [ $$r = 5 ] || rc=$$r; \

@@ -122,7 +122,9 @@ class _LongestFirst:
         known = _durations()
         weight: dict[Path, float] = {}
         for item in items:
-            weight[item.path] = weight.get(item.path, 0.0) + float(known.get(item.nodeid, UNKNOWN_S))
+            seconds = known.get(item.nodeid)
+            seconds = float(seconds) if isinstance(seconds, (int, float)) else UNKNOWN_S
+            weight[item.path] = weight.get(item.path, 0.0) + seconds
         items.sort(key=lambda item: -weight[item.path])    # stable: a file's tests stay together, in their order
 
 
