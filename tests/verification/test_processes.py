@@ -6,8 +6,11 @@ Seen failing on the code before: a toolchain probe that timed out left its comma
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -134,7 +137,6 @@ def test_write_memory_fills_spans_and_refuses_a_read_only_mapping(tmp_path):
     mappings are found by device and inode."""
     import ctypes
     import errno
-    import mmap
 
     from verifier.sandbox import procs
 
@@ -211,56 +213,66 @@ int main(int argc, char** argv) {
 '''
 
 
+@contextlib.contextmanager
+def _counting_program(tmp_path: Path, name: str, source: str) -> Iterator[tuple[Path, Path, mmap.mmap]]:
+    """``source`` (C, threads counting into the file its command line names) built as ``name``, and that file's
+    counters mapped read-only here: (the program, the counters' file, their mapping), closed after."""
+    import subprocess
+
+    (tmp_path / f"{name}.c").write_text(source)
+    subprocess.run(["gcc", "-O1", "-pthread", str(tmp_path / f"{name}.c"), "-o", str(tmp_path / name)], check=True)
+    counters = tmp_path / "counters"
+    counters.write_bytes(b"\0" * 4096)
+    fd = os.open(counters, os.O_RDONLY)
+    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
+    try:
+        yield tmp_path / name, counters, seen
+    finally:
+        seen.close()
+        os.close(fd)
+
+
 def test_held_threads_stay_stopped_while_their_process_runs_and_rejoin_its_stop(tmp_path):
     """While a side settles the harness holds every thread of its process but the first (``procs.hold``: a ptrace
     stop, which SIGCONT does not end); stopped again, the threads let go (``procs.release``) rejoin the stop."""
-    import mmap
     import signal
     import struct
     import subprocess
 
     from verifier.sandbox import procs
 
-    source = tmp_path / "spin.c"
-    source.write_text(SPINNER)
-    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(tmp_path / "spin")], check=True)
-    counters = tmp_path / "counters"
-    counters.write_bytes(b"\0" * 4096)
-    fd = os.open(counters, os.O_RDONLY)
-    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
-    proc = subprocess.Popen([str(tmp_path / "spin"), str(counters)], start_new_session=True)
-    try:
-        while len(procs.threads(proc.pid)) < 3 or 0 in struct.unpack("3q", seen[:24]):
-            time.sleep(0.01)
-        assert procs.stop(proc.pid, proc.pid)
-        others = sorted(procs.threads(proc.pid) - {proc.pid})
-        held = procs.hold(others)
-        assert held == others
-        with pytest.raises(OSError):       # held already: no second tracer
-            procs.hold(others[:1])
-        before = struct.unpack("3q", seen[:24])
-        assert procs.resume(proc.pid)
-        time.sleep(0.2)
-        after = struct.unpack("3q", seen[:24])
-        assert after[0] > before[0] and after[1:] == before[1:], (before, after)
-        os.kill(proc.pid, signal.SIGSTOP)
-        assert procs.stopped(proc.pid)
-        procs.release(held)
-        assert procs.stopped(proc.pid)
-        states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
-                  for t in procs.threads(proc.pid)}
-        assert states == {"T"}, states
-        still = struct.unpack("3q", seen[:24])
-        time.sleep(0.1)
-        assert struct.unpack("3q", seen[:24]) == still
-        os.kill(proc.pid, signal.SIGCONT)
-        time.sleep(0.2)
-        assert all(b > a for a, b in zip(still, struct.unpack("3q", seen[:24])))
-    finally:
-        proc.kill()
-        proc.wait()
-        seen.close()
-        os.close(fd)
+    with _counting_program(tmp_path, "spin", SPINNER) as (program, counters, seen):
+        proc = subprocess.Popen([str(program), str(counters)], start_new_session=True)
+        try:
+            while len(procs.threads(proc.pid)) < 3 or 0 in struct.unpack("3q", seen[:24]):
+                time.sleep(0.01)
+            assert procs.stop(proc.pid, proc.pid)
+            others = sorted(procs.threads(proc.pid) - {proc.pid})
+            held = procs.hold(others)
+            assert held == others
+            with pytest.raises(OSError):       # held already: no second tracer
+                procs.hold(others[:1])
+            before = struct.unpack("3q", seen[:24])
+            assert procs.resume(proc.pid)
+            time.sleep(0.2)
+            after = struct.unpack("3q", seen[:24])
+            assert after[0] > before[0] and after[1:] == before[1:], (before, after)
+            os.kill(proc.pid, signal.SIGSTOP)
+            assert procs.stopped(proc.pid)
+            procs.release(held)
+            assert procs.stopped(proc.pid)
+            states = {open(f"/proc/{proc.pid}/task/{t}/stat").read().rsplit(")", 1)[1].split()[0]
+                      for t in procs.threads(proc.pid)}
+            assert states == {"T"}, states
+            still = struct.unpack("3q", seen[:24])
+            time.sleep(0.1)
+            assert struct.unpack("3q", seen[:24]) == still
+            os.kill(proc.pid, signal.SIGCONT)
+            time.sleep(0.2)
+            assert all(b > a for a, b in zip(still, struct.unpack("3q", seen[:24])))
+        finally:
+            proc.kill()
+            proc.wait()
 
 
 SETTLING_SIDE = r'''
@@ -329,50 +341,41 @@ def test_a_side_settles_with_its_other_threads_held_and_fails_for_a_new_one(tmp_
     its other thread held (it counts nothing meanwhile), every thread stopped after; a thread started meanwhile fails
     the side by name; a side killed while it settles (its held thread's end waits for the harness) is seen ended at
     once, with how it ended, not after the command's 30 s."""
-    import mmap
     import struct
     import subprocess
 
     from verifier.harness.window import Side, SideFailed
     from verifier.sandbox import procs
 
-    source = tmp_path / "side.c"
-    source.write_text(SETTLING_SIDE)
-    subprocess.run(["gcc", "-O1", "-pthread", str(source), "-o", str(tmp_path / "side")], check=True)
-    counters = tmp_path / "counters"
-    counters.write_bytes(b"\0" * 4096)
-    fd = os.open(counters, os.O_RDONLY)
-    seen = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
     job = tmp_path / "job"
     job.mkdir()
-    side = Side("candidate", job, trusted=False)
-    proc = subprocess.Popen([str(tmp_path / "side"), str(job), str(counters), mode], start_new_session=True)
-    try:
-        side.start(_Handle(proc))   # type: ignore[arg-type]
-        while len(procs.threads(proc.pid)) < 2 or not struct.unpack("q", seen[8:16])[0]:
-            time.sleep(0.01)
-        side.pause(True)
-        before = struct.unpack("3q", seen[:24])
-        if mode == "die":
-            started = time.monotonic()
-            with pytest.raises(SideFailed, match="ended") as failed:
-                side.settle(spoil=False)
-            assert failed.value.exit is not None and failed.value.exit.code == -9, failed.value.exit
-            assert time.monotonic() - started < 5
-            return
-        if mode == "spawn":
-            with pytest.raises(SideFailed, match=r"started 1 thread\(s\) while it settled"):
-                side.settle(spoil=False)
-            return
-        side.settle(spoil=False)
-        assert side.stopped and procs.stopped(proc.pid, 0.0)
-        assert struct.unpack("3q", seen[:24]) == before        # the held thread counted nothing
-        side.pause(False)
-        time.sleep(0.1)
-        assert struct.unpack("q", seen[8:16])[0] > before[1]  # and runs again once the side is continued
-    finally:
-        proc.kill()
-        proc.wait()
-        side.close()
-        seen.close()
-        os.close(fd)
+    with _counting_program(tmp_path, "side", SETTLING_SIDE) as (program, counters, seen):
+        side = Side("candidate", job, trusted=False)
+        proc = subprocess.Popen([str(program), str(job), str(counters), mode], start_new_session=True)
+        try:
+            side.start(_Handle(proc))   # type: ignore[arg-type]
+            while len(procs.threads(proc.pid)) < 2 or not struct.unpack("q", seen[8:16])[0]:
+                time.sleep(0.01)
+            side.pause(True)
+            before = struct.unpack("3q", seen[:24])
+            if mode == "die":
+                started = time.monotonic()
+                with pytest.raises(SideFailed, match="ended") as failed:
+                    side.settle(spoil=False)
+                assert failed.value.exit is not None and failed.value.exit.code == -9, failed.value.exit
+                assert time.monotonic() - started < 5
+                return
+            if mode == "spawn":
+                with pytest.raises(SideFailed, match=r"started 1 thread\(s\) while it settled"):
+                    side.settle(spoil=False)
+                return
+            side.settle(spoil=False)
+            assert side.stopped and procs.stopped(proc.pid, 0.0)
+            assert struct.unpack("3q", seen[:24]) == before        # the held thread counted nothing
+            side.pause(False)
+            time.sleep(0.1)
+            assert struct.unpack("q", seen[8:16])[0] > before[1]  # and runs again once the side is continued
+        finally:
+            proc.kill()
+            proc.wait()
+            side.close()
