@@ -78,12 +78,21 @@ def host_pid(ancestor: int, ns_pid: int, wait_s: float = 1.0) -> int | None:
         time.sleep(0.002)
 
 
+def _stat(path: str) -> list[bytes] | None:
+    """The fields of a ``/proc`` ``stat`` file after the command's name (the state first), or None if it is gone."""
+    try:
+        with open(path, "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
 def process_group(pid: int) -> int | None:
     """The process group of ``pid`` as this process names it."""
+    fields = _stat(f"/proc/{pid}/stat")
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[2])
-    except (OSError, ValueError, IndexError):
+        return int(fields[2]) if fields is not None else None
+    except (ValueError, IndexError):
         return None
 
 
@@ -131,20 +140,21 @@ def _cpu_list(text: str) -> frozenset[int]:
 
 def settings(pid: int) -> Settings | None:
     """``pid``'s settings now (None if it is gone)."""
-    threads: dict[int, tuple[int, int, int, frozenset[int]]] = {}
+    found: dict[int, tuple[int, int, int, frozenset[int]]] = {}
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
     for tid in tids:
+        fields = _stat(f"/proc/{pid}/task/{tid}/stat")
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
             with open(f"/proc/{pid}/task/{tid}/status") as g:
                 cpus = next(line.split(":", 1)[1].strip() for line in g if line.startswith("Cpus_allowed_list"))
         except (OSError, StopIteration):
             continue        # a thread that just ended
-        threads[int(tid)] = (int(fields[16]), int(fields[38]), int(fields[37]), _cpu_list(cpus))
+        if fields is None:
+            continue
+        found[int(tid)] = (int(fields[16]), int(fields[38]), int(fields[37]), _cpu_list(cpus))
     limits: dict[str, tuple[str, str]] = {}
     try:
         with open(f"/proc/{pid}/limits") as f:
@@ -155,7 +165,7 @@ def settings(pid: int) -> Settings | None:
                     limits[name] = (parts[0], parts[1])
     except OSError:
         return None
-    return Settings(threads, limits)
+    return Settings(found, limits)
 
 
 def _words(nice: int, policy: int, rt: int) -> str:
@@ -357,11 +367,8 @@ def hold(tids: list[int]) -> list[int]:
 
 
 def _thread_state(tid: int) -> bytes | None:
-    try:
-        with open(f"/proc/{tid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return None
+    fields = _stat(f"/proc/{tid}/stat")
+    return fields[0] if fields else None
 
 
 def ended(tid: int) -> bool:
