@@ -52,9 +52,10 @@ def test_every_draw_is_fresh_and_unrelated_to_every_other(plain, suite):
         assert abs(cos) < 0.5, cos                        # independent draws: |cos| ~ 1/sqrt(n)
 
 
-def test_untrusted_sides_are_stopped_while_another_side_is_timed(plain, suite):
-    """A candidate's timers, handlers or threads cannot take a core from the reference or the best: every
-    untrusted side other than the one being timed is stopped (every thread), the reference never is."""
+def test_every_other_side_is_stopped_while_a_side_is_timed(plain, suite):
+    """A candidate's timers, handlers or threads cannot take a core from the reference or the best: every side
+    other than the one being timed is stopped (every thread), the trusted reference too, so every side goes the
+    same path (issue #47: the reference, never stopped, paid less per call than the candidate)."""
     seen: list[tuple[str, dict[str, str]]] = []
 
     def observe(event, what):
@@ -73,10 +74,7 @@ def test_untrusted_sides_are_stopped_while_another_side_is_timed(plain, suite):
     assert timed == {"reference", "candidate", "best"}
     for name, others in seen:
         for other, state in others.items():
-            if other == "reference":
-                assert state != "T", (name, others)       # trusted, waiting for its next command
-            else:
-                assert state == "T", (name, others)
+            assert state == "T", (name, others)
 
 
 # Answers "done" on every descriptor a side could hold before doing any work: the harness's clock must

@@ -310,21 +310,22 @@ class JobRunner:
                 import torch
 
                 outputs[name] = torch.load(path, weights_only=True)["picks"]   # never unpickles code
-            # what each untrusted side's calls returned: read by the harness, or the side's own picks
+            # what each side's calls returned: read by the harness, or the side's own picks (the reference's are what
+            # the others' are compared with)
             checked: dict[str, list[Any]] = {}
             for name, read in result.pop("read").items():
                 own = iter(outputs[name])
                 checked[name] = [next(own, None) if r == "own" else r for r in read]
+            expected = checked["reference"]
             tolerance = tolerance_for(task, cfg, self.backend)
-            for meta, expected, got in zip(result["checks"], outputs["reference"], checked.get("best", [])):
-                problem = got is not None and check_call(meta, {"expected": expected, "got": got}, ref, tolerance)
+            for meta, want, got in zip(result["checks"], expected, checked.get("best", [])):
+                problem = got is not None and check_call(meta, {"expected": want, "got": got}, ref, tolerance)
                 if problem:
                     raise SideFailed("best", f"gave outputs that are not the reference's: {problem}")
             cand = ended["candidate"][1] or {}
             result.update(calls=cand.get("calls", []), forbidden=cand.get("forbidden", []),
                           signals_changed=cand.get("signals_changed", []))
-            return result, {"checks": [{"expected": e, "got": g} for e, g in zip(outputs["reference"],
-                                                                                   checked["candidate"])]}
+            return result, {"checks": [{"expected": e, "got": g} for e, g in zip(expected, checked["candidate"])]}
         finally:
             for side in sides.values():
                 side.close()

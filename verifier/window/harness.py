@@ -57,6 +57,7 @@ import os
 import random
 import secrets
 import select
+import statistics
 import time
 import warnings
 from collections.abc import Callable
@@ -125,9 +126,9 @@ class Side:
         self._buffer = b""
         self.handle: JobHandle | None = None
         self.inputs: mmap.mmap | None = None
-        self._inputs_fd = -1
-        if not trusted:   # written by the harness only: the side can open it for reading and nothing else
-            self._inputs_fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o400)
+        # written by the harness only, for every side (the reference's too: every side's inputs are the same kind of
+        # memory, written the same way): the side can open it for reading and nothing else
+        self._inputs_fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o400)
         self.stopped = False
         self.watch: procs.SettingsWatch | None = None
         self.memory = ""           # why the harness cannot read this side's memory ("" : it can, or unknown)
@@ -171,20 +172,17 @@ class Side:
         return parse_answer(line.decode(errors="replace"))
 
     def go(self, instance: int, calls: int = 1) -> tuple[float, Done]:
-        """One timed sample: milliseconds per call from continuing the side (an untrusted one: the trusted
-        reference waits on its channel) and writing ``go NONCE K CALLS`` (``calls`` back to back, the timing
-        method's) to reading the answer, which must be ``done`` with this sample's nonce; an untrusted side is
-        stopped again at once."""
+        """One timed sample: milliseconds per call from continuing the side (every side the same way, the trusted
+        reference too) and writing ``go NONCE K CALLS`` (``calls`` back to back, the timing method's) to reading
+        the answer, which must be ``done`` with this sample's nonce; the side is stopped again at once."""
         nonce = secrets.token_hex(8)
         line = (Go(nonce, instance, calls).line() + "\n").encode()
         t0 = time.perf_counter_ns()
-        if not self.trusted:
-            self.pause(False)
+        self.pause(False)
         os.write(self._to, line)
         answer = self.read(COMMAND_TIMEOUT_S * calls)
         t1 = time.perf_counter_ns()
-        if not self.trusted:
-            self.pause(True)
+        self.pause(True)
         if not isinstance(answer, Done) or answer.nonce != nonce:
             raise SideFailed(self.name, f"answered {_text(answer)!r} to a timed call: only the harness's own answer "
                                         "line may be written to the side's channel")
@@ -207,12 +205,12 @@ class Side:
 
     def settle(self, spoil: bool) -> None:
         """The last call's bookkeeping (``settle``), this side stopped before and after. Where the harness can reach
-        an untrusted side's memory (``memory``, decided before any call), every thread of its process but its own
+        a side's memory (``memory``, decided before any call), every thread of its process but its own
         (the one that reads the channel: the process's first, whose id is the process's) is held in a ptrace stop
         first (``verifier.sandbox.procs.hold``), so nothing of the candidate's runs while the side settles; the side
         is stopped again before they are let go. A thread that is new afterwards ran while the side settled: the
         side fails. All from this OS thread (ptrace's holds are the calling thread's)."""
-        if self.trusted or self.memory:
+        if self.memory:
             self.awake(Settle(spoil=spoil))
             return
         assert self.handle is not None and self.stopped
@@ -254,11 +252,11 @@ class Side:
 
     def flush(self) -> None:
         """Have this side (the reference's, on the host) evict the caches before another side's call."""
-        self.call(Flush())
+        self.awake(Flush())
 
     def pause(self, stop: bool) -> None:
-        """Stop or continue an untrusted side (the reference, trusted, is never stopped)."""
-        if self.trusted or self.stopped == stop:
+        """Stop or continue this side (every side alike, the trusted reference too: issue #47)."""
+        if self.stopped == stop:
             return
         assert self.handle is not None
         if not self.handle.pause(stop):
@@ -535,7 +533,7 @@ def run_window(sides: dict[str, Side], settings: WindowSettings, flush: Callable
 
 
 class _Run:
-    """One window's state: the sides, the inputs' layout and the reference's mapping, the checks."""
+    """One window's state: the sides, the inputs' layout and the reference's draw, the checks."""
 
     def __init__(self, sides: dict[str, Side], settings: WindowSettings, flush: Callable[[], None] | None,
                  observe: Observer | None):
@@ -547,9 +545,10 @@ class _Run:
         self.layout: list[dict[str, Any]] = []
         self.source: mmap.mmap | None = None
         self.checks: list[dict[str, Any]] = []
-        # per untrusted side, per check: what the harness read of its outputs ("own": the side picked them
-        # itself, where the harness cannot read its memory; None: the side was not called for that check)
-        self.read: dict[str, list[dict[str, Any] | str | None]] = {s.name: [] for s in self.untrusted}
+        # per side, per check: what the harness read of its outputs ("own": the side picked them itself, where the
+        # harness cannot read its memory; None: the side was not called for that check). The reference's are
+        # what the others' are compared with.
+        self.read: dict[str, list[dict[str, Any] | str | None]] = {name: [] for name in sides}
         self.instance = 0
         self.seed = 0
 
@@ -558,29 +557,29 @@ class _Run:
             self.source.close()
 
     def fresh_inputs(self, instance: int) -> None:
-        """A new draw in the reference's process, copied into every untrusted side's own input file while
-        the side is stopped."""
-        answer = self.ref.call(Gen(secrets.randbits(62), self.settings.case, instance))
+        """A new draw in the reference's process (its ``draw.bin``), copied into every side's own input file (the
+        reference's too) while the side is stopped."""
+        answer = self.ref.awake(Gen(secrets.randbits(62), self.settings.case, instance))
         if self.source is None:
             self.layout = answer.layout or []
             size = layout_bytes(self.layout)
-            fd = os.open(self.ref.job_dir / "inputs.bin", os.O_RDONLY)
+            fd = os.open(self.ref.job_dir / "draw.bin", os.O_RDONLY)
             try:
                 self.source = mmap.mmap(fd, size, prot=mmap.PROT_READ)
             finally:
                 os.close(fd)
-            for s in self.untrusted:
+            for s in self.sides.values():
                 s.map_inputs(size)
                 s.awake(Layout(self.layout))
-        for s in self.untrusted:
+        for s in self.sides.values():
             assert s.inputs is not None and s.stopped
             s.inputs[:] = self.source     # one copy per side: no side can change what another reads
         if self.observe is not None:
             self.observe("inputs", bytes(self.source))
 
     def stage(self, instance: int) -> None:
-        """A round's inputs: fresh ones in every side's input file (and, on a device, its buffers); every
-        untrusted side stays stopped; the positions compared this round drawn now (never told to a side)."""
+        """A round's inputs: fresh ones in every side's input file (and, on a device, its buffers); every side
+        stays stopped; the positions compared this round drawn now (never told to a side)."""
         self.instance = instance
         self.seed = secrets.randbits(62)
         self.fresh_inputs(instance)
@@ -589,10 +588,12 @@ class _Run:
                 s.awake(Stage(instance))
 
     def timed(self, name: str, limit: int | None = None, checked: bool = True, calls: int = 1,
-              ) -> tuple[float, float | None, bool]:
-        """One side's sample of ``calls`` calls, the others stopped: (harness ms, the side's event ms or None,
-        preempted), per call. An untrusted side's outputs are read the moment it reports done (``checked``),
-        at the round's positions (``limit`` per output; None: every position), its inputs checked unchanged."""
+              ) -> tuple[float, Done]:
+        """One side's sample of ``calls`` calls, the others stopped: (harness ms per call, the answer). Every side
+        alike, the trusted reference too (issue #47: what one side pays and another does not is not in a
+        window): its outputs read the moment it reports done (``checked``), at the round's positions (``limit``
+        per output; None: every position), its inputs checked unchanged, its threads held while it settles, its
+        outputs spoiled."""
         s = self.sides[name]
         for side in self.sides.values():
             side.check_settings()
@@ -601,7 +602,7 @@ class _Run:
         if self.observe is not None:
             self.observe("timed", (name, self.sides))
         ms, done = s.go(self.instance, calls)
-        if not s.trusted and checked:
+        if checked:
             got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes, self.settings.on_device)
             if got is None:     # the side's own word, picked after the stop
                 s.awake(Pick(self.seed, limit))
@@ -609,16 +610,13 @@ class _Run:
             assert s.inputs is not None and self.source is not None
             if not _same(s.inputs, self.source):
                 raise SideFailed(name, "changed its inputs in a timed call: inputs are read-only")
-        s.settle(spoil=not s.trusted and bool(s.memory))
-        if not s.trusted:
-            s.spoil_outputs(done, self.settings.max_output_bytes)
-        return ms, done.event_ms, done.preempted
+        s.settle(spoil=bool(s.memory))
+        s.spoil_outputs(done, self.settings.max_output_bytes)
+        return ms, done
 
-    def pick(self, meta: dict[str, Any], limit: int | None) -> None:
-        """The reference keeps the round's positions of its last result (the harness read the untrusted
-        sides' already)."""
-        self.ref.call(Pick(self.seed, limit))
-        self.checks.append({**meta, "seed": self.seed, "limit": limit})   # the positions, for what is not compared
+    def check(self, meta: dict[str, Any], limit: int | None) -> None:
+        """The round's check: its positions, for what is not compared (every side's outputs are read already)."""
+        self.checks.append({**meta, "seed": self.seed, "limit": limit})
 
     def all_rounds(self) -> dict[str, Any]:
         """The warm-up, the timed rounds and the two calls after them."""
@@ -627,11 +625,12 @@ class _Run:
             answer = s.read()   # "ready": the model is loaded
             if not isinstance(answer, Ready):
                 raise SideFailed(s.name, f"answered {_text(answer)!r} before it was ready")
-        for s in self.untrusted:
+        for s in self.sides.values():
             s.pause(True)
             s.probe_memory()
-        samples: dict[str, list[float]] = {n: [] for n in names}
         wall: dict[str, list[float]] = {n: [] for n in names}
+        events: dict[str, list[float]] = {n: [] for n in names}
+        own: list[float] = []
         order: list[list[str]] = []
         preempted: list[bool] = []
         warmup = settings.warmup if settings.method.warmup is None else settings.method.warmup
@@ -649,15 +648,18 @@ class _Run:
             this_round = self.rng.sample(names, len(names))
             switched = False
             for name in this_round:
-                ms, event, was_preempted = self.timed(name, settings.samples, calls=settings.method.calls)
+                ms, done = self.timed(name, settings.samples, calls=settings.method.calls)
                 wall[name].append(ms)
-                samples[name].append(event if settings.clock == "events" and event is not None else ms)
-                switched |= was_preempted
+                events[name].append(done.event_ms if done.event_ms is not None else ms)
+                if name == "reference":
+                    own.append(done.own_ms if done.own_ms is not None else ms)
+                switched |= done.preempted
             order.append(this_round)
             preempted.append(switched)
-            self.pick({"round": i, "trial": k, "what": f"timed call {i + 1}"}, settings.samples)
+            self.check({"round": i, "trial": k, "what": f"timed call {i + 1}"}, settings.samples)
             i += 1
-            if settings.precision and i >= settings.settle_rounds and settled(samples, settings.precision):
+            if settings.precision and i >= settings.settle_rounds and settled(
+                    _samples(wall, events, own, settings.clock)[0], settings.precision):
                 break
         # After the window: each instance once more on fresh inputs, compared at every position.
         for k, what in ((1, "a call after timing"), (0, "a call after timing on new inputs")):
@@ -666,12 +668,34 @@ class _Run:
                 self.timed(name)
             if "best" in self.read:
                 self.read["best"].append(None)
-            self.pick({"round": i, "trial": k, "what": what}, None)
+            self.check({"round": i, "trial": k, "what": what}, None)
             i += 1
-        window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted)
+        samples, handshake = _samples(wall, events, own, settings.clock)
+        window = Window(names, samples, wall, order, clock=settings.clock, preempted=preempted,
+                        handshake_ms=handshake, own=own)
         memory = {s.name: s.memory for s in self.untrusted if s.memory}
         return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout),
                 "read": self.read, "memory": memory}
+
+
+def _samples(wall: dict[str, list[float]], events: dict[str, list[float]], own: list[float],
+             clock: str) -> tuple[dict[str, list[float]], float]:
+    """Every side's samples and the handshake taken out of them (ms). On a device, the sides' event times. On the
+    host, the harness's wall clock less the handshake: the median over the rounds of the trusted reference's wall
+    time less its own clock around its call (continuing the side, the command and the answer, and the harness's
+    wake-up: what every side pays alike, since every side goes the same path). A plain process timing the calls
+    pays none of it; left in, it pulled every ratio towards 1 (issue #47)."""
+    if clock == "events":
+        return {n: list(v) for n, v in events.items()}, 0.0
+    ref = wall.get("reference") or []
+    gaps = [w - o for w, o in zip(ref, own)]
+    handshake = max(0.0, statistics.median(gaps)) if gaps else 0.0
+    return {n: [max(w - handshake, MIN_SAMPLE_MS) for w in v] for n, v in wall.items()}, handshake
+
+
+# The least a sample is taken to be, once the handshake is out (a side's wall time can fall under the handshake's
+# median by the handshake's own jitter).
+MIN_SAMPLE_MS = 1e-4
 
 
 def settled(samples: dict[str, list[float]], precision: float) -> bool:

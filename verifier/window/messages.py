@@ -3,16 +3,18 @@
 else. The harness writes commands; the side answers each one.
 
     gen SEED CASE K      (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED (for
-                         a multi-case task, case CASE; "-" for none), written to its ``inputs.bin``; for a
+                         a multi-case task, case CASE; "-" for none), written to its ``draw.bin``; for a
                          reference whose runs differ, the integer inputs of trial K. Answers ``ok LAYOUT``
     flush                (the reference only, on the host) evict the timed cores' caches; ``ok``
-    layout LAYOUT        map ``inputs.bin`` (read-only for an untrusted side: the harness writes it while
-                         the side is stopped) as LAYOUT places the inputs; ``ok``
+    layout LAYOUT        map ``inputs.bin`` (read-only to every side: the harness writes it while the side is
+                         stopped, copied from the reference's draw) as LAYOUT places the inputs; ``ok``
     stage K              (a device side) copy the inputs to the device and flush its cache; ``ok``
     go NONCE K CALLS     call instance K on the inputs (CALLS times back to back: the timing method's sample,
-                         ``verifier.window.methods``), synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS`` at
-                         once (EVENT per call), where OUTPUTS says where the last call's result lies in the
-                         side's memory (the harness reads it there itself, the side stopped, before anything)
+                         ``verifier.window.methods``), synchronise; ``done NONCE EVENT PREEMPTED OWN OUTPUTS`` at
+                         once (EVENT per call; OWN the side's own clock around the calls, per call: the
+                         harness believes it from the trusted reference alone), where OUTPUTS says where the
+                         last call's result lies in the side's memory (the harness reads it there itself, the
+                         side stopped, before anything)
     settle [spoil]       the bookkeeping of the last call (its op trace, its library calls, signal
                          handling; the heap's top warmed; the next call's trace armed); ``ok``. With
                          ``spoil`` (an untrusted side whose memory the harness cannot write) the side also
@@ -188,13 +190,16 @@ class Done:
     event_ms: float | None                 # the side's device event time, or None (the harness's clock decides)
     preempted: bool
     outputs: Outputs | None = None
+    own_ms: float | None = None            # the side's own clock around its calls, per call: believed only from
+    #                                        the trusted reference's side (the handshake it shows is taken out)
 
     def line(self) -> str:
         event = "-" if self.event_ms is None else f"{self.event_ms:.6f}"
+        own = "-" if self.own_ms is None else f"{self.own_ms:.6f}"
         where = "-" if self.outputs is None else json.dumps(
             {"structure": self.outputs.structure, "leaves": [leaf.to_list() for leaf in self.outputs.leaves]},
             separators=_COMPACT)
-        return f"done {self.nonce} {event} {int(self.preempted)} {where}"
+        return f"done {self.nonce} {event} {int(self.preempted)} {own} {where}"
 
 
 @dataclass(frozen=True)
@@ -219,12 +224,13 @@ def parse_answer(line: str) -> Answer:
         if word == "ok":
             return Ok(json.loads(rest) if rest else None)
         if word == "done":
-            nonce, event, preempted, where = rest.split(" ", 3)
+            nonce, event, preempted, own, where = rest.split(" ", 4)
             outputs = None
             if where != "-":
                 data = json.loads(where)
                 outputs = Outputs(data["structure"], tuple(Leaf.from_list(v) for v in data["leaves"]))
-            return Done(nonce, None if event == "-" else float(event), preempted == "1", outputs)
+            return Done(nonce, None if event == "-" else float(event), preempted == "1", outputs,
+                        None if own == "-" else float(own))
     except (ValueError, KeyError, TypeError, RecursionError):
         pass
     return Failed(line[:200])

@@ -25,6 +25,7 @@ import ctypes
 import mmap
 import os
 import resource
+import time
 from pathlib import Path
 from typing import Any
 
@@ -165,7 +166,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     # Set-up, before any candidate code: the channel (its names removed) and, for an untrusted side, its
     # inputs' file, which the harness made read-only and writes while the side is stopped.
     channel = _Channel(job_dir)
-    inputs_fd = None if trusted else os.open(job_dir / "inputs.bin", os.O_RDONLY)
+    inputs_fd = os.open(job_dir / "inputs.bin", os.O_RDONLY)
     if trusted:
         make = module.Model
     else:
@@ -183,7 +184,9 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                                               f"failed: {_describe(exc)}") from exc
     channel.reply(Ready())
     shared: Any = None
-    inputs_span = (0, 0)          # an untrusted side's read-only input mapping (start, end)
+    inputs_span = (0, 0)          # the side's read-only input mapping (start, end)
+    drawn: Any = None             # the reference's own draw (``gen``): the harness copies it into every side's inputs
+    draw: list[Any] = []
     source: list[Any] = []
     buffers: list[Any] = []       # on a device: this side's own copies of the inputs (on the host: ``source``)
     current = 0
@@ -239,24 +242,29 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
         # side: the next call's outputs are carved from memory already mapped, where this call's lie now.
         if last is not None:
-            if not trusted and own_spoil:   # read by the harness already; the reference's are picked after the round
+            if own_spoil:   # read by the harness already (or picked by the side itself, right after the call)
                 spoil(last[2], inputs_span)
             warm_heap_top(2 * sum(t.numel() * t.element_size() for t in last[2]) + (1 << 20))
         arm()
 
+    def map_draw(layout: list[dict[str, Any]]) -> None:
+        """The reference's draw file, which the harness reads and copies into every side's inputs."""
+        nonlocal drawn, draw
+        size = layout_bytes(layout)
+        fd = os.open(job_dir / "draw.bin", os.O_RDWR | os.O_CREAT, 0o600)
+        os.ftruncate(fd, size)
+        drawn = mmap.mmap(fd, size) if size else bytearray()
+        os.close(fd)
+        draw = _views(drawn, layout)
+
     def map_inputs(layout: list[dict[str, Any]]) -> None:
+        """The inputs every side calls on, the reference's too: the harness's copy, read-only here (the same
+        kind of memory for every side, written the same way)."""
         nonlocal shared, source, buffers, inputs_span
         size = layout_bytes(layout)
-        if trusted:
-            fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT, 0o600)
-            os.ftruncate(fd, size)
-            shared = mmap.mmap(fd, size)
-            os.close(fd)
-        else:
-            assert inputs_fd is not None
-            shared = _map_read_only(inputs_fd, size)
-            if size:
-                inputs_span = (ctypes.addressof(shared), ctypes.addressof(shared) + size)
+        shared = _map_read_only(inputs_fd, size)
+        if size:
+            inputs_span = (ctypes.addressof(shared), ctypes.addressof(shared) + size)
         source = _views(shared, layout)
         buffers = [_private(x, device) for x in source] if device != "cpu" else source
 
@@ -277,9 +285,9 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 fresh = [mine if isinstance(mine, torch.Tensor) and not (mine.is_floating_point() or mine.is_complex())
                          else x for x, mine in zip(fresh, own)]
             layout = input_layout(fresh)
-            if shared is None:
-                map_inputs(layout)
-            for view, x in zip(source, fresh):
+            if drawn is None:
+                map_draw(layout)
+            for view, x in zip(draw, fresh):
                 for dst, src in zip(_tensors(view), _tensors(x)):
                     dst.copy_(src)
             channel.reply(Ok(layout))
@@ -308,6 +316,7 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             arm()           # armed already (by the staging or the last settle) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
+            started = time.perf_counter_ns()
             try:
                 if pair is not None:
                     pair[0].record()
@@ -320,10 +329,12 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             except Exception as exc:
                 disarm()
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
+            own_ms = (time.perf_counter_ns() - started) / 1e6 / repeat
             after = resource.getrusage(resource.RUSAGE_SELF)
             structure, leaves = flatten(out, copy=False, cpu=False)
             event_ms = float(pair[0].elapsed_time(pair[1])) / repeat if pair is not None else None
-            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves)))
+            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves),
+                               own_ms))
             last, settled = (out, structure, leaves), False
             del out
             trace = disarm()

@@ -60,6 +60,9 @@ class Window:
     clock: str = "wall"
     preempted: list[bool] | None = None   # per round: a call was preempted (another process took a core);
                                           # reported, not filtered on (on a saturated machine every round is)
+    handshake_ms: float = 0.0             # taken out of every wall-clock sample: the median, over the rounds, of
+    #                                       the trusted reference's wall time less its own clock around its call
+    own: list[float] | None = None        # the reference's own clock per round (what ``handshake_ms`` comes from)
 
     @property
     def rounds(self) -> int:
