@@ -19,11 +19,12 @@ from verifier.outcome import GATES, Outcome
 # Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here.
 __all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome", "RunRecord", "TaskRow",
            "attempt_lines", "attempt_numbers", "attempt_with_parent", "default_attempt", "gate_states",
-           "numbered_attempts", "outcome_of", "recorded_best", "task_rows"]
+           "numbered_attempts", "outcome_of", "recorded_best", "recorded_verdict", "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
     from core.workspace import Workspace
+    from verifier.config import VerifyConfig
 
 NOT_JUDGED = "not_judged"
 """The kind of an attempt whose verification the tool failed (``Outcome.not_judged``): shown in its task's
@@ -194,6 +195,22 @@ def first_change(before: dict[str, str], after: dict[str, str], limit: int = 60)
             sign, text = ("+", added[0]) if added else ("-", removed[0])
             return f"{name}: {sign} {text}"[:limit]
     return ""
+
+
+def recorded_verdict(ws: Workspace, task: Task, folder: Path, best: dict[str, str] | None, backend: str,
+                     config: VerifyConfig) -> Outcome | None:
+    """The verdict the workspace's verifier recorded for the files in ``folder`` (beside ``best``), read without a
+    verifier, its sandbox or PyTorch (issue #47: 2.1 s to read a record, most of it importing PyTorch and making
+    the verifier); None when there is none (or the folder cannot be read: verifying it says why)."""
+    from verifier.harness.candidate_files import read_candidate
+    from verifier.harness.outcome_cache import recorded
+    from verifier.locations import cache_dir
+
+    try:
+        files = read_candidate(folder)
+    except OSError:
+        return None
+    return recorded(ws.cache_dir if ws.exists() else cache_dir(), task.spec(), files, best, backend, config)
 
 
 def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:

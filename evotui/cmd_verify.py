@@ -68,12 +68,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from core.attempts import recorded_best
+    from core.attempts import recorded_best, recorded_verdict
     from core.errors import WorkspaceError
     from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.workspace import Workspace
-    from core.workspace_verifier import open_verifier
 
     folder = Path(args.candidate)
     if not folder.is_dir():
@@ -94,10 +93,17 @@ def _verify(args: argparse.Namespace) -> int:
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
     wanted = args.task or task_of_folder(folder, suite, set(names))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
-    with open_verifier(ws, args.backend, vconfig) as verifier:
-        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
-        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
-        isolation = verifier.isolation
+    backend = args.backend or config.backend
+    recorded = None if args.fresh else recorded_best(ws, task.id, folder, backend)
+    outcome = None if args.fresh else recorded_verdict(ws, task, folder, recorded[1] if recorded else None, backend,
+                                                       vconfig)
+    isolation = "not started (no candidate code has run in this process)"
+    if outcome is None:
+        from core.workspace_verifier import open_verifier  # PyTorch and the sandbox: only to verify
+
+        with open_verifier(ws, args.backend, vconfig) as verifier:
+            outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
+            isolation = verifier.isolation
     not_reused = ""
     if recorded and not outcome.from_cache:
         not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]} of {task.id}) was measured "

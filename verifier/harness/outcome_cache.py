@@ -61,3 +61,19 @@ class OutcomeCache:
         tmp = self.folder / f".{key}.{threading.get_ident()}.tmp"
         tmp.write_text(json.dumps(out.to_dict()))
         os.replace(tmp, self.folder / f"{key}.json")
+
+
+def recorded(cache_dir: Path, task: TaskSpec, files: dict[str, str], best: dict[str, str] | None, backend: Any,
+             config: VerifyConfig) -> Outcome | None:
+    """The outcome ``Verifier(backend, config, cache_dir).verify(task, files, best=best)`` would give from its record,
+    or None: looked up without a verifier, its sandbox or PyTorch (``evokernel verify`` answers a recorded verdict
+    at once). ``backend``: a backend or its name."""
+    from verifier.backends import get_backend
+    from verifier.harness.candidate_files import candidate_hash, candidate_identity
+
+    backend = get_backend(backend) if isinstance(backend, str) else backend
+    key = OutcomeCache.key(task, candidate_identity(files), candidate_identity(best) if best else "", backend, config)
+    found = OutcomeCache(Path(cache_dir) / "outcomes").get(key)
+    if found is not None:
+        found.from_cache, found.candidate_hash = True, candidate_hash(files)
+    return found

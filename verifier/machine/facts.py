@@ -30,13 +30,18 @@ def cpu_model() -> str:
 
 
 def fingerprint(threads: int, extra: str = "") -> str:
-    """Identifies measurements that are comparable: same CPU, core count, threads, torch."""
-    try:
-        import torch
+    """Identifies measurements that are comparable: same CPU, core count, threads, torch (its version read from
+    the installed distribution when it is not imported yet: a recorded verdict is looked up without PyTorch)."""
+    torch_version = "none"
+    if "torch" in sys.modules:
+        torch_version = str(sys.modules["torch"].__version__)
+    else:
+        from importlib.metadata import PackageNotFoundError, version
 
-        torch_version = str(torch.__version__)
-    except ImportError:  # pragma: no cover
-        torch_version = "none"
+        try:
+            torch_version = version("torch")
+        except PackageNotFoundError:  # pragma: no cover
+            pass
     text = f"{cpu_model()}|{os.cpu_count()}|{threads}|{torch_version}|{platform.machine()}|{extra}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
