@@ -816,7 +816,7 @@ SCATTER_SKIPS_TIMED_CALLS = r'''
 ''' + WINDOW_PROBE + r'''static int window = -1, calls = 0;
 extern "C" void scatter_1d(const float* x, const int64_t* index, const float* src, float* out, int64_t n, int64_t m) {
     if (window < 0) window = window_probe();
-    if (window && ++calls <= 6) return;
+    if (window && ++calls > 5 && (calls & 1)) return;   // every other call in the window once warmed up
     for (int64_t i = 0; i < n; ++i) out[i] = x[i];
     for (int64_t j = 0; j < m; ++j) out[index[j]] = src[j];
 }
@@ -828,7 +828,9 @@ def test_a_kernel_cannot_skip_the_timed_calls_of_a_task_with_places_nobody_judge
     """Before: "feasible; 0.787 ms, 2.92x faster than the reference (3.044 ms in the same window) [1.09, 4.60]" (on
     a 32 MiB scatter, the work skipped on the first 8 of its rounds: "2.69x faster" [1.29, 8.71], where the same
     kernel working on every call read 0.83-0.94x). After: a sampled output is compared at its drawn positions but
-    those the reference cannot decide ("timed call 1 (at random positions): ... 1024 of 1024 values differ")."""
+    those the reference cannot decide ("timed call 1 (at random positions): ... 1024 of 1024 values differ"). The
+    kernel skips every other call once warmed up (the window's first calls, its warm-up and the calibration of how
+    many calls a sample takes, are not checked, issue #47: skipping those gains no timed call)."""
     from pathlib import Path
 
     import soundness_candidates as S

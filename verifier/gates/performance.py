@@ -102,7 +102,7 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
                               "call the kernel library: every call's result must come from your kernels")
         out.gate("performance").status = "failed"
         return None
-    for meta, pair in zip(result.get("checks", []), outputs.get("checks", [])):
+    for meta, pair in samples_checked(result.get("checks", []), outputs.get("checks", []), ref):
         problem = check_call(meta, pair, ref, tolerance)
         if problem:
             out.fail("correctness", f"a call's outputs, taken the moment it reported done, were not the reference's: "
@@ -135,6 +135,19 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
         details["best_timing"] = best.to_dict()
     elif result.get("best_error"):
         tail = f"; the task's best could not be timed beside it ({result['best_error']})"
+    sample = result.get("sample") or {}
+    sets = int(sample.get("sets") or 1)
+    if sample.get("untimable"):
+        tail += (f"; below what the window can time: {sets} calls a sample of {float(sample['call_ms']):.4f} ms "
+                 f"each stay under the {float(sample['timable_ms']):.3f} ms one sample needs here, no verdict")
+        details["untimable"] = True
+    elif sets > 1:
+        tail += (f"; timed as {sets} calls a sample, each on fresh inputs of its own (one call, about "
+                 f"{float(sample['call_ms']):.4f} ms, is below the {float(sample['timable_ms']):.3f} ms one timed "
+                 "sample needs here)")
+    details["calls_per_sample"] = sets
+    details["sample"] = sample        # how a sample was decided (verifier.window.harness._Run.calibrate), if it was
+    details["handshake_ms"] = window.handshake_ms
     unread = result.get("memory") or {}
     if unread:   # the calls' outputs came from the sides themselves, not from the harness's reading
         tail += "; " + "; ".join(f"the {side}'s outputs as it reported them: {why}" for side, why in unread.items())
@@ -157,10 +170,12 @@ def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Refere
     from verifier.cases import case_geomean
 
     parts: list[tuple[int, Outcome, Window]] = []
+    samples: dict[int, dict[str, Any]] = {}     # per case: how its window took a sample
     for case, result, outputs, ref in cases:
         part = Outcome.start(out.task, out.backend)
-        if measured(result, outputs, ref, tolerance, part, best_hash=best_hash,
-                    implausible_speedup=implausible_speedup) is None:
+        got = measured(result, outputs, ref, tolerance, part, best_hash=best_hash,
+                       implausible_speedup=implausible_speedup)
+        if got is None:
             assert part.failed_gate is not None
             failed = part.gate(part.failed_gate)
             out.fail(failed.name, f"case {case + 1}: {failed.message}", **failed.details)
@@ -169,6 +184,11 @@ def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Refere
             return None
         out.flags += [f"case {case + 1}: {f}" for f in part.flags]
         parts.append((case, part, Window(**result["window"])))
+        samples[case] = {"calls_per_sample": got.details.get("calls_per_sample", 1),
+                         "untimable": bool(got.details.get("untimable"))}
+    every = parts
+    # a case whose calls stayed below what its window can time judges nothing: the means are over the others
+    parts = [p for p in every if not samples[p[0]]["untimable"]] or every
     speed = geomean_ratio([(w.samples["reference"], w.samples["candidate"]) for _, _, w in parts])
     # every case passed its checks, so each has its times
     latency = [float(p.latency_ms or 0.0) for _, p, _ in parts]
@@ -187,17 +207,29 @@ def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Refere
         out.gain, out.gain_ci, out.best_hash = gain.value, gain.to_list(), best_hash
     per_case: list[dict[str, Any]] = [
         {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
-         "speedup_ci": p.speedup_ci, "gain": p.gain, "gain_ci": p.gain_ci, "rounds": w.rounds}
-        for case, p, w in parts]
-    tail = "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x" for c in per_case)
-    return Measured(speed, gain, message, tail, {"cases": per_case, "rounds": out.timing_rounds})
+         "speedup_ci": p.speedup_ci, "gain": p.gain, "gain_ci": p.gain_ci, "rounds": w.rounds, **samples[case]}
+        for case, p, w in every]
+    tail = "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x"
+                            + (" (below what its window can time)" if c["untimable"] else
+                               f" ({c['calls_per_sample']} calls a sample)" if c["calls_per_sample"] > 1 else "")
+                            for c in per_case)
+    details: dict[str, Any] = {"cases": per_case, "rounds": out.timing_rounds}
+    if len(parts) < len(every) or all(samples[c]["untimable"] for c, _, _ in every):
+        untimable = [c + 1 for c, _, _ in every if samples[c]["untimable"]]
+        tail += f"; cases {', '.join(f'#{c}' for c in untimable)} below what their windows can time: not in the means"
+        details["untimable"] = len(parts) == len(every)   # every case below it: no verdict
+    return Measured(speed, gain, message, tail, details)
 
 
 def verdicts(m: Measured, *, min_speed_change: float, noise_limit: float = NOISE_LIMIT,
              plausible: bool = True) -> tuple[str, str]:
-    """(against the reference, against the best or "") for what ``m`` measured: ``verifier.verdict.judge``."""
-    against_best = "" if m.gain is None else verdict.judge(m.gain, min_speed_change, noise_limit, plausible=plausible)
-    return verdict.judge(m.speed, min_speed_change, noise_limit, plausible=plausible), against_best
+    """(against the reference, against the best or "") for what ``m`` measured: ``verifier.verdict.judge``. A
+    window whose calls stayed below what it can time (``untimable``) judges nothing, like a disturbed one."""
+    unjudged = 1.0 if m.details.get("untimable") else 0.0
+    against_best = "" if m.gain is None else verdict.judge(m.gain, min_speed_change, noise_limit, plausible=plausible,
+                                                           preempted=unjudged)
+    return (verdict.judge(m.speed, min_speed_change, noise_limit, plausible=plausible, preempted=unjudged),
+            against_best)
 
 
 def settle(out: Outcome, m: Measured, *, min_speed_change: float, noise_limit: float = NOISE_LIMIT,
@@ -207,10 +239,12 @@ def settle(out: Outcome, m: Measured, *, min_speed_change: float, noise_limit: f
     out.vs_reference, out.vs_best = verdicts(m, min_speed_change=min_speed_change, noise_limit=noise_limit,
                                              plausible=plausible)
     for case in m.details.get("cases") or []:   # a multi-case task: each case's own verdicts, by the same rule
+        unjudged = 1.0 if case.get("untimable") else 0.0
         speed = Ratio(float(case["speedup"] or 0.0), *(case.get("speedup_ci") or [0.0, 0.0]))
-        case["vs_reference"] = verdict.judge(speed, min_speed_change, noise_limit)
+        case["vs_reference"] = verdict.judge(speed, min_speed_change, noise_limit, preempted=unjudged)
         gain = None if case.get("gain") is None else Ratio(float(case["gain"]), *(case.get("gain_ci") or [0.0, 0.0]))
-        case["vs_best"] = "" if gain is None else verdict.judge(gain, min_speed_change, noise_limit)
+        case["vs_best"] = "" if gain is None else verdict.judge(gain, min_speed_change, noise_limit,
+                                                                preempted=unjudged)
     message = m.message
     if m.gain is not None:
         message += f"; {words(out.vs_best, m.gain.value, m.gain.to_list(), 'the best')} ({out.best_ms:.3f} ms)"
@@ -323,6 +357,43 @@ def timed_words(timed: list[int], total: int, most: int) -> str:
     numbers = ", ".join(f"#{k + 1}" for k in sorted(timed))
     return (f"timed {len(timed)} of {total} cases ({numbers}); the largest of each dtype first, then the "
             f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
+
+
+def samples_checked(metas: list[dict[str, Any]], pairs: list[dict[str, Any]], ref: Reference,
+                    ) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A window's checks as ``check_call`` takes them: the calls of one sample (several calls, each on an input set
+    of its own: ``verifier.window.harness._Run.calibrate``) joined into one comparison of all their positions
+    (one comparison, not one per call: 64 calls a sample made a window's checks take seconds), unless the
+    reference has places nobody can judge (compared call by call, at each call's positions)."""
+    out: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    i = 0
+    while i < len(metas):
+        j = i + 1
+        while j < len(metas) and metas[j].get("set") and metas[j].get("round") == metas[i].get("round"):
+            j += 1
+        group = list(zip(metas[i:j], pairs[i:j]))
+        trial = int(metas[i].get("trial", 0))
+        masks = ref.ignore[trial] if trial < len(getattr(ref, "ignore", [])) else None
+        joinable = (len(group) > 1 and not (masks and any(m is not None for m in masks))
+                    and all(p["got"] is not None for _, p in group)
+                    and len({str(p["expected"].get("shapes")) for _, p in group}) == 1)
+        if joinable:
+            pair = {side: _joined([p[side] for _, p in group]) for side in ("expected", "got")}
+            meta = {**metas[i], "what": f"{metas[i].get('what', 'a timed call')} (its sample's {len(group)} calls)"}
+            out.append((meta, pair))
+        else:
+            out += group
+        i = j
+    return out
+
+
+def _joined(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The calls' results of one sample as one: each output's values, every call's one after another."""
+    first = results[0]
+    if any(len(r["leaves"]) != len(first["leaves"]) or r.get("structure") != first.get("structure") for r in results):
+        return {**first, "structure": None}     # calls that differ in structure: the comparison says so
+    leaves = [torch.cat([r["leaves"][k].reshape(-1) for r in results]) for k in range(len(first["leaves"]))]
+    return {**first, "leaves": leaves, "shapes": first.get("shapes")}
 
 
 def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:

@@ -28,7 +28,7 @@ from typing import Any
 from verifier.backends import Backend, backend_device, runtime_target
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
-from verifier.gates.performance import check_call
+from verifier.gates.performance import check_call, samples_checked
 from verifier.harness.reference import Reference
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
@@ -318,8 +318,9 @@ class JobRunner:
                 checked[name] = [next(own, None) if r == "own" else r for r in read]
             expected = checked["reference"]
             tolerance = tolerance_for(task, cfg, self.backend)
-            for meta, want, got in zip(result["checks"], expected, checked.get("best", [])):
-                problem = got is not None and check_call(meta, {"expected": want, "got": got}, ref, tolerance)
+            pairs = [{"expected": want, "got": got} for want, got in zip(expected, checked.get("best", []))]
+            for meta, pair in samples_checked(result["checks"], pairs, ref):
+                problem = pair["got"] is not None and check_call(meta, pair, ref, tolerance)
                 if problem:
                     raise SideFailed("best", f"gave outputs that are not the reference's: {problem}")
             cand = ended["candidate"][1] or {}

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import math
 import mmap
 import os
 import random
@@ -270,6 +271,8 @@ class Side:
 
     def map_inputs(self, size: int) -> None:
         """The harness's own mapping of the side's input file, ``size`` bytes."""
+        if self.inputs is not None:
+            self.inputs.close()
         os.ftruncate(self._inputs_fd, size)
         self.inputs = mmap.mmap(self._inputs_fd, size)
 
@@ -300,13 +303,12 @@ class Side:
         readable, why = procs.memory_readable(pid, address) if address is not None else (False, "no mapping")
         self.memory = "" if readable else why
 
-    def read_outputs(self, done: Done, seed: int, limit: int | None, max_bytes: int,
+    def read_outputs(self, outputs: Outputs | None, seed: int, limit: int | None, max_bytes: int,
                      on_device: bool) -> dict[str, Any] | None:
         """The call's outputs at the positions ``seed`` draws (``verifier.jobs.pick``), read from the stopped
         side's memory where ``done`` says they lie; None where the harness cannot read them (a device's
         memory on a device backend, or no access here: the side picks them itself)."""
         assert self.handle is not None
-        outputs = done.outputs
         if outputs is None:
             raise SideFailed(self.name, "reported a call done without saying where its outputs are")
         if len(outputs.leaves) > MAX_LEAVES:
@@ -328,8 +330,9 @@ class Side:
         shapes = [list(leaf.shape) for leaf in outputs.leaves]
         return {"structure": outputs.structure, "leaves": leaves, "shapes": shapes}
 
-    def spoil_outputs(self, done: Done, max_bytes: int) -> None:
-        """Write ``SPOILED`` over the extent of each of the last call's host outputs (where ``done`` said they lie),
+    def spoil_outputs(self, results: tuple[Outputs | None, ...], max_bytes: int) -> None:
+        """Write ``SPOILED`` over the extent of each of the last sample's host outputs (where its ``done`` said they
+        lie: every call's, a sample of calls each on an input set of its own; one write for them all),
         this side stopped after its ``settle``: that memory holds neither the result nor zeros a thread of the
         candidate's wrote there while the side settled. Only the last call's outputs, which the side holds until its
         next call has made its own:
@@ -342,11 +345,12 @@ class Side:
         assert self.handle is not None and self.stopped
         if self.memory:
             return
-        if done.outputs is None:     # an untimed call's too: its memory is handed to the next call
+        if not results or any(outputs is None for outputs in results):   # an untimed call's too: its memory is
+            # handed to the next call
             raise SideFailed(self.name, "reported a call done without saying where its outputs are")
         try:
-            spans = _merged([s for leaf in done.outputs.leaves if leaf.device == "cpu"
-                             for s in [_extent(leaf, max_bytes)] if s[1]])
+            spans = _merged([s for outputs in results if outputs is not None for leaf in outputs.leaves
+                             if leaf.device == "cpu" for s in [_extent(leaf, max_bytes)] if s[1]])
         except ValueError as exc:
             raise SideFailed(self.name, f"reported outputs the harness could not spoil ({exc})") from exc
         pid = self.handle.host_pid()
@@ -412,8 +416,8 @@ def _read_leaves(pid: int, outputs: Outputs, seed: int, limit: int | None, max_b
         if count == 0:
             leaves.append(torch.empty(leaf.shape if idx is None else (0,), dtype=dtype))
             continue
-        if idx is None and contiguous:
-            spans = [(leaf.address, numel * item)]
+        if contiguous and (idx is None or numel * item <= WHOLE_READ_BYTES):
+            spans = [(leaf.address, numel * item)]   # a small output is read whole, its positions picked here
         else:
             flat = torch.arange(numel) if idx is None else idx
             offset = torch.zeros_like(flat)
@@ -425,6 +429,8 @@ def _read_leaves(pid: int, outputs: Outputs, seed: int, limit: int | None, max_b
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             values = torch.frombuffer(bytearray(procs.read_memory(pid, spans)), dtype=dtype).clone()
+        if idx is not None and values.numel() == numel and numel > idx.numel():
+            values = values[idx]
         leaves.append(values.reshape(leaf.shape) if idx is None else values)
     return leaves
 
@@ -551,18 +557,22 @@ class _Run:
         self.read: dict[str, list[dict[str, Any] | str | None]] = {name: [] for name in sides}
         self.instance = 0
         self.seed = 0
+        self.sets = 1           # input sets per sample: a call below what one timed call resolves gets more (``plan``)
+        self.plan: dict[str, Any] = {}
 
     def close(self) -> None:
         if self.source is not None:
             self.source.close()
 
     def fresh_inputs(self, instance: int) -> None:
-        """A new draw in the reference's process (its ``draw.bin``), copied into every side's own input file (the
-        reference's too) while the side is stopped."""
-        answer = self.ref.awake(Gen(secrets.randbits(62), self.settings.case, instance))
-        if self.source is None:
+        """A new draw in the reference's process (its ``draw.bin``: ``sets`` input sets), copied into every side's
+        own input file (the reference's too) while the side is stopped."""
+        answer = self.ref.awake(Gen(secrets.randbits(62), self.settings.case, instance, self.sets))
+        size = layout_bytes(answer.layout or []) * self.sets
+        if self.source is None or len(self.source) != size:
             self.layout = answer.layout or []
-            size = layout_bytes(self.layout)
+            if self.source is not None:
+                self.source.close()
             fd = os.open(self.ref.job_dir / "draw.bin", os.O_RDONLY)
             try:
                 self.source = mmap.mmap(fd, size, prot=mmap.PROT_READ)
@@ -570,12 +580,14 @@ class _Run:
                 os.close(fd)
             for s in self.sides.values():
                 s.map_inputs(size)
-                s.awake(Layout(self.layout))
+                s.awake(Layout(self.layout, self.sets))
         for s in self.sides.values():
             assert s.inputs is not None and s.stopped
             s.inputs[:] = self.source     # one copy per side: no side can change what another reads
         if self.observe is not None:
-            self.observe("inputs", bytes(self.source))
+            one = len(self.source) // self.sets
+            for j in range(self.sets):
+                self.observe("inputs", bytes(self.source[j * one:(j + 1) * one]))
 
     def stage(self, instance: int) -> None:
         """A round's inputs: fresh ones in every side's input file (and, on a device, its buffers); every side
@@ -601,22 +613,50 @@ class _Run:
             self.flush()
         if self.observe is not None:
             self.observe("timed", (name, self.sides))
-        ms, done = s.go(self.instance, calls)
+        ms, done = s.go(self.instance, self.sets if self.sets > 1 else calls)
+        results = done.every
+        if done.outputs is None:
+            raise SideFailed(name, "reported a call done without saying where its outputs are")
+        if len(results) != self.sets:
+            raise SideFailed(name, f"reported {len(results)} results of a sample of {self.sets} calls")
         if checked:
-            got = s.read_outputs(done, self.seed, limit, self.settings.max_output_bytes, self.settings.on_device)
-            if got is None:     # the side's own word, picked after the stop
+            read = [s.read_outputs(outputs, self.seed, limit, self.settings.max_output_bytes,
+                                   self.settings.on_device) for outputs in results]
+            if any(got is None for got in read):   # the side's own word, picked after the stop (one per call)
                 s.awake(Pick(self.seed, limit))
-            self.read[name].append("own" if got is None else got)
+                read = [None] * len(read)
+            self.read[name] += ["own" if got is None else got for got in read]
             assert s.inputs is not None and self.source is not None
             if not _same(s.inputs, self.source):
                 raise SideFailed(name, "changed its inputs in a timed call: inputs are read-only")
         s.settle(spoil=bool(s.memory))
-        s.spoil_outputs(done, self.settings.max_output_bytes)
+        s.spoil_outputs(results, self.settings.max_output_bytes)
         return ms, done
 
     def check(self, meta: dict[str, Any], limit: int | None) -> None:
-        """The round's check: its positions, for what is not compared (every side's outputs are read already)."""
-        self.checks.append({**meta, "seed": self.seed, "limit": limit})
+        """The round's checks, one per call of a sample: their positions, for what is not compared (every side's
+        outputs are read already)."""
+        for j in range(self.sets):
+            self.checks.append({**meta, "seed": self.seed, "limit": limit, **({"set": j} if self.sets > 1 else {})})
+
+    def calibrate(self, wall: dict[str, list[float]], gaps: list[float]) -> None:
+        """How many calls a sample takes (``sets``), from the calibration rounds' single calls: ``wall``, each side's
+        harness times; ``gaps``, the trusted reference's wall time less its own clock (the handshake). A sample must
+        take at least ``timable_ms`` (``TIMABLE_MS``, or ``JITTER_FACTOR`` times the handshake's jitter if more),
+        so the handshake's jitter is a small share of it: a call below that is timed as several calls a sample,
+        each on an input set of its own (fresh inputs, checked, spoiled, as every call), as the public suites time
+        small calls (many calls a sample), never one call on the same inputs again; where even ``MAX_SETS`` calls
+        (or ``MAX_SETS_BYTES`` of inputs) stay below it, the window says so (``untimable``)."""
+        handshake = statistics.median(gaps) if gaps else 0.0
+        jitter = statistics.median(abs(g - handshake) for g in gaps) if gaps else 0.0
+        timable = max(TIMABLE_MS, JITTER_FACTOR * jitter)
+        call = min(max(statistics.median(v) - handshake, MIN_SAMPLE_MS) for v in wall.values())
+        set_bytes = max(1, layout_bytes(self.layout))
+        most = max(1, min(MAX_SETS, MAX_SETS_BYTES // set_bytes))
+        sets = 1 if call >= timable else min(most, math.ceil(timable / call))
+        self.plan = {"sets": sets, "timable_ms": timable, "call_ms": call, "handshake_ms": handshake,
+                     "jitter_ms": jitter, "untimable": call * sets < timable}
+        self.sets = sets
 
     def all_rounds(self) -> dict[str, Any]:
         """The warm-up, the timed rounds and the two calls after them."""
@@ -634,11 +674,28 @@ class _Run:
         order: list[list[str]] = []
         preempted: list[bool] = []
         warmup = settings.warmup if settings.method.warmup is None else settings.method.warmup
+        last: dict[str, float] = {}
         for i in range(warmup):   # untimed: loads libraries, touches pages, warms the allocators
             if i < 2:
                 self.stage(i % 2)
             for name in self.rng.sample(names, len(names)):
-                self.timed(name, checked=False)
+                last[name] = self.timed(name, checked=False)[0]
+        if settings.clock == "wall" and settings.method.calls == 1 and min(last.values(), default=0.0) < CERTAIN_MS:
+            # the calibration rounds: single calls, as the rounds' will be unless they are too short to time
+            seen: dict[str, list[float]] = {n: [] for n in names}
+            gaps: list[float] = []
+            for i in range(CALIBRATION_ROUNDS):
+                self.stage(i % 2)
+                for name in self.rng.sample(names, len(names)):
+                    ms, done = self.timed(name, checked=False)
+                    seen[name].append(ms)
+                    if name == "reference" and done.own_ms is not None:
+                        gaps.append(ms - done.own_ms)
+            self.calibrate(seen, gaps)
+            if self.sets > 1:   # the new sets' memory, touched once before the rounds
+                self.stage(0)
+                for name in names:
+                    self.timed(name, checked=False)
         started = time.perf_counter()
         budget = settings.budget_s * len(names)
         i = 0
@@ -667,7 +724,7 @@ class _Run:
             for name in ("reference", "candidate"):
                 self.timed(name)
             if "best" in self.read:
-                self.read["best"].append(None)
+                self.read["best"] += [None] * self.sets
             self.check({"round": i, "trial": k, "what": what}, None)
             i += 1
         samples, handshake = _samples(wall, events, own, settings.clock)
@@ -675,7 +732,7 @@ class _Run:
                         handshake_ms=handshake, own=own)
         memory = {s.name: s.memory for s in self.untrusted if s.memory}
         return {"window": window.to_dict(), "checks": self.checks, "input_bytes": tensor_bytes(self.layout),
-                "read": self.read, "memory": memory}
+                "read": self.read, "memory": memory, "sample": {**self.plan, "sets": self.sets}}
 
 
 def _samples(wall: dict[str, list[float]], events: dict[str, list[float]], own: list[float],
@@ -696,6 +753,25 @@ def _samples(wall: dict[str, list[float]], events: dict[str, list[float]], own: 
 # The least a sample is taken to be, once the handshake is out (a side's wall time can fall under the handshake's
 # median by the handshake's own jitter).
 MIN_SAMPLE_MS = 1e-4
+TIMABLE_MS = 0.25
+"""The least one sample takes (ms of calls, the handshake out): a call below it is timed as several calls a sample,
+each on inputs of its own (``_Run.calibrate``). The handshake (continuing the side, its command and answer, the
+harness's wake-up: 0.1-0.5 ms here) is taken out by its median; what stays is its jitter, which must be a small share
+of a sample (``JITTER_FACTOR``: under load the jitter, not this, decides)."""
+JITTER_FACTOR = 20.0
+"""A sample takes at least this many times the handshake's jitter (its median absolute deviation over the
+calibration rounds): the jitter is then within 5 % of a sample."""
+CALIBRATION_ROUNDS = 4
+"""Rounds of single calls after the warm-up that decide how many calls a sample takes (``_Run.calibrate``)."""
+CERTAIN_MS = 20.0
+"""A warm-up whose every call took this long (ms, the harness's clock) needs no calibration: one call a sample."""
+MAX_SETS = 64
+"""The most calls (each on an input set of its own) one sample takes."""
+WHOLE_READ_BYTES = 64 << 10
+"""An output this small is read whole from a side's memory (one span) and its positions picked here."""
+MAX_SETS_BYTES = 32 << 20
+"""The most bytes of inputs those sets take together (every set is drawn, copied to every side and checked
+unchanged each round: a window of 64 sets of 1 MiB took over 20 s on this 2-core machine under load)."""
 
 
 def settled(samples: dict[str, list[float]], precision: float) -> bool:

@@ -2,15 +2,19 @@
 (``verifier.window.side``) say to each other, one line each over the side's channel, typed here and nowhere
 else. The harness writes commands; the side answers each one.
 
-    gen SEED CASE K      (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED (for
-                         a multi-case task, case CASE; "-" for none), written to its ``draw.bin``; for a
-                         reference whose runs differ, the integer inputs of trial K. Answers ``ok LAYOUT``
+    gen SEED CASE K SETS (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED (for
+                         a multi-case task, case CASE; "-" for none), SETS of them one after another (each
+                         under a seed of its own), written to its ``draw.bin``; for a reference whose runs
+                         differ, the integer inputs of trial K. Answers ``ok LAYOUT`` (one set's)
     flush                (the reference only, on the host) evict the timed cores' caches; ``ok``
-    layout LAYOUT        map ``inputs.bin`` (read-only to every side: the harness writes it while the side is
-                         stopped, copied from the reference's draw) as LAYOUT places the inputs; ``ok``
+    layout SETS LAYOUT   map ``inputs.bin`` (read-only to every side: the harness writes it while the side is
+                         stopped, copied from the reference's draw) as SETS input sets one after another,
+                         each as LAYOUT places it; ``ok``
     stage K              (a device side) copy the inputs to the device and flush its cache; ``ok``
     go NONCE K CALLS     call instance K on the inputs (CALLS times back to back: the timing method's sample,
-                         ``verifier.window.methods``), synchronise; ``done NONCE EVENT PREEMPTED OWN OUTPUTS`` at
+                         ``verifier.window.methods``; with SETS input sets mapped and as many calls, each call
+                         on a set of its own, every result kept), synchronise; ``done NONCE EVENT PREEMPTED OWN
+                         OUTPUTS`` at
                          once (EVENT per call; OWN the side's own clock around the calls, per call: the
                          harness believes it from the trusted reference alone), where OUTPUTS says where the
                          last call's result lies in the side's memory (the harness reads it there itself, the
@@ -51,9 +55,10 @@ class Gen:
     seed: int
     case: int | None
     trial: int
+    sets: int = 1                  # input sets drawn, one after another (a sample of calls each on a set of its own)
 
     def line(self) -> str:
-        return f"gen {self.seed} {'-' if self.case is None else self.case} {self.trial}"
+        return f"gen {self.seed} {'-' if self.case is None else self.case} {self.trial} {self.sets}"
 
 
 @dataclass(frozen=True)
@@ -65,9 +70,10 @@ class Flush:
 @dataclass(frozen=True)
 class Layout:
     layout: list[dict[str, Any]]
+    sets: int = 1                  # input sets in the file, one after another, each as ``layout`` places them
 
     def line(self) -> str:
-        return "layout " + json.dumps(self.layout, separators=_COMPACT)
+        return f"layout {self.sets} " + json.dumps(self.layout, separators=_COMPACT)
 
 
 @dataclass(frozen=True)
@@ -119,10 +125,11 @@ def parse_command(line: str) -> Command:
     word, _, rest = line.partition(" ")
     args = rest.split(" ") if rest else []
     try:
-        if word == "gen" and len(args) == 3:
-            return Gen(int(args[0]), None if args[1] == "-" else int(args[1]), int(args[2]))
-        if word == "layout" and rest:
-            return Layout(json.loads(rest))
+        if word == "gen" and len(args) == 4:
+            return Gen(int(args[0]), None if args[1] == "-" else int(args[1]), int(args[2]), int(args[3]))
+        if word == "layout" and len(args) >= 2:
+            sets, _, layout = rest.partition(" ")
+            return Layout(json.loads(layout), int(sets))
         if word == "stage" and len(args) == 1:
             return Stage(int(args[0]))
         if word == "go" and len(args) == 3:
@@ -192,12 +199,21 @@ class Done:
     outputs: Outputs | None = None
     own_ms: float | None = None            # the side's own clock around its calls, per call: believed only from
     #                                        the trusted reference's side (the handshake it shows is taken out)
+    earlier: tuple[Outputs, ...] = ()      # a sample of calls each on an input set of its own: the calls' results
+    #                                        before the last (``outputs``), in order
+
+    @property
+    def every(self) -> tuple[Outputs, ...]:
+        """Every call's result of the sample, in order (the last is ``outputs``)."""
+        return (*self.earlier, self.outputs) if self.outputs is not None else self.earlier
 
     def line(self) -> str:
         event = "-" if self.event_ms is None else f"{self.event_ms:.6f}"
         own = "-" if self.own_ms is None else f"{self.own_ms:.6f}"
         where = "-" if self.outputs is None else json.dumps(
-            {"structure": self.outputs.structure, "leaves": [leaf.to_list() for leaf in self.outputs.leaves]},
+            {"structure": self.outputs.structure, "leaves": [leaf.to_list() for leaf in self.outputs.leaves],
+             **({"earlier": [[o.structure, [leaf.to_list() for leaf in o.leaves]] for o in self.earlier]}
+                if self.earlier else {})},
             separators=_COMPACT)
         return f"done {self.nonce} {event} {int(self.preempted)} {own} {where}"
 
@@ -226,11 +242,14 @@ def parse_answer(line: str) -> Answer:
         if word == "done":
             nonce, event, preempted, own, where = rest.split(" ", 4)
             outputs = None
+            earlier: tuple[Outputs, ...] = ()
             if where != "-":
                 data = json.loads(where)
                 outputs = Outputs(data["structure"], tuple(Leaf.from_list(v) for v in data["leaves"]))
+                earlier = tuple(Outputs(st, tuple(Leaf.from_list(v) for v in leaves))
+                                for st, leaves in data.get("earlier") or [])
             return Done(nonce, None if event == "-" else float(event), preempted == "1", outputs,
-                        None if own == "-" else float(own))
+                        None if own == "-" else float(own), earlier)
     except (ValueError, KeyError, TypeError, RecursionError):
         pass
     return Failed(line[:200])

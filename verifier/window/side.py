@@ -63,9 +63,9 @@ from verifier.window.messages import (
 )
 
 
-def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
-    """Tensors over ``buf`` (a writable or read-only buffer) as ``layout`` places them (lists of tensors
-    as lists); values as they are."""
+def _views(buf: Any, layout: list[dict[str, Any]], base: int = 0) -> list[Any]:
+    """Tensors over ``buf`` (a writable or read-only buffer) as ``layout`` places them from byte ``base`` on (lists
+    of tensors as lists); values as they are."""
     import warnings
 
     def view(e: dict[str, Any]) -> Any:
@@ -80,7 +80,7 @@ def _views(buf: Any, layout: list[dict[str, Any]]) -> list[Any]:
             count *= int(d)
         with warnings.catch_warnings():  # a read-only mapping: only ever copied from
             warnings.simplefilter("ignore")
-            flat = (torch.frombuffer(buf, dtype=dtype, count=count, offset=e["offset"]) if count
+            flat = (torch.frombuffer(buf, dtype=dtype, count=count, offset=base + e["offset"]) if count
                     else torch.empty(0, dtype=dtype))
         return flat.view(e["shape"])
 
@@ -186,11 +186,13 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
     shared: Any = None
     inputs_span = (0, 0)          # the side's read-only input mapping (start, end)
     drawn: Any = None             # the reference's own draw (``gen``): the harness copies it into every side's inputs
-    draw: list[Any] = []
-    source: list[Any] = []
-    buffers: list[Any] = []       # on a device: this side's own copies of the inputs (on the host: ``source``)
+    draw: list[list[Any]] = []    # per input set
+    source: list[list[Any]] = []  # per input set: views over the read-only mapping
+    buffers: list[list[Any]] = []   # per input set; on a device: this side's own copies (on the host: ``source``)
     current = 0
-    last: tuple[Any, Any, list[torch.Tensor]] | None = None   # the last call's result, where the harness reads it
+    # the last sample's results, where the harness reads them: one per call on an input set of its own, or the last
+    # call's of a sample on one set
+    last: list[tuple[Any, Any, list[torch.Tensor]]] = []
     settled = True
     trial_inputs: dict[int, list[Any]] = {}   # a trial's own inputs, for ``fixed_integers``
     picks: list[dict[str, Any]] = []
@@ -241,32 +243,34 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             forbidden.append(trace.forbidden() if trace is not None else {})
         # After every call (only after one that faulted let 1 in 4 calls fault 31 MB); the same for every
         # side: the next call's outputs are carved from memory already mapped, where this call's lie now.
-        if last is not None:
+        if last:
             if own_spoil:   # read by the harness already (or picked by the side itself, right after the call)
-                spoil(last[2], inputs_span)
-            warm_heap_top(2 * sum(t.numel() * t.element_size() for t in last[2]) + (1 << 20))
+                for result in last:
+                    spoil(result[2], inputs_span)
+            warm_heap_top(2 * sum(t.numel() * t.element_size() for result in last for t in result[2]) + (1 << 20))
         arm()
 
-    def map_draw(layout: list[dict[str, Any]]) -> None:
-        """The reference's draw file, which the harness reads and copies into every side's inputs."""
+    def map_draw(layout: list[dict[str, Any]], sets: int) -> None:
+        """The reference's draw file (``sets`` input sets), which the harness reads and copies into every side's
+        inputs."""
         nonlocal drawn, draw
         size = layout_bytes(layout)
         fd = os.open(job_dir / "draw.bin", os.O_RDWR | os.O_CREAT, 0o600)
-        os.ftruncate(fd, size)
-        drawn = mmap.mmap(fd, size) if size else bytearray()
+        os.ftruncate(fd, size * sets)
+        drawn = mmap.mmap(fd, size * sets) if size else bytearray()
         os.close(fd)
-        draw = _views(drawn, layout)
+        draw = [_views(drawn, layout, j * size) for j in range(sets)]
 
-    def map_inputs(layout: list[dict[str, Any]]) -> None:
-        """The inputs every side calls on, the reference's too: the harness's copy, read-only here (the same
-        kind of memory for every side, written the same way)."""
+    def map_inputs(layout: list[dict[str, Any]], sets: int) -> None:
+        """The inputs every side calls on, the reference's too: the harness's copy of ``sets`` input sets,
+        read-only here (the same kind of memory for every side, written the same way)."""
         nonlocal shared, source, buffers, inputs_span
         size = layout_bytes(layout)
-        shared = _map_read_only(inputs_fd, size)
+        shared = _map_read_only(inputs_fd, size * sets)
         if size:
-            inputs_span = (ctypes.addressof(shared), ctypes.addressof(shared) + size)
-        source = _views(shared, layout)
-        buffers = [_private(x, device) for x in source] if device != "cpu" else source
+            inputs_span = (ctypes.addressof(shared), ctypes.addressof(shared) + size * sets)
+        source = [_views(shared, layout, j * size) for j in range(sets)]
+        buffers = [[_private(x, device) for x in one] for one in source] if device != "cpu" else source
 
     while True:
         try:
@@ -276,33 +280,39 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
         if not isinstance(command, Go):
             disarm()
         if isinstance(command, Gen) and trusted:
-            fresh = make_inputs(module.get_inputs, Trial(command.seed, "normal", case=command.case))
-            if job.get("fixed_integers"):
-                which = command.trial % len(trials)
-                if which not in trial_inputs:
-                    trial_inputs[which] = make_inputs(module.get_inputs, trials[which])
-                own = trial_inputs[which]
-                fresh = [mine if isinstance(mine, torch.Tensor) and not (mine.is_floating_point() or mine.is_complex())
-                         else x for x, mine in zip(fresh, own)]
-            layout = input_layout(fresh)
-            if drawn is None:
-                map_draw(layout)
-            for view, x in zip(draw, fresh):
-                for dst, src in zip(_tensors(view), _tensors(x)):
-                    dst.copy_(src)
+            layout = []
+            for j in range(max(1, command.sets)):
+                # every set under a seed of its own (drawn by the harness from the operating system, stepped here)
+                seed = (command.seed + j * 0x9E3779B97F4A7C15) % (1 << 62)
+                fresh = make_inputs(module.get_inputs, Trial(seed, "normal", case=command.case))
+                if job.get("fixed_integers"):
+                    which = command.trial % len(trials)
+                    if which not in trial_inputs:
+                        trial_inputs[which] = make_inputs(module.get_inputs, trials[which])
+                    own = trial_inputs[which]
+                    fresh = [mine if isinstance(mine, torch.Tensor) and not (mine.is_floating_point()
+                                                                             or mine.is_complex())
+                             else x for x, mine in zip(fresh, own)]
+                layout = input_layout(fresh)
+                if drawn is None or len(draw) != max(1, command.sets):
+                    map_draw(layout, max(1, command.sets))
+                for view, x in zip(draw[j], fresh):
+                    for dst, src in zip(_tensors(view), _tensors(x)):
+                        dst.copy_(src)
             channel.reply(Ok(layout))
         elif isinstance(command, Flush) and host_flush is not None:
             host_flush()
             channel.reply(Ok())
         elif isinstance(command, Layout):
-            map_inputs(command.layout)
+            map_inputs(command.layout, max(1, command.sets))
             channel.reply(Ok())
         elif isinstance(command, Stage):
             current = command.instance % len(models)
             if device != "cpu":
-                for buf, view in zip(buffers, source):
-                    for dst, src in zip(_tensors(buf), _tensors(view)):
-                        dst.copy_(src)
+                for bufs, views in zip(buffers, source):
+                    for buf, view in zip(bufs, views):
+                        for dst, src in zip(_tensors(buf), _tensors(view)):
+                            dst.copy_(src)
             if flush is not None:
                 flush()
             sync()
@@ -312,17 +322,28 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             settle()        # done already by the harness's ``settle`` after the last call, unless it sent none
             current = command.instance % len(models)
             repeat = max(1, min(command.calls, 1000))   # the timing method's calls in one sample
-            last = None     # the last result's memory goes back to the allocator, for this call's outputs
+            # several input sets: one call on each, every result kept (each read by the harness); else the calls
+            # on the one set, back to back, the last result kept
+            each = len(buffers) > 1 and repeat == len(buffers)
+            last = []       # the last results' memory goes back to the allocator, for this sample's outputs
             arm()           # armed already (by the staging or the last settle) unless a command came between
             before = resource.getrusage(resource.RUSAGE_SELF)
             pair = events() if events is not None else None
+            kept: list[Any] = []
             started = time.perf_counter_ns()
             try:
                 if pair is not None:
                     pair[0].record()
                 with torch.no_grad():
-                    for _ in range(repeat):
-                        out = models[current](*buffers)
+                    model = models[current]
+                    if each:
+                        for inputs in buffers:
+                            kept.append(model(*inputs))
+                    else:
+                        for _ in range(repeat):
+                            out = model(*buffers[0])
+                        kept.append(out)
+                        del out
                 if pair is not None:
                     pair[1].record()
                 sync()
@@ -331,21 +352,23 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             own_ms = (time.perf_counter_ns() - started) / 1e6 / repeat
             after = resource.getrusage(resource.RUSAGE_SELF)
-            structure, leaves = flatten(out, copy=False, cpu=False)
+            last = [(result, *flatten(result, copy=False, cpu=False)) for result in kept]
+            del kept
             event_ms = float(pair[0].elapsed_time(pair[1])) / repeat if pair is not None else None
-            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, _where(structure, leaves),
-                               own_ms))
-            last, settled = (out, structure, leaves), False
-            del out
+            where = [_where(structure, leaves) for _, structure, leaves in last]
+            channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, where[-1], own_ms,
+                               tuple(where[:-1])))
+            settled = False
             trace = disarm()
         elif isinstance(command, Settle):
             settle(command.spoil)
             channel.reply(Ok())
         elif isinstance(command, Pick):
-            if last is None:
+            if not last:
                 raise CandidateFailure("performance", "internal: pick before any call")
-            on_host = [t.detach().to("cpu") for t in last[2]]
-            picks.append(pick(last[1], on_host, command.seed, command.limit))
+            for _, structure, leaves in last:    # every call's result of the sample, in order
+                on_host = [t.detach().to("cpu") for t in leaves]
+                picks.append(pick(structure, on_host, command.seed, command.limit))
             channel.reply(Ok())
         elif isinstance(command, Finish):
             settle()
