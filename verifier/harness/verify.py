@@ -45,11 +45,11 @@ from verifier.gates.format import check_format
 from verifier.harness.job_runner import JobRunner, omp_env, tool_failure
 from verifier.harness.outcome_cache import OutcomeCache
 from verifier.harness.reference_cache import ReferenceCache, Spares
-from verifier.jobs import CandidateJob, CandidateResult
+from verifier.jobs import REPEAT_SAMPLES, CandidateJob, CandidateResult
 from verifier.machine.caches import flush_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.roofline import RooflineMeter
-from verifier.outcome import GateResult, Outcome
+from verifier.outcome import TOOL, GateResult, Outcome
 from verifier.processes import scrubbed_env
 from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer
@@ -291,13 +291,21 @@ class Verifier:
                      out: Outcome) -> bool:
         schedule = call_schedule(list(ref.trials))
         job = CandidateJob(task=task, trials=list(ref.trials), schedule=schedule, eval_mode=bool(ref.eval_mode))
+        data = job_output_bytes(ref, schedule)
+        full = self.jobs.space_problem(data)
+        if full:    # the machine's limit, not the kernel's: not judged (verified again)
+            out.fail("correctness", full, 0.0, **{TOOL: full})
+            return False
         job_dir = self.jobs.new_job("candidate", files, build, job)
         try:
             with self._lock.shared():  # trials stop while something is being timed
-                exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build))
+                exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build),
+                                                       data_bytes=data)
             if not result or not result.get("ok") or outputs is None:
-                out.fail("correctness", self.jobs.failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"), **tool_failure(exit_))
+                met, tool = self.jobs.limit_met(job_dir, data)
+                message = met or self.jobs.failure(job_dir, exit_, result)
+                out.fail("correctness", message, exit_.seconds, transient=exit_.status in ("timeout", "lost"),
+                         **({TOOL: tool} if tool else tool_failure(exit_)))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -324,3 +332,12 @@ class Verifier:
         performance.check(task, ref, out, measure=measure, roofline=self.roofline, tolerance=self.tolerance_for(task),
                           config=self.config, best_hash=candidate_hash(best) if best and best_pair else "",
                           with_best=best_pair is not None)
+
+
+def job_output_bytes(ref: Reference, schedule: list[tuple[int, int]]) -> int:
+    """What a correctness job writes when its outputs have the reference's shapes and dtypes: every trial's
+    outputs whole, and each repeated call's ``REPEAT_SAMPLES`` positions per output (values and positions)."""
+    repeated = sum(1 for _, seed in schedule if seed)
+    per_call = max((sum(min(leaf.numel(), REPEAT_SAMPLES) * (leaf.element_size() + 8) for leaf in trial["leaves"])
+                    for trial in ref.outputs), default=0)
+    return ref.nbytes + repeated * per_call
