@@ -331,7 +331,7 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
         say(f"BAD custom-op {task}: op type {op} is also a built-in CANN op ({shadowed}): the custom package would "
             "shadow it in the calling process; pick another --op")
         return False
-    problem = (check_format(files, backend.source_suffixes, backend.header_suffixes, backend.forms)
+    problem = (check_format(files, backend)
                or check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend))
     if problem:
         say(f"BAD custom-op {task}: refused by the static gates: {problem}")

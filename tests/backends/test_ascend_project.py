@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from verifier.backends import get_backend
 from verifier.backends.ascend import AscendBackend
 from verifier.backends.ascend_project import (
     BUILD_SCRIPT,
@@ -117,17 +118,18 @@ PROJECT = {"op_host/add_custom_tiling.h": TILING, "op_host/add_custom.cpp": HOST
 ASCEND = AscendBackend(probe_torch=False)
 
 
-def fmt(files: dict[str, str], forms: tuple[str, ...] | None = None) -> str | None:
-    return check_format(files, ASCEND.source_suffixes, ASCEND.header_suffixes, forms or ASCEND.forms)
+def fmt(files: dict[str, str]) -> str | None:
+    return check_format(files, ASCEND)
 
 
 def test_the_backend_takes_both_forms_and_the_gate_recognises_each_by_its_files():
     assert ASCEND.forms == ("kernel-launch", "custom-op")
     assert fmt(PROJECT) is None
-    refused = fmt(PROJECT, ("kernel-launch",))
+    # the CPU and CUDA backends declare no forms of their own: kernel-launch only; a project is recognised as one
+    # (by the backend that declares the form) and refused, and other folders stay refused
+    refused = check_format(PROJECT, get_backend("cpu"))
     assert refused is not None and "custom-op form" in refused and "takes: kernel-launch" in refused
-    # the CPU and CUDA backends declare no forms: kernel-launch only, and folders stay refused
-    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, (".cpp",), (".h",)) or "")
+    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, get_backend("cpu")) or "")
 
 
 @pytest.mark.parametrize("drop, says", [

@@ -8,7 +8,6 @@ import functools
 import hashlib
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,10 +17,20 @@ from verifier.machine.caches import cache_sizes, describe_caches, flush_plan
 class Target(Protocol):
     """What this machine's facts and its roofline read of the backend kernels are built for (a
     ``verifier.backends.base.Backend``, which sits above this package): its name, its torch device type, what
-    besides the sources changes a built library, and its toolchain's report (``device``, ``details``)."""
+    besides the sources changes a built library, its compiler and flags (the CPU's g++), and its toolchain's report
+    (``device``, ``details``)."""
 
-    name: str
-    device: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def flags(self) -> tuple[str, ...]: ...
+
+    @property
+    def compiler(self) -> str | None: ...
 
     def build_key(self) -> str: ...
 
@@ -114,9 +123,9 @@ def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
                              "cpus": os.cpu_count() or 1, "caches": cache_sizes(), "caches_text": describe_caches()}
     if backend.device == "cpu":
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
-    compiler = getattr(backend, "compiler", None)
+    compiler = backend.compiler
     if backend.device == "cpu" and compiler:
-        all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
+        all_flags = backend.flags
         target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
