@@ -24,8 +24,8 @@ from typing import Any
 from verifier.backends.base import Backend, BuildPlanError
 from verifier.locations import cache_dir
 from verifier.processes import run_process, scrubbed_env
-from verifier.sandbox.forkserver import landlock_abi
 from verifier.sandbox.isolation import bwrap_argv, bwrap_status, sandbox_view
+from verifier.sandbox.lockdown import landlock_abi
 from verifier.toolchain.cdecl import DeclarationError, Signature
 from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined
 
