@@ -7,7 +7,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from verifier.backends import backend_names
+from verifier import backend_names
 
 __all__ = ["backend_names", "backend_report", "diagnose", "machine_report"]
 
@@ -21,7 +21,7 @@ def _version(dist: str) -> str | None:
 
 def backend_report(name: str) -> dict[str, Any]:
     """One backend's findings; never raises."""
-    from verifier.backends import get_backend
+    from verifier import get_backend
 
     try:
         tc = get_backend(name).toolchain()
@@ -45,10 +45,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     where every verifier reads them (``verifier.machine.roofline.RooflineMeter``). Never raises: a failed
     measurement says why."""
-    from verifier.backends import get_backend
-    from verifier.config import default_threads
-    from verifier.machine.facts import machine_facts
-    from verifier.machine.roofline import RooflineMeter
+    from verifier import RooflineMeter, default_threads, get_backend, machine_facts
 
     threads = threads or default_threads()
     try:
@@ -65,8 +62,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
 
 def diagnose(names: list[str] | None = None, *, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
-    from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
-    from verifier.toolchain.linkage import link_check_status
+    from verifier import bwrap_status, landlock_status, link_check_status, seccomp_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()
