@@ -92,6 +92,8 @@ class DeviceRuntime:
     entry_prefix: ClassVar[str] = ""           # launch entries named prefix + kernel (callable by the kernel's
                                                # name); a non-void return of one is a status: non-zero fails
     modules: ClassVar[tuple[str, ...]] = ()    # imported before the device is used (torch_npu)
+    status_returns: ClassVar[bool] = False     # every integer return of a launcher is a status, not only a launch
+                                               # entry's (Ascend's bindings return what aclnn<Op> returned)
 
     def prepare(self) -> None:
         """Once per job, before any tensor is made (select the device)."""
@@ -113,6 +115,11 @@ class DeviceRuntime:
     def flush_bytes(self, requested: int) -> int:
         """Bytes to overwrite before each timed call; ``requested`` is twice the host's last-level cache."""
         return requested
+
+    def status_failure(self, name: str, status: int) -> str:
+        """What launcher ``name`` returning the non-zero status ``status`` means, in words (raised to ``model.py``
+        as ``verifier.runtime.KernelCallError``)."""
+        return f"{name}() returned {status}: the kernel launch failed"
 
     def launch_check(self, library: Any) -> Callable[[str], None] | None:
         """A check run after each launch of ``library`` (a ctypes CDLL) that raises on a failed launch."""

@@ -149,12 +149,15 @@ class JobRunner:
         return self.explained(text + (f"; stderr: {tail}" if tail else ""), job_dir)
 
     def explained(self, message: str, job_dir: Path) -> str:
-        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
+        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows, and the
+        device runtime's own log of the job (CANN's error lines), where the backend reads one (``log_tail``)."""
         explain = getattr(self.backend, "explain", None)
-        if explain is None:
-            return message
-        meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
-        return f"{message}\n{meaning}" if meaning and meaning not in message else message
+        if explain is not None:
+            meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
+            message = f"{message}\n{meaning}" if meaning and meaning not in message else message
+        log_tail = getattr(self.backend, "log_tail", None)
+        tail = log_tail(job_dir) if log_tail is not None else ""
+        return f"{message}\n{tail}" if tail else message
 
     def window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
