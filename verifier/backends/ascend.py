@@ -295,11 +295,24 @@ class Kernel:
 
     @property
     def workspace_tiling(self) -> tuple[bool, bool]:
-        """(HAVE_WORKSPACE, HAVE_TILING): whether the last parameters are ``workspace`` and ``tiling``."""
-        names = [p.name for p in self.params]
-        tiling = names[-1:] == ["tiling"]
-        workspace = (names[-2:-1] if tiling else names[-1:]) == ["workspace"]
-        return workspace, tiling
+        """(HAVE_WORKSPACE, HAVE_TILING): whether the last parameters are the workspace and the tiling
+        (``trailing_workspace_tiling``)."""
+        return trailing_workspace_tiling([p.name for p in self.params])
+
+
+def trailing_workspace_tiling(names: list[str]) -> tuple[bool, bool]:
+    """(workspace, tiling) at the end of a kernel's parameter list, by position as CANN's framework takes them: with
+    HAVE_WORKSPACE the last parameter is the workspace, or the one before the last with HAVE_TILING (asc-devkit
+    docs, 编程指南/附录/基于样例工程完成Kernel直调.md). Which of the last two a kernel means as such is read from their
+    names, whatever their spelling: ``tiling``, ``tilingGm`` (the official matmul samples), ``workspace``,
+    ``usrWorkspace``."""
+    def named(name: str, word: str) -> bool:
+        return word in name.lower()
+
+    tiling = bool(names) and named(names[-1], "tiling")
+    rest = names[:-1] if tiling else names
+    workspace = bool(rest) and named(rest[-1], "workspace")
+    return workspace, tiling
 
 
 SKELETON = ('extern "C" __global__ __aicore__ void add(GM_ADDR x, GM_ADDR y, GM_ADDR z, uint32_t n) '
@@ -357,8 +370,9 @@ def workspace_index(sig: Signature) -> int | None:
     if not sig.name.startswith(ENTRY_PREFIX):
         return None
     names = [p.name for p in sig.params]
-    at = len(names) - (2 if names[-1:] == ["tiling"] else 1)
-    return at if at >= 2 and names[at] == "workspace" and sig.params[at].pointer else None
+    workspace, tiling = trailing_workspace_tiling(names[2:])      # after blockDim and the stream
+    at = len(names) - (2 if tiling else 1)
+    return at if workspace and at >= 2 and sig.params[at].pointer else None
 
 
 class AscendRuntime(TorchDeviceRuntime):
@@ -599,6 +613,11 @@ class AscendBackend:
         return discover_ascend(self._env, home=self._home, system_root=self._system_root, machine=self._machine,
                                python=self._python, soc=self._soc, probe_torch=self._probe_torch)
 
+    @property
+    def target(self) -> str | None:
+        """The SoC builds target (discovery's), which the format gate holds a custom op's AddConfig to."""
+        return self.findings.soc
+
     def toolchain(self) -> Toolchain:
         f = self.findings
         inst = f.install
@@ -667,9 +686,13 @@ class AscendBackend:
         generated = {project_form.BUILD_SCRIPT: project_form.build_script(
             install, soc, project, list(files), files.get("CMakeLists.txt"), self.findings.python)}
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
+        # msopgen and build.sh run the toolkit's Python: its prefix and user site (pip install --user) stay visible,
+        # and its user site is found where the user's HOME put it (the build's HOME is its own folder)
+        paths = self.findings.python_paths
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
                          files=generated, keep=[project_form.VENDOR],
-                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S)
+                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S,
+                         readable=[str(Path(self.findings.python).parent), *paths.readable()], env=paths.env())
 
     @staticmethod
     def project_problem(files: dict[str, str]) -> str | None:

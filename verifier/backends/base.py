@@ -61,6 +61,9 @@ class BuildPlan:
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
     keep: list[str] = field(default_factory=list)  # folders kept beside the library (a custom op's private vendor)
     min_timeout_s: float = 0.0   # the least time each command gets, whatever the build timeout (a custom op's build)
+    readable: list[str] = field(default_factory=list)   # what the commands read besides the sandbox's view (the
+    #                                                     toolkit Python's prefix and user site)
+    env: dict[str, str] = field(default_factory=dict)   # variables the commands need (PYTHONUSERBASE)
 
 
 @dataclass(frozen=True)

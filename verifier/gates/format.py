@@ -26,9 +26,11 @@ def candidate_form(files: dict[str, str] | list[str]) -> str:
 
 
 def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
-                 header_suffixes: tuple[str, ...], forms: tuple[str, ...] = ("kernel-launch",)) -> str | None:
+                 header_suffixes: tuple[str, ...], forms: tuple[str, ...] = ("kernel-launch",),
+                 target: str | None = None) -> str | None:
     """None when the candidate is well-formed in one of ``forms`` (the backend's), else what is wrong (one
-    actionable sentence)."""
+    actionable sentence). ``target``: the device the build targets (Ascend: the SoC), for the rules that depend
+    on it (a custom op's AddConfig)."""
     if "model.py" not in files:
         return "model.py is missing: it must define ModelNew and call the kernels through verifier.runtime.load()"
     form = candidate_form(files)
@@ -38,7 +40,7 @@ def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
     if form == "custom-op":
         from verifier.backends.ascend_project import check_project_layout
 
-        return _sizes(files) or check_project_layout(files) or _model(files)
+        return _sizes(files) or check_project_layout(files, target) or _model(files)
     sources = [n for n in files if n.endswith(source_suffixes)]
     if not sources:
         return f"no kernel source: add at least one {' or '.join(source_suffixes)} file with extern \"C\" launchers"

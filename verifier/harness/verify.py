@@ -234,7 +234,7 @@ class Verifier:
         t = time.perf_counter()
         # the authoring forms the backend takes (Ascend: kernel-launch and the custom-op project)
         problem = check_format(files, backend.source_suffixes, backend.header_suffixes,
-                               getattr(backend, "forms", ("kernel-launch",)))
+                               getattr(backend, "forms", ("kernel-launch",)), getattr(backend, "target", None))
         if problem:
             out.fail("format", problem, time.perf_counter() - t)
             return
