@@ -50,7 +50,7 @@ def device_op_report(backend: Any) -> dict[str, Any]:
     """One device op in a candidate's confined job (``verifier.harness.device_check``): {"ok", "detail"}. A device
     the reference can use and candidates cannot (root's jobs hold no capability) fails here, not at every
     candidate's set_device."""
-    from verifier.harness.device_check import confined_device_op
+    from verifier import confined_device_op
 
     try:
         ok, detail = confined_device_op(backend)

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from verifier.candidate_files import candidate_hash, candidate_identity, candidate_paths, name_problem
     from verifier.gates.antihack.rules import contract_text
     from verifier.harness.cluster import ClusterVerifier, describe_cluster
+    from verifier.harness.device_check import confined_device_op
     from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
     from verifier.harness.verify import Verifier
     from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
@@ -91,6 +92,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "VerificationCancelled": ("verifier.harness.protocol", "VerificationCancelled"),
     "ClusterVerifier": ("verifier.harness.cluster", "ClusterVerifier"),
     "describe_cluster": ("verifier.harness.cluster", "describe_cluster"),
+    "confined_device_op": ("verifier.harness.device_check", "confined_device_op"),
     # the backend table
     "backend_device": ("verifier.backends", "backend_device"),
     "backend_names": ("verifier.backends", "backend_names"),
@@ -145,10 +147,10 @@ __all__ = [
     "UNJUDGED", "UnknownBackend", "VerifierError", "VerifyConfig",
     # above it, on first use (_LAZY)
     "assess_roofline", "backend_device", "backend_names", "bwrap_status", "candidate_hash",
-    "candidate_identity", "candidate_paths", "ClusterVerifier", "contract_text", "declared_suffixes",
-    "describe_cluster", "describe_roofline_cases", "describe_roofline_profile", "display_name",
-    "end_started_by", "fit_cases", "fixed_divisors", "FLUSH_SHARED_SHARE", "form_prompt", "get_backend",
-    "human_bytes", "knowledge_folder", "landlock_status", "link_check_status", "machine_facts",
+    "candidate_identity", "candidate_paths", "ClusterVerifier", "confined_device_op", "contract_text",
+    "declared_suffixes", "describe_cluster", "describe_roofline_cases", "describe_roofline_profile",
+    "display_name", "end_started_by", "fit_cases", "fixed_divisors", "FLUSH_SHARED_SHARE", "form_prompt",
+    "get_backend", "human_bytes", "knowledge_folder", "landlock_status", "link_check_status", "machine_facts",
     "machine_fingerprint", "name_problem", "POINTER_DTYPES", "Probe", "PROBE_TIMEOUT_S", "ProbeSandbox",
     "RooflineMeter", "run_probe", "scale_cases", "scale_values", "seccomp_status", "SIZING_BYTES_CAP",
     "SIZING_WINDOW_MS", "source_suffix", "VerificationCancelled", "Verifier", "VerifierProtocol",

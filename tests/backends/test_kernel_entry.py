@@ -14,6 +14,7 @@ import shutil
 import pytest
 from test_ascend_real_toolchain import build, faithful, project  # noqa: F401  (faithful: a fixture)
 
+from verifier.backends.ascend import AscendBackend
 from verifier.backends.ascend_project import soc_family
 from verifier.gates.format import check_format
 
@@ -44,8 +45,22 @@ OTHER_TILING = _with(tiling=("REGISTER_TILING_DATA_CLASS(AddCustom,", "REGISTER_
 ONLY_310P = _with(host=('AddConfig("ascend910b")', 'AddConfig("ascend310p")'))
 
 
+class _AscendFor(AscendBackend):
+    """The Ascend backend with the SoC its builds target given (discovery's, on a real machine)."""
+
+    def __init__(self, target: str | None):
+        super().__init__(probe_torch=False)
+        self._target = target
+
+    @property
+    def target(self) -> str | None:
+        return self._target
+
+
 def _format(files: dict[str, str], target: str | None = "Ascend910B2") -> str:
-    return check_format(files, (".cpp",), (".h", ".hpp"), FORMS, target) or ""
+    backend = _AscendFor(target)
+    assert backend.forms == FORMS
+    return check_format(files, backend) or ""
 
 
 @pytest.mark.parametrize(("files", "said"), [
