@@ -43,7 +43,7 @@ extern "C" const char* aclGetRecentErrMsg() {
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"binding.cpp": BINDING}, tmp_path_factory.mktemp("aclnn"))
     assert result.ok, result.log
