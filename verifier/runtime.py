@@ -40,13 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verifier.backends.base import DeviceRuntime
+from verifier.backends.base import DeviceRuntime, KernelCallError
 from verifier.toolchain.cdecl import POINTER_DTYPES, SCALARS, Param, Signature
-
-
-class KernelCallError(TypeError):
-    """A launcher was called with arguments that do not match its C declaration, or its launch failed."""
-
 
 _active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None, "dll": None}
 # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined symbols
@@ -88,8 +83,8 @@ def load(path: str | None = None) -> KernelLibrary:
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
     from verifier.backends import backend_for, get_backend, runtime_class
-    from verifier.harness.candidate_files import read_candidate
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
+    from verifier.candidate_files import read_candidate
 
     files = read_candidate(folder)   # a custom-op project's op_host/ and op_kernel/ with their paths
     backend = get_backend(backend_for(files))
@@ -235,3 +230,6 @@ def _converter(
         raise KernelCallError(f"{where}: expected {kind}, got {type(value).__name__}")
 
     return ctype, to_scalar
+
+
+__all__ = ["KernelCallError", "KernelFunction", "KernelLibrary", "call_counts", "configure", "load", "reset_calls"]

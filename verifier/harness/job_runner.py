@@ -26,20 +26,20 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, runtime_target
+from verifier.build import BuildResult
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.gates.performance import check_call
-from verifier.harness.reference import Reference
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
-from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.outcome import TOOL, Outcome
+from verifier.priority import BACKGROUND_NICENESS
 from verifier.processes import declared_env
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
-from verifier.toolchain.build import BuildResult
 from verifier.window import harness as timing_window
 from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
 
@@ -128,7 +128,7 @@ class JobRunner:
 
     def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None, data_bytes: int = 0,
             ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
+        """Run one job; ``background``: it is not timed, so at lower priority (verifier.priority);
         ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``)."""
         limits = self.limits(background, data_bytes)
         exit_ = self.server.run(job_dir, limits, self.config.run_timeout_s, env)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifier import priority
 from verifier.errors import SandboxError
-from verifier.machine import priority
 from verifier.processes import kill_group
 from verifier.sandbox import procs
 from verifier.sandbox.isolation import (
@@ -374,7 +374,7 @@ class ForkServer:
             stderr = open(self._stderr_path, "ab")
             try:
                 # At normal priority whatever thread starts it: every timed run is forked from it
-                # (verifier.machine.priority).
+                # (verifier.priority).
                 self._proc = priority.popen(argv, background=False, env=self._env, cwd=self.jobs_root,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                             start_new_session=True, **groups)
