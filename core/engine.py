@@ -35,12 +35,15 @@ from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
-from verifier import Outcome
-from verifier.backends import source_suffix
-from verifier.candidate_files import candidate_identity
-from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
-from verifier.outcome import GateResult
-from verifier.reference import ReferenceFailed
+from verifier import (
+    GateResult,
+    Outcome,
+    ReferenceFailed,
+    VerificationCancelled,
+    VerifierProtocol,
+    candidate_identity,
+    source_suffix,
+)
 
 TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
 #                           this many times in all before the attempt is recorded as not judged

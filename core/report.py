@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
 from store import Experience, RunRecord, Store, TaskProgress
-from verifier.outcome import Outcome
+from verifier import Outcome
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -166,11 +166,12 @@ def _roofline_at(roofline: dict[str, Any] | None, latency_ms: float | None) -> d
     """The best kernel's roofline point at its time in the final window (same bytes, FLOPs and ceilings)."""
     if not roofline or not latency_ms or not roofline.get("bytes"):
         return roofline
-    from verifier.machine.roofline import assess
+    from verifier import assess_roofline
 
     ceilings = ({"triad_gbps": roofline["ceiling_gbps"], "fma_gflops": roofline["ceiling_gflops"]}
                 if roofline.get("ceiling_gbps") and roofline.get("ceiling_gflops") else None)
-    return assess({"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}, latency_ms, ceilings) or roofline
+    point = {"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}
+    return assess_roofline(point, latency_ms, ceilings) or roofline
 
 
 def _cases_correct(result: Outcome) -> int:
