@@ -124,7 +124,8 @@ class Session:
             except LLMError:
                 llm = None  # hand edits and verification still work; run() says what to configure
             self._engine = Engine(self.config, self.store, self.verifier, llm, self.bus,
-                                  kernels_dir=self.workspace.kernels_dir)
+                                  kernels_dir=self.workspace.kernels_dir,
+                                  prompt_log=self.workspace.logs_dir / "prompts")
         return self._engine
 
     # -- tasks ----------------------------------------------------------------------------------------

@@ -88,6 +88,9 @@ class Memory(Protocol):
     def put_run(self, run: RunRecord) -> None:
         """Store a run's configuration and progress."""
 
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run that recorded nothing."""
+
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""
 

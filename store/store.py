@@ -375,6 +375,10 @@ class Store:
         data = pack(run.to_dict())
         self._write(lambda txn: txn.put(text_key(run.id), data, db=self._t.runs))
 
+    def delete_run(self, run_id: str) -> None:
+        """Forget run ``run_id`` (a run that recorded nothing: no attempt refers to it)."""
+        self._write(lambda txn: txn.delete(text_key(run_id), db=self._t.runs))
+
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""
         raw = self._env.read(lambda txn: txn.get(text_key(run_id), db=self._t.runs))
