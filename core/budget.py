@@ -16,7 +16,9 @@ import math
 from dataclasses import dataclass
 
 CHARS_PER_TOKEN = 3.0      # before the server has counted one of our prompts (cautious: more tokens than usual)
-ANSWER_FLOOR = 1024        # the fewest answer tokens a request is sent with (a model.py and a kernel source)
+ANSWER_FLOOR = 512         # the fewest answer tokens a request is sent with: a model.py and a kernel source (the
+#                            shipped demo's relu answer is 654 characters, about 200 tokens; a tiled or fused
+#                            kernel two to three times that)
 TEMPLATE_TOKENS = 48       # the chat template's own tokens around the messages (role markers, a default system)
 MARGIN = 0.06              # of the prompt's estimated tokens: the estimate's error
 MAX_PROMPT_CHARS = 48_000  # a prompt's characters with no context known (or a very long one)

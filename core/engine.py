@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import random
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -119,10 +121,12 @@ class Engine:
         await asyncio.to_thread(self.facts.prepare, tasks, False)
         self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
+        run.extra.update(pid=os.getpid(), host=socket.gethostname())   # who runs it (core.session.running_elsewhere)
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],
                                     self.llm.model, self.backend, resumed=resume is not None, limits=limits))
         status = "finished"
+        began = time.monotonic()
         try:
             await self._loop(run, tasks)
             if self.config.engine.final_window:
@@ -146,11 +150,14 @@ class Engine:
             raise
         finally:
             run.status = status
+            seconds = run.extra.get("seconds")   # the run's time running, its sessions together (the report's)
+            run.extra["seconds"] = (seconds if isinstance(seconds, (int, float)) else 0.0) + time.monotonic() - began
             self._account(run)
             if resume is None and status == "failed" and not any(p.attempts for p in run.progress.values()):
                 # failed before any answer was recorded (the endpoint went away, a setting to fix): no run to
                 # resume or report, so none is kept (each such try used to leave a "failed" row in the report)
                 self.store.delete_run(run.id)
+                run.extra["forgotten"] = True
                 status = "failed before its first answer (nothing recorded)"
             else:
                 self.store.put_run(run)
@@ -525,7 +532,9 @@ class Engine:
                 signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
                 code_id=candidate_identity(attempt.files) if attempt.files else "",
             )
-            exp_id, created = self.store.add_experience(exp)
+            # an answer without code is an attempt of its own: two such answers are two attempts, never "the same
+            # code" (no-code attempts used to share one record and so one number, #1 again and again)
+            exp_id, created = self.store.add_experience(exp, dedupe=bool(attempt.files))
             exp.id = exp_id
             changes: list[tuple[str, float, float]] = []
             # A person's near-duplicate of a stored attempt (the same code up to comments and spacing) is

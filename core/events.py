@@ -199,6 +199,15 @@ class ClusterChanged(Event):
 
 
 @dataclass(frozen=True)
+class ConfigReloaded(Event):
+    """evokernel.toml changed while the workbench was open: ``taken`` ("[llm] max_tokens") apply from this run on;
+    ``needs_restart`` (the backend, the suite, [verifier]...) apply once the workbench is opened again."""
+
+    taken: tuple[str, ...]
+    needs_restart: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FinalWindow(Event):
     """A task's best timed beside its first feasible kernel and PyTorch in one window, at the end of a run
     (the report's best/first and best/ref): ``words`` says what that window found, or why it could not."""
