@@ -395,7 +395,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     from verifier.cases import describe_case
     from verifier.machine.roofline import assess
     from verifier.verdict import judge
-    from verifier.window_stats import Ratio
+    from verifier.window.stats import Ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:

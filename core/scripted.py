@@ -35,7 +35,7 @@ from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.verdict import NOISE_LIMIT, judge
-from verifier.window_stats import Ratio
+from verifier.window.stats import Ratio
 
 
 class ScriptedModel:

@@ -1,6 +1,6 @@
 """The speed verdict: one rule, in one place, for every surface that decides or says one.
 
-A verdict judges a paired ratio from one timing window (``verifier.window_stats.Ratio``: the median over the
+A verdict judges a paired ratio from one timing window (``verifier.window.stats.Ratio``: the median over the
 window's rounds of the two sides' ratio, with its bootstrap interval; above 1 the candidate is faster).
 The performance gate stores it (``Outcome.vs_reference``, ``Outcome.vs_best``); rewards, the run lines,
 the workbench, the prompts and the gate's own message all say it with the functions below, and nothing
@@ -35,7 +35,7 @@ import math
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from verifier.window_stats import Ratio
+    from verifier.window.stats import Ratio
 
 Verdict = Literal["faster", "slower", "same", "noisy", "implausible"]
 """What a window says of a paired ratio (stored as ``Outcome.vs_reference``/``vs_best``; "" when no such

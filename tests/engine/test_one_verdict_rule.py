@@ -19,7 +19,7 @@ import pytest
 
 from verifier import Outcome
 from verifier.gates import performance
-from verifier.window_stats import Ratio
+from verifier.window.stats import Ratio
 
 MIN_CHANGE = 0.03
 

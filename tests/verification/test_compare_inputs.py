@@ -6,7 +6,7 @@ import torch
 
 from verifier.harness.compare import Agreement, Mismatch, compare_outputs
 from verifier.inputs import BASE_DISTRIBUTIONS, Trial, make_inputs
-from verifier.job.worker import flatten
+from verifier.job.tensors import flatten
 
 
 def _wrap(value):

@@ -11,7 +11,7 @@ from verifier import VerifyConfig
 from verifier.gates import performance
 from verifier.harness.reference import Reference
 from verifier.outcome import Outcome
-from verifier.window_stats import Ratio
+from verifier.window.stats import Ratio
 
 
 class Roofline:

@@ -119,7 +119,7 @@ def test_the_verifier_sets_the_priority_of_each_kind_of_job():
 
 def test_nothing_inside_a_job_starts_launcher_threads():
     """The fork server stays single-threaded: the worker's modules never import verifier.machine.priority."""
-    code = ("import sys, verifier.sandbox.forkserver, verifier.job.worker, verifier.job.worker_reference\n"
+    code = ("import sys, verifier.sandbox.forkserver, verifier.worker, verifier.job.worker_reference\n"
             "print('verifier.machine.priority' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

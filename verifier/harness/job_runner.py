@@ -10,7 +10,7 @@ outputs are loaded without unpickling code and within the output limit, and a jo
 its stderr) are capped. A job that produced no usable result is explained in one paragraph, with what a
 device error means where the backend knows.
 
-``window`` runs one timing window's sides (``verifier.harness.window``): the trusted reference in the
+``window`` runs one timing window's sides (``verifier.window.harness``): the trusted reference in the
 reference server, the candidate and the best in the sandbox, under the machine lock's exclusive side,
 and reads back the outputs the window compares.
 """
@@ -28,9 +28,7 @@ from verifier.backends import Backend, backend_device, runtime_target
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.gates.performance import check_call
-from verifier.harness import window as timing_window
 from verifier.harness.reference import Reference
-from verifier.harness.window import Observer, Side, SideFailed, WindowSettings, finish
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
 from verifier.machine.priority import BACKGROUND_NICENESS
@@ -41,6 +39,8 @@ from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
 from verifier.toolchain.build import BuildResult
+from verifier.window import harness as timing_window
+from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 
@@ -160,7 +160,7 @@ class JobRunner:
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
                budget_s: float | None = None, observer: Observer | None = None,
                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """Run one timing window (``verifier.harness.window``): the reference, the candidate and the best each in
+        """Run one timing window (``verifier.window.harness``): the reference, the candidate and the best each in
         a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
         None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
         try:
@@ -176,7 +176,7 @@ class JobRunner:
     def _sides(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                observer: Observer | None = None) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        from verifier.timing_method import timing_method
+        from verifier.window.methods import timing_method
 
         cfg = self.config
         clock = getattr(self.backend, "timer", "wall")

@@ -43,7 +43,6 @@ from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
 from verifier.harness.job_runner import JobRunner, omp_env, tool_failure
 from verifier.harness.outcome_cache import OutcomeCache
 from verifier.harness.reference import Reference, ReferenceCache, Spares
-from verifier.harness.window import Observer
 from verifier.jobs import CandidateJob, CandidateResult
 from verifier.machine import priority
 from verifier.machine.caches import flush_bytes
@@ -56,10 +55,11 @@ from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.toolchain.build import BuildResult, default_cache_dir
+from verifier.window.harness import Observer
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
-JOB_ENTRY = "verifier.job.worker:run_job"
+JOB_ENTRY = "verifier.worker:run_job"
 
 
 class Verifier:
@@ -124,7 +124,7 @@ class Verifier:
         self.outcomes = OutcomeCache(self.cache_dir / "outcomes")
         # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
-        self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
+        self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.window.harness)
         self._warm: Future[None] | None = None
         # the next verification's reference, made ahead (looked up at each call: bench/fresh_reference_cost.py swaps it)
         self.spares = Spares(lambda task: self._live_reference(task), self._pool)

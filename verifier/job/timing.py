@@ -4,7 +4,7 @@ reference's own timing figure (``evokernel tasks --time``, measured inside the t
 shown beside a task, never divided by) and the memory bandwidth behind the plausibility flags.
 
 Every speed verdict comes from a window in which the harness times the reference beside the candidate,
-each in its own process (verifier.harness.window). On devices a call is timed by a pair of device events
+each in its own process (verifier.window.harness). On devices a call is timed by a pair of device events
 on the current stream, with the wall clock of the same call kept beside it (work that escaped the stream
 shows as a gap between the two)."""
 
@@ -23,7 +23,7 @@ from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.job.candidate import _timer
 from verifier.job.tensors import _to_device
-from verifier.window_stats import Timing, Window
+from verifier.window.stats import Timing, Window
 
 
 def instances(make: Any, module: Any, trials: list[Trial], device: str, eval_mode: bool = False) -> list[Any]:

@@ -1,4 +1,4 @@
-"""The reference job of the worker (see verifier.job.worker): the reference's outputs at every trial,
+"""The reference job of the worker (see verifier.worker): the reference's outputs at every trial,
 run twice where that can show nondeterminism (reversed order-dependent writes, eval mode for
 dropout), the widened trials it is defined on, the second shapes it accepts, and its timing alone
 (shown, never divided by). Runs in the trusted reference fork server, never beside a candidate."""

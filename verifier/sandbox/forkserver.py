@@ -9,8 +9,8 @@ continue has taken effect (every thread of the job stopped, for a pause) and ``{
 when it ends. The server
 stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
 
-Run as ``python -m verifier.sandbox.forkserver '{"entry": "verifier.job.worker:run_job", "preload": ["torch",
-"verifier.job.worker"]}'``: ``entry`` names the job code each child runs (``module:function``, called with
+Run as ``python -m verifier.sandbox.forkserver '{"entry": "verifier.worker:run_job", "preload": ["torch",
+"verifier.worker"]}'``: ``entry`` names the job code each child runs (``module:function``, called with
 the job folder). The server resolves it by name and never imports job code itself, so the sandbox sits
 below the jobs it runs.
 

@@ -2,7 +2,7 @@
 (``Window``), one side's summary (``Timing``, ``summarize``), and the paired ratios of two sides with
 their bootstrap intervals (``Ratio``, ``paired_ratio``, ``geomean_ratio``): a speedup is the median of the
 per-round ratios from one window. What a ratio says ("faster", "same speed", "noisy"...) is
-``verifier.verdict``'s one rule; how a window is run, ``verifier.harness.window`` (every side in a process
+``verifier.verdict``'s one rule; how a window is run, ``verifier.window.harness`` (every side in a process
 of its own, the clock in the harness); calls timed inside one process, ``verifier.job.timing``.
 """
 
