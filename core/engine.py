@@ -138,8 +138,9 @@ class Engine:
             self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
         except LLMError as exc:
             status = "failed"
-            self.bus.emit(ev.EngineProblem(f"{exc}; the run is kept: `evokernel run --resume {run.id}` continues it",
-                                           fatal=True))
+            kept = (f"; the run is kept: `evokernel run --resume {run.id}` continues it" if self._kept(run, resume)
+                    else "; nothing was recorded, so no run is kept")
+            self.bus.emit(ev.EngineProblem(f"{exc}{kept}", fatal=True))
         except asyncio.CancelledError:
             status = "stopped"
             raise
@@ -153,16 +154,20 @@ class Engine:
             seconds = run.extra.get("seconds")   # the run's time running, its sessions together (the report's)
             run.extra["seconds"] = (seconds if isinstance(seconds, (int, float)) else 0.0) + time.monotonic() - began
             self._account(run)
-            if resume is None and status == "failed" and not any(p.attempts for p in run.progress.values()):
+            if status == "failed" and not self._kept(run, resume):
                 # failed before any answer was recorded (the endpoint went away, a setting to fix): no run to
                 # resume or report, so none is kept (each such try used to leave a "failed" row in the report)
                 self.store.delete_run(run.id)
                 run.extra["forgotten"] = True
-                status = "failed before its first answer (nothing recorded)"
             else:
                 self.store.put_run(run)
-            self.bus.emit(ev.RunFinished(run.id, status, self.summary(run)))
+            self.bus.emit(ev.RunFinished(run.id, status, self.summary(run), forgotten=bool(run.extra.get("forgotten"))))
         return run
+
+    @staticmethod
+    def _kept(run: RunRecord, resume: RunRecord | None) -> bool:
+        """Whether a failed run is kept: a resumed one always, a new one once it recorded an attempt."""
+        return resume is not None or any(p.attempts for p in run.progress.values())
 
     async def _know_the_model(self, tasks: list[Task]) -> str:
         """Read what the endpoint says of the model (its context, requests at once; ``LLMClient.server``, which

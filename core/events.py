@@ -222,6 +222,7 @@ class RunFinished(Event):
     run_id: str
     status: str            # "finished" | "stopped" | "failed" | "budget"
     summary: dict[str, Any] = field(default_factory=dict)
+    forgotten: bool = False   # it failed before its first answer: nothing recorded, no run kept to resume
 
 
 Subscriber = Callable[[Event], None]

@@ -18,7 +18,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -155,6 +155,11 @@ class _NoStreaming(Exception):
     """The server refused a streamed request: asked again unstreamed (a property of the server, no retry)."""
 
 
+class _EmptyStream(Exception):
+    """A stream that ended with nothing in it: llama-cpp-python's way of failing a streamed request it cannot take
+    (a prompt longer than its context); the same request unstreamed gets its reason in words (a 400 with numbers)."""
+
+
 class OpenAIClient:
     """An OpenAI-compatible endpoint through the official SDK."""
 
@@ -260,6 +265,9 @@ class OpenAIClient:
                     return await self._once(request, listen)
                 except _NoStreaming:
                     return await self._once(request, listen)   # the same try, unstreamed: the server refused streams
+                except _EmptyStream:
+                    # the same try, unstreamed, once: the server says why in words (or answers after all)
+                    return await self._once(request, listen, stream=False)
             except _Retryable as exc:
                 last = exc.reason
                 if attempt == self.config.retries:
@@ -281,12 +289,12 @@ class OpenAIClient:
     def _where(self) -> str:
         return self.config.base_url or "the OpenAI default (api.openai.com)"
 
-    async def _once(self, request: ChatRequest, listen: Listener | None) -> ChatAnswer:
+    async def _once(self, request: ChatRequest, listen: Listener | None, stream: bool | None = None) -> ChatAnswer:
         import openai
 
         messages = [_sdk_message(role, content) for role, content in request.messages]
         started = time.perf_counter()
-        streamed = self._stream
+        streamed = self._stream if stream is None else stream
         try:
             if streamed:
                 return await self._streamed(request, messages, started, listen)
@@ -307,7 +315,8 @@ class OpenAIClient:
                 # Nothing ever answered at this address: retrying will not make a server appear.
                 raise LLMError(f"cannot reach the LLM endpoint at {self._where()} ({exc.__cause__ or exc}): "
                                "is the server running? Check OPENAI_BASE_URL or `base_url` under [llm]") from None
-            raise _Retryable(f"connection failed ({exc.__cause__ or exc})") from None
+            cause = exc.__cause__ or exc
+            raise _Retryable(f"connection failed ({str(cause) or type(cause).__name__})") from None
         except openai.AuthenticationError:
             raise LLMError("the endpoint refused the API key (401): check OPENAI_API_KEY") from None
         except openai.NotFoundError:
@@ -361,7 +370,7 @@ class OpenAIClient:
             async with stream:
                 return self._whole(request, json.loads(await stream.response.aread()), started)
         async with stream:
-            async for chunk in stream:
+            async for chunk in _or_empty(stream, lambda: bool(parts)):
                 model = model or getattr(chunk, "model", "") or ""
                 usage = getattr(chunk, "usage", None) or usage
                 for choice in getattr(chunk, "choices", None) or []:
@@ -376,7 +385,7 @@ class OpenAIClient:
                     said = now
                     listen(CallNews("progress", seconds=now - started, tokens=chunks))
         if not parts and finish is None and usage is None:
-            raise _Retryable("an empty stream (no choices)")
+            raise _EmptyStream()
         if usage is None:    # a server that reports no usage in a stream: one token a content delta
             usage = {"completion_tokens": chunks}
         return self._answer(request, "".join(parts), usage, finish, model, started)
@@ -426,6 +435,22 @@ class OpenAIClient:
     async def close(self) -> None:
         if self._client is not None:
             await self._client.close()
+
+
+async def _or_empty(stream: AsyncIterator[Any], started: Callable[[], bool]) -> AsyncIterator[Any]:
+    """``stream``'s chunks; a connection that drops before any content came (llama-cpp-python failing a request it
+    cannot take, after its 200) is an empty stream, asked again unstreamed to hear why."""
+    import openai
+
+    try:
+        async for chunk in stream:
+            yield chunk
+    except openai.APITimeoutError:
+        raise      # a silence past timeout_s: a retry, not a refusal
+    except openai.APIConnectionError:
+        if started():
+            raise
+        raise _EmptyStream() from None
 
 
 def _refused(exc: Exception) -> bool:

@@ -761,7 +761,7 @@ def _history_part(before: str, history: Sequence[Experience], start: Experience 
     if n > HISTORY_KEPT:
         forms.append((f"{before}{_history(history, start, marks=marks, limit=HISTORY_KEPT)}",
                       f"the {n - HISTORY_KEPT} oldest of {n} ideas already tried on this task", HISTORY_RANK))
-    forms.append(("", f"the {n} ideas already tried on this task", HISTORY_REST_RANK))
+    forms.append(("", f"the {n} idea{'s' if n != 1 else ''} already tried on this task", HISTORY_REST_RANK))
     return Part(tuple(forms))
 
 

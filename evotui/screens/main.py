@@ -418,6 +418,10 @@ class MainScreen(Screen[None]):
             for task in list(self.asking):   # a call the run's end left unanswered is no longer asking
                 table.set_status(task, f"{self.asking.pop(task)}: {e.status.split(' (')[0]}", "dim")
             summary = e.summary or {}
+            if e.forgotten:
+                self.note(f"run {e.run_id} failed before its first answer: nothing recorded, no run to resume",
+                          "warn", e.at)
+                return
             self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)} of "
                      f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
                      e.at)

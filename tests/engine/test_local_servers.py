@@ -78,14 +78,17 @@ def test_the_context_llama_cpp_says_bounds_every_request_and_its_slots_the_concu
 
 
 def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(workspace, monkeypatch):
-    """llama-cpp-python says nothing of its context until a request is too long: its 400 gives the numbers, the
-    prompt is fitted to them (knowledge and history cut by rank, a smaller answer budget) and sent once more; the
+    """llama-cpp-python says nothing of its context until a request is too long, and as it does: a streamed request
+    whose prompt is over its context gets a 200 and an empty stream, the same request unstreamed a 400 with the
+    numbers. The prompt is fitted to them (knowledge cut by rank, a smaller answer budget) and sent once more; the
     run completes (main: the run failed on the first request, its message cut at 200 characters)."""
-    context = 2600
+    context = 1900
 
     def script(req, n):
         prompt, completion = _tokens(req), req.get("max_tokens", 4096)
-        if prompt + completion > context:
+        if req.get("stream") and prompt > context:
+            return Reply(empty_stream=True)
+        if not req.get("stream") and prompt + completion > context:
             return Reply(status=400, text=TOO_LONG.format(ctx=context, total=prompt + completion, prompt=prompt,
                                                           completion=completion))
         return Reply(_answer(n))
@@ -93,8 +96,9 @@ def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(wor
     with ScriptedLLM(script) as server:
         record, events, _ = _run(workspace, monkeypatch, server, iterations=2)
     assert record.status == "finished", record
-    sent = [b for b in server.requests if _tokens(b) + b.get("max_tokens", 0) <= context]
-    assert len(server.requests) == 3 and len(sent) == 2     # one 400, then every request fits
+    assert not record.progress["relu"].broken and record.progress["relu"].iterations_used == 2
+    assert [bool(b.get("stream")) for b in server.requests] == [True, False, True, True]   # empty, 400, fitted
+    assert all(_tokens(b) + b["max_tokens"] <= context for b in server.requests[2:])
     assert any("asking again with the prompt fitted" in getattr(e, "message", "") for e in events)
 
 
@@ -154,7 +158,7 @@ def test_a_silence_past_the_timeout_is_a_retry_the_user_sees_and_the_last_names_
     assert len(retried) == 1 and retried[0].next_try == 2 and retried[0].tries == 2
     assert "[llm] timeout_s" in retried[0].reason
     problem = next(e for e in events if type(e).__name__ == "EngineProblem" and e.fatal)
-    assert "larger [llm] timeout_s (now 0.5)" in problem.message and "evokernel run --resume" in problem.message
+    assert "larger [llm] timeout_s (now 0.5)" in problem.message and "nothing was recorded" in problem.message
 
 
 def test_an_error_is_said_in_full_and_not_retried(monkeypatch):
