@@ -224,8 +224,11 @@ def _compiler_line(m: dict[str, Any], *, short: bool = False) -> str:
     vectors = f"; {width}-bit vectors: {width // 32} floats per register" if width else ""
     named = (f" (g++ calls this target `{m['arch']}`; on a virtual machine that name may not match the CPU model: "
              "go by the extensions listed, which the compiler detected here)") if m.get("arch") and not short else ""
+    refused = [r.split(":", 1)[0] for r in m.get("isa_refused") or []]
+    not_here = (f" It also enables {', '.join(refused)}, which the CPU reports but which do not run here (a program "
+                "using them was refused): do not use them." if refused else "")
     return (f"- Compiler: {m.get('compiler', 'g++')} {m.get('flags', '')}; -march=native enables "
-            f"{', '.join(m['isa'])}{vectors}{named}.")
+            f"{', '.join(m['isa'])}{vectors}{named}.{not_here}")
 
 
 def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
