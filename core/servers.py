@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-READ_TIMEOUT_S = 5.0
+READ_TIMEOUT_S = 30.0   # a server busy generating answers its GETs between tokens (llama-cpp-python: 6.6 s seen)
 
 
 @dataclass(frozen=True)

@@ -47,13 +47,7 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
-    if not ws.exists() and args.resume is None and args.replay is None:
-        # a run in a folder without a workspace makes one, as the workbench does: the config to edit and the
-        # kernels/ folder the run's bests are written to, not only the memory
-        created = ws.init()
-        if created:
-            print(f"made a workspace here: {', '.join(created)} (the built-in suite, the {args.backend or 'cpu'} "
-                  "backend; edit evokernel.toml to change them)", file=sys.stderr)
+    new = not ws.exists()
     with Session(ws, replay=args.replay is not None, backend=args.backend, cluster=args.cluster,
                  model=args.model) as session:
         reporter = Reporter(quiet=args.quiet or not sys.stdout.isatty())
@@ -81,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
                 from core.errors import LLMError
 
                 raise LLMError(problem)
+            if new:
+                # a run in a folder without a workspace makes one, as the workbench does (once the run is sure to
+                # start): the config to edit and the kernels/ folder its bests are written to, not only the memory
+                created = [c for c in ws.init() if c != ".evokernel/"]
+                if created:
+                    print(f"made a workspace here: {', '.join(created)} beside .evokernel/ (the built-in suite, the "
+                          f"{session.config.backend} backend; edit evokernel.toml to change them)", file=sys.stderr)
             for t in tasks:
                 if t.size_overrides:
                     print(f"{t.id}: {t.scale_note()}", file=sys.stderr)

@@ -137,7 +137,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
+    real_llm = os.environ.get("EVOKERNEL_LLM_PYTHON")   # the real-server tier's interpreter: `make test-llm` sets it
     for item in items:
+        if item.get_closest_marker("real_llm") and not real_llm:
+            item.add_marker(pytest.mark.skip(reason="a real local model server: `make test-llm` runs it"))
         where = item.path.relative_to(root).as_posix()
         if where in SLOW_FILES or (where, getattr(item, "originalname", item.name)) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)

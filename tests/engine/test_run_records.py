@@ -173,14 +173,23 @@ def test_config_edits_reach_the_next_run_or_ask_for_a_restart(workspace):
 
 
 def test_run_in_an_empty_folder_makes_the_whole_workspace(tmp_path):
-    """``evokernel run`` where there is no workspace makes evokernel.toml and kernels/ beside .evokernel/, as the
-    workbench does (main made .evokernel/ alone); here it then stops: no endpoint is configured."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "EVOKERNEL_MODEL")}
-    ran = subprocess.run([str(Path(sys.executable).parent / "evokernel"), "run", "--tasks", "relu"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert ran.returncode != 0 and "no LLM endpoint configured" in ran.stderr
+    """``evokernel run`` where there is no workspace makes evokernel.toml and kernels/ beside .evokernel/ once the run
+    starts, as the workbench does (main made .evokernel/ alone); a run refused first (bad input) makes nothing more.
+    The model here answers without code, so nothing is built."""
+    from openai_server import Reply, ScriptedLLM
+
+    cli = str(Path(sys.executable).parent / "evokernel")
+    with ScriptedLLM(lambda req, n: Reply("I would use OpenMP.")) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "EVOKERNEL_MODEL": server.model}
+        refused = subprocess.run([cli, "run", "--tasks", "relu", "--iterations", "0"], cwd=tmp_path, env=env,
+                                 capture_output=True, text=True, timeout=120)
+        assert refused.returncode != 0 and refused.stderr.strip().count("\n") == 0     # one line, nothing made
+        assert not (tmp_path / "evokernel.toml").exists()
+        ran = subprocess.run([cli, "run", "--tasks", "relu", "--iterations", "1", "--quiet"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
     assert (tmp_path / "evokernel.toml").is_file() and (tmp_path / "kernels").is_dir()
-    assert "made a workspace here: evokernel.toml, kernels/, .evokernel/" in ran.stderr
+    assert "made a workspace here: evokernel.toml, kernels/ beside .evokernel/" in ran.stderr
+    assert ran.stdout.strip().splitlines()[-1].startswith("run ")
 
 
 def test_the_report_says_n_a_iterations_done_tokens_time_and_failure_reasons(tmp_path, capsys):
