@@ -283,7 +283,7 @@ class OpenAIClient:
                     f"needs a larger [llm] timeout_s (now {self.config.timeout_s:g}) or a smaller [llm] concurrency "
                     f"(now {self.concurrency})")
         elif last.startswith("connection failed"):
-            hint = "; is the server still running? `evokernel run --resume` continues the run once it is"
+            hint = "; is the server still running?"
         raise LLMError(f"the LLM endpoint at {self._where()} kept failing after {tries} tries: {last}{hint}")
 
     def _where(self) -> str:

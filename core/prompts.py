@@ -12,9 +12,12 @@ they bear on the task (``relevant``), else as lessons.
 
 What a prompt says is true for it: a kernel appears as the paired ratios of the window it was verified
 in (``in_window``, the words of ``verifier.verdict.words``), and the prompt shows one absolute time,
-the start point's (the best's in the refinement baseline), said with its window. A prompt over
-``MAX_PROMPT_CHARS`` loses memory code first, then memory items, then API items; the reference, the
-machine, the rules and the start point are never cut.
+the start point's (the best's in the refinement baseline), said with its window. A prompt over its budget
+(``MAX_PROMPT_CHARS``, or what the model's context leaves beside the answer: ``core.budget``) loses memory code
+first, then memory items, then the parts ranked by ``HISTORY_RANK`` and after (older ideas, API items, resident
+rules, the other ideas, the code of a failed last attempt or of the best, the verifier's rules said in short, the
+machine's caches and roofline), and says what it left out (``Prompt.left_out``); the reference, the backend, ISA
+and tolerance, the start point's code and the ask are never cut.
 """
 
 from __future__ import annotations
