@@ -26,11 +26,11 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
+from core.asking import Asking
 from core.attempts import NOT_JUDGED, attempt_numbers, first_change, outcome_of
-from core.budget import ContextBudget
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
-from core.llm import BudgetExceeded, CallNews, ChatAnswer, ChatRequest, ContextOverflow, LLMClient
+from core.llm import BudgetExceeded, LLMClient
 from core.methods import HAND_EDIT, METHODS, Attempt, Teaching
 from core.responses import parse_answer
 from core.seeds import ensure_seeded
@@ -50,12 +50,6 @@ TOOL_TRIES = 2            # verifications the tool failed (a process lost, the m
 SAME_CODE_KINDS = ("human_edit", "refine_trace", "draft_trace", "baseline_trace")
 """The judged attempts whose verdict a save of the same code gets at once (never a not-judged one)."""
 UNUSABLE_STREAK = 3       # answers in a row without usable code (refusals, empty) that end a task early
-PROGRESS_EVERY_S = 1.0    # how often a call in flight says how long it has waited (AnswerProgress)
-
-
-def answer_budget(attempt: Attempt) -> int | None:
-    """The answer budget (max_tokens) the attempt's request was sent with, when it was."""
-    return attempt.max_tokens or None
 
 
 class RunStopped(EvoKernelError):
@@ -82,16 +76,13 @@ class Engine:
         self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
         self.facts.form = config.form                                            # and the form they ask for
         self._facts_ready: asyncio.Future[None] | None = None
-        self.prompt_log = prompt_log
-        llm_config = config.llm
-        self.budget = ContextBudget(llm_config.max_tokens, llm_config.context_tokens,
-                                    "[llm] context_tokens" if llm_config.context_tokens else "")
+        self.asking = Asking(config, llm, self.bus, self.facts, self.backend, prompt_log, self.timings)
 
     @property
     def prompt_chars(self) -> int:
         """The characters a prompt should fit in (``core.budget``): what the model's context leaves beside the
         answer budget."""
-        return self.budget.prompt_chars()
+        return self.asking.budget.prompt_chars()
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -114,7 +105,7 @@ class Engine:
             raise EvoKernelError(f"a run needs at least 1 iteration per task (got {iterations})")
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
-        limits = await self._know_the_model(tasks)    # nothing recorded when the model cannot take these tasks
+        limits = await self.asking.know_the_model(tasks)    # nothing recorded when the model cannot take them
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
         # Each task's traced graph first (a few seconds): the first prompt already knows what its kernel is.
@@ -168,33 +159,6 @@ class Engine:
     def _kept(run: RunRecord, resume: RunRecord | None) -> bool:
         """Whether a failed run is kept: a resumed one always, a new one once it recorded an attempt."""
         return resume is not None or any(p.attempts for p in run.progress.values())
-
-    async def _know_the_model(self, tasks: list[Task]) -> str:
-        """Read what the endpoint says of the model (its context, requests at once; ``LLMClient.server``, which
-        also refuses a model it does not serve) and check that each task's shortest prompt leaves an answer its
-        budget (``core.budget``): a task that cannot fit is refused here, before anything is sent or recorded,
-        naming the setting to change. Returns the limits in words for the run's start line."""
-        assert self.llm is not None
-        server = await self.llm.server()
-        if server.context_tokens and not self.budget.counted:
-            self.budget.learn_context(server.context_tokens, server.context_source)
-        if self.budget.context_tokens is not None:
-            too_long = []
-            for task in tasks:
-                smallest = prompts.draft_prompt(task, self.backend, [], [], [], facts=self.facts, budget=0)
-                if not self.budget.fits(smallest.chars):
-                    too_long.append((task, smallest.chars))
-            if too_long:
-                task, chars = max(too_long, key=lambda tc: tc[1])
-                others = f" ({len(too_long)} of {len(tasks)} tasks do not fit)" if len(too_long) > 1 else ""
-                raise LLMError(self.budget.too_long(f"{task.id}{others}", chars))
-        words = [self.budget.words()]
-        concurrency = getattr(self.llm, "concurrency", None)
-        if concurrency:
-            said = (f" ({server.slots_source})" if server.slots and self.config.llm.concurrency is None
-                    else " ([llm] concurrency)" if self.config.llm.concurrency else " (not said by the server)")
-            words.append(f"{concurrency} request{'s' if concurrency != 1 else ''} at once{said}")
-        return "; ".join(words + list(server.notes))
 
     async def record_human(self, task: Task, files: dict[str, str],
                            parent_id: str | None) -> tuple[Experience, Outcome]:
@@ -305,11 +269,12 @@ class Engine:
         task, progress = attempt.task, run.progress[attempt.task.id]
         if self.llm is None:
             raise RuntimeError("a run needs a model: this engine was made without one")
-        answer = await self._ask(run, attempt)
-        if answer is None:
+        answer = await self.asking.ask(run, attempt)
+        if answer is None:     # it cannot fit the model's context: the task ended early, saying why
+            self.store.put_run(run)
             return
         parsed = parse_answer(answer.text, source_suffix=source_suffix(self.backend),
-                              truncated=answer.finish_reason == "length", max_tokens=answer_budget(attempt))
+                              truncated=answer.finish_reason == "length", max_tokens=attempt.max_tokens or None)
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
         attempt.change = parsed.change
         attempt.tokens = (answer.tokens_in, answer.tokens_out)
@@ -332,101 +297,6 @@ class Engine:
             self.bus.emit(ev.BudgetSpent(task.id, progress.iterations_used))
         else:
             self._end_on_unusable_streak(run, attempt)
-
-    async def _ask(self, run: RunRecord, attempt: Attempt) -> ChatAnswer | None:
-        """Send the attempt's prompt with the answer budget the model's context leaves it, and wait for the
-        answer, telling the user how long it has waited and how many tokens came (``AnswerProgress``, about once
-        a second) and each retry (``CallRetried``). A server that says the prompt is too long (its 400's numbers)
-        teaches the budget its context and token rate, and gets the same prompt fitted to them, once. None: the
-        prompt cannot fit even at its shortest; the task ends early, saying which setting to change."""
-        task, progress = attempt.task, run.progress[attempt.task.id]
-        assert self.llm is not None
-        for fitted in (False, True):
-            chars = sum(len(c) for _, c in attempt.messages)
-            max_tokens = self.budget.answer_tokens(chars)
-            if max_tokens < self.budget.floor:
-                progress.broken = self.budget.too_long(f"{task.id} ended early", chars)
-                self.store.put_run(run)
-                self.bus.emit(ev.EngineProblem(progress.broken, task=task.id))
-                return None
-            request = ChatRequest(model=self.llm.model, messages=tuple(attempt.messages),
-                                  temperature=self.config.llm.temperature, max_tokens=max_tokens,
-                                  sample=f"{run.config.get('sample_key', run.id)}:{task.id}:{attempt.iteration}")
-            attempt.max_tokens = max_tokens
-            left_out = tuple(getattr(attempt.messages, "left_out", ()))
-            self.bus.emit(ev.PromptSent(task.id, attempt.iteration, attempt.stage,
-                                        tuple(e.id for e in attempt.context),
-                                        attempt.start.id if attempt.start else None, chars))
-            if left_out or max_tokens < self.config.llm.max_tokens:
-                self.bus.emit(ev.PromptFitted(task.id, attempt.iteration, left_out, max_tokens,
-                                              self.budget.tokens(chars)))
-            self._log_prompt(run, attempt, request, left_out)
-            t0 = time.perf_counter()
-            try:
-                answer = await self._call(request, task.id, attempt.iteration)
-            except ContextOverflow as exc:
-                if fitted or attempt.compose is None:
-                    raise
-                self.budget.learn_context(exc.numbers.context_tokens, "the server's 400 answer")
-                if exc.numbers.prompt_tokens:
-                    self.budget.learn(chars, exc.numbers.prompt_tokens)
-                self.bus.emit(ev.EngineProblem(f"{task.id}: {exc}: asking again with the prompt fitted to "
-                                               f"{self.budget.words()}", task=task.id))
-                attempt.messages = attempt.compose(self.budget.prompt_chars())
-                continue
-            finally:
-                self.timings["llm"] += time.perf_counter() - t0
-            if answer.counted and not answer.cached:
-                self.budget.learn(chars, answer.tokens_in)
-            return answer
-        return None
-
-    async def _call(self, request: ChatRequest, task_id: str, iteration: int) -> ChatAnswer:
-        """``llm.complete`` with the user told, about once a second, how long the call has waited (in the queue for
-        a request slot, then at the server) and how many answer tokens came, and of each retry."""
-        assert self.llm is not None
-        state = {"sent": False, "tokens": 0, "since": time.perf_counter()}
-
-        def listen(news: CallNews) -> None:
-            if news.kind == "sent":
-                state.update(sent=True, since=time.perf_counter())
-            elif news.kind == "progress":
-                state["tokens"] = news.tokens
-            else:
-                state["tokens"] = 0
-                self.bus.emit(ev.CallRetried(task_id, iteration, news.reason, news.next_try, news.tries, news.wait_s))
-
-        async def tick() -> None:
-            while True:
-                await asyncio.sleep(PROGRESS_EVERY_S)
-                self.bus.emit(ev.AnswerProgress(task_id, iteration, time.perf_counter() - float(state["since"]),
-                                                int(state["tokens"]), bool(state["sent"])))
-
-        ticker = asyncio.ensure_future(tick())
-        try:
-            return await self.llm.complete(request, listen)
-        finally:
-            ticker.cancel()
-
-    def _log_prompt(self, run: RunRecord, attempt: Attempt, request: ChatRequest, left_out: tuple[str, ...]) -> None:
-        """The request as sent, to ``<prompt_log>/<run>/<task>.<iteration>.md``: its budget and what it left out
-        first, then each message. Best effort: a log that cannot be written stops nothing."""
-        if self.prompt_log is None:
-            return
-        chars = request.chars()
-        head = [f"# {attempt.task.id} · iteration {attempt.iteration + 1} · {attempt.stage} · model {request.model}",
-                f"- prompt: {chars:,} characters, about {self.budget.tokens(chars):,} tokens; answer budget "
-                f"(max_tokens): {request.max_tokens:,}",
-                f"- budget: {self.budget.words()}",
-                "- left out to fit: " + ("; ".join(left_out) if left_out else "nothing")]
-        body = "\n\n".join(f"## {role}\n\n{content}" for role, content in request.messages)
-        try:
-            folder = self.prompt_log / run.id
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"{attempt.task.id}.{attempt.iteration + 1}.md").write_text("\n".join(head) + "\n\n" + body,
-                                                                                encoding="utf-8")
-        except OSError:
-            pass
 
     def _end_on_unusable_streak(self, run: RunRecord, attempt: Attempt) -> None:
         """A model that refuses an operator (or answers without code) keeps doing so: after
