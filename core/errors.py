@@ -23,6 +23,10 @@ class WorkspaceError(EvoKernelError):
     """The workspace is missing, unreadable or inconsistent."""
 
 
+class RunAlreadyFinished(WorkspaceError):
+    """A run asked to resume has finished meanwhile (another process ran it to its end): nothing to resume."""
+
+
 class LLMError(EvoKernelError):
     """The LLM endpoint is not configured, unreachable or refused the request."""
 

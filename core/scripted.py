@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.llm import ChatAnswer, ChatRequest, Usage
+from core.llm import ChatAnswer, ChatRequest, Listener, Usage
+from core.servers import ServerFacts
 from verifier import (
     GATES,
     NOISE_LIMIT,
@@ -47,13 +48,19 @@ from verifier import (
 class ScriptedModel:
     """An LLM client whose answers come from ``script(request, n)``."""
 
-    def __init__(self, script: Callable[[ChatRequest, int], str], model: str = "scripted") -> None:
+    def __init__(self, script: Callable[[ChatRequest, int], str], model: str = "scripted",
+                 facts: ServerFacts | None = None) -> None:
+        """``facts``: what it says of itself as a server (nothing by default: no context limit)."""
         self.script = script
         self.model = model
         self.usage = Usage()
         self.requests: list[ChatRequest] = []
+        self.facts = facts or ServerFacts()
 
-    async def complete(self, request: ChatRequest) -> ChatAnswer:
+    async def server(self) -> ServerFacts:
+        return self.facts
+
+    async def complete(self, request: ChatRequest, listen: Listener | None = None) -> ChatAnswer:
         self.requests.append(request)
         text = self.script(request, len(self.requests) - 1)
         tokens_in = sum(len(content) for _, content in request.messages) // 4

@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             cpu = (f"cpu: {machine['cpu']}, -march=native = {machine.get('arch') or '?'}: "
                    f"{' '.join(machine['isa'])}; {machine.get('caches_text', '')}")
             console.print(f"[dim]{escape(cpu)}[/]")
+        for refused in machine.get("isa_refused") or []:   # enabled by -march=native, but a program using it failed
+            console.print(f"[yellow]![/] {escape(f'-march=native enables {refused}: kernels must not use it')}")
         if machine.get("flush_text"):
             console.print(f"[dim]{escape('cache flush before each timed call: ' + machine['flush_text'])}[/]")
     for entry in data["sandbox"].values():
