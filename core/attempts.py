@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
-from verifier.outcome import GATES, Outcome
+from verifier import GATES, Outcome
 
 # Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here.
 __all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome", "RunRecord", "TaskRow",
@@ -24,7 +24,7 @@ __all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome"
 if TYPE_CHECKING:
     from core.tasks import Task
     from core.workspace import Workspace
-    from verifier.config import VerifyConfig
+    from verifier import VerifyConfig
 
 NOT_JUDGED = "not_judged"
 """The kind of an attempt whose verification the tool failed (``Outcome.not_judged``): shown in its task's
@@ -202,15 +202,10 @@ def recorded_verdict(ws: Workspace, task: Task, folder: Path, best: dict[str, st
     """The verdict the workspace's verifier recorded for the files in ``folder`` (beside ``best``), read without a
     verifier, its sandbox or PyTorch (issue #47: 2.1 s to read a record, most of it importing PyTorch and making
     the verifier); None when there is none (or the folder cannot be read: verifying it says why)."""
-    from verifier.harness.candidate_files import read_candidate
-    from verifier.harness.outcome_cache import recorded
-    from verifier.locations import cache_dir
+    import verifier
 
-    try:
-        files = read_candidate(folder)
-    except OSError:
-        return None
-    return recorded(ws.cache_dir if ws.exists() else cache_dir(), task.spec(), files, best, backend, config)
+    return verifier.recorded_outcome(ws.cache_dir if ws.exists() else verifier.cache_dir(), task.spec(), folder, best,
+                                     backend, config)
 
 
 def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:
@@ -219,7 +214,7 @@ def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tu
     the best's files). Passing the same best to the verifier finds the verdict it recorded for that window."""
     from core.workspace_files import read_candidate_files
     from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-    from verifier.harness.candidate_files import candidate_identity
+    from verifier import candidate_identity
 
     if not ws.memory_path.exists():
         return None

@@ -9,28 +9,60 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
 from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
-from core.errors import LLMError, WorkspaceError
-from core.events import EventBus
-from core.identity import keyed, task_keys
+from core.errors import LLMError, RunAlreadyFinished, TaskError, WorkspaceError
+from core.events import EventBus, Notice
+from core.identity import keyed, resolve_key, task_keys
 from core.llm import LLMClient, OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
-from core.watcher import EditWatcher
+from core.watcher import EditWatcher, SavedElsewhere
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
-from verifier import Outcome
-from verifier.harness.protocol import VerifierProtocol
-from verifier.sizing.launch import ProbeSandbox
+from verifier import Outcome, ProbeSandbox, VerifierProtocol
 
 if TYPE_CHECKING:
     from core.cluster import StatusRelay
+
+
+def running_elsewhere(run: RunRecord) -> bool:
+    """Whether another process on this machine is running ``run`` now (its record says "running" with the pid of a
+    live process that is not this one; a killed run's pid is gone)."""
+    import os
+    import socket
+
+    pid = run.extra.get("pid")
+    if run.status != "running" or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    if run.extra.get("host") not in (None, socket.gethostname()):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe_run(run: RunRecord) -> str:
+    """A run in a few words: "20260101-1200-ab12 (failed at 12:04, 2 tasks, 3 of 30 iterations, evokernel)"."""
+    done = max((p.iterations_used for p in run.progress.values()), default=0)
+    return (f"{run.id} ({run.status} at {_clock(run.updated_at)}, {len(run.tasks)} task"
+            f"{'s' if len(run.tasks) != 1 else ''}, {done} of {run.config.get('iterations', '?')} iterations, "
+            f"{run.method})")
+
+
+def _clock(at: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else "?"
 
 
 def leave(code: int) -> NoReturn:
@@ -40,7 +72,7 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier.machine.priority import end_started_by
+    from verifier import end_started_by
 
     end_started_by("")
     sys.stdout.flush()
@@ -58,6 +90,8 @@ class Session:
         and a scripted model of ``core.scripted``)."""
         self.workspace = workspace
         self.config = config or workspace.config()
+        self._file_config = self.config.model_copy(deep=True)   # as read, before this session's own overrides
+        self._model_given = model if model and model != DEMO else None
         self.demo = model == DEMO
         if model and not self.demo:
             self.config.llm.model = model
@@ -71,6 +105,7 @@ class Session:
         self.store = Store.open(workspace.memory_path)
         self._verifier: VerifierProtocol | None = verifier
         self._llm: LLMClient | None = llm
+        self._llm_given = llm is not None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
@@ -124,7 +159,8 @@ class Session:
             except LLMError:
                 llm = None  # hand edits and verification still work; run() says what to configure
             self._engine = Engine(self.config, self.store, self.verifier, llm, self.bus,
-                                  kernels_dir=self.workspace.kernels_dir)
+                                  kernels_dir=self.workspace.kernels_dir,
+                                  prompt_log=self.workspace.logs_dir / "prompts")
         return self._engine
 
     # -- tasks ----------------------------------------------------------------------------------------
@@ -144,11 +180,66 @@ class Session:
 
     def task_keys(self, suite: Suite) -> dict[str, str]:
         """Each task id of ``suite`` -> its key in this workspace (``core.identity``): the id, or the id with
-        the suite's name beside it when another suite's task holds the id here."""
+        the suite's name beside it when another suite's task holds the id here; the same key whatever folder
+        the suite was opened from. Two keys an earlier EvoKernel gave one task file are merged (said in the log)."""
         if suite.label not in self._keys:
+            merges: list[tuple[str, str, int]] = []
             with self.store.transaction():   # a suite's new keys in one write
-                self._keys[suite.label] = task_keys(self.store, suite.label, [t.name for t in suite.tasks])
+                self._keys[suite.label] = task_keys(self.store, suite.label, suite.tasks, spec=suite.spec,
+                                                    merged=lambda *m: merges.append(m))
+            for source, into, moved in merges:
+                self._merged(source, into, moved)
         return self._keys[suite.label]
+
+    def _merged(self, source: str, into: str, moved: int) -> None:
+        """Two keys of one task became one history: its kernels folder follows where it can, and the log says so."""
+        old, new = self.workspace.kernels_dir / source, self.workspace.kernels_dir / into
+        folder = ""
+        if old.is_dir():
+            if not new.exists():
+                old.rename(new)
+                folder = f"; kernels/{source}/ is now kernels/{into}/"
+            else:
+                folder = (f"; kernels/{source}/ stays as it was (kernels/{into}/ holds the task's files): copy what "
+                          "you need")
+        self.bus.emit(Notice(f"{source} is the same task file as {into} (seen through another folder): its "
+                             f"{moved} attempt{'s' * (moved != 1)} joined {into}'s history{folder}", task=into))
+
+    def task_elsewhere(self, key: str) -> Task:
+        """The task of key ``key`` from whichever suite of this workspace holds it (not necessarily the one
+        shown), at the sizes that suite is used with here; raises SavedElsewhere (where it belongs, how to open
+        it) when its suite cannot be opened from here."""
+        claims = self.store.task_claims()
+        claim = claims.get(resolve_key(claims, key)) or {}
+        label, name = str(claim.get("suite") or "?"), str(claim.get("name") or key)
+        spec = str(claim.get("suite_spec") or ("builtin" if label == "builtin" else ""))
+        opened = f"`evokernel ui --suite {spec if spec else '<the folder of suite ' + label + '>'}`"
+        if not spec or (spec != "builtin" and not Path(spec).is_dir()):
+            raise SavedElsewhere(f"kernels/{key}/ holds task {name} of suite {label}, not of the suite shown "
+                                 f"({self.suite().label}), and that suite's folder is not known here: open it with "
+                                 f"{opened} to verify this save (it stays noted until then)")
+        try:
+            [task] = self.tasks([name], suite=spec, scale=self._scale_of(spec))
+        except (TaskError, ValueError) as exc:
+            raise SavedElsewhere(f"kernels/{key}/ holds task {name} of suite {label}, which does not load here "
+                                 f"({exc}): open it with {opened} to verify this save") from None
+        return task
+
+    def _scale_of(self, spec: str) -> float | str | None:
+        """The sizes suite ``spec`` is used with in this workspace: evokernel.toml's when it names that suite, else
+        its latest run's, else as written."""
+        def same(other: object) -> bool:
+            return isinstance(other, str) and bool(other) and (
+                other == spec or (spec != "builtin" and other != "builtin"
+                                  and Path(self._suite_path(other)).resolve() == Path(spec).resolve()))
+
+        saved = self.workspace.config()
+        if same(saved.suite):
+            return saved.size_scale
+        for run in reversed(self.store.list_runs()):
+            if same(run.config.get("suite")):
+                return cast(float | str | None, run.config.get("size_scale"))
+        return None
 
     def tasks(self, ids: list[str] | None = None, level: int | None = None, suite: str | None = None,
               scale: float | str | None = None) -> list[Task]:
@@ -160,6 +251,9 @@ class Session:
         chosen = self.suite(suite)
         keys = self.task_keys(chosen)
         names = {key: name for name, key in keys.items()}
+        if ids is not None and any(i not in names for i in ids):   # a key merged into another stands for it
+            claims = self.store.task_claims()
+            names.update({i: names[k] for i in ids if (k := resolve_key(claims, i)) in names})
         wanted = [names.get(i, i) for i in ids] if ids is not None else None
         if scale != "auto":
             return keyed([scale_task(t, scale) for t in chosen.select(wanted, level)], keys)
@@ -184,6 +278,70 @@ class Session:
         runs = [r for r in self.store.list_runs() if not unfinished or r.status != "finished"]
         return runs[-1] if runs else None
 
+    def pick_resume(self, run_id: str | None) -> tuple[RunRecord, str]:
+        """The run ``--resume`` continues, and a line saying which and why: ``run_id``'s, else the unfinished run
+        updated last (the one that just stopped or failed, whoever started it), never one another process is
+        running now; the line lists the other unfinished runs, with how to pick one of them."""
+        if run_id is not None:
+            run = self.find_run(run_id)
+            self._resumable(run)
+            return run, f"resuming run {describe_run(run)}"
+        unfinished = [r for r in self.store.list_runs() if r.status != "finished"]
+        busy = [r for r in unfinished if running_elsewhere(r)]
+        choices = sorted((r for r in unfinished if r not in busy), key=lambda r: r.updated_at)
+        if not choices:
+            said = (f"; run {busy[-1].id} is running in another process (pid {busy[-1].extra.get('pid')})"
+                    if busy else "")
+            raise WorkspaceError(f"no unfinished run to resume{said}")
+        run, others = choices[-1], choices[-2::-1]
+        line = f"resuming run {describe_run(run)}, the unfinished run updated last"
+        if others:
+            line += (f"; other unfinished runs: {'; '.join(describe_run(r) for r in others[:4])}"
+                     f"{f' and {len(others) - 4} more' if len(others) > 4 else ''}"
+                     " (`evokernel run --resume RUN` continues one of them)")
+        if busy:
+            line += f"; running in another process now: {', '.join(r.id for r in busy)}"
+        return run, line
+
+    def _resumable(self, run: RunRecord) -> RunRecord:
+        """``run`` as the store holds it now, if it can be resumed here: not finished (another process may have run
+        it to its end since it was listed), not running in another process."""
+        fresh = self.store.get_run(run.id) or run
+        if fresh.status == "finished":
+            raise RunAlreadyFinished(f"run {fresh.id} has finished (at {_clock(fresh.updated_at)}, in another "
+                                     "process): nothing to resume; `evokernel report` shows it")
+        if running_elsewhere(fresh):
+            raise WorkspaceError(f"run {fresh.id} is running in another process (pid {fresh.extra.get('pid')}): "
+                                 "stop it there first")
+        return fresh
+
+    def reload_config(self) -> tuple[list[str], list[str]]:
+        """Read evokernel.toml again (the workbench, before each run): changes under [llm] and [engine] are taken
+        now (the next run's client and engine are new); the others (backend, suite, sizes, verifier, cluster,
+        theme) need the workbench opened again. Returns (taken, needing a restart), as "[llm] max_tokens" words;
+        a file that no longer reads raises its ``ConfigError``."""
+        new = self.workspace.config()
+        old = self._file_config
+        taken: list[str] = []
+        restart: list[str] = []
+        for section in ("llm", "engine"):
+            before, after = getattr(old, section).model_dump(), getattr(new, section).model_dump()
+            changed = [k for k in after if after[k] != before.get(k)]
+            if changed:
+                taken += [f"[{section}] {k}" for k in changed if k != "api_key"] or [f"[{section}] api_key"]
+                setattr(self.config, section, getattr(new, section).model_copy(deep=True))
+        if taken:
+            if self._model_given:
+                self.config.llm.model = self._model_given
+            if not self._llm_given:
+                self._llm = None    # the next run asks with the new settings
+            self._engine = None
+        for name in Config.model_fields:
+            if name not in ("llm", "engine") and getattr(new, name) != getattr(old, name):
+                restart.append(name if name in ("backend", "form", "suite", "size_scale", "theme") else f"[{name}]")
+        self._file_config = new
+        return taken, restart
+
     def find_run(self, run_id: str | None, *, unfinished: bool = False) -> RunRecord:
         if run_id is None:
             run = self.latest_run(unfinished=unfinished)
@@ -197,6 +355,8 @@ class Session:
         return run
 
     async def resume(self, run: RunRecord) -> RunRecord:
+        """Continue ``run`` as the store holds it now (``RunAlreadyFinished`` when another process finished it)."""
+        run = self._resumable(run)
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
         engine = self.engine
         self._in_loop()
@@ -223,17 +383,35 @@ class Session:
     # -- hand edits and the workspace folder ------------------------------------------------------
 
     def edit_watcher(self) -> EditWatcher:
-        """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
+        """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences: the tasks of
+        the suite shown and every other task this workspace's memory knows (another suite's folder is
+        verified as that suite's task; ``task_elsewhere``)."""
         tasks = {t.id: t for t in self.tasks()}
+        claims = self.store.task_claims()
+        elsewhere = {key: str(c.get("suite") or "") for key, c in claims.items()
+                     if key not in tasks and not c.get("legacy") and "merged_into" not in c}
+        found: dict[str, Task] = {}
 
         async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
-            exp, out = await self.engine.record_human(tasks[task_id], files, parent)
+            task = tasks.get(task_id) or found.get(task_id)
+            if task is None:
+                task = found[task_id] = await asyncio.to_thread(self.task_elsewhere, task_id)
+            exp, out = await self.engine.record_human(task, files, parent)
             # The next save descends from the last version that passed correctness: a typo, a wrong result
             # or a verification the tool failed is recorded, but is no start point for the next edit.
             correct = out.gate_or_none("correctness")
             return exp.id if correct is not None and correct.passed and not out.not_judged else None
 
-        return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
+        def stranger(name: str) -> str:
+            import difflib
+
+            close = difflib.get_close_matches(name, [*tasks, *elsewhere], n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return (f"kernels/{name}/: no task of suite {self.suite().label} or of this workspace is called {name}"
+                    f"{hint}; saves there are not verified (`evokernel tasks` lists the tasks)")
+
+        return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus, elsewhere=elsewhere,
+                           stranger=stranger)
 
     def task_folder(self, task_id: str, *, create: bool = True) -> Path:
         """kernels/<task>/, seeded with the best attempt or a starter candidate when empty."""

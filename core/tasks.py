@@ -20,15 +20,28 @@ from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
 from core.literal_shapes import lift_literal_shapes
-from verifier.cases import CaseError, case_file_name, parse_case_file
-from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
-from verifier.sizing.case_limits import fit_cases
-from verifier.sizing.launch import ProbeSandbox, run_probe
-from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
-from verifier.sizing.record import Probe
-from verifier.sizing.scaling import fixed_divisors, scale_cases, scale_values
-from verifier.task import TaskSpec, module_constants, size_constants
-from verifier.tolerance import Tolerance
+from verifier import (
+    PROBE_TIMEOUT_S,
+    SIZING_BYTES_CAP,
+    SIZING_WINDOW_MS,
+    CaseError,
+    NpuOnly,
+    Probe,
+    ProbeSandbox,
+    TaskSpec,
+    Tolerance,
+    case_file_name,
+    fit_cases,
+    fixed_divisors,
+    module_constants,
+    neutralise_npu,
+    parse_case_file,
+    run_probe,
+    scale_cases,
+    scale_values,
+    size_constants,
+    torch_npu_available,
+)
 
 BUILTIN_ROOT = Path(__file__).parent / "suites" / "builtin"
 CATEGORIES = ("activation", "elementwise", "reduction", "normalization", "pooling", "matmul", "convolution",
@@ -105,7 +118,7 @@ class Task:
     def input_dtypes(self) -> tuple[str, ...]:
         """The dtypes of the tensors its cases give the kernel, in order of first use (float32 for a task
         without cases: its ``get_inputs()`` is only known by running it)."""
-        from verifier.cases import canonical_dtype, entry_shapes
+        from verifier import canonical_dtype, entry_shapes
 
         dtypes: list[str] = []
         for case in self.spec().cases:
@@ -134,7 +147,7 @@ class Task:
 
     def scale_note(self) -> str:
         """A line saying how sizes were scaled ("" when they were not)."""
-        from verifier.cases import describe_case
+        from verifier import describe_case
 
         if not self.size_overrides and self.cases == self.original_cases:
             return ""
@@ -151,34 +164,69 @@ class Suite:
     name: str           # as given (builtin, or the folder as typed)
     root: Path
     tasks: list[Task]
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)   # "<file relative to root>: <why it was refused>"
 
     @property
     def label(self) -> str:
         """The suite's name beside a task id that another suite also has (``suite_label``)."""
         return suite_label(self.name if self.name == "builtin" else self.root)
 
+    @property
+    def spec(self) -> str:
+        """What loads this suite again from anywhere: ``builtin`` or its folder, resolved."""
+        return "builtin" if self.name == "builtin" else str(self.root)
+
+    def refusals(self, level: int | None = None) -> list[tuple[str, int, str]]:
+        """The files that did not load, at ``level`` if given: (file relative to the root, its level, why)."""
+        out = []
+        for err in self.errors:
+            where, _, why = err.partition(": ")
+            at = _level_of(self.root / where, self.root)
+            if level is None or at == level:
+                out.append((where, at, why or err))
+        return out
+
     def get(self, task_id: str) -> Task:
         for task in self.tasks:
             if task.id == task_id:
                 return task
+        refused = [(where, why) for where, _, why in self.refusals() if Path(where).stem == task_id]
+        if refused:
+            raise TaskError(f"task {task_id!r} of suite {self.name} did not load: {refused[0][1]}")
         ids = [t.id for t in self.tasks]
         close = difflib.get_close_matches(task_id, ids, n=4, cutoff=0.6) or \
             [i for i in ids if task_id.lower() in i.lower()][:4]
         hint = f"; did you mean {', '.join(close)}?" if close else f"; `evokernel tasks --suite {self.name}` lists them"
         raise TaskError(f"no task {task_id!r} in suite {self.name}{hint}")
 
-    def select(self, ids: list[str] | None = None, level: int | None = None) -> list[Task]:
-        """The named tasks (each once, in the order given) or all of them, at ``level`` if given;
-        an empty selection is an error that says why."""
+    def select(self, ids: list[str] | None = None, level: int | None = None, *,
+               refusals_ok: bool = False) -> list[Task]:
+        """The named tasks (each once, in the order given) or all of them, at ``level`` if given. An empty
+        selection is an error that says why: with the reasons its files were refused when they were (every
+        task of NPUKernelBench's level 4 calls torch_npu's own operators), or the levels there are. With
+        ``refusals_ok`` (a listing, which shows the refusals) a selection left empty only by refusals is []."""
         if ids is not None and not ids:
             raise TaskError("no task named: give task ids separated by commas (or leave out --tasks for all)")
         tasks = [self.get(i) for i in dict.fromkeys(ids)] if ids else list(self.tasks)
         chosen = [t for t in tasks if level is None or t.level == level]
-        if not chosen:
-            levels = sorted({t.level for t in tasks})
-            raise TaskError(f"no task at level {level} in {self.name} (levels: {', '.join(map(str, levels))})")
-        return chosen
+        if chosen:
+            return chosen
+        refused = [] if ids else self.refusals(level)
+        if refused:
+            if refusals_ok:
+                return []
+            where = f"at level {level} " if level is not None else ""
+            first = f"{refused[0][0]}: {refused[0][2].removeprefix('refused: ')}"
+            raise TaskError(f"no task {where}in {self.name} loads here: {plural(len(refused), 'file')} refused "
+                            f"({first}{'; ...' if len(refused) > 1 else ''}); `evokernel tasks --suite {self.name}` "
+                            "lists every reason")
+        levels = sorted({t.level for t in tasks})
+        raise TaskError(f"no task at level {level} in {self.name} (levels: {', '.join(map(str, levels)) or 'none'})")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _call_names(tree: ast.AST) -> list[str]:
@@ -254,8 +302,7 @@ def _listed_cases(task: Task) -> tuple[dict[str, Any], ...]:
         return ()
     key = f"{task.id}:{hash(task.source)}:{sorted(task.size_overrides.items())}"
     if key not in _LISTED:
-        from verifier.cases import describe_groups
-        from verifier.task import load_task_module
+        from verifier import describe_groups, load_task_module
 
         try:
             import torch
@@ -393,7 +440,7 @@ SIZES_FILE = "sizes.json"
 
 def task_hash(task: Task) -> str:
     """The task as written (source and case file, no sizes applied): what its recorded sizes belong to."""
-    return replace(task.spec(), size_overrides={}, cases=task.original_cases).key
+    return TaskSpec(id=task.name, source=task.source, cases=task.original_cases).key   # no sizes, no listing run
 
 
 def sizes_path(cache_dir: Path) -> Path:
@@ -438,7 +485,7 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
 
 
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
-               window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
+               window: tuple[float, float] = SIZING_WINDOW_MS, bytes_cap: int = SIZING_BYTES_CAP,
                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
                use_bwrap: bool = True, seccomp: bool = True) -> Probe:
     """Run ``task``'s reference in a probe job (``verifier.sizing.launch.run_probe``: confined as a
@@ -481,13 +528,13 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
                 window: tuple[float, float], bytes_cap: int, timeout_s: float, sandbox: ProbeSandbox | None,
                 use_bwrap: bool, seccomp: bool) -> Probe:
-    from verifier.machine.facts import fingerprint
+    from verifier import machine_fingerprint
 
     auto = scale == "auto"
     factor = 1.0 if auto or scale in (None, "none") else _factor(scale)
     base = replace(task.spec(), size_overrides={}, cases=task.original_cases)
     key = json.dumps([_PROBE_FORMAT, base.key, auto, factor, list(window), bytes_cap, threads,
-                      fingerprint(threads, "cpu")])
+                      machine_fingerprint(threads, "cpu")])
     cache_file = Path(cache_dir) / "sizing.json" if cache_dir else None
     if key in _probes:
         return _probes[key]
@@ -596,7 +643,7 @@ CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 def timed_cases(task: Task, most: int) -> list[int]:
     """The cases of a multi-case task every verification times, at most ``most`` (``[verifier] timed_cases``):
     chosen by its cases alone (``verifier.cases.timing_order``), the same ones for every candidate and run."""
-    from verifier.cases import timing_order
+    from verifier import timing_order
 
     cases = task.spec().cases
     return timing_order(cases, range(len(cases)))[:most] if len(cases) > 1 else []
@@ -608,8 +655,7 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
     dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
-    from verifier.cases import FLOAT_DTYPES, canonical_dtype, describe_case, entry_shapes
-    from verifier.toolchain.cdecl import POINTER_DTYPES
+    from verifier import FLOAT_DTYPES, POINTER_DTYPES, canonical_dtype, describe_case, entry_shapes
 
     cases = task.spec().cases
     if len(cases) < 2 and not task.case_file:

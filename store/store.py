@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from store import experiences, transfer, values
+from store import experiences, merging, transfer, values
 from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
@@ -138,13 +138,19 @@ class Store:
 
     # -- experiences ---------------------------------------------------------------------------
 
-    def add_experience(self, exp: Experience) -> tuple[str, bool]:
+    def add_experience(self, exp: Experience, *, dedupe: bool = True) -> tuple[str, bool]:
         """Store ``exp``: (id, True); or (existing id, False) for a stored id or a near-duplicate.
 
         A near-duplicate has the same task, kind and backend and the same normalised code (or text
-        when it has no files). On insert ``exp.id`` and its timestamps are filled in.
+        when it has no files). On insert ``exp.id`` and its timestamps are filled in. ``dedupe`` False: stored
+        as its own record whatever it resembles (a model's answer without code).
         """
-        return self.add_experiences([exp])[0]
+        before = (exp.id, exp.created_at, exp.updated_at)
+        try:
+            return self._write(lambda txn: experiences.insert(txn, self._t, exp, dedupe))
+        except BaseException:
+            exp.id, exp.created_at, exp.updated_at = before
+            raise
 
     def add_experiences(self, exps: Iterable[Experience]) -> list[tuple[str, bool]]:
         """Store several experiences in one transaction; (id, created) for each, in order."""
@@ -368,12 +374,39 @@ class Store:
 
         return self._write(run)
 
+    def update_claim(self, key: str, claim: dict[str, Any], *, held: dict[str, Any]) -> bool:
+        """Replace task key ``key``'s claim with ``claim`` (what it stands for, with more known: the task's file,
+        another suite's name for it) if it is still exactly ``held``; whether it was replaced."""
+        def run(txn: Txn) -> bool:
+            raw = txn.get(claim_key(key), db=self._t.meta)
+            if raw is None or unpack(raw) != held:
+                return False
+            txn.put(claim_key(key), pack(claim), db=self._t.meta)
+            return True
+
+        return self._write(run)
+
+    def merge_task(self, source: str, into: str, claim: dict[str, Any]) -> int:
+        """Move every record of task key ``source`` under ``into`` (``store.merging``: experiences, values'
+        histories, the task state, runs) and give ``source`` the claim ``claim`` (core's: that it now stands for
+        ``into``), in one transaction; returns how many experiences moved."""
+        def run(txn: Txn) -> int:
+            moved = merging.merge_task(txn, self._t, source, into)
+            txn.put(claim_key(source), pack(claim), db=self._t.meta)
+            return moved
+
+        return self._write(run)
+
     def put_run(self, run: RunRecord) -> None:
         """Store ``run`` (``started_at`` defaults to now; ``updated_at`` becomes now)."""
         run.updated_at = time.time()
         run.started_at = run.started_at or run.updated_at
         data = pack(run.to_dict())
         self._write(lambda txn: txn.put(text_key(run.id), data, db=self._t.runs))
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget run ``run_id`` (a run that recorded nothing: no attempt refers to it)."""
+        self._write(lambda txn: txn.delete(text_key(run_id), db=self._t.runs))
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""

@@ -26,20 +26,20 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, runtime_target
+from verifier.build import BuildResult
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.gates.performance import check_call, samples_checked
-from verifier.harness.reference import Reference
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
-from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.outcome import TOOL, Outcome
+from verifier.priority import BACKGROUND_NICENESS
 from verifier.processes import declared_env
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
-from verifier.toolchain.build import BuildResult
 from verifier.window import harness as timing_window
 from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
 
@@ -77,7 +77,7 @@ class JobRunner:
             shutil.copytree(build.library.parent / folder, job_dir / folder, symlinks=True)
         common = dict(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                       model="model.py", threads=self.config.threads, runtime=runtime_target(self.backend),
-                      timer=getattr(self.backend, "timer", "wall"))
+                      timer=self.backend.timer)
         if isinstance(job, dict):
             job.update(common)
         else:
@@ -90,10 +90,9 @@ class JobRunner:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
         (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
-        call_env = getattr(self.backend, "call_env", None)
-        if build is None or build.library is None or call_env is None:
+        if build is None or build.library is None:
             return {}
-        return declared_env(call_env(job_dir / build.library.name), getattr(self.backend, "call_variables", ()))
+        return declared_env(self.backend.call_env(job_dir / build.library.name), self.backend.call_variables)
 
     def limits(self, background: bool = False, data_bytes: int = 0) -> JobLimits:
         """The limits of a job (a CPU-time cap from the run timeout, the address space where the backend allows
@@ -128,7 +127,7 @@ class JobRunner:
 
     def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None, data_bytes: int = 0,
             ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
+        """Run one job; ``background``: it is not timed, so at lower priority (verifier.priority);
         ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``)."""
         limits = self.limits(background, data_bytes)
         exit_ = self.server.run(job_dir, limits, self.config.run_timeout_s, env)
@@ -196,12 +195,13 @@ class JobRunner:
         return "", ""
 
     def explained(self, message: str, job_dir: Path) -> str:
-        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
-        explain = getattr(self.backend, "explain", None)
-        if explain is None:
-            return message
+        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows, and the
+        device runtime's own log of the job (CANN's error lines), where the backend reads one (``log_tail``)."""
+        explain = self.backend.explain
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
-        return f"{message}\n{meaning}" if meaning and meaning not in message else message
+        message = f"{message}\n{meaning}" if meaning and meaning not in message else message
+        tail = self.backend.log_tail(job_dir)
+        return f"{message}\n{tail}" if tail else message
 
     def window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
@@ -226,7 +226,7 @@ class JobRunner:
         from verifier.window.methods import timing_method
 
         cfg = self.config
-        clock = getattr(self.backend, "timer", "wall")
+        clock = self.backend.timer
         method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
                 "eval_mode": bool(ref.eval_mode), "timer": clock,

@@ -41,7 +41,7 @@ class OutcomeCache:
     @staticmethod
     def key(task: TaskSpec, candidate: str, best: str, backend: Any, config: VerifyConfig) -> str:
         """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the code's
-        identities (``verifier.harness.candidate_files.candidate_identity``; "" for no best)."""
+        identities (``verifier.candidate_files.candidate_identity``; "" for no best)."""
         text = json.dumps([OUTCOME_FORMAT, candidate, best, task.key, task.atol, task.rtol,
                            backend.build_key(), config.model_dump(mode="json"),
                            fingerprint(config.threads, backend.name)],
@@ -63,14 +63,18 @@ class OutcomeCache:
         os.replace(tmp, self.folder / f"{key}.json")
 
 
-def recorded(cache_dir: Path, task: TaskSpec, files: dict[str, str], best: dict[str, str] | None, backend: Any,
+def recorded(cache_dir: Path, task: TaskSpec, folder: Path, best: dict[str, str] | None, backend: Any,
              config: VerifyConfig) -> Outcome | None:
-    """The outcome ``Verifier(backend, config, cache_dir).verify(task, files, best=best)`` would give from its record,
-    or None: looked up without a verifier, its sandbox or PyTorch (``evokernel verify`` answers a recorded verdict
-    at once). ``backend``: a backend or its name."""
+    """The outcome ``Verifier(backend, config, cache_dir).verify(task, folder, best=best)`` would give from its record,
+    or None (none, or the folder cannot be read: verifying it says why): looked up without a verifier, its sandbox or
+    PyTorch (``evokernel verify`` answers a recorded verdict at once). ``backend``: a backend or its name."""
     from verifier.backends import get_backend
-    from verifier.harness.candidate_files import candidate_hash, candidate_identity
+    from verifier.candidate_files import candidate_hash, candidate_identity, read_candidate
 
+    try:
+        files = read_candidate(folder)
+    except OSError:
+        return None
     backend = get_backend(backend) if isinstance(backend, str) else backend
     key = OutcomeCache.key(task, candidate_identity(files), candidate_identity(best) if best else "", backend, config)
     found = OutcomeCache(Path(cache_dir) / "outcomes").get(key)

@@ -10,12 +10,32 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from verifier.machine.caches import cache_sizes, describe_caches, flush_plan
 
-if TYPE_CHECKING:
-    from verifier.backends.base import Backend
+
+class Target(Protocol):
+    """What this machine's facts and its roofline read of the backend kernels are built for (a
+    ``verifier.backends.base.Backend``, which sits above this package): its name, its torch device type, what
+    besides the sources changes a built library, its compiler and flags (the CPU's g++), and its toolchain's report
+    (``device``, ``details``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def flags(self) -> tuple[str, ...]: ...
+
+    @property
+    def compiler(self) -> str | None: ...
+
+    def build_key(self) -> str: ...
+
+    def toolchain(self) -> Any: ...
 
 
 @functools.lru_cache(maxsize=1)
@@ -86,6 +106,19 @@ def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) 
     return {"arch": arch, "isa": isa, "all": sorted(set(found))}
 
 
+def usable_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict[str, Any]:
+    """``compiler_target`` with only the extensions that run here (``verifier.machine.features``: those a probe
+    runs once, AMX and AVX-512 FP16), and ``refused``: the others, with why, which the compiler enables but
+    a kernel must not use ("amx-tile: why")."""
+    from verifier.machine.features import runnable
+
+    target = dict(compiler_target(compiler, flags))
+    runs, failed = runnable(compiler, tuple(target["isa"]))
+    target["isa"] = runs
+    target["refused"] = [f"{p.feature}: {p.why}" for p in failed]
+    return target
+
+
 def vector_bits(isa: list[str]) -> int:
     """Widest SIMD register the compiler may use (bits): 512 with AVX-512, 256 with AVX, 128 else."""
     if "avx512f" in isa:
@@ -99,7 +132,7 @@ def vector_bits(isa: list[str]) -> int:
 _DEVICE_LIMITS = ("arch", "soc")
 
 
-def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
+def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
     """Everything a prompt or ``doctor`` says about where kernels run, from one place.
 
     ``backend`` is a verifier backend object. For CPU: the CPU model, thread count, what
@@ -109,13 +142,14 @@ def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
                              "cpus": os.cpu_count() or 1, "caches": cache_sizes(), "caches_text": describe_caches()}
     if backend.device == "cpu":
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
-    compiler = getattr(backend, "compiler", None)
+    compiler = backend.compiler
     if backend.device == "cpu" and compiler:
-        all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
-        target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
+        all_flags = backend.flags
+        target = usable_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
-                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]))
+                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]),
+                     isa_refused=target["refused"])
     else:
         try:
             tc = backend.toolchain()

@@ -34,14 +34,14 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.allocator import spoil, warm_heap_top
+from verifier.job.allocator import spoil, spoil_device, warm_heap_top
 from verifier.job.candidate import CandidateFailure, _describe, _load_candidate, _save
 from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
 from verifier.job.tensors import flatten
-from verifier.job.timing import CacheFlusher, instances
 from verifier.jobs import input_layout, layout_bytes, pick
 from verifier.task import TaskSpec, load_task_module
+from verifier.window.in_process import CacheFlusher, instances
 from verifier.window.messages import (
     Answer,
     Command,
@@ -308,6 +308,12 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             channel.reply(Ok())
         elif isinstance(command, Stage):
             current = command.instance % len(models)
+            for result in last:
+                # the last sample's device outputs, read already (picked after its done): spoiled here, where the side
+                # runs with its threads free (never in ``settle``, where the harness holds them and the device's
+                # queue thread would block the fill); freed at the next ``go``, the block handed back holds SPOILED.
+                # Every side's, the reference's too (issue #47: the same path for every side)
+                spoil_device(result[2])
             if device != "cpu":
                 for bufs, views in zip(buffers, source):
                     for buf, view in zip(bufs, views):
