@@ -17,6 +17,7 @@ import random
 import pytest
 
 import candidates as C
+from candidates import WINDOW_PROBE
 
 # ----------------------------------------------------------------------------- 6. tails
 
@@ -246,21 +247,8 @@ def test_a_candidate_that_answers_done_before_its_work_is_refused(unguarded, sui
 # ----------------------------------------------------------------------------- 2. outside the clock
 
 # How an exploit candidate tells a timing window from the correctness job: only a window's side has the channel's
-# FIFOs ("ctl.") and the inputs file ("inputs.bin") among its descriptors. C, with the headers it needs.
-WINDOW_PROBE = r'''
-#include <cstdio>
-#include <cstring>
-#include <unistd.h>
-static int window_probe() {
-    char path[64], target[512];
-    for (int fd = 3; fd < 512; ++fd) {
-        snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-        long n = readlink(path, target, sizeof target - 1);
-        if (n > 0) { target[n] = 0; if (strstr(target, "ctl.") || strstr(target, "inputs.bin")) return 1; }
-    }
-    return 0;
-}
-'''
+# FIFOs ("ctl.") and the inputs file ("inputs.bin") among its descriptors (``candidates.WINDOW_PROBE``: C, with the
+# headers it needs).
 
 # A thread of the kernel's own watches the inputs of its last call, between calls: if it ever sees them
 # half written (the first value new, the last one not yet) in the timing window, the next round's inputs

@@ -41,7 +41,7 @@ from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
 from verifier.window import harness as timing_window
-from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
+from verifier.window.harness import MAX_SETS_BYTES, Observer, Side, SideFailed, WindowSettings, finish
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 
@@ -260,7 +260,9 @@ class JobRunner:
                 for side in sides.values():
                     server = self.reference_server if side.trusted else self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
-                    side.start(server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes), timeout,
+                    # the reference's draw and every side's inputs hold up to MAX_SETS_BYTES of input sets
+                    side.start(server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes + MAX_SETS_BYTES),
+                                             timeout,
                                              self.job_env(side.job_dir, builds.get(side.name))))
                 try:
                     # looked up at each call (tests record the windows: test_timing_method.py)

@@ -765,8 +765,10 @@ JITTER_FACTOR = 20.0
 calibration rounds): the jitter is then within 5 % of a sample."""
 CALIBRATION_ROUNDS = 4
 """Rounds of single calls after the warm-up that decide how many calls a sample takes (``_Run.calibrate``)."""
-CERTAIN_MS = 20.0
-"""A warm-up whose every call took this long (ms, the harness's clock) needs no calibration: one call a sample."""
+CERTAIN_MS = 2.0
+"""A warm-up whose every call took this long (ms, the harness's clock) needs no calibration: one call a sample (eight
+times the least sample: the handshake's jitter, measured by the calibration, is then a small share of a call unless
+the machine is far from quiet, where the interval says so)."""
 MAX_SETS = 64
 """The most calls (each on an input set of its own) one sample takes."""
 WHOLE_READ_BYTES = 64 << 10
