@@ -99,7 +99,7 @@ torch.set_num_threads(args["threads"])
 from verifier import runtime
 from verifier.backends.cpu import CpuBackend
 from verifier.inputs import Trial, make_inputs
-from verifier.job.timing import CacheFlusher
+from verifier.window.in_process import CacheFlusher
 from verifier.task import TaskSpec, load_task_module
 from verifier.toolchain.cdecl import parse_extern_c
 from verifier.window.stats import paired_ratio

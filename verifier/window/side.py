@@ -357,6 +357,10 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
                 disarm()
                 raise CandidateFailure("performance", f"a timed call raised {_describe(exc)}") from exc
             own_ms = (time.perf_counter_ns() - started) / 1e6 / repeat
+            # the trace left at once (the calls are done): what the side does until its answer is read, and after it,
+            # is the same for every side (issue #47: the results' walk under the trace, and its leaving after the
+            # answer, cost the candidate's side ~20 us a call the reference's did not)
+            trace = disarm()
             after = resource.getrusage(resource.RUSAGE_SELF)
             last = [(result, *flatten(result, copy=False, cpu=False)) for result in kept]
             del kept
@@ -365,7 +369,6 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             channel.reply(Done(command.nonce, event_ms, after.ru_nivcsw != before.ru_nivcsw, where[-1], own_ms,
                                tuple(where[:-1])))
             settled = False
-            trace = disarm()
         elif isinstance(command, Settle):
             settle(command.spoil)
             channel.reply(Ok())
