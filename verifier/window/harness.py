@@ -1,20 +1,27 @@
 """The timing window, run from the harness: every side in its own process, the clock here.
 
-The reference runs in a job of the trusted reference server, the candidate and (when refining) the
-task's best each in a sandboxed job of their own (``verifier.window.side``), speaking the messages of
-``verifier.window.messages``. This process coordinates the rounds, draws every round's seed, holds the
-clock and reads and compares the outputs; it never takes a side's word for anything it can check:
+The reference, the candidate and (when refining) the task's best each run in a sandboxed job of their own
+(``verifier.window.side``), speaking the messages of ``verifier.window.messages``. This process coordinates the
+rounds, draws every round's seed, holds the clock and reads and compares the outputs; it never takes a side's
+word for anything it can check. **Every side goes the same path** (issue #47), the trusted reference too: stopped
+between its calls and continued the same way, its inputs a read-only mapping this process writes, its outputs read
+and spoiled here, its threads held while it settles, in the same fork server; what one side paid and another did
+not was in every ratio (an OpenMP relu equal to ``torch.relu`` in a plain process read up to 2x slower).
 
 * **fresh inputs every round**: the reference's process draws the task's own ``get_inputs()`` under a
-  new seed from the operating system (every element new, never a rescaled copy of an earlier set);
-  the harness copies them into each untrusted side's own input file while that side is stopped. The side
+  new seed from the operating system (every element new, never a rescaled copy of an earlier set) into its
+  ``draw.bin``; the harness copies them into every side's own input file while that side is stopped. The side
   maps the file read-only and calls on it directly: its inputs exist for it only once its clock runs.
 * **the clock is here**: a call is the time from continuing the side and writing ``go NONCE`` to the
   side's ``done NONCE`` (on devices, the side's event pair, with this wall clock kept beside it); caches
   are flushed right before, by the reference's process (on devices, by each side while staging), while
   the side is still stopped. What one sample is (a cold call after the flush, or the public suites' warm
   calls) is the timing method's (``verifier.window.methods``, ``[verifier] timing``): the window consults it
-  and nothing else changes.
+  and nothing else changes. **The handshake is taken out** (``_samples``): every wall-clock sample less the
+  median, over the rounds, of the trusted reference's wall time less its own clock around its call (continuing
+  the side, the command, the answer, this process's wake-up: the same for every side, paid by no plain process).
+  **A call too short to time** (``_Run.calibrate``) is timed as several calls a sample, each on an input set of
+  its own (drawn, copied, checked and spoiled as every call), or, beyond ``MAX_SETS``, judged by nobody.
 * **the outputs are read here**: the moment a call is reported done the side is stopped (every thread)
   and the harness reads its result where the side says it lies (``verifier.sandbox.procs.read_memory``)
   at positions drawn here and never told to the side, and checks its inputs unchanged; those values are
@@ -22,9 +29,9 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
   a thread of the candidate's own, which can read the channel as well as the side can) finds outputs
   that are not the reference's. Where the harness cannot read a job's memory (a device's, or no ptrace
   access) the side picks the positions itself, after the stop.
-* **untrusted sides are stopped** (SIGSTOP, every thread seen in state ``T``) except while their own call
-  is timed or their last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers,
-  threads or spinning cannot take a core from the reference or the best, nor compute outside its clock.
+* **every side is stopped** (SIGSTOP, every thread seen in state ``T``) except while its own call is timed
+  or its last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers, threads or spinning
+  cannot take a core from the reference or the best, nor compute outside its clock.
 * **no thread of the candidate's runs while its side settles**: every thread of the side's process but the side's
   own (the process's first, which reads the channel) is held in a ptrace stop first (``Side.settle``,
   ``verifier.sandbox.procs.hold``: SIGCONT does not end it), and let go once the side is stopped again, into that
@@ -47,7 +54,7 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
   more calls after the window are compared at every position.
 
 ``run_window`` returns the ``result`` and ``outputs`` that ``verifier.gates.performance.measured`` reads (the
-untrusted sides' own picks, where the harness could not read their memory, follow from ``finish``).
+sides' own picks, where the harness could not read their memory, follow from ``finish``).
 """
 
 from __future__ import annotations

@@ -1,18 +1,20 @@
 """One side of a timing window, inside its own job process (see verifier.window.harness for the harness).
 
-Every side of a window (the reference, the candidate, the task's best) is a separate process: the
-reference in the trusted reference server, the candidate and the best each in a sandboxed job of their
-own, with a PID namespace of its own. Nothing a candidate does in its process can reach the others: the
-harness holds the clock, draws the inputs, reads and compares the outputs and stops (SIGSTOP) every
-untrusted side while another is timed.
+Every side of a window (the reference, the candidate, the task's best) is a separate process, a sandboxed job of
+its own with a PID namespace of its own, and every side goes the same path (issue #47): nothing a candidate does
+in its process can reach the others, and nothing one side pays and another does not is in a ratio. The harness
+holds the clock, draws the inputs (through the reference's ``gen``), reads and compares the outputs and stops
+(SIGSTOP) every side while another is timed.
 
 The side answers the harness over two FIFOs the harness made in its job folder, one line per command
 (``ctl.in``) and one per answer (``ctl.out``), in the messages of ``verifier.window.messages``. Both are
-opened during the job's set-up and their names removed before any candidate code runs. An untrusted
-side's inputs are a read-only mapping of ``inputs.bin``, which the harness writes while the side is
-stopped and resumes it only to time its call: its inputs exist for it only once its clock runs. Its
-answer to a call says where the result lies in its memory; the harness stops the side and reads the
-result there itself (``verifier.sandbox.procs.read_memory``) before anything of the side runs again.
+opened during the job's set-up and their names removed before any candidate code runs. A side's inputs are a
+read-only mapping of ``inputs.bin`` (one input set, or several one after another: a sample of calls each on a set
+of its own), which the harness writes while the side is stopped and resumes it only to time its call: its inputs
+exist for it only once its clock runs; the reference draws them into a ``draw.bin`` of its own, which the harness
+copies. Its answer to a call says where the results lie in its memory and how long its calls took by its own
+clock (believed from the reference alone, to take the handshake out); the harness stops the side and reads the
+results there itself (``verifier.sandbox.procs.read_memory``) before anything of the side runs again.
 
 Untrusted sides run each call under the op trace and count the launcher calls (``calls``,
 ``forbidden`` per call, in ``result.json``): PyTorch compute or a forward that skips the library is
