@@ -40,7 +40,7 @@ BASELINE_KIND = "baseline_trace"
 @dataclass(frozen=True)
 class Teaching:
     """What a method's committed attempts do to the memory. The method decides it; the engine's one
-    commit (core.engine.Engine._commit) applies it for every attempt of the method's runs."""
+    commit (core.ledger.Ledger.commit) applies it for every attempt of the method's runs."""
 
     stored_as: str = ""
     """The kind its attempts are stored as; "" for ``<stage>_trace``, the kinds retrieval shows as memory."""
