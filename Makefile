@@ -11,8 +11,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The CPU build of PyTorch; on the project's machines it comes from the local wheel.
+# The CPU build of PyTorch; on the project's machines it comes from the local wheel. On x86_64 a plain
+# `pip install torch` brings the CUDA build (gigabytes of CUDA libraries, and not what torch_npu pairs with: its
+# install guide asks for torch==X+cpu there): torch comes from PyTorch's CPU wheel index (TORCH_INDEX). Elsewhere
+# (aarch64, the usual NPU host) PyPI's torch is the CPU build.
 TORCH  ?= torch==2.13.0
+TORCH_INDEX ?= $(if $(filter x86_64,$(shell uname -m)),--index-url https://download.pytorch.org/whl/cpu)
 WORKSPACE ?= workspace
 STAMP  := $(VENV)/.installed
 
@@ -39,7 +43,7 @@ setup: $(STAMP) sysdeps
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing into $(VENV) (PyTorch, the project, its test tools; the first time takes a few minutes)"
-	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH)" \
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q $(TORCH_INDEX) "$(TORCH)" \
 	   && $(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev,cluster]"; } >$(VENV)/install.log 2>&1 \
 	 || { cat $(VENV)/install.log; echo "install failed: the log above is in $(VENV)/install.log"; exit 1; }
 	@touch $@

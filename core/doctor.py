@@ -24,20 +24,39 @@ def backend_report(name: str) -> dict[str, Any]:
     from verifier.backends import get_backend
 
     try:
-        tc = get_backend(name).toolchain()
+        backend = get_backend(name)
+        tc = backend.toolchain()
     except Exception as exc:  # a probe of ours broke: report it, do not crash
         problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
         return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
                 "reason": problem, "problems": [problem], "warnings": [], "details": {}}
+    problems = list(tc.problems)
+    confined = device_op_report(backend) if tc.available and backend.device != "cpu" else None
+    if confined is not None and not confined["ok"]:
+        problems.append(confined["detail"])
     return {
-        "available": tc.available,
+        "available": tc.available and (confined is None or confined["ok"]),
         "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
         "device": {"present": bool(tc.device_ok), "name": tc.device},
         "reason": tc.reason,
-        "problems": list(tc.problems),
+        "problems": problems,
         "warnings": list(getattr(tc, "warnings", [])),
         "details": dict(tc.details),
+        "confined_device_op": confined,
     }
+
+
+def device_op_report(backend: Any) -> dict[str, Any]:
+    """One device op in a candidate's confined job (``verifier.harness.device_check``): {"ok", "detail"}. A device
+    the reference can use and candidates cannot (root's jobs hold no capability) fails here, not at every
+    candidate's set_device."""
+    from verifier.harness.device_check import confined_device_op
+
+    try:
+        ok, detail = confined_device_op(backend)
+    except Exception as exc:  # a probe of ours broke: report it, do not crash
+        ok, detail = False, f"the confined device check failed: {type(exc).__name__}: {exc}"
+    return {"ok": ok, "detail": detail}
 
 
 def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[str, Any]:

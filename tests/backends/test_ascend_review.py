@@ -96,7 +96,7 @@ def _needed(library: Path) -> set[str]:
 def test_built_library_names_the_acl_runtime_and_loads_on_its_own(tmp_path):
     """ascendc_library names ascendcl/runtime/profapi only as INTERFACE libraries and links with -z now:
     without the generated project's own link line the library does not load (undefined symbol)."""
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     backend = backend_for(root, tmp_path)
@@ -141,7 +141,7 @@ extern "C" uint32_t aclrtlaunch_mm(uint32_t blockDim, aclrtStream stream, uint8_
 @pytest.fixture(scope="module")
 def workspace_library(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"k.cpp": WORKSPACE_SOURCE}, tmp_path_factory.mktemp("ws"))
     assert result.ok, result.log
@@ -185,15 +185,17 @@ def test_contract_and_seeds_spell_out_the_workspace():
 def test_version_pairing_names_what_to_install():
     assert version_pairing("2.13.0+cpu", "2.13.0", "9.2.0") == []
     assert version_pairing("2.13.0", "", "9.2.0") == []        # nothing installed: said elsewhere
-    (torch_problem,) = version_pairing("2.13.0+cpu", "2.12.0.post3", "9.1.0")
+    (torch_problem,) = version_pairing("2.13.0+cpu", "2.12.0.post3", "9.2.0")
     assert torch_problem.startswith("version mismatch: torch_npu 2.12.0.post3 is built for torch 2.12.0 but torch "
                                     "is 2.13.0+cpu")
     assert "torch_npu==2.13.0" in torch_problem and "CANN 9.2.0" in torch_problem
     (old_cann,) = version_pairing("2.13.0", "2.13.0", "8.0.RC3")
-    assert "CANN 8.0.RC3 is older than torch_npu 2.13.0 supports (8.5.0 or newer" in old_cann
-    assert "install CANN 9.2.0" in old_cann
-    assert version_pairing("2.13.0", "2.13.0", "8.5.0") == []
-    assert version_pairing("2.13.0", "2.13.0", "9.3.0") == []   # newer: not known to fail, not refused
+    assert "torch_npu 2.13.0 is released for CANN 9.2.0 alone" in old_cann and "install CANN 9.2.0" in old_cann
+    # one CANN line per torch_npu release (Ascend/pytorch COMPATIBILITY.md, #50): no range either way
+    assert version_pairing("2.13.0", "2.13.0", "8.5.0") != []
+    assert version_pairing("2.13.0", "2.13.0", "9.3.0") != []
+    assert version_pairing("2.13.0", "2.13.0", "9.2.1") == []   # the same line
+    assert version_pairing("2.12.0", "2.12.0", "9.1.0") == []
     assert version_pairing("2.13.0", "2.13.0", "unknown") == []
 
 
@@ -249,7 +251,7 @@ def test_stream_sync_and_no_device_wordings():
 @pytest.mark.slow
 @needs_build_tools
 def test_an_entry_returns_the_launch_error_and_the_runtime_raises_it(tmp_path, monkeypatch, on_host):
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     result = build_candidate(backend_for(root, tmp_path), {"add.cpp": ADD}, tmp_path / "cache", sandbox=False)

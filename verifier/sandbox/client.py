@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifier import priority
 from verifier.errors import SandboxError
-from verifier.machine import priority
 from verifier.processes import kill_group
 from verifier.sandbox import procs
 from verifier.sandbox.isolation import (
@@ -358,7 +358,7 @@ class ForkServer:
                 # environment): make it non-dumpable, so a job without capabilities cannot read
                 # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
                 # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
-                from verifier.sandbox.forkserver import make_non_dumpable
+                from verifier.sandbox.lockdown import make_non_dumpable
 
                 make_non_dumpable()
             if self._use_bwrap:
@@ -374,7 +374,7 @@ class ForkServer:
             stderr = open(self._stderr_path, "ab")
             try:
                 # At normal priority whatever thread starts it: every timed run is forked from it
-                # (verifier.machine.priority).
+                # (verifier.priority).
                 self._proc = priority.popen(argv, background=False, env=self._env, cwd=self.jobs_root,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                                             start_new_session=True, **groups)
