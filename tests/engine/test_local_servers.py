@@ -81,17 +81,19 @@ def test_the_context_llama_cpp_says_bounds_every_request_and_its_slots_the_concu
     assert "6,000 tokens (llama.cpp's /props" in started.limits and "1 request at once" in started.limits
 
 
-def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(workspace, monkeypatch):
+@pytest.mark.parametrize("refusal", ["empty_stream", "drop"])
+def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(workspace, monkeypatch, refusal):
     """llama-cpp-python says nothing of its context until a request is too long, and as it does: a streamed request
-    whose prompt is over its context gets a 200 and an empty stream, the same request unstreamed a 400 with the
-    numbers. The prompt is fitted to them (knowledge cut by rank, a smaller answer budget) and sent once more; the
-    run completes (main: the run failed on the first request, its message cut at 200 characters)."""
+    whose prompt is over its context gets a 200 and an empty stream, or its connection closed with no answer (both
+    seen against the real server); the same request unstreamed gets a 400 with the numbers. The prompt is fitted to
+    them (knowledge cut by rank, a smaller answer budget) and sent once more; the run completes (main: the run
+    failed on the first request, its message cut at 200 characters)."""
     context = 1900
 
     def script(req, n):
         prompt, completion = _tokens(req), req.get("max_tokens", 4096)
         if req.get("stream") and prompt > context:
-            return Reply(empty_stream=True)
+            return Reply(**{refusal: True})
         if not req.get("stream") and prompt + completion > context:
             return Reply(status=400, text=TOO_LONG.format(ctx=context, total=prompt + completion, prompt=prompt,
                                                           completion=completion))
