@@ -359,9 +359,11 @@ class OpenAIClient:
         connection is closed however the try ends (a timeout, a stop), so a server that watches for it stops
         generating."""
         extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
+        # a streamed answer's connection is not kept for the next request: llama-cpp-python ends a stream it fails
+        # with a complete, empty 200 on a connection it then closes, which a pool would hand the next request
         stream = await self._sdk().chat.completions.create(
             model=request.model, messages=messages, temperature=request.temperature,
-            max_tokens=request.max_tokens, stream=True, **extra)
+            max_tokens=request.max_tokens, stream=True, extra_headers={"Connection": "close"}, **extra)
         parts: list[str] = []
         chunks = 0
         finish: str | None = None
