@@ -49,9 +49,9 @@ def _limits(config: dict) -> None:
 
 
 def _namespaces() -> None:
-    """A user and PID namespace of its own (``verifier.sandbox.forkserver.new_pid_namespace``); the checks run in the
+    """A user and PID namespace of its own (``verifier.sandbox.lockdown.new_pid_namespace``); the checks run in the
     namespace's first child, as a job does, and this process passes its exit code on."""
-    from verifier.sandbox.forkserver import new_pid_namespace
+    from verifier.sandbox.lockdown import new_pid_namespace
 
     problem = new_pid_namespace()
     if problem:
@@ -64,7 +64,7 @@ def _namespaces() -> None:
 
 def apply_layers(config: dict, job: Path) -> list[str]:
     """The layers of this rung but bubblewrap (the parent's) and seccomp (after the trusted imports); the applied."""
-    from verifier.sandbox.forkserver import confine_job, drop_capabilities, harden_process
+    from verifier.sandbox.lockdown import confine_job, drop_capabilities, harden_process
 
     layers = config["layers"]
     done = []

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from verifier.config import VerifyConfig
+from verifier import VerifyConfig
 
 
 class LLMConfig(BaseModel):

@@ -7,7 +7,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from verifier.backends import backend_names
+from verifier import backend_names
 
 __all__ = ["backend_names", "backend_report", "diagnose", "machine_report"]
 
@@ -21,7 +21,7 @@ def _version(dist: str) -> str | None:
 
 def backend_report(name: str) -> dict[str, Any]:
     """One backend's findings; never raises."""
-    from verifier.backends import get_backend
+    from verifier import get_backend
 
     try:
         backend = get_backend(name)
@@ -50,7 +50,7 @@ def device_op_report(backend: Any) -> dict[str, Any]:
     """One device op in a candidate's confined job (``verifier.harness.device_check``): {"ok", "detail"}. A device
     the reference can use and candidates cannot (root's jobs hold no capability) fails here, not at every
     candidate's set_device."""
-    from verifier.harness.device_check import confined_device_op
+    from verifier import confined_device_op
 
     try:
         ok, detail = confined_device_op(backend)
@@ -64,10 +64,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     where every verifier reads them (``verifier.machine.roofline.RooflineMeter``). Never raises: a failed
     measurement says why."""
-    from verifier.backends import get_backend
-    from verifier.config import default_threads
-    from verifier.machine.facts import machine_facts
-    from verifier.machine.roofline import RooflineMeter
+    from verifier import RooflineMeter, default_threads, get_backend, machine_facts
 
     threads = threads or default_threads()
     try:
@@ -84,8 +81,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
 
 def diagnose(names: list[str] | None = None, *, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
-    from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
-    from verifier.toolchain.linkage import link_check_status
+    from verifier import bwrap_status, landlock_status, link_check_status, seccomp_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()

@@ -38,12 +38,16 @@ from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
-from verifier import Outcome
-from verifier.backends import source_suffix
-from verifier.candidate_files import candidate_identity
-from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
-from verifier.outcome import GateResult
-from verifier.reference import ReferenceFailed
+from verifier import (
+    SAME,
+    GateResult,
+    Outcome,
+    ReferenceFailed,
+    VerificationCancelled,
+    VerifierProtocol,
+    candidate_identity,
+    source_suffix,
+)
 
 TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
 #                           this many times in all before the attempt is recorded as not judged
@@ -565,7 +569,7 @@ class Engine:
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
                 if alone:    # the same kernel: best/first is 1 by definition, its time is the first's
-                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first="same")
+                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first=SAME)
                 over_first = ("is the first feasible kernel" if alone else
                               policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel"))
                 over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")

@@ -34,6 +34,6 @@ class LLMError(EvoKernelError):
 def user_errors() -> tuple[type[BaseException], ...]:
     """Every exception type whose message is meant for the user (ours and the layers below)."""
     from store.errors import StoreError
-    from verifier.errors import VerifierError
+    from verifier import VerifierError
 
     return (EvoKernelError, VerifierError, StoreError)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from verifier.outcome import Outcome
+from verifier import Outcome
 
 
 @dataclass(frozen=True)

@@ -32,17 +32,23 @@ from core.attempts import outcome_of
 from core.kinship import KernelKind, kind_of, kind_of_signature, relevance
 from core.tasks import Task, cases_section, timed_cases
 from store import Experience
-from verifier.backends import backend_device, declared, display_name, source_suffix
-from verifier.config import VerifyConfig
-from verifier.outcome import Outcome
-from verifier.task import TaskSpec
-from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import legend as verdict_legend
-from verifier.verdict import words as speed_words
+from verifier import (
+    Outcome,
+    TaskSpec,
+    Tolerance,
+    VerifyConfig,
+    backend_device,
+    display_name,
+    form_prompt,
+    source_suffix,
+    speed_legend,
+    speed_words,
+    tolerance_for,
+)
 
 if TYPE_CHECKING:
     from core.llm import Message
-    from verifier.machine.roofline import RooflineMeter
+    from verifier import RooflineMeter
 
 MAX_PROMPT_CHARS = budget_module.MAX_PROMPT_CHARS   # a prompt's characters with no model context known
 MEMORY_CODE_LINES = (40, 20, 8, 0)   # lines of code per memory item, tried in turn until the prompt fits
@@ -79,8 +85,7 @@ def system_message(backend: str, *, cite: bool = False, form: str = "kernel-laun
 def _form_section(backend: str, form: str) -> str:
     """What the backend asks for ``form`` beyond the kernel-launch answer (an Ascend custom-op project's files
     and layout: ``verifier.backends.ascend_project.form_prompt``); "" for kernel-launch or a one-form backend."""
-    ask = declared(backend, "form_prompt")
-    return ask(form) if ask is not None and form != "kernel-launch" else ""
+    return form_prompt(backend, form)
 
 
 # -- where the kernel runs ---------------------------------------------------------------------------
@@ -96,7 +101,7 @@ class PromptFacts:
     backend: str
     machine: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
-    config: VerifyConfig = field(default_factory=VerifyConfig)   # a bare one's settings (the tolerance's)
+    config: VerifyConfig = field(default_factory=VerifyConfig)   # the verifier's settings (a bare one's: defaults)
     tolerance: Callable[[TaskSpec], Tolerance] | None = None   # the verifier's tolerance_for
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
@@ -110,8 +115,9 @@ class PromptFacts:
         config = getattr(verifier, "config", None)
         if vb is None or config is None:
             return facts
+        facts.config = config     # the workspace's [verifier] settings: how an old case's interval is judged
         try:
-            from verifier.machine.facts import machine_facts
+            from verifier import machine_facts
 
             facts.machine = machine_facts(vb, config.threads)
         except Exception:  # the prompt says less; generation goes on
@@ -131,7 +137,7 @@ class PromptFacts:
     def kind(self, task: Task) -> KernelKind:
         """What the task's kernel is (``core.kinship``): its family from the traced graph, its regime on this
         machine's roofline, its dtypes (a multi-case task's from its cases)."""
-        from verifier.cases import case_dtypes
+        from verifier import case_dtypes
 
         dtypes = [d for case in task.cases for d in case_dtypes(case)]
         if self.ceilings is None and self.meter is not None:
@@ -143,7 +149,7 @@ class PromptFacts:
         (``from_verifier``), else ``verifier.tolerance`` with this bare one's backend and settings."""
         if self.tolerance is not None:
             return self.tolerance(task.spec())
-        from verifier.backends import get_backend
+        from verifier import get_backend
 
         return tolerance_for(task.spec(), self.config, get_backend(self.backend))
 
@@ -169,7 +175,7 @@ class PromptFacts:
     def section(self, task: Task, *, short: bool = False) -> str:
         """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance
         (``short``: backend, threads, ISA and tolerance only)."""
-        from verifier.machine.roofline import describe_cases, describe_profile
+        from verifier import describe_roofline_cases, describe_roofline_profile
 
         m = self.machine
         lines = []
@@ -205,9 +211,10 @@ class PromptFacts:
                          f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
         profile = None if short else self.profile(task)
         if profile and _multi_case(task):     # over the cases a verification times, never case 0 alone
-            lines.append(f"- This task's roofline: {describe_cases(profile, timed_cases(task, self.timed_cases), c)}.")
+            timed = timed_cases(task, self.timed_cases)
+            lines.append(f"- This task's roofline: {describe_roofline_cases(profile, timed, c)}.")
         elif profile:
-            lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
+            lines.append(f"- This task's roofline: {describe_roofline_profile(profile, c)}.")
         cases = cases_section(task, self.tolerance_of(task), self.timed_cases)
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
@@ -240,7 +247,7 @@ def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
     """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
     slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
     reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
-    from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
+    from verifier import FLUSH_SHARED_SHARE, human_bytes
 
     private, shared = [], []
     for c in caches:
@@ -400,9 +407,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
     single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
     fp16 column sums 1.11x, and no prompt said so."""
-    from verifier.cases import describe_case
-    from verifier.machine.roofline import assess
-    from verifier.verdict import Ratio, judge
+    from verifier import Ratio, assess_roofline, describe_case, judge_ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:
@@ -410,16 +415,17 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     cases = task.spec().cases
     profile = facts.profile(task) if facts is not None else None
     counted = (profile or {}).get("cases") or []
-    config = VerifyConfig()
+    config = facts.config if facts is not None else VerifyConfig()   # the workspace's rule, as the gate judged
     rows = []
     for c in timed:
         k = int(c.get("case", 0))
         verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
         if not verdict and ci and len(ci) == 2:
-            verdict = judge(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
-                            config.noise_limit)
+            verdict = judge_ratio(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
+                                  config.noise_limit)
         said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
-        point = assess(counted[k], c.get("latency_ms"), facts.ceilings if facts else None) if k < len(counted) else None
+        point = (assess_roofline(counted[k], c.get("latency_ms"), facts.ceilings if facts else None)
+                 if k < len(counted) else None)
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
                 if point and point.get("fraction") else "")
         rows.append(f"- #{k + 1} ({describe_case(cases[k]) if k < len(cases) else 'case'}): {said}{roof}")
@@ -530,7 +536,7 @@ def _rules_enforced(backend: str = "cpu", form: str = "kernel-launch") -> Part:
     """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule (``backend``'s own
     too, for the ``form`` asked for), in full; in its short form (each rule in a few words) only when the model's
     context cannot hold the full table beside the reference and the machine."""
-    from verifier.gates.antihack.rules import contract_text
+    from verifier import contract_text
 
     head = "## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate"
     return Part(((f"{head})\n" + contract_text(backend, form), "", 0),
@@ -791,7 +797,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 def windows(shown: str) -> str:
     """How a prompt compares kernels, said once: paired ratios from one window, with the direction of
     their intervals; ``shown``: which absolute time the prompt gives, and from which window."""
-    return f"{verdict_legend()} Times from different windows are not comparable (the load differs): {shown}."
+    return f"{speed_legend()} Times from different windows are not comparable (the load differs): {shown}."
 
 
 def _bound_hint(point: dict[str, Any]) -> str:

@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from core.workspace_files import candidate_suffixes
-from verifier.backends import declared_suffixes
-from verifier.candidate_files import name_problem
+from verifier import declared_suffixes, name_problem
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([^\s\"'`]+)[\"']?")

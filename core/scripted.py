@@ -29,13 +29,20 @@ from typing import Any
 
 from core.llm import ChatAnswer, ChatRequest, Listener, Usage
 from core.servers import ServerFacts
-from verifier.backends import get_backend
-from verifier.candidate_files import candidate_hash
-from verifier.config import VerifyConfig
-from verifier.outcome import GATES, GateResult, Outcome
-from verifier.task import TaskSpec
-from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import NOISE_LIMIT, Ratio, judge
+from verifier import (
+    GATES,
+    NOISE_LIMIT,
+    GateResult,
+    Outcome,
+    Ratio,
+    TaskSpec,
+    Tolerance,
+    VerifyConfig,
+    candidate_hash,
+    get_backend,
+    judge_ratio,
+    tolerance_for,
+)
 
 
 class ScriptedModel:
@@ -152,7 +159,7 @@ class CannedVerifier:
         """The interval and the gate's own rule (``verifier.verdict.judge``) on it: an exact ratio's
         interval is itself; a noisy window's spans ``span`` either side."""
         ci = Ratio(ratio, ratio / span, ratio * span)
-        return ci.to_list(), judge(ci, self.min_change, self.noise_limit)
+        return ci.to_list(), judge_ratio(ci, self.min_change, self.noise_limit)
 
     def tolerance_for(self, task: TaskSpec) -> Tolerance:
         """What a real verifier with default settings applies on this backend (nothing here compares outputs)."""

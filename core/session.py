@@ -25,9 +25,7 @@ from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
-from verifier import Outcome
-from verifier.harness.protocol import VerifierProtocol
-from verifier.sizing.launch import ProbeSandbox
+from verifier import Outcome, ProbeSandbox, VerifierProtocol
 
 if TYPE_CHECKING:
     from core.cluster import StatusRelay
@@ -74,7 +72,7 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier.priority import end_started_by
+    from verifier import end_started_by
 
     end_started_by("")
     sys.stdout.flush()

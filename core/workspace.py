@@ -15,9 +15,7 @@ from pathlib import Path
 
 from core.config import Config, load_config
 from core.errors import WorkspaceError
-from verifier import locations
-
-crash_dir = locations.crash_dir   # the user's own folders, for the workbench (evotui -> core)
+from verifier import crash_dir as crash_dir  # the user's own folders, for the workbench (evotui -> core)
 
 CONFIG_NAME = "evokernel.toml"
 STATE_NAME = ".evokernel"

@@ -11,7 +11,6 @@ Stand-ins: a binding built for the host that returns an aclnn status, and a ``li
 from __future__ import annotations
 
 import ctypes
-import os
 import subprocess
 
 import pytest
@@ -43,21 +42,29 @@ extern "C" const char* aclGetRecentErrMsg() {
 @pytest.fixture(scope="module")
 def binding(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"binding.cpp": BINDING}, tmp_path_factory.mktemp("aclnn"))
     assert result.ok, result.log
     return str(result.library), [s.to_dict() for s in result.signatures]
 
 
-@pytest.fixture(scope="module")
-def ascendcl(tmp_path_factory):
-    """The stand-in libascendcl.so, loaded as torch_npu loads CANN's (before any binding call)."""
+STANDIN = "libi50_standin_ascendcl.so"
+
+
+@pytest.fixture
+def ascendcl(tmp_path_factory, monkeypatch):
+    """The stand-in ACL library, loaded as torch_npu loads CANN's (before any binding call) and found by its soname as
+    the runtime finds ``libascendcl.so``. A name of its own: a stand-in under CANN's soname would stand in for the
+    other tests' stand-in ACL libraries in this process too."""
+    from verifier.backends import ascend
+
     folder = tmp_path_factory.mktemp("ascendcl")
     (folder / "acl.cpp").write_text(ASCENDCL)
-    subprocess.run(["g++", "-shared", "-fPIC", "-Wl,-soname,libascendcl.so", "acl.cpp", "-o", "libascendcl.so"],
-                   cwd=folder, check=True)
-    return ctypes.CDLL(str(folder / "libascendcl.so"), mode=os.RTLD_GLOBAL)
+    subprocess.run(["g++", "-shared", "-fPIC", f"-Wl,-soname,{STANDIN}", "acl.cpp", "-o", STANDIN], cwd=folder,
+                   check=True)
+    monkeypatch.setattr(ascend, "ASCENDCL", STANDIN)
+    return ctypes.CDLL(str(folder / STANDIN))
 
 
 def test_a_binding_s_non_zero_status_fails_the_call_with_cann_s_message(binding, ascendcl, on_host):

@@ -60,7 +60,7 @@ def test_the_build_finds_the_toolkit_python_s_user_site(tmp_path):
     the build gate's build (HOME its own folder, a sandboxed view) still finds them."""
     from test_ascend_real_toolchain import project
 
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     home = tmp_path / "home"
     root = make_custom_op_cann(tmp_path / "cann")

@@ -14,13 +14,13 @@ import shutil
 import pytest
 from test_ascend_real_toolchain import build, faithful, project  # noqa: F401  (faithful: a fixture)
 
+from verifier.backends.ascend import AscendBackend
 from verifier.backends.ascend_project import soc_family
 from verifier.gates.format import check_format
 
 pytestmark = pytest.mark.skipif(not shutil.which("g++"), reason="the stand-in build.sh compiles with g++")
 
 ENTRY = "add_custom(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR workspace, GM_ADDR tiling)"
-FORMS = ("kernel-launch", "custom-op")
 
 
 def _with(**changes: str) -> dict[str, str]:
@@ -45,7 +45,8 @@ ONLY_310P = _with(host=('AddConfig("ascend910b")', 'AddConfig("ascend310p")'))
 
 
 def _format(files: dict[str, str], target: str | None = "Ascend910B2") -> str:
-    return check_format(files, (".cpp",), (".h", ".hpp"), FORMS, target) or ""
+    # the Ascend backend as the gate sees it: its forms and suffixes, the SoC its builds target (no toolkit probed)
+    return check_format(files, AscendBackend(env={}, soc=target, probe_torch=False)) or ""
 
 
 @pytest.mark.parametrize(("files", "said"), [

@@ -128,9 +128,9 @@ def test_the_ladder_adds_each_layer_in_turn_and_names_the_first_that_fails(tmp_p
     the first rung that fails is the one that adds a user namespace (root's capabilities do not reach a file of an
     unmapped uid there), and its check says so."""
     from verifier.backends import get_backend
+    from verifier.build import build_candidate
     from verifier.processes import scrubbed_env
     from verifier.sandbox.seccomp import CPU_NEEDS
-    from verifier.toolchain.build import build_candidate
 
     check = npu_check()
     # the example kernel's stand-in: the same launcher, built for the host (loaded from the rung's own folder)

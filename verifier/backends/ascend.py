@@ -157,11 +157,14 @@ L2_BYTES = (("Ascend910B4", 96 << 20), ("Ascend910B", 192 << 20), ("Ascend910_93
 DEFAULT_L2_BYTES = 192 << 20
 
 
+ASCENDCL = "libascendcl.so"     # CANN's ACL library, as torch_npu loads it (its soname)
+
+
 def recent_error_message() -> str:
     """CANN's last error message in this thread (``aclGetRecentErrMsg()`` of libascendcl, which torch_npu has loaded;
     never loaded here: the candidate's phase opens no file), or "" where there is none."""
     try:
-        acl = ctypes.CDLL("libascendcl.so", mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+        acl = ctypes.CDLL(ASCENDCL, mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
         recent = acl.aclGetRecentErrMsg
     except (OSError, AttributeError):
         return ""
