@@ -373,6 +373,31 @@ def _limit(which: int, value: int) -> None:
             resource.setrlimit(which, (min(value, hard), hard))
 
 
+_PROBE_BYTES = 4096
+_probe: list[int] = []   # the page's address (never unmapped): every job forked from the server has its copy
+
+
+def probe_page(address: int = 0, token: str = "") -> dict[str, Any] | None:
+    """One page of this process's memory holding a random token, made before any job runs (the server's; a spawned
+    job makes it again at the server's address, ``address``, with its ``token``, before the job's code runs): every
+    job has it at the same address from its start, before any candidate code. The harness reads it there to see that
+    it can read the job's memory (``verifier.window.harness.Side.probe_memory``), where how the jobs were started says
+    it should. Returns ``{"address", "token"}``, or None where it could not be made."""
+    import mmap
+
+    token = token or os.urandom(16).hex()
+    libc = _libc()
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x100000 if address else 0)   # MAP_FIXED_NOREPLACE
+    at = libc.mmap(ctypes.c_void_p(address or None), _PROBE_BYTES, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    if at in (None, ctypes.c_void_p(-1).value) or (address and at != address):
+        return None
+    ctypes.memmove(at, bytes.fromhex(token), 16)
+    _probe.append(at)
+    return {"address": int(at), "token": token}
+
+
 def _lock_down(config: dict[str, Any], *, all_threads: bool, deny_chmod: bool) -> None:
     """The job's seccomp filter (``verifier.sandbox.seccomp``), unless ``[verifier] seccomp`` turned it off; a
     candidate's job (``deny_chmod``) is also asked to narrow it once its set-up is done (``phase_filter``)."""
@@ -542,6 +567,9 @@ def _spawned(job_dir: str, config: dict[str, Any]) -> int:
     harden_process()  # the exec made this process dumpable again
     if job_dir == ".":
         job_dir = os.getcwd()
+    probe = config.get("probe") or {}
+    if probe:   # the server's probe page, at its address, before anything of the job runs (no fork to inherit it)
+        probe_page(int(probe["address"]), str(probe["token"]))
     run_job = _entry(config["entry"])
     for name in config.get("job_preload", []):
         importlib.import_module(name)
@@ -579,7 +607,8 @@ def main() -> int:
         drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
     entry = config["entry"]
     filter_config = {"seccomp": config.get("seccomp", True), "needs": config.get("needs")}
-    spawn = ({"job_preload": config.get("job_preload", []), "entry": entry, **filter_config}
+    probe = probe_page()    # before any job: every job has it from its start (verifier.window.harness reads it)
+    spawn = ({"job_preload": config.get("job_preload", []), "entry": entry, **filter_config, "probe": probe}
              if config.get("spawn") else None)
     landlock, landlock_error = landlock_abi()
     confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
@@ -605,7 +634,7 @@ def main() -> int:
     _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
            "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
            "landlock_error": landlock_error, "pid_namespace": pid_namespace,
-           "pid_namespace_error": pid_namespace_error, "watch_tasks": watch_tasks})
+           "pid_namespace_error": pid_namespace_error, "watch_tasks": watch_tasks, "probe": probe})
     children: dict[int, int] = {}  # the job's process -> job id
     task_caps: dict[int, int] = {}  # the job's process -> its tasks limit (watched)
     over: dict[int, int] = {}       # the job's process -> the threads it had when the watch killed it
