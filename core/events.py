@@ -111,11 +111,22 @@ class AttemptRecorded(Event):
 @dataclass(frozen=True)
 class EditDetected(Event):
     """A person saved a candidate in kernels/<task>/; it is being verified. ``resumed``: the save was
-    made in an earlier session, whose verification of it did not finish (the workbench closed)."""
+    made in an earlier session, whose verification of it did not finish (the workbench closed). ``suite``:
+    the task's suite when it is not the one the workbench shows (another suite's folder of this workspace)."""
 
     task: str
     files: tuple[str, ...]
     resumed: bool = False
+    suite: str = ""
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something the user should know that is no problem: a save in a folder of no task, where it belongs
+    and how to open that suite; two keys of one task merged into one history."""
+
+    message: str
+    task: str | None = None
 
 
 @dataclass(frozen=True)

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from core.llm import ChatAnswer, ChatRequest, Usage
+from verifier.backends import get_backend
+from verifier.candidate_files import candidate_hash
 from verifier.config import VerifyConfig
-from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import NOISE_LIMIT, judge
-from verifier.window.stats import Ratio
+from verifier.verdict import NOISE_LIMIT, Ratio, judge
 
 
 class ScriptedModel:
@@ -69,7 +69,7 @@ class Canned:
     internal: bool = False      # the verifier's own failure (a lost node, a harness error), not the kernel's
     noisy: bool = False         # timed in a window disturbed by other load (see NOISY_SPAN)
     span: float | None = None   # the interval's factor either side of each ratio (None: exact, or NOISY_SPAN)
-    flags: tuple[str, ...] = ()  # what the harness could not fully check (a review flag: no verdict, Outcome.not_judged)
+    flags: tuple[str, ...] = ()  # what the harness could not fully check (a review flag: Outcome.not_judged)
 
 
 NOISY_SPAN = 1.6  # a disturbed window's interval: [ratio / 1.6, ratio * 1.6], far wider than any noise limit
@@ -151,7 +151,7 @@ class CannedVerifier:
 
     def tolerance_for(self, task: TaskSpec) -> Tolerance:
         """What a real verifier with default settings applies on this backend (nothing here compares outputs)."""
-        return tolerance_for(task, VerifyConfig(), self.backend.name)
+        return tolerance_for(task, VerifyConfig(), get_backend(self.backend.name))
 
     def close(self) -> None:
         return None

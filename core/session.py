@@ -9,18 +9,18 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
 from core.config import Config
 from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
-from core.errors import LLMError, WorkspaceError
-from core.events import EventBus
-from core.identity import keyed, task_keys
+from core.errors import LLMError, TaskError, WorkspaceError
+from core.events import EventBus, Notice
+from core.identity import keyed, resolve_key, task_keys
 from core.llm import LLMClient, OpenAIClient
 from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
-from core.watcher import EditWatcher
+from core.watcher import EditWatcher, SavedElsewhere
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from core.workspace_verifier import open_verifier
@@ -40,7 +40,7 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier.machine.priority import end_started_by
+    from verifier.priority import end_started_by
 
     end_started_by("")
     sys.stdout.flush()
@@ -144,11 +144,66 @@ class Session:
 
     def task_keys(self, suite: Suite) -> dict[str, str]:
         """Each task id of ``suite`` -> its key in this workspace (``core.identity``): the id, or the id with
-        the suite's name beside it when another suite's task holds the id here."""
+        the suite's name beside it when another suite's task holds the id here; the same key whatever folder
+        the suite was opened from. Two keys an earlier EvoKernel gave one task file are merged (said in the log)."""
         if suite.label not in self._keys:
+            merges: list[tuple[str, str, int]] = []
             with self.store.transaction():   # a suite's new keys in one write
-                self._keys[suite.label] = task_keys(self.store, suite.label, [t.name for t in suite.tasks])
+                self._keys[suite.label] = task_keys(self.store, suite.label, suite.tasks, spec=suite.spec,
+                                                    merged=lambda *m: merges.append(m))
+            for source, into, moved in merges:
+                self._merged(source, into, moved)
         return self._keys[suite.label]
+
+    def _merged(self, source: str, into: str, moved: int) -> None:
+        """Two keys of one task became one history: its kernels folder follows where it can, and the log says so."""
+        old, new = self.workspace.kernels_dir / source, self.workspace.kernels_dir / into
+        folder = ""
+        if old.is_dir():
+            if not new.exists():
+                old.rename(new)
+                folder = f"; kernels/{source}/ is now kernels/{into}/"
+            else:
+                folder = (f"; kernels/{source}/ stays as it was (kernels/{into}/ holds the task's files): copy what "
+                          "you need")
+        self.bus.emit(Notice(f"{source} is the same task file as {into} (seen through another folder): its "
+                             f"{moved} attempt{'s' * (moved != 1)} joined {into}'s history{folder}", task=into))
+
+    def task_elsewhere(self, key: str) -> Task:
+        """The task of key ``key`` from whichever suite of this workspace holds it (not necessarily the one
+        shown), at the sizes that suite is used with here; raises SavedElsewhere (where it belongs, how to open
+        it) when its suite cannot be opened from here."""
+        claims = self.store.task_claims()
+        claim = claims.get(resolve_key(claims, key)) or {}
+        label, name = str(claim.get("suite") or "?"), str(claim.get("name") or key)
+        spec = str(claim.get("suite_spec") or ("builtin" if label == "builtin" else ""))
+        opened = f"`evokernel ui --suite {spec if spec else '<the folder of suite ' + label + '>'}`"
+        if not spec or (spec != "builtin" and not Path(spec).is_dir()):
+            raise SavedElsewhere(f"kernels/{key}/ holds task {name} of suite {label}, not of the suite shown "
+                                 f"({self.suite().label}), and that suite's folder is not known here: open it with "
+                                 f"{opened} to verify this save (it stays noted until then)")
+        try:
+            [task] = self.tasks([name], suite=spec, scale=self._scale_of(spec))
+        except (TaskError, ValueError) as exc:
+            raise SavedElsewhere(f"kernels/{key}/ holds task {name} of suite {label}, which does not load here "
+                                 f"({exc}): open it with {opened} to verify this save") from None
+        return task
+
+    def _scale_of(self, spec: str) -> float | str | None:
+        """The sizes suite ``spec`` is used with in this workspace: evokernel.toml's when it names that suite, else
+        its latest run's, else as written."""
+        def same(other: object) -> bool:
+            return isinstance(other, str) and bool(other) and (
+                other == spec or (spec != "builtin" and other != "builtin"
+                                  and Path(self._suite_path(other)).resolve() == Path(spec).resolve()))
+
+        saved = self.workspace.config()
+        if same(saved.suite):
+            return saved.size_scale
+        for run in reversed(self.store.list_runs()):
+            if same(run.config.get("suite")):
+                return cast(float | str | None, run.config.get("size_scale"))
+        return None
 
     def tasks(self, ids: list[str] | None = None, level: int | None = None, suite: str | None = None,
               scale: float | str | None = None) -> list[Task]:
@@ -160,6 +215,9 @@ class Session:
         chosen = self.suite(suite)
         keys = self.task_keys(chosen)
         names = {key: name for name, key in keys.items()}
+        if ids is not None and any(i not in names for i in ids):   # a key merged into another stands for it
+            claims = self.store.task_claims()
+            names.update({i: names[k] for i in ids if (k := resolve_key(claims, i)) in names})
         wanted = [names.get(i, i) for i in ids] if ids is not None else None
         if scale != "auto":
             return keyed([scale_task(t, scale) for t in chosen.select(wanted, level)], keys)
@@ -223,17 +281,35 @@ class Session:
     # -- hand edits and the workspace folder ------------------------------------------------------
 
     def edit_watcher(self) -> EditWatcher:
-        """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences."""
+        """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences: the tasks of
+        the suite shown and every other task this workspace's memory knows (another suite's folder is
+        verified as that suite's task; ``task_elsewhere``)."""
         tasks = {t.id: t for t in self.tasks()}
+        claims = self.store.task_claims()
+        elsewhere = {key: str(c.get("suite") or "") for key, c in claims.items()
+                     if key not in tasks and not c.get("legacy") and "merged_into" not in c}
+        found: dict[str, Task] = {}
 
         async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
-            exp, out = await self.engine.record_human(tasks[task_id], files, parent)
+            task = tasks.get(task_id) or found.get(task_id)
+            if task is None:
+                task = found[task_id] = await asyncio.to_thread(self.task_elsewhere, task_id)
+            exp, out = await self.engine.record_human(task, files, parent)
             # The next save descends from the last version that passed correctness: a typo, a wrong result
             # or a verification the tool failed is recorded, but is no start point for the next edit.
             correct = out.gate_or_none("correctness")
             return exp.id if correct is not None and correct.passed and not out.not_judged else None
 
-        return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus)
+        def stranger(name: str) -> str:
+            import difflib
+
+            close = difflib.get_close_matches(name, [*tasks, *elsewhere], n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            return (f"kernels/{name}/: no task of suite {self.suite().label} or of this workspace is called {name}"
+                    f"{hint}; saves there are not verified (`evokernel tasks` lists the tasks)")
+
+        return EditWatcher(self.workspace.kernels_dir, set(tasks), verify, self.bus, elsewhere=elsewhere,
+                           stranger=stranger)
 
     def task_folder(self, task_id: str, *, create: bool = True) -> Path:
         """kernels/<task>/, seeded with the best attempt or a starter candidate when empty."""

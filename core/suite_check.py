@@ -43,24 +43,26 @@ class CheckReport(TypedDict):
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
                 cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
                 timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
-                use_bwrap: bool = True, seccomp: bool = True,
+                use_bwrap: bool = True, seccomp: bool = True, level: int | None = None,
                 progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:
     """``{"rows": [...], "summary": {...}, "line": "..."}``: one row per task file (those that did not
     parse included), with ``loaded``, ``sized``, ``ms``, ``in_window``, ``category`` and ``problems``.
     Under "auto" with a workspace (``cache_dir``) the sizes recorded there are used (``recorded``) and
     those not yet recorded are decided and recorded; ``resize`` decides them all again. Every probe runs
-    in ``sandbox``, else in one made for the listing (with the verifier's ``use_bwrap`` and ``seccomp``)."""
+    in ``sandbox``, else in one made for the listing (with the verifier's ``use_bwrap`` and ``seccomp``).
+    The files the suite refused (at ``level`` when given) are rows too, at their level."""
     if sandbox is None:
         with ProbeSandbox(threads, use_bwrap=use_bwrap, seccomp=seccomp) as own:
             return check_tasks(suite, tasks, scale, threads=threads, cache_dir=cache_dir, window=window,
-                               bytes_cap=bytes_cap, timeout_s=timeout_s, resize=resize, sandbox=own, progress=progress)
+                               bytes_cap=bytes_cap, timeout_s=timeout_s, resize=resize, sandbox=own, level=level,
+                               progress=progress)
     rows: list[dict[str, Any]] = []
     lo, hi = window
-    total = len(tasks) + len(suite.errors)
-    for err in suite.errors:
-        where, _, why = err.partition(": ")
-        rows.append({"id": Path(where).stem, "level": None, "category": "", "loaded": False, "sized": False,
-                     "ms": None, "in_window": False, "problems": [why or err], "notes": [], "path": where})
+    refused = suite.refusals(level)
+    total = len(tasks) + len(refused)
+    for where, at, why in refused:
+        rows.append({"id": Path(where).stem, "level": at, "category": "", "loaded": False, "sized": False,
+                     "ms": None, "in_window": False, "problems": [why], "notes": [], "path": where})
         if progress:
             progress(len(rows), total, rows[-1])
     for task in tasks:

@@ -151,34 +151,69 @@ class Suite:
     name: str           # as given (builtin, or the folder as typed)
     root: Path
     tasks: list[Task]
-    errors: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)   # "<file relative to root>: <why it was refused>"
 
     @property
     def label(self) -> str:
         """The suite's name beside a task id that another suite also has (``suite_label``)."""
         return suite_label(self.name if self.name == "builtin" else self.root)
 
+    @property
+    def spec(self) -> str:
+        """What loads this suite again from anywhere: ``builtin`` or its folder, resolved."""
+        return "builtin" if self.name == "builtin" else str(self.root)
+
+    def refusals(self, level: int | None = None) -> list[tuple[str, int, str]]:
+        """The files that did not load, at ``level`` if given: (file relative to the root, its level, why)."""
+        out = []
+        for err in self.errors:
+            where, _, why = err.partition(": ")
+            at = _level_of(self.root / where, self.root)
+            if level is None or at == level:
+                out.append((where, at, why or err))
+        return out
+
     def get(self, task_id: str) -> Task:
         for task in self.tasks:
             if task.id == task_id:
                 return task
+        refused = [(where, why) for where, _, why in self.refusals() if Path(where).stem == task_id]
+        if refused:
+            raise TaskError(f"task {task_id!r} of suite {self.name} did not load: {refused[0][1]}")
         ids = [t.id for t in self.tasks]
         close = difflib.get_close_matches(task_id, ids, n=4, cutoff=0.6) or \
             [i for i in ids if task_id.lower() in i.lower()][:4]
         hint = f"; did you mean {', '.join(close)}?" if close else f"; `evokernel tasks --suite {self.name}` lists them"
         raise TaskError(f"no task {task_id!r} in suite {self.name}{hint}")
 
-    def select(self, ids: list[str] | None = None, level: int | None = None) -> list[Task]:
-        """The named tasks (each once, in the order given) or all of them, at ``level`` if given;
-        an empty selection is an error that says why."""
+    def select(self, ids: list[str] | None = None, level: int | None = None, *,
+               refusals_ok: bool = False) -> list[Task]:
+        """The named tasks (each once, in the order given) or all of them, at ``level`` if given. An empty
+        selection is an error that says why: with the reasons its files were refused when they were (every
+        task of NPUKernelBench's level 4 calls torch_npu's own operators), or the levels there are. With
+        ``refusals_ok`` (a listing, which shows the refusals) a selection left empty only by refusals is []."""
         if ids is not None and not ids:
             raise TaskError("no task named: give task ids separated by commas (or leave out --tasks for all)")
         tasks = [self.get(i) for i in dict.fromkeys(ids)] if ids else list(self.tasks)
         chosen = [t for t in tasks if level is None or t.level == level]
-        if not chosen:
-            levels = sorted({t.level for t in tasks})
-            raise TaskError(f"no task at level {level} in {self.name} (levels: {', '.join(map(str, levels))})")
-        return chosen
+        if chosen:
+            return chosen
+        refused = [] if ids else self.refusals(level)
+        if refused:
+            if refusals_ok:
+                return []
+            where = f"at level {level} " if level is not None else ""
+            first = f"{refused[0][0]}: {refused[0][2].removeprefix('refused: ')}"
+            raise TaskError(f"no task {where}in {self.name} loads here: {plural(len(refused), 'file')} refused "
+                            f"({first}{'; ...' if len(refused) > 1 else ''}); `evokernel tasks --suite {self.name}` "
+                            "lists every reason")
+        levels = sorted({t.level for t in tasks})
+        raise TaskError(f"no task at level {level} in {self.name} (levels: {', '.join(map(str, levels)) or 'none'})")
+
+
+def plural(n: int, word: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _call_names(tree: ast.AST) -> list[str]:
@@ -393,7 +428,7 @@ SIZES_FILE = "sizes.json"
 
 def task_hash(task: Task) -> str:
     """The task as written (source and case file, no sizes applied): what its recorded sizes belong to."""
-    return replace(task.spec(), size_overrides={}, cases=task.original_cases).key
+    return TaskSpec(id=task.name, source=task.source, cases=task.original_cases).key   # no sizes, no listing run
 
 
 def sizes_path(cache_dir: Path) -> Path:

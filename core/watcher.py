@@ -16,12 +16,18 @@ parent stays the last working version, so a reverted wrong edit never takes the 
 A save whose verification is under way is noted in the folder (``.evokernel-pending``) until its
 outcome is recorded: a workbench closed (or killed) before then verifies that save when it next
 opens, instead of taking the folder as seen. Nothing a person saved is lost to a quit.
+
+Every task folder of the workspace is watched, not only the suite's the workbench shows: a save in another
+suite's folder (``kernels/relu/`` of the built-in suite while MultiKernelBench is shown) is verified and
+recorded as that task's (``elsewhere`` names its suite), or, where that suite cannot be opened here, the log
+says where the save belongs and how to open it, and the save keeps its pending note for the next opening
+that can verify it (``SavedElsewhere``). A folder of no task says so once.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 
 from core import events as ev
@@ -36,6 +42,12 @@ from core.workspace_files import (
     read_candidate_files,
 )
 
+
+class SavedElsewhere(Exception):  # noqa: N818 - a message for the user, not an error of the watcher
+    """Raised by ``verify``: the save belongs to a task this workbench cannot verify (its suite is not found
+    here); the message says where it belongs and how to open it. The save keeps its pending note."""
+
+
 Verify = Callable[[str, dict[str, str], str | None], Awaitable[object]]
 """``verify(task_id, files, parent_id)``; when it returns a str, that is the id of the attempt the save
 became (it passed correctness), and the next save of the task is its child; None (a typo, a wrong
@@ -46,9 +58,15 @@ class EditWatcher:
     """Re-verifies saved candidates. ``verify(task_id, files, parent_id)`` does the work."""
 
     def __init__(self, kernels_dir: Path, task_ids: set[str], verify: Verify, bus: ev.EventBus,
-                 quiet_ms: int = 120, debounce_ms: int = 1600):
+                 quiet_ms: int = 120, debounce_ms: int = 1600, *, elsewhere: dict[str, str] | None = None,
+                 stranger: Callable[[str], str] | None = None):
+        """``task_ids``: the folders of the suite shown; ``elsewhere``: the workspace's other task folders, each
+        with its suite's name (watched as well); ``stranger(name)``: what to say of a folder of no task."""
         self.kernels_dir = Path(kernels_dir)
-        self.task_ids = task_ids
+        self.elsewhere = dict(elsewhere or {})
+        self.task_ids = set(task_ids) | set(self.elsewhere)
+        self._stranger = stranger
+        self._strangers_told: set[str] = set()
         self._verify = verify
         self.bus = bus
         self.quiet_ms = quiet_ms          # a burst ends after this long without a write
@@ -110,8 +128,26 @@ class EditWatcher:
                                      if (self.kernels_dir / t).is_dir()}   # the change kind is not read
             for task_id in {t for _, p in changes if (t := self.task_of(Path(p)))}:
                 self.changed(task_id)
+            self._tell_strangers(changes)
         for task in list(self._running.values()):
             await task
+
+    def _tell_strangers(self, changes: Iterable[tuple[object, str]]) -> None:
+        """A save in kernels/<name>/ where no task has that name: said once per folder, never silent."""
+        if self._stranger is None:
+            return
+        root = self.kernels_dir.resolve()
+        for _, p in changes:
+            try:
+                rel = Path(p).resolve().relative_to(root)
+            except ValueError:
+                continue
+            name = rel.parts[0] if rel.parts else ""
+            if (len(rel.parts) < 2 or not name or name.startswith(".") or name in self.task_ids
+                    or name in self._strangers_told or rel.parts[-1].startswith(".")):
+                continue
+            self._strangers_told.add(name)
+            self.bus.emit(ev.Notice(self._stranger(name)))
 
     def changed(self, task_id: str) -> None:
         """A save happened in ``task_id``'s folder: verify it now, or after the one in flight."""
@@ -132,17 +168,23 @@ class EditWatcher:
                     # a note already there for this very save: an earlier session's, cut short (this
                     # watcher's own notes go when their verdicts are in; it verifies one save at a time)
                     resumed = digest == pending_in(folder)
-                    self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files)), resumed=resumed))
+                    self.bus.emit(ev.EditDetected(task_id, tuple(sorted(files)), resumed=resumed,
+                                                  suite=self.elsewhere.get(task_id, "")))
                     note_pending(folder, digest)
+                    judged = True
                     try:
                         recorded = await self._verify(task_id, files, parent_of_edit(folder))
                         if isinstance(recorded, str):   # the attempt it became: the next save's parent
                             note_edit(folder, files, recorded)
+                    except SavedElsewhere as where:
+                        # not verifiable here: said, and the pending note stays for an opening that can
+                        self.bus.emit(ev.Notice(str(where), task=task_id))
+                        judged = False
                     except Exception as exc:  # noqa: BLE001 - shown to the user, the watcher goes on
                         self.bus.emit(ev.EngineProblem(f"verifying the edit of {task_id} failed: {exc}", task=task_id))
                     # recorded, or failed with a message: either way it has its outcome. A cancelled
                     # verification (the workbench closing) never gets here and keeps its note.
-                    if pending_in(folder) == digest:
+                    if judged and pending_in(folder) == digest:
                         clear_pending(folder)
                 if not self._pending.get(task_id):
                     return

@@ -240,6 +240,8 @@ class Reporter:
             self._line(f"{time.strftime('%H:%M:%S')} {event.task} final window: {escape(event.words)}")
         elif isinstance(event, ev.EngineProblem):
             self._line(f"[red]{'error' if event.fatal else 'problem'}[/]: {escape(event.message)}")
+        elif isinstance(event, ev.Notice):
+            self._line(f"[yellow]note[/]: {escape(event.message)}")
         elif isinstance(event, ev.ClusterChanged):
             self._line(f"{'[yellow]waiting[/]' if event.waiting else 'cluster'}: {escape(event.message)}")
         elif isinstance(event, ev.UsageUpdated):

@@ -49,7 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.check:
         return _check(args, suite, scale, probe_options)
     tasks, failed, unsized = [], [], []
-    for t in suite.select(level=args.level):
+    # a suite whose every file was refused (NPUKernelBench's level 4: torch_npu's own operators) lists none
+    # and says why each was refused, never "no task at level None"
+    refused = [f"{where}: {why}" for where, _, why in suite.refusals(args.level)]
+    for t in suite.select(level=args.level, refusals_ok=True):
         if scale == "auto":  # from the files and the recorded sizes alone: the probe runs in --check
             sized, problem = _recorded(t, probe_options.get("cache_dir"))
             if problem:
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         except TaskError as exc:
             failed.append(str(exc))
     if unsized:
-        where = "this workspace" if ws.exists() else "no workspace here (`evokernel init` makes one to record sizes in)"
+        where = ("this workspace" if ws.exists() else
+                 "no workspace here (`evokernel` here opens the workbench and makes one to record sizes in)")
         names = ", ".join(unsized[:5]) + (", ..." if len(unsized) > 5 else "")
         print(f"evokernel: {len(unsized)} task{'s' * (len(unsized) > 1)} not sized yet in {where} ({names}), listed as "
               "written: `evokernel tasks --check --size-scale auto` sizes them once and records the sizes",
@@ -88,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
         if t.id in timings:
             row.update(timings[t.id])
         rows.append(row)
-    for err in [*suite.errors, *failed]:
+    for err in [*refused, *failed]:
         print(f"evokernel: skipped {err}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"suite": suite.name, "tasks": rows, "errors": [*suite.errors, *failed]}, indent=1))
+        print(json.dumps({"suite": suite.name, "tasks": rows, "errors": [*refused, *failed]}, indent=1))
         return 0
     from evotui.table_output import Column, print_table, to_terminal
 
@@ -103,9 +107,12 @@ def run(args: argparse.Namespace) -> int:
         reference = f"{r['reference_ms']:.3f}" if "reference_ms" in r else r.get("reference_error", "-")
         extra = [reference] if args.time else []
         table.append([r["key"], r["level"], r["category"], sizes, *extra, r["description"]])
-    if to_terminal():
-        print(f"{suite.name}: {len(rows)} tasks")
-    print_table(columns, table)
+    if to_terminal() or not rows:
+        print(f"{suite.name}: {len(rows)} tasks" + (f", {len(refused) + len(failed)} files skipped (above)"
+                                                    if refused or failed else ""),
+              file=sys.stdout if rows else sys.stderr)
+    if rows:
+        print_table(columns, table)
     for r in rows:   # notes, never in the table's lines (piped, the table is TSV)
         if "scaled" in r:
             print(f"{r['id']}: {r['scaled']}", file=sys.stderr)
@@ -139,13 +146,14 @@ def _check(args: argparse.Namespace, suite: Any, scale: Any, probe_options: Prob
     """``--check``: one row per task file (loaded / sized / time / problems) and a summary line."""
     from core.suite_check import check_tasks
 
-    tasks = suite.select(level=args.level)
+    tasks = suite.select(level=args.level, refusals_ok=True)
 
     def progress(i: int, n: int, row: dict[str, Any]) -> None:
         said = f"{row['ms']:.3g} ms" if row["ms"] is not None else "-"
         print(f"[{i}/{n}] {row['id']}: {said}{'; ' + row['problems'][0] if row['problems'] else ''}", file=sys.stderr)
 
-    report = check_tasks(suite, tasks, scale, progress=None if args.json else progress, **probe_options)
+    report = check_tasks(suite, tasks, scale, progress=None if args.json else progress, level=args.level,
+                         **probe_options)
     if args.json:
         print(json.dumps({"suite": suite.name, **report}, indent=1))
         return 0
@@ -161,7 +169,8 @@ def _check(args: argparse.Namespace, suite: Any, scale: Any, probe_options: Prob
         ms = f"{r['ms']:.3g}" if r["ms"] is not None else "-"
         notes = [*([f"sized by {r['sized_by']}"] if r.get("sized_by") else []), *r["notes"],
                  *([r["scaled"]] if r.get("scaled") else [])]
-        table.add_row(r["id"], str(r["level"] or "-"), r["category"] or "-", "yes" if r["loaded"] else "no",
+        level = "-" if r["level"] is None else str(r["level"])   # level 0 is a level (NPUKernelBench's)
+        table.add_row(r["id"], level, r["category"] or "-", "yes" if r["loaded"] else "no",
                       "yes" if r["sized"] else "no", ms, "; ".join(r["problems"]), "; ".join(notes))
     Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None).print(table)
     print(report["line"])

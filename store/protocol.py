@@ -85,6 +85,13 @@ class Memory(Protocol):
                    ) -> dict[str, Any]:
         """Claim task key ``key`` unless held (or held by exactly ``replacing``); the claim holding it now."""
 
+    def update_claim(self, key: str, claim: dict[str, Any], *, held: dict[str, Any]) -> bool:
+        """Replace ``key``'s claim with ``claim`` if it is still exactly ``held``; whether it was replaced."""
+
+    def merge_task(self, source: str, into: str, claim: dict[str, Any]) -> int:
+        """Move every record of task key ``source`` under ``into`` and give ``source`` the claim ``claim``, in one
+        transaction; how many experiences moved."""
+
     def put_run(self, run: RunRecord) -> None:
         """Store a run's configuration and progress."""
 

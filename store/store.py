@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from store import experiences, transfer, values
+from store import experiences, merging, transfer, values
 from store.codec import pack, text_key, unpack
 from store.environment import Environment
 from store.errors import ReadOnlyStore, SchemaMismatch, StoreNotFound, UnknownExperience
@@ -365,6 +365,29 @@ class Store:
                 txn.put(claim_key(key), pack(claim), db=self._t.meta)
                 return claim
             return cast(dict[str, Any], held)
+
+        return self._write(run)
+
+    def update_claim(self, key: str, claim: dict[str, Any], *, held: dict[str, Any]) -> bool:
+        """Replace task key ``key``'s claim with ``claim`` (what it stands for, with more known: the task's file,
+        another suite's name for it) if it is still exactly ``held``; whether it was replaced."""
+        def run(txn: Txn) -> bool:
+            raw = txn.get(claim_key(key), db=self._t.meta)
+            if raw is None or unpack(raw) != held:
+                return False
+            txn.put(claim_key(key), pack(claim), db=self._t.meta)
+            return True
+
+        return self._write(run)
+
+    def merge_task(self, source: str, into: str, claim: dict[str, Any]) -> int:
+        """Move every record of task key ``source`` under ``into`` (``store.merging``: experiences, values'
+        histories, the task state, runs) and give ``source`` the claim ``claim`` (core's: that it now stands for
+        ``into``), in one transaction; returns how many experiences moved."""
+        def run(txn: Txn) -> int:
+            moved = merging.merge_task(txn, self._t, source, into)
+            txn.put(claim_key(source), pack(claim), db=self._t.meta)
+            return moved
 
         return self._write(run)
 

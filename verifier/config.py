@@ -105,10 +105,12 @@ class VerifyConfig(BaseModel):
     """Wall-clock limit of the reference job (outputs at every trial plus its timing)."""
 
     memory_limit_mb: int = Field(8192, ge=256)
-    """Address-space limit of a candidate worker on the CPU backend (RLIMIT_AS)."""
+    """Address-space limit of a candidate worker on the CPU backend (RLIMIT_AS), beyond the task's own tensors:
+    a job's limit is this plus four times the reference's outputs at every trial."""
 
     max_output_mb: int = Field(1024, ge=16)
-    """Largest file a worker may write (RLIMIT_FSIZE); outputs larger than this fail the trial."""
+    """Largest file a worker may write (RLIMIT_FSIZE), or more where the task's own outputs need it (the
+    reference's at every trial, with room for the file's records): a job that writes more than that fails."""
 
     antihack: bool = True
     """Run the static anti-hack rules (turn off only to test the sandbox itself)."""

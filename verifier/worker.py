@@ -2,8 +2,8 @@
 the job folder's ``job.json`` (a ``verifier.jobs`` record; a window side's is still a plain dict), sets the
 process up (threads, the device runtime) and runs the job's kind:
 
-* ``reference``: the reference's outputs at every trial (``verifier.job.worker_reference``), in the trusted
-  reference server;
+* ``reference``: the reference's outputs at every trial (``verifier.job.worker_reference``), then its own
+  timing figure (``verifier.window.in_process``), in the trusted reference server;
 * ``candidate``: the candidate's correctness trials (``verifier.job.correctness``), in the sandbox; it never
   sees reference outputs, the harness compares what each job wrote;
 * ``side``: one side of a timing window (``verifier.window.side``).
@@ -34,8 +34,9 @@ from verifier.backends import DeviceRuntime
 from verifier.job.allocator import warm_allocator
 from verifier.job.candidate import CandidateFailure, _describe, _field, job_runtime, open_job_files
 from verifier.job.correctness import correctness_trials
-from verifier.job.worker_reference import TaskProblem, _reference
-from verifier.jobs import JobStatus, load_job
+from verifier.job.worker_reference import TaskProblem, reference_outputs
+from verifier.jobs import JobStatus, ReferenceJob, load_job
+from verifier.window.in_process import time_reference_alone
 from verifier.window.side import _side
 
 
@@ -52,6 +53,13 @@ def _setup(job: Any) -> DeviceRuntime:
     device_runtime = job_runtime(job)
     device_runtime.prepare()
     return device_runtime
+
+
+def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
+    """The reference job: its outputs, then its timing alone and the machine's bandwidth when asked."""
+    result, module = reference_outputs(job, job_dir, device_runtime)
+    time_reference_alone(job, job_dir, module, result, device_runtime)
+    return result.to_dict()
 
 
 HANDLERS: dict[str, Callable[[Any, Path, DeviceRuntime], dict[str, Any]]] = {

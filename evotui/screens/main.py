@@ -378,11 +378,15 @@ class MainScreen(Screen[None]):
                          f" (reward {marks.reward(e.reward)})", "dim", e.at)
         elif isinstance(e, ev.EditDetected):
             table.set_status(e.task, "edit: verifying", "busy")
+            # a save in another suite's folder is that suite's task's: said, since the table does not show it
+            where = f" (a task of suite {e.suite}, not of the one shown)" if e.suite else ""
             if e.resumed:
-                self.note(f"{e.task}: hand edit ({', '.join(e.files)}) saved before the workbench last closed, "
+                self.note(f"{e.task}{where}: hand edit ({', '.join(e.files)}) saved before the workbench last closed, "
                           "its verification cut short: verifying it now", "", e.at)
             else:
-                self.note(f"{e.task}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
+                self.note(f"{e.task}{where}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
+        elif isinstance(e, ev.Notice):
+            self.note(e.message, "warn", e.at)
         elif isinstance(e, ev.BudgetSpent):
             self.note(f"{e.task}: budget spent ({e.iterations} iterations)", "dim", e.at)
         elif isinstance(e, ev.EngineProblem):

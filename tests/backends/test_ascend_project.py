@@ -345,8 +345,8 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     import torch
 
     from verifier.backends.ascend import AscendRuntime
+    from verifier.build import build_candidate
     from verifier.runtime import KernelLibrary
-    from verifier.toolchain.build import build_candidate
 
     backend, root = custom_op_backend(tmp_path)
     cmake = "add_ops_compile_options(\n    OP_NAME AddCustom\n    OPTIONS --cce-auto-sync=on\n)\n"
@@ -562,8 +562,8 @@ def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env,
 def test_the_project_build_limit_is_a_setting_that_only_slow_flows_take(tmp_path):
     """``project_build_timeout_s`` replaces the custom-op flow's 900 s floor; a kernel-launch build never gets it."""
     from verifier.backends.cpu import CpuBackend
+    from verifier.build import build_candidate
     from verifier.config import VerifyConfig
-    from verifier.toolchain.build import build_candidate
 
     assert VerifyConfig().project_build_timeout_s is None          # the backend's own floor
     backend, _ = custom_op_backend(tmp_path)

@@ -575,3 +575,35 @@ def test_cases_listed_in_code_are_each_a_case(tmp_path):
     a, b = make_inputs(module.get_inputs, Trial(seed=3, distribution="uniform", case=1))
     assert (a.dtype, tuple(a.shape), tuple(b.shape)) == (torch.bfloat16, (8, 40), (40, 24))
     assert len(case_trials(trial_plan(5), len(spec.cases))) == 2 * len(trial_plan(5))
+
+
+def test_a_level_whose_every_task_is_refused_keeps_its_reasons(tmp_path, capsys):
+    """The finding (#51, 3): NPUKernelBench's level 4 calls torch_npu's own operators in all ten tasks;
+    `evokernel tasks --suite .../npukernelbench_level4` printed "no task at level None in ... (levels: )",
+    exited 2 and dropped the ten reasons. Now each refused file is listed with its reason, the listing exits 0,
+    --check has a row per file at its level (4, and level 0 is 0, not "-"), and a run says why it cannot."""
+    from core.errors import TaskError
+    from evotui import cli
+
+    npu = tmp_path / "reference"
+    write(npu, {"npukernelbench_level4/1_rms.py": NPU_OPERATOR,
+                "npukernelbench_level4/2_rms.py": NPU_OPERATOR.replace("npu_rms_norm", "npu_ffn"),
+                "npukernelbench_level0/10_relu.py": NPU_PLACEMENT})
+    level4 = npu / "npukernelbench_level4"
+    assert cli.main(["--workspace", str(tmp_path / "ws"), "tasks", "--suite", str(level4)]) == 0
+    err = capsys.readouterr().err
+    assert "level None" not in err and "torch_npu.npu_rms_norm" in err and "torch_npu.npu_ffn" in err
+    assert "0 tasks, 2 files skipped" in err
+    # the whole folder at --level 4: the same two reasons, not the other levels' tasks
+    assert cli.main(["--workspace", str(tmp_path / "ws"), "tasks", "--suite", str(npu), "--level", "4",
+                     "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["tasks"] == [] and len(listing["errors"]) == 2
+    assert all("npukernelbench_level4" in e for e in listing["errors"])
+    report = check_tasks(load_suite(npu), [], None, level=4)
+    assert [(r["id"], r["level"], r["loaded"]) for r in report["rows"]] == [("1_rms", 4, False), ("2_rms", 4, False)]
+    suite = load_suite(level4)
+    with pytest.raises(TaskError, match=r"no task in .* loads here: 2 files refused \(1_rms.py: it uses torch_npu"):
+        suite.select()
+    with pytest.raises(TaskError, match="task '2_rms' of suite .* did not load: refused: it uses torch_npu"):
+        suite.get("2_rms")

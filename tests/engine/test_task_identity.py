@@ -121,3 +121,95 @@ def test_a_schema_1_memory_gives_its_records_to_the_suite_that_made_them(tmp_pat
         assert len(store.attempt_tree("relu")) == before and before > 3
         assert store.task_claims()["relu"] == ({"suite": "builtin", "name": "relu"} if suite_name == "builtin"
                                               else {"legacy": True, "suite_spec": "builtin"})
+
+
+def _npu_like_suite(tmp_path) -> tuple[Path, Path]:
+    """MultiKernelBench's layout in small: ``reference/npukernelbench_level0/10_relu.py`` (the fixture relu)."""
+    root = tmp_path / "mkb" / "reference"
+    level0 = root / "npukernelbench_level0"
+    level0.mkdir(parents=True)
+    shutil.copy(Path(__file__).parents[1] / "fixtures" / "suite" / "level1" / "relu.py", level0 / "10_relu.py")
+    return root, level0
+
+
+def _human_edit(task_id: str, tag: str, ms: float):
+    from store import Experience
+
+    return Experience(task_id=task_id, kind="human_edit", backend="cpu", stage="draft", source="human",
+                      title=f"edit {tag}", files={"kernel.cpp": f"// {tag}\n"}, reward=1.0,
+                      outcome={"feasible": True, "latency_ms": ms, "task": task_id})
+
+
+def test_one_task_file_seen_through_two_folders_is_one_task(workspace, tmp_path):
+    """The finding (#51, 2): after `--suite <MKB>/reference`, `--suite <MKB>/reference/npukernelbench_level0`
+    listed `10_relu@reference-npukernelbench_level0`: no history, no best, a fresh verification of a kernel
+    already verified. The key follows the file, whichever folder above it was named, and in both orders."""
+    from core.session import Session
+    from store import TaskState
+
+    root, level0 = _npu_like_suite(tmp_path)
+    workspace.init()
+    with Session(workspace) as session:
+        [whole] = session.tasks(["10_relu"], suite=str(root))
+        [exp] = [session.store.add_experience(_human_edit(whole.id, "a", 5.0))[0]]
+        session.store.put_task(TaskState(whole.id, stage="refine", feasible=True, best_latency_ms=5.0, best_id=exp))
+    with Session(workspace) as session:     # the next opening names the level's folder
+        [part] = session.tasks(suite=str(level0))
+        assert (whole.id, part.id) == ("10_relu", "10_relu")
+        assert session.store.get_task(part.id).best_id == exp
+        assert [i for i, _ in session.store.attempt_tree(part.id)] == [exp]
+    # the other order, in a workspace of its own: the level first, then the folder above it
+    other = type(workspace)(tmp_path / "ws2")
+    other.init()
+    with Session(other) as session:
+        [first] = session.tasks(suite=str(level0))
+        [then] = session.tasks(["10_relu"], suite=str(root))
+        assert first.id == then.id == "10_relu"
+    # what `tasks` lists and `verify --task` takes, read-only: the same key
+    from core.identity import workspace_keys
+    from core.tasks import load_suite
+
+    suite = load_suite(str(level0))
+    assert workspace_keys(workspace.memory_path, suite.label, suite.tasks) == {"10_relu": "10_relu"}
+
+
+def test_a_history_an_earlier_evokernel_split_in_two_is_merged_into_one(workspace, tmp_path):
+    """A memory written before keys followed the file holds one task under two keys (the claims an earlier
+    EvoKernel made, each with its own attempts and best): the next opening of either folder merges them into
+    the bare id's history (the faster best stays the best), moves the kernels folder, and says so; the
+    qualified key stands for the bare one from then on."""
+    from core import events as ev
+    from core.session import Session
+    from store import Store, TaskState
+
+    root, level0 = _npu_like_suite(tmp_path)
+    workspace.init()
+    split = "10_relu@reference-npukernelbench_level0"
+    with Store.open(workspace.memory_path) as store:      # what main's task_keys wrote for the two folders
+        store.claim_task("10_relu", {"suite": "reference", "name": "10_relu"})
+        store.claim_task(split, {"suite": "reference/npukernelbench_level0", "name": "10_relu"})
+        a, _ = store.add_experience(_human_edit("10_relu", "a", 5.0))
+        b, _ = store.add_experience(_human_edit(split, "b", 4.0))
+        store.put_task(TaskState("10_relu", stage="refine", feasible=True, best_latency_ms=5.0, best_id=a))
+        store.put_task(TaskState(split, stage="refine", feasible=True, best_latency_ms=4.0, best_id=b))
+    (workspace.kernels_dir / split).mkdir(parents=True)
+    (workspace.kernels_dir / split / "kernel.cpp").write_text("// b\n")
+    bus = ev.EventBus()
+    said: list = []
+    bus.subscribe(said.append)
+    with Session(workspace, bus=bus) as session:
+        [task] = session.tasks(suite=str(level0))
+        assert task.id == "10_relu"
+        assert sorted(i for i, _ in session.store.attempt_tree("10_relu")) == sorted([a, b])
+        assert session.store.attempt_tree(split) == [] and session.store.get_task(split) is None
+        assert session.store.get_task("10_relu").best_id == b                    # the faster of the two bests
+        assert session.store.get(b).task_id == "10_relu"
+        assert session.store.task_claims()[split]["merged_into"] == "10_relu"
+        assert session.tasks([split], suite=str(level0))[0].id == "10_relu"    # the old key still finds it
+    assert (workspace.kernels_dir / "10_relu" / "kernel.cpp").read_text() == "// b\n"
+    notes = [e.message for e in said if isinstance(e, ev.Notice)]
+    assert any(split in n and "joined 10_relu's history" in n for n in notes), notes
+    # the other folder opened next finds the one history too, and merges nothing more
+    with Session(workspace) as session:
+        assert session.tasks(["10_relu"], suite=str(root))[0].id == "10_relu"
+        assert len(session.store.attempt_tree("10_relu")) == 2

@@ -6,9 +6,8 @@ import math
 
 from verifier import VerifyConfig
 from verifier.outcome import Outcome
-from verifier.verdict import NOISE_LIMIT, judge
+from verifier.verdict import NOISE_LIMIT, Ratio, judge
 from verifier.verdict import words as speed_words
-from verifier.window.stats import Ratio
 
 
 def test_the_verdict_says_noisy_when_the_interval_holds_1_and_is_too_wide_to_tell():

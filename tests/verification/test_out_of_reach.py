@@ -355,7 +355,7 @@ HONEST_STATE = {
 @pytest.mark.parametrize("spelling", sorted(LOAD_TIME_SPELLINGS))
 def test_a_library_with_load_time_code_is_refused_however_it_is_spelled(tmp_path, spelling):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     source = "#include <cstdint>\nstatic volatile int seen = 0;\n" + LOAD_TIME_SPELLINGS[spelling] + LAUNCHER
     result = build_candidate(get_backend("cpu"), {"kernel.cpp": source}, tmp_path / "cache")
@@ -365,7 +365,7 @@ def test_a_library_with_load_time_code_is_refused_however_it_is_spelled(tmp_path
 @pytest.mark.slow
 def test_honest_state_passes_the_load_time_check(tmp_path):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     for name, state in HONEST_STATE.items():
         result = build_candidate(get_backend("cpu"), {"kernel.cpp": "#include <cstdint>\n" + state + LAUNCHER},
@@ -398,7 +398,7 @@ def test_the_cuda_link_check_refuses_load_time_code_beyond_nvccs_own(tmp_path):
     is what a library of the same files, each empty, has too: an honest library with two kernels in one file, or in
     two, passes; a dynamic initializer in either refused. No GPU needed: the libraries are built and read, not run."""
     from verifier.backends.cuda import CudaBackend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     backend = CudaBackend(arch="sm_90", probe_torch=False)
     cache = tmp_path / "cache"
@@ -460,7 +460,7 @@ def test_a_recorded_verdict_is_served_only_to_the_bytes_it_was_made_from(guarded
     honest one's recorded "feasible" (``from_cache``) while computing half its output, and, the other way round, once
     the wrong one was verified, the honest one its refusal. After: keyed by the exact bytes the build and the import
     read."""
-    from verifier.harness.candidate_files import candidate_identity
+    from verifier.candidate_files import candidate_identity
 
     assert candidate_identity(honest) == candidate_identity(wrong)     # the same code, comments and spacing aside
     relu = suite.get("relu").spec()

@@ -70,7 +70,7 @@ def test_geomean_ratio_over_cases():
 
 
 def test_rounds_interleave_every_side_in_a_random_order():
-    from verifier.job.timing import time_interleaved
+    from verifier.window.in_process import time_interleaved
 
     calls = []
     window = time_interleaved({s: (lambda s=s: calls.append(s)) for s in ("reference", "candidate", "best")},

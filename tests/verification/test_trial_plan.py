@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from verifier.harness.compare import Agreement, Mismatch, compare_outputs
+from verifier.compare import Agreement, Mismatch, compare_outputs
 from verifier.job.tensors import flatten
 
 SOUNDNESS = Path(__file__).resolve().parent.parent / "fixtures" / "soundness" / "level1"

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from verifier.harness.candidate_files import exact_digest
+from verifier.candidate_files import exact_digest
 
 import candidates as C
 

@@ -180,7 +180,7 @@ class WorkspaceArgument:
     def __call__(self, value: object) -> int:
         import torch
 
-        from verifier.runtime import KernelCallError
+        from verifier.backends.base import KernelCallError
 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise KernelCallError(f"{self._where}: pass the bytes of user workspace the kernel needs (an int, 0 for "

@@ -76,6 +76,11 @@ class KernelRules:
     launch_needs_stream: bool = False               # every <<<...>>> launch must name the launcher's stream
 
 
+class KernelCallError(TypeError):
+    """A launcher was called with arguments that do not match its C declaration, or its launch failed (raised by
+    ``verifier.runtime`` and by a device runtime's ``launch_check`` or ``argument`` converters)."""
+
+
 class DeviceRuntime:
     """How the sandboxed worker and ``verifier.runtime`` drive a backend's device: the device's
     synchronisation, its timing events, its current stream, the cache-flush size, and what a launch

@@ -124,7 +124,7 @@ class CudaRuntime(TorchDeviceRuntime):
         last_error.restype = ctypes.c_int
 
         def check(name: str) -> None:
-            from verifier.runtime import KernelCallError
+            from verifier.backends.base import KernelCallError
 
             buf = ctypes.create_string_buffer(256)
             code = last_error(buf, len(buf))

@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from verifier import verdict
-from verifier.harness.compare import Agreement, compare_outputs
+from verifier.compare import Agreement, compare_outputs
 from verifier.jobs import pick_positions
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
 from verifier.outcome import Outcome
 from verifier.tolerance import Tolerance
-from verifier.verdict import NOISE_LIMIT, words
-from verifier.window.stats import Ratio, Window, geomean_ratio, paired_ratio, summarize
+from verifier.verdict import NOISE_LIMIT, Ratio, words
+from verifier.window.stats import Window, geomean_ratio, paired_ratio, summarize
 
 if TYPE_CHECKING:
     from verifier.config import VerifyConfig
-    from verifier.harness.reference import Reference
+    from verifier.reference import Reference
     from verifier.task import TaskSpec
 
 FAILED_AS = "performance"

@@ -18,6 +18,7 @@ and reads back the outputs the window compares.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -25,20 +26,20 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, runtime_target
+from verifier.build import BuildResult
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.gates.performance import check_call
-from verifier.harness.reference import Reference
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
-from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.outcome import TOOL, Outcome
+from verifier.priority import BACKGROUND_NICENESS
 from verifier.processes import declared_env
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
-from verifier.toolchain.build import BuildResult
 from verifier.window import harness as timing_window
 from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
 
@@ -94,26 +95,46 @@ class JobRunner:
             return {}
         return declared_env(call_env(job_dir / build.library.name), getattr(self.backend, "call_variables", ()))
 
-    def limits(self, background: bool = False) -> JobLimits:
+    def limits(self, background: bool = False, data_bytes: int = 0) -> JobLimits:
         """The limits of a job (a CPU-time cap from the run timeout, the address space where the backend allows
-        one, the output size, the open files its runtime needs); ``background``: lower priority (not timed)."""
+        one, the output size, the open files its runtime needs); ``background``: lower priority (not timed);
+        ``data_bytes``: what the task's own tensors make the job hold and write (``task_data_bytes``): the
+        file-size limit and the address space grow with it, so a task whose tensors fit in memory is never
+        cut short by a limit made for smaller ones (issue #47: relu at 128x262144 failed as the kernel's fault)."""
         cfg = self.config
+        data_mb = -(-data_bytes // (1 << 20))
         return JobLimits(
             cpu_seconds=int(cfg.run_timeout_s * max(1, cfg.threads) + 10),
-            address_space_mb=cfg.memory_limit_mb if self.backend.memory_limit() else None,
-            file_size_mb=cfg.max_output_mb,
+            address_space_mb=cfg.memory_limit_mb + 4 * data_mb if self.backend.memory_limit() else None,
+            file_size_mb=output_limit_mb(cfg.max_output_mb, data_bytes),
             open_files=self.needs.open_files,
             nice=BACKGROUND_NICENESS if background else 0,
         )
 
-    def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None
-                 ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one candidate job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
-        ``env``: what its library's call needs (``job_env``). The job stops at its candidate phase, before any of the
-        candidate's code runs, and goes on only once the harness has counted its seccomp filters from outside
-        (``JobHandle.check_phase``): a job with another count, or one that ends without stopping there and says it
-        succeeded, left nothing that counts."""
-        handle = self.server.submit(job_dir, self.limits(background), self.config.run_timeout_s, env)
+    def space_problem(self, data_bytes: int) -> str:
+        """Why the jobs' folder cannot hold what a job of a task with ``data_bytes`` of tensors writes (its outputs,
+        and their copy while they are read back), or "": the tool's limit, said with what raises it."""
+        need = 2 * output_limit_mb(0, data_bytes)
+        try:
+            st = os.statvfs(self.server.jobs_root)
+        except OSError:
+            return ""
+        free = (st.f_bavail * st.f_frsize) >> 20
+        if need <= free:
+            return ""
+        return (f"the task's outputs need about {need} MiB in the jobs' folder ({self.server.jobs_root.parent}), which "
+                f"has {free} MiB free: free memory there (it is /dev/shm where the machine has one) or run the task at "
+                "a smaller size (--size-scale)")
+
+    def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None, data_bytes: int = 0,
+            ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
+        """Run one candidate job; ``background``: it is not timed, so at lower priority (verifier.priority);
+        ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``). The job
+        stops at its candidate phase, before any of the candidate's code runs, and goes on only once the harness has
+        counted its seccomp filters from outside (``JobHandle.check_phase``): a job with another count, or one that
+        ends without stopping there and says it succeeded, left nothing that counts."""
+        limits = self.limits(background, data_bytes)
+        handle = self.server.submit(job_dir, limits, self.config.run_timeout_s, env)
         refused = ""
         if isinstance(handle, JobExit):
             exit_ = handle
@@ -139,7 +160,7 @@ class JobRunner:
                                             "the harness counts its filters): what it left does not count"}
         path = job_dir / "outputs.pt"
         if result and result.get("ok") and path.exists():
-            if path.stat().st_size > self.config.max_output_mb << 20:
+            if path.stat().st_size > limits.file_size_mb << 20:
                 result = {"ok": False, "error": "outputs larger than the output limit"}
             else:
                 import torch
@@ -163,6 +184,32 @@ class JobRunner:
         text = f"the candidate {exit_.describe()}{where}"
         tail = _tail(job_dir / "stderr.txt")
         return self.explained(text + (f"; stderr: {tail}" if tail else ""), job_dir)
+
+    def limit_met(self, job_dir: Path, data_bytes: int) -> tuple[str, str]:
+        """After a job that produced no usable result: (why, the tool's reason or "") when it met a limit on what
+        it writes, else ("", ""). Decided from the harness's side: the outputs' file at the file-size limit (sized
+        from the task's own outputs, ``limits``: the job wrote more than the reference's outputs take, the
+        candidate's doing), or the jobs' folder full (the tool's: nothing of the kernel's)."""
+        limit_mb = output_limit_mb(self.config.max_output_mb, data_bytes)
+        try:
+            size = (job_dir / "outputs.pt").stat().st_size
+        except OSError:
+            size = 0
+        if size >= limit_mb << 20:
+            return (f"the job's outputs reached its file-size limit ({limit_mb} MiB, from [verifier] max_output_mb and "
+                    f"the reference's outputs, {-(-data_bytes // (1 << 20))} MiB): more than outputs of the "
+                    "reference's shapes and dtypes take"), ""
+        try:
+            st = os.statvfs(job_dir)
+        except OSError:
+            return "", ""
+        free = (st.f_bavail * st.f_frsize) >> 20
+        if size and free < FULL_MB:
+            why = (f"the jobs' folder ({self.server.jobs_root.parent}) ran out of space while the job wrote its "
+                   f"outputs ({size >> 20} MiB written, {free} MiB left): free memory there (it is /dev/shm where the "
+                   "machine has one) or run the task at a smaller size (--size-scale)")
+            return why, why
+        return "", ""
 
     def explained(self, message: str, job_dir: Path) -> str:
         """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
@@ -224,7 +271,8 @@ class JobRunner:
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
-                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20,
+                                  on_device=not on_host,
+                                  max_output_bytes=output_limit_mb(cfg.max_output_mb, ref.nbytes) << 20,
                                   method=method)
         flush = sides["reference"].flush if self.flush_bytes and on_host else None
         failure: SideFailed | None = None
@@ -235,7 +283,7 @@ class JobRunner:
                 for side in sides.values():
                     server = self.reference_server if side.trusted else self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
-                    handle = server.submit(side.job_dir, self.limits(), timeout,
+                    handle = server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes), timeout,
                                            self.job_env(side.job_dir, builds.get(side.name)))
                     if side.trusted:
                         side.start(handle)
@@ -283,7 +331,7 @@ class JobRunner:
                     out.fail("performance", exit_.tampered or self.failure(sides[name].job_dir, exit_, got),
                              exit_.seconds, transient=exit_.status == "lost", **tool_failure(exit_))
                     return None
-                if path.stat().st_size > cfg.max_output_mb << 20:
+                if path.stat().st_size > output_limit_mb(cfg.max_output_mb, ref.nbytes) << 20:
                     out.fail("performance", "outputs larger than the output limit")
                     return None
                 import torch
@@ -308,6 +356,17 @@ class JobRunner:
             for side in sides.values():
                 side.close()
                 shutil.rmtree(side.job_dir, ignore_errors=True)
+
+
+FULL_MB = 64
+"""Free space (MiB) under which a job's folder counts as full when its outputs could not be written."""
+
+
+def output_limit_mb(configured_mb: int, data_bytes: int) -> int:
+    """A job's file-size limit: ``[verifier] max_output_mb``, or more where the task's own outputs need it
+    (``data_bytes``: what the job must write, ``verifier.harness.verify.job_output_bytes``), with a sixteenth
+    and 1 MiB more for the file's own records."""
+    return max(configured_mb, -(-(data_bytes + data_bytes // 16) // (1 << 20)) + 1)
 
 
 def tool_failure(exit_: JobExit) -> dict[str, str]:

@@ -10,12 +10,22 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from verifier.machine.caches import cache_sizes, describe_caches, flush_plan
 
-if TYPE_CHECKING:
-    from verifier.backends.base import Backend
+
+class Target(Protocol):
+    """What this machine's facts and its roofline read of the backend kernels are built for (a
+    ``verifier.backends.base.Backend``, which sits above this package): its name, its torch device type, what
+    besides the sources changes a built library, and its toolchain's report (``device``, ``details``)."""
+
+    name: str
+    device: str
+
+    def build_key(self) -> str: ...
+
+    def toolchain(self) -> Any: ...
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,7 +104,7 @@ def vector_bits(isa: list[str]) -> int:
 _DEVICE_LIMITS = ("arch", "soc")
 
 
-def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
+def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
     """Everything a prompt or ``doctor`` says about where kernels run, from one place.
 
     ``backend`` is a verifier backend object. For CPU: the CPU model, thread count, what

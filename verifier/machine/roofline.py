@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     import torch
     from torch._ops import OpOverload
 
-    from verifier.backends.base import Backend
+    from verifier.machine.facts import Target
     from verifier.machine.lock import MachineLock
     from verifier.task import TaskSpec
 
@@ -241,7 +241,7 @@ def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[st
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
-        # counting is not a timing: at lower priority (verifier.machine.priority)
+        # counting is not a timing: at lower priority (verifier.priority)
         ran = run_process([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], cwd=tmp, env=env,
                           timeout=timeout, background=True)
         if ran.timed_out:
@@ -463,7 +463,7 @@ class RooflineMeter:
     ``doctor`` of this user on this machine measures the ceilings once (1.6 s under the timing lock, 3 s of
     a first verification) and counts a task once."""
 
-    def __init__(self, cache_dir: str | Path | None, backend: Backend, threads: int, lock: MachineLock | None = None):
+    def __init__(self, cache_dir: str | Path | None, backend: Target, threads: int, lock: MachineLock | None = None):
         self.root = Path(cache_dir if cache_dir is not None else user_cache_dir()) / "roofline"
         self.backend = backend
         self.threads = int(threads)

@@ -495,7 +495,7 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     server = parent_pid()
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
-        os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
+        os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.priority)
     harden_process()
     if report >= 0:
         _job_process(report, pid_namespace, server)

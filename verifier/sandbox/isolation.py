@@ -297,3 +297,88 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
     if tmp_read_only:   # not recursive: what is bound beneath (a writable folder, a device) keeps its mode
         argv += ["--remount-ro", "/tmp", "--remount-ro", "/dev"]
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
+
+
+# ----------------------------------------------------------------------------- device nodes and their group
+# A candidate's job holds no capability (bubblewrap's --cap-drop ALL, the fork server's drop_capabilities), so
+# root's job opens a device node by its permission bits like anyone else's: Ascend's nodes are
+# HwHiAiUser:HwHiAiUser 0660 (vllm-project/vllm-ascend#9490), and root without CAP_DAC_OVERRIDE gets "Can't get
+# ascend_hal device count" (Project-HAMi/ascend-device-plugin#139). The harness gives the fork server the nodes'
+# group before the sandbox starts (a supplementary group survives the user namespace, the capability drop and
+# setgroups "deny"); where it cannot, the sandbox refuses at start, naming the group to join.
+
+_CAP_SETGID = 6
+
+
+def _opens(st: os.stat_result, uid: int, groups: list[int] | set[int]) -> bool:
+    """Whether a process with ``uid`` and ``groups`` and no capability may open the file read-write: the owner's
+    bits for its owner, the group's for a member, the others' for the rest (the kernel's order; ACLs not read)."""
+    if uid == st.st_uid:
+        bits = st.st_mode >> 6
+    elif st.st_gid in groups:
+        bits = st.st_mode >> 3
+    else:
+        bits = st.st_mode
+    return bits & 6 == 6
+
+
+def _ids(uid: int | None, groups: list[int] | None) -> tuple[int, set[int]]:
+    return (os.geteuid() if uid is None else uid,
+            set(os.getgroups() if groups is None else groups) | ({os.getegid()} if groups is None else set()))
+
+
+def device_groups(devices: list[str] | tuple[str, ...], *, uid: int | None = None,
+                  groups: list[int] | None = None) -> list[int]:
+    """The groups a confined job needs besides ``groups`` to open the device nodes ``devices`` read-write with no
+    capability, where a group is what opens them (this process's ids when ``uid``/``groups`` are None)."""
+    uid_, have = _ids(uid, groups)
+    needed: list[int] = []
+    for dev in devices:
+        try:
+            st = os.stat(dev)
+        except OSError:
+            continue
+        if not _opens(st, uid_, have) and _opens(st, uid_, have | {st.st_gid}) and st.st_gid not in needed:
+            needed.append(st.st_gid)
+    return needed
+
+
+def device_refusal(devices: list[str] | tuple[str, ...], *, uid: int | None = None,
+                   groups: list[int] | None = None) -> str:
+    """"" when a process with ``uid`` and ``groups`` and no capability opens every node of ``devices`` read-write;
+    else one sentence naming the first it cannot open, its owner and mode, and the group to join."""
+    import grp
+    import pwd
+
+    uid_, have = _ids(uid, groups)
+    for dev in devices:
+        try:
+            st = os.stat(dev)
+        except OSError:
+            continue
+        if _opens(st, uid_, have):
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        return (f"candidates' jobs run with no capability and cannot open {dev} ({owner}:{group}, mode "
+                f"{st.st_mode & 0o7777:04o}) with user {uid_} and groups {sorted(have)}: run evokernel as a member "
+                f"of group {group} (gid {st.st_gid}; usermod -aG {group} $USER, then log in again), or as root, "
+                "which gives the sandbox that group itself")
+    return ""
+
+
+def can_join_groups() -> bool:
+    """Whether this process may give a child supplementary groups (``CAP_SETGID`` in its effective set: root)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> _CAP_SETGID & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.geteuid() == 0

@@ -22,7 +22,7 @@ phase and reached Python. So whatever the source spells, the library's load-time
 ``DT_INIT`` and ``DT_INIT_ARRAY`` run, the ``.init``/``.ctors`` sections, the ``.fini`` side too, IFUNC resolvers,
 which the loader or the first lookup of a symbol calls) must be no more than the toolchain's own: that of a library
 built the same way from the same files, each empty (``load_time_problem``; the baseline is built by the build gate,
-``verifier.toolchain.build``). A backend whose toolkit registers each kernel at load says so instead
+``verifier.build``). A backend whose toolkit registers each kernel at load says so instead
 (``LinkPolicy.load_time_unchecked``).
 
 What this does not stop: native code can still find the interpreter by walking memory (return

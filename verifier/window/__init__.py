@@ -8,6 +8,8 @@ pays for a call, are read here.
   for the reference): it maps the inputs, calls the model, answers each command;
 * ``messages``: the protocol between the two, one typed line per command and answer;
 * ``methods``: what one sample is (``[verifier] timing``: a cold call after a flush, or a public suite's way);
+* ``in_process``: calls timed inside one process (the reference's own figure for ``evokernel tasks --time``, shown
+  and never divided by) and the cache flush before a timed call;
 * ``stats``: what a window measured and what it comes to (per-call times, paired ratios and their intervals).
 
 What a ratio says in words ("faster", "same speed", "noisy") is ``verifier.verdict``'s; the performance gate

@@ -38,9 +38,9 @@ from verifier.job.candidate import CandidateFailure, _describe, _load_candidate,
 from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
 from verifier.job.tensors import flatten
-from verifier.job.timing import CacheFlusher, instances
 from verifier.jobs import input_layout, layout_bytes, pick
 from verifier.task import TaskSpec, load_task_module
+from verifier.window.in_process import CacheFlusher, instances
 from verifier.window.messages import (
     Answer,
     Command,
