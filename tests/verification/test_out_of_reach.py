@@ -209,6 +209,40 @@ def test_a_side_that_makes_its_memory_unreadable_fails(unguarded, suite, make_ca
     assert "memory it had from its start unreadable" in out.message and not out.not_judged, out.message
 
 
+def test_whether_the_harness_reads_a_jobs_memory_follows_from_how_the_job_was_started(monkeypatch):
+    """``procs.memory_access``: root with CAP_SYS_PTRACE, or the owner of the jobs' user namespace, then the server's
+    probe page read back (here this process stands for the fork server); neither, and it says why."""
+    import os
+
+    from verifier.sandbox import forkserver, procs
+
+    probe = forkserver.probe_page()
+    assert probe is not None
+    assert procs.memory_access(os.getpid(), probe, user_namespace=True) == ""
+    assert "another token" in procs.memory_access(os.getpid(), {**probe, "token": "00" * 16}, user_namespace=True)
+    assert "no probe page" in procs.memory_access(os.getpid(), None, user_namespace=True)
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "neither root" in procs.memory_access(os.getpid(), probe, user_namespace=False)
+    assert procs.memory_access(os.getpid(), probe, user_namespace=True) == ""
+
+
+@pytest.mark.slow
+def test_on_the_cpu_no_window_runs_where_the_harness_cannot_read_a_jobs_memory(tmp_path, fast_config, suite,
+                                                                               monkeypatch):
+    """Never the side's own picks on the CPU: the performance gate is not judged (the tool's limit, said), no window."""
+    from verifier.harness.verify import Verifier
+    from verifier.sandbox import procs
+
+    monkeypatch.setattr(procs, "memory_access", lambda *args: "the harness cannot read a job's memory here (a test)")
+    v = Verifier("cpu", fast_config, cache_dir=tmp_path / "cache")
+    try:
+        out = v.verify(suite.get("relu").spec(), C.elementwise(C.RELU), fresh=True)
+    finally:
+        v.close()
+    assert out.gate("correctness").passed and out.failed_gate == "performance", out.message
+    assert "a test" in out.not_judged and "no speed verdict" in out.message, out.message
+
+
 # ----------------------------------------------------------------------------- 2. load-time code
 
 # A C++ dynamic initializer: code in the library's .init_array with no attribute, section or "constructor" word the

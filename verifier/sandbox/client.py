@@ -219,7 +219,7 @@ class JobHandle:
             if self.done:
                 return "ended"
             pid = self.host_pid()
-            if pid is not None and procs.stopped(pid, 0.0) and not self.done:
+            if pid is not None and procs.stopped_alive(pid) and not self.done:
                 break
             if time.perf_counter() > self._deadline:
                 self.kill()

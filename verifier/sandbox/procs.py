@@ -414,6 +414,11 @@ def ended(tid: int) -> bool:
     return _thread_state(tid) in (None, b"Z", b"X")
 
 
+def stopped_alive(pid: int) -> bool:
+    """Whether ``pid`` is stopped now (its own thread in state ``T``, every other stopped or gone), not ended."""
+    return _thread_state(pid) == b"T" and stopped(pid, 0.0)
+
+
 def stopped(pid: int, wait_s: float = 0.5) -> bool:
     """Whether every thread of ``pid`` is (or comes to be, within ``wait_s``) stopped or gone."""
     return wait_stopped(pid, time.monotonic() + wait_s)
