@@ -11,8 +11,22 @@ each is a regression test here, seen passing the verifier on main (9022ba0) befo
 4. and 5. a recorded verdict served to code that behaves differently: the outcome cache keyed by the comment-blind
    identity (a C kernel that reads ``__LINE__``, a ``model.py`` with a coding declaration).
 
-Their static rules are off (``unguarded``) where the exploit needs a word they refuse: the rules are a friendly
-first filter, never the wall; what is tested is what holds without them.
+What closes each, and the tests that show it (docs/verifier.md's threat table has a row per finding):
+
+1. whether the harness reads a job's memory follows from how the job was started (``verifier.sandbox.procs.
+   memory_access``), a probe page the fork server made before any job ran must read back in every side, a failed
+   read is the side's failure, and on the CPU no window runs without that reading;
+2. the link check refuses a library whose load-time code is more than a library of the same files, each empty, built
+   the same way (``verifier.toolchain.linkage.load_time_problem``), whatever the source spells (g++ and nvcc);
+3. the phase is entered through a name bound before the library loads, and the harness counts every thread's seccomp
+   filters from ``/proc`` while the job is stopped there (``verifier.sandbox.client.JobHandle.check_phase``); tested
+   past the link check (``candidates.without_load_time_check``), since nothing of the candidate's runs before it now;
+4. and 5. recorded verdicts served to the exact bytes only (``verifier.candidate_files.exact_digest``).
+
+Their static rules are off (``unguarded``) where the exploit needs a word they refuse: the rules are a friendly first
+filter, never the wall; what is tested is what holds without them (a kernel that reaches Python the way exploit 1 does
+passed them, docs/verifier.md's "can still run native code" row). A flag as a verdict (no reward, best or parent):
+``tests/engine/test_loop_fast.py``.
 """
 
 from __future__ import annotations
