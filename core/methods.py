@@ -14,7 +14,9 @@ points). The commit applies it and asks nothing else of the method.
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -81,6 +83,16 @@ class Attempt:
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
+    max_tokens: int = 0       # the answer budget its request was sent with (0: not sent)
+    answer_model: str = ""    # the model the server said answered (its answer's ``model``)
+    compose: Callable[[int], prompts.Prompt] | None = None
+    """The prompt for a budget of characters, from the inputs the method chose (``messages`` is it for the engine's
+    budget): a server that says the prompt is too long gets the same prompt, shorter, and nothing is chosen again."""
+
+    def ask(self, compose: Callable[..., prompts.Prompt], budget: int) -> None:
+        """Set the prompt: ``compose(budget=...)`` now, and kept for a shorter one later."""
+        self.compose = lambda chars: compose(budget=chars)
+        self.messages = compose(budget=budget)
 
     @property
     def not_judged(self) -> str:
@@ -106,6 +118,10 @@ class Engine(Protocol):
     store: Memory
     backend: str
     facts: prompts.PromptFacts
+
+    @property
+    def prompt_chars(self) -> int:
+        """The characters a prompt should fit in (``core.budget``: what the model's context leaves the answer)."""
 
 
 class Method(Protocol):
@@ -133,7 +149,8 @@ class PassK:
         run_best = engine.store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "draft", best=run_best)
         api = policy.select_api(api_items(engine.store, engine.backend), _words(task))
-        attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts)
+        attempt.ask(functools.partial(prompts.draft_prompt, task, engine.backend, api, [], [], facts=engine.facts),
+                    engine.prompt_chars)
         return attempt
 
 
@@ -153,11 +170,11 @@ class Refinement:
         api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
         own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
         if best is None:
-            attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts,
-                                                    history=own)
+            attempt.ask(functools.partial(prompts.draft_prompt, task, engine.backend, api, [], [], facts=engine.facts,
+                                          history=own), engine.prompt_chars)
         else:
-            attempt.messages = prompts.refine_prompt(task, engine.backend, api, [], [], best, own, best=best,
-                                                     facts=engine.facts)
+            attempt.ask(functools.partial(prompts.refine_prompt, task, engine.backend, api, [], [], best, own,
+                                          best=best, facts=engine.facts), engine.prompt_chars)
         return attempt
 
 
@@ -199,8 +216,8 @@ class EvoKernel:
         attempt.context = sorted(chosen, key=lambda e: -closeness[e.id])     # shown closest first
         api = policy.select_api([e for e in api_items(store, backend) if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts,
-                                                    history=history, kind=kind)
+            attempt.ask(functools.partial(prompts.draft_prompt, task, backend, api, rules, attempt.context,
+                                          facts=engine.facts, history=history, kind=kind), engine.prompt_chars)
         else:
             start = attempt.start
             assert start is not None   # chosen above for the refine stage
@@ -209,8 +226,9 @@ class EvoKernel:
             children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)
                         if c.kind != NOT_JUDGED][-5:]
             children = [c for c in children if c.id not in known]
-            attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start,
-                                                     [*children, *history], best=best, facts=engine.facts, kind=kind)
+            attempt.ask(functools.partial(prompts.refine_prompt, task, backend, api, rules, attempt.context, start,
+                                          [*children, *history], best=best, facts=engine.facts, kind=kind),
+                        engine.prompt_chars)
         return attempt
 
 

@@ -8,8 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from core.workspace import Workspace
-from verifier import Outcome, VerifyConfig
-from verifier.harness.verify import Verifier
+from verifier import Outcome, Verifier, VerifyConfig
 
 if TYPE_CHECKING:
     from core.tasks import Task
@@ -28,7 +27,7 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
                     ) -> dict[str, dict[str, Any]]:
     """Run and time each task's reference (cached per machine): ``{id: {"reference_ms", "second_shape"}}``,
     or ``{id: {"reference_error"}}`` for a reference that fails. ``progress(i, n, task_id, result)`` after each."""
-    from verifier.reference import ReferenceFailed
+    from verifier import ReferenceFailed
 
     out: dict[str, dict[str, Any]] = {}
     with open_verifier(workspace) as verifier:

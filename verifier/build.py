@@ -26,9 +26,9 @@ from typing import Any
 from verifier.backends.base import Backend, BuildPlanError
 from verifier.locations import cache_dir
 from verifier.processes import run_process, scrubbed_env
-from verifier.sandbox.forkserver import landlock_abi
 from verifier.sandbox.isolation import bwrap_argv, bwrap_status, sandbox_view
-from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
+from verifier.sandbox.lockdown import landlock_abi
+from verifier.toolchain.cdecl import DeclarationError, Signature
 from verifier.toolchain.linkage import (
     check_links,
     load_time_problem,
@@ -36,7 +36,6 @@ from verifier.toolchain.linkage import (
     parse_needed,
     parse_origin_runpath,
     parse_undefined,
-    policy_for,
 )
 
 BUILD_FORMAT = 3  # 2: the link check (libraries built before it are built and checked again); 3: no load-time code,
@@ -161,12 +160,9 @@ def _digest(path: Path) -> str | None:
 
 
 def _launchers(backend: Backend, sources: dict[str, str]) -> list[Signature]:
-    """The functions the runtime may call: the backend's reading of its sources (device backends drop
-    device kernels or turn them into launch entries), else every ``extern "C"`` function."""
-    find = getattr(backend, "launchers", None)
-    if find is not None:
-        return list(find(sources))
-    return [s for text in sources.values() for s in parse_extern_c(text)]
+    """The functions the runtime may call: the backend's reading of its sources (``Backend.launchers``: every
+    ``extern "C"`` function by default; device backends drop device kernels or turn them into launch entries)."""
+    return list(backend.launchers(sources))
 
 
 def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
@@ -196,10 +192,10 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             (workdir / name).write_text(text)
         if plan.min_timeout_s:   # a flow that cannot finish sooner (a custom op: minutes): the user's limit for it
             timeout = slow_timeout if slow_timeout is not None else max(timeout, plan.min_timeout_s)
-        env = scrubbed_env(backend.worker_env(), home=str(workdir))
+        env = {**scrubbed_env(backend.worker_env(), home=str(workdir)), **plan.env}
         seconds, log = 0.0, []
         for argv in plan.commands:
-            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden])
+            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden], plan.readable)
             proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
             seconds += proc.seconds
             log.append(proc.output)
@@ -231,13 +227,14 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str]) -> list[str]:
+def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str],
+               readable: list[str] | None = None) -> list[str]:
     """``argv`` as the build runs it: under bubblewrap with the sandbox's allow-list view (the toolchain
-    of ``argv[0]`` added) and ``workdir`` writable; without bubblewrap, in a Landlock domain with the
-    same allow-list where the kernel has Landlock; else as it is."""
+    of ``argv[0]`` and the plan's ``readable`` added) and ``workdir`` writable; without bubblewrap, in a Landlock
+    domain with the same allow-list where the kernel has Landlock; else as it is."""
     if not sandbox:
         return argv
-    toolchain = _toolchain_paths(argv[0], env)
+    toolchain = [*_toolchain_paths(argv[0], env), *(readable or [])]
     if bwrap_status()[0]:
         return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
     if landlock_abi()[0]:
@@ -262,7 +259,7 @@ def _link_problem(backend: Backend, sources: list[str], workdir: Path, library: 
     search = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     # folders beside the library it names itself ($ORIGIN RUNPATH: a custom op's private vendor), first
     search = [*parse_origin_runpath(outputs[0], str((workdir / library).parent)), *search]
-    policy = policy_for(backend)
+    policy = backend.link_policy()
     problem = check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), policy, search, root.parent)
     if problem or policy.load_time_unchecked:
         return problem, True

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from verifier.backends import get_backend
 from verifier.backends.ascend import AscendBackend
 from verifier.backends.ascend_project import (
     BUILD_SCRIPT,
@@ -23,6 +24,7 @@ from verifier.backends.ascend_project import (
 from verifier.backends.base import BuildPlanError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
+from verifier.runtime import KernelCallError
 
 from fake_toolchains import HostAscendRuntime, make_cann, make_custom_op_cann, make_toolkit_python, preload_acl_stubs
 
@@ -117,17 +119,18 @@ PROJECT = {"op_host/add_custom_tiling.h": TILING, "op_host/add_custom.cpp": HOST
 ASCEND = AscendBackend(probe_torch=False)
 
 
-def fmt(files: dict[str, str], forms: tuple[str, ...] | None = None) -> str | None:
-    return check_format(files, ASCEND.source_suffixes, ASCEND.header_suffixes, forms or ASCEND.forms)
+def fmt(files: dict[str, str]) -> str | None:
+    return check_format(files, ASCEND)
 
 
 def test_the_backend_takes_both_forms_and_the_gate_recognises_each_by_its_files():
     assert ASCEND.forms == ("kernel-launch", "custom-op")
     assert fmt(PROJECT) is None
-    refused = fmt(PROJECT, ("kernel-launch",))
+    # the CPU and CUDA backends declare no forms of their own: kernel-launch only; a project is recognised as one
+    # (by the backend that declares the form) and refused, and other folders stay refused
+    refused = check_format(PROJECT, get_backend("cpu"))
     assert refused is not None and "custom-op form" in refused and "takes: kernel-launch" in refused
-    # the CPU and CUDA backends declare no forms: kernel-launch only, and folders stay refused
-    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, (".cpp",), (".h",)) or "")
+    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, get_backend("cpu")) or "")
 
 
 @pytest.mark.parametrize("drop, says", [
@@ -389,7 +392,8 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     x, y = torch.randn(1001), torch.randn(1001)
     z = torch.empty_like(x)
     monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
-    assert lib.add(x, y, z, x.numel()) != 0          # the op API finds the op through the custom OPP path only
+    with pytest.raises(KernelCallError, match=r"add\(\) returned \d+"):   # a status, read as one (#50)
+        lib.add(x, y, z, x.numel())                  # the op API finds the op through the custom OPP path only
     for name, value in backend.call_env(result.library).items():
         monkeypatch.setenv(name, value)
     assert lib.add(x, y, z, x.numel()) == 0          # the stream filled in

@@ -165,24 +165,26 @@ def test_npu_extra_is_pinned_to_the_projects_torch():
     assert PROJECT_TORCH == torch_pin and TORCH_NPU_PAIRING[torch_pin][0] == torch_pin
 
 
-def test_npu_check_fails_cleanly_without_an_npu():
+def test_npu_check_fails_cleanly_without_an_npu(tmp_path):
+    """Exit 2 and no traceback; the report (#50: written in every case) in the folder it was run from."""
     from verifier.backends import get_backend
 
     if get_backend("ascend").toolchain().available:
         pytest.skip("ascend can run here: the script would run for real")
     proc = subprocess.run([sys.executable, str(ROOT / "bench/npu_check.py")], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                          timeout=300, cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    out = proc.stdout.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("npu_check: the Ascend backend cannot run here: ")
-    assert "CANN not found" in out[0] or "torch_npu" in out[0] or "no NPU device" in out[0]
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("BAD "))
+    assert said.startswith(("BAD no NPU found: ", "BAD the Ascend backend cannot run here: "))
+    assert "CANN not found" in said or "torch_npu" in said or "no NPU device" in said
+    assert (tmp_path / "evokernel-npu-check.json").is_file()
 
 
 def test_npu_check_candidates_pass_the_static_gates():
     """The check's correct, wrong and faulting kernels are real candidates: the gates before the build
     accept them, so on an NPU their outcomes come from the build and the device."""
-    from verifier.backends.ascend import find_kernels
+    from verifier.backends.ascend import AscendBackend, find_kernels
     from verifier.gates.antihack import check_candidate, check_model
     from verifier.gates.format import check_format
 
@@ -195,7 +197,7 @@ def test_npu_check_candidates_pass_the_static_gates():
     for task, entry in npu_check.CANDIDATES.items():
         for kind, (files, _) in entry.items():
             assert check_model(files["model.py"]) is None, (task, kind)
-            assert check_format(files, (".cpp",), (".h",)) is None, (task, kind)
+            assert check_format(files, AscendBackend(probe_torch=False)) is None, (task, kind)
             assert check_candidate(files, (".cpp",), (".h",), "ascend") is None, (task, kind)
             assert find_kernels({"kernel.cpp": files["kernel.cpp"]})
         assert entry["wrong"][0]["kernel.cpp"] != entry["correct"][0]["kernel.cpp"]

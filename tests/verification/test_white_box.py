@@ -358,7 +358,7 @@ def test_without_bubblewrap_the_build_reads_only_the_allow_list(tmp_path, sentin
     """The compiler's fallback without bubblewrap: its own Landlock domain with the same allow-list."""
     import verifier.build as build
     from verifier.backends import get_backend
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     if not landlock_abi()[0]:
         pytest.skip("no Landlock here: without bubblewrap, the compiler reads what its user may read")
@@ -387,7 +387,7 @@ def unwrapped(tmp_path_factory, fast_config):
 def test_without_bubblewrap_landlock_keeps_the_allow_list(unwrapped, suite, make_candidate, sentinels):
     """The fallback without bubblewrap: where the kernel has Landlock, the job reads only what the
     allow-list names (the same list bubblewrap binds)."""
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     if not landlock_abi()[0]:
         pytest.skip("no Landlock here: without bubblewrap, files are protected by their permissions only")

@@ -14,7 +14,15 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from verifier.backends.base import Backend, BuildPlan, BuildPlanError, DeviceRuntime, KernelRules, Toolchain
+from verifier.backends.base import (
+    FORM_KERNEL_LAUNCH,
+    Backend,
+    BuildPlan,
+    BuildPlanError,
+    DeviceRuntime,
+    KernelRules,
+    Toolchain,
+)
 from verifier.errors import UnknownBackend
 
 BACKENDS: dict[str, str] = {
@@ -57,7 +65,9 @@ def backend_class(name: str) -> type[Backend]:
         raise UnknownBackend(f"unknown backend {name!r}; choose one of: {', '.join(table)}") from None
     module_name, _, cls_name = target.partition(":")
     module = importlib.import_module(module_name)
-    cls: type[Backend] = getattr(module, cls_name)
+    cls = getattr(module, cls_name)
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise UnknownBackend(f"backend {name!r} ({target}) does not derive from verifier.backends.base.Backend")
     return cls
 
 
@@ -91,6 +101,24 @@ def source_suffix(name: str) -> str:
     return suffixes[0]
 
 
+def knowledge_folder(name: str) -> str | None:
+    """The seed-knowledge folder the backend declares (``knowledge_dir``: a plugin's own); None for one that
+    declares none (a built-in's is ``core/knowledge/<name>/``) or an unknown name."""
+    folder = declared(name, "knowledge_dir")
+    return str(folder) if folder else None
+
+
+def form_prompt(name: str, form: str) -> str:
+    """What a prompt adds to ask the backend called ``name`` for ``form`` (its files and layout: Ascend's custom-op
+    project); "" for kernel-launch, a one-form backend or an unknown name."""
+    if form == FORM_KERNEL_LAUNCH:
+        return ""
+    try:
+        return backend_class(name).form_prompt(form)
+    except (UnknownBackend, ImportError):
+        return ""
+
+
 def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
     """Every suffix the backends in the table declare as ``kind`` (``source_suffixes``: kernel sources;
     ``header_suffixes``: included ones), in table order, each once: what a candidate's files may be."""
@@ -102,8 +130,7 @@ def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
 
 def runtime_class(backend: Backend | type[Backend]) -> type[DeviceRuntime]:
     """The backend's device runtime class; the host's for a backend that declares none."""
-    cls: type[DeviceRuntime] = getattr(backend, "device_runtime", DeviceRuntime)
-    return cls
+    return backend.device_runtime
 
 
 def runtime_target(backend: Backend | type[Backend]) -> str:
@@ -133,6 +160,20 @@ def backend_runtime(name: str) -> DeviceRuntime:
     return runtime_class(backend_class(name))()
 
 
+def candidate_form(files: dict[str, str] | list[str]) -> str:
+    """The form a candidate's files (names, or name -> text) are written in: the first form of its own that a
+    backend in the table recognises (``Backend.form_of``: Ascend's custom-op project), else kernel-launch, every
+    backend's. Whether the backend at hand takes it is the format gate's question."""
+    for name in backend_table():
+        try:
+            form = backend_class(name).form_of(files)
+        except (UnknownBackend, ImportError):
+            continue
+        if form != FORM_KERNEL_LAUNCH:
+            return form
+    return FORM_KERNEL_LAUNCH
+
+
 def backend_for(files: dict[str, str]) -> str:
     """The backend a folder's files (name -> text) are written for: the first in the table that claims
     them (``.cu`` sources: cuda; ``__aicore__`` kernels: ascend), else "cpu" (which claims nothing)."""
@@ -143,7 +184,7 @@ def backend_for(files: dict[str, str]) -> str:
     return "cpu"
 
 
-__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules", "Toolchain",
-           "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime", "backend_table",
-           "declared", "declared_suffixes", "display_name", "get_backend", "load_runtime", "runtime_class",
-           "runtime_target", "source_suffix"]
+__all__ = ["BACKENDS", "FORM_KERNEL_LAUNCH", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules",
+           "Toolchain", "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime",
+           "backend_table", "candidate_form", "declared", "declared_suffixes", "display_name", "form_prompt",
+           "get_backend", "knowledge_folder", "load_runtime", "runtime_class", "runtime_target", "source_suffix"]

@@ -77,7 +77,7 @@ class JobRunner:
             shutil.copytree(build.library.parent / folder, job_dir / folder, symlinks=True)
         common = dict(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                       model="model.py", threads=self.config.threads, runtime=runtime_target(self.backend),
-                      timer=getattr(self.backend, "timer", "wall"))
+                      timer=self.backend.timer)
         if isinstance(job, dict):
             job.update(common)
         else:
@@ -90,10 +90,9 @@ class JobRunner:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
         (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
-        call_env = getattr(self.backend, "call_env", None)
-        if build is None or build.library is None or call_env is None:
+        if build is None or build.library is None:
             return {}
-        return declared_env(call_env(job_dir / build.library.name), getattr(self.backend, "call_variables", ()))
+        return declared_env(self.backend.call_env(job_dir / build.library.name), self.backend.call_variables)
 
     def limits(self, background: bool = False, data_bytes: int = 0) -> JobLimits:
         """The limits of a job (a CPU-time cap from the run timeout, the address space where the backend allows
@@ -212,12 +211,13 @@ class JobRunner:
         return "", ""
 
     def explained(self, message: str, job_dir: Path) -> str:
-        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
-        explain = getattr(self.backend, "explain", None)
-        if explain is None:
-            return message
+        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows, and the
+        device runtime's own log of the job (CANN's error lines), where the backend reads one (``log_tail``)."""
+        explain = self.backend.explain
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
-        return f"{message}\n{meaning}" if meaning and meaning not in message else message
+        message = f"{message}\n{meaning}" if meaning and meaning not in message else message
+        tail = self.backend.log_tail(job_dir)
+        return f"{message}\n{tail}" if tail else message
 
     def window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
@@ -242,7 +242,7 @@ class JobRunner:
         from verifier.window.methods import timing_method
 
         cfg = self.config
-        clock = getattr(self.backend, "timer", "wall")
+        clock = self.backend.timer
         method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
                 "eval_mode": bool(ref.eval_mode), "timer": clock,

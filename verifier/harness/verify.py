@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from verifier import priority
-from verifier.backends import Backend, get_backend, runtime_class
+from verifier.backends import Backend, get_backend
 from verifier.build import BuildResult, default_cache_dir
 from verifier.candidate_files import (  # noqa: F401  (re-exported)
     MAX_READ_BYTES,
@@ -54,7 +54,7 @@ from verifier.outcome import TOOL, GateResult, Outcome
 from verifier.processes import scrubbed_env
 from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer
-from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
+from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.window.harness import Observer
@@ -90,11 +90,10 @@ class Verifier:
                         "flush_bytes": flush_bytes(cfg.threads) if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
-        spawn = getattr(self.backend, "process_model", "fork") == "spawn"
-        # What the backend's runtime needs from the seccomp filter and the limits (a plugin without a
-        # declaration gets the CPU's)
-        self.needs: RuntimeNeeds = getattr(self.backend, "runtime_needs", CPU_NEEDS)
-        device_modules = list(runtime_class(self.backend).modules)  # torch_npu
+        spawn = self.backend.process_model == "spawn"
+        # What the backend's runtime needs from the seccomp filter and the limits (the CPU's by default)
+        self.needs: RuntimeNeeds = self.backend.runtime_needs
+        device_modules = list(self.backend.device_runtime.modules)  # torch_npu
         preload = [] if spawn else ["torch", "torch._dynamo", JOB_ENTRY.partition(":")[0], *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
@@ -235,8 +234,7 @@ class Verifier:
         backend, cfg = self.backend, self.config
         t = time.perf_counter()
         # the authoring forms the backend takes (Ascend: kernel-launch and the custom-op project)
-        problem = check_format(files, backend.source_suffixes, backend.header_suffixes,
-                               getattr(backend, "forms", ("kernel-launch",)))
+        problem = check_format(files, backend)
         if problem:
             out.fail("format", problem, time.perf_counter() - t)
             return

@@ -8,7 +8,6 @@ import functools
 import hashlib
 import os
 import platform
-import sys
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -18,10 +17,20 @@ from verifier.machine.caches import cache_sizes, describe_caches, flush_plan
 class Target(Protocol):
     """What this machine's facts and its roofline read of the backend kernels are built for (a
     ``verifier.backends.base.Backend``, which sits above this package): its name, its torch device type, what
-    besides the sources changes a built library, and its toolchain's report (``device``, ``details``)."""
+    besides the sources changes a built library, its compiler and flags (the CPU's g++), and its toolchain's report
+    (``device``, ``details``)."""
 
-    name: str
-    device: str
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def flags(self) -> tuple[str, ...]: ...
+
+    @property
+    def compiler(self) -> str | None: ...
 
     def build_key(self) -> str: ...
 
@@ -91,6 +100,19 @@ def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) 
     return {"arch": arch, "isa": isa, "all": sorted(set(found))}
 
 
+def usable_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict[str, Any]:
+    """``compiler_target`` with only the extensions that run here (``verifier.machine.features``: those a probe
+    runs once, AMX and AVX-512 FP16), and ``refused``: the others, with why, which the compiler enables but
+    a kernel must not use ("amx-tile: why")."""
+    from verifier.machine.features import runnable
+
+    target = dict(compiler_target(compiler, flags))
+    runs, failed = runnable(compiler, tuple(target["isa"]))
+    target["isa"] = runs
+    target["refused"] = [f"{p.feature}: {p.why}" for p in failed]
+    return target
+
+
 def vector_bits(isa: list[str]) -> int:
     """Widest SIMD register the compiler may use (bits): 512 with AVX-512, 256 with AVX, 128 else."""
     if "avx512f" in isa:
@@ -114,13 +136,14 @@ def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
                              "cpus": os.cpu_count() or 1, "caches": cache_sizes(), "caches_text": describe_caches()}
     if backend.device == "cpu":
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
-    compiler = getattr(backend, "compiler", None)
+    compiler = backend.compiler
     if backend.device == "cpu" and compiler:
-        all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
-        target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
+        all_flags = backend.flags
+        target = usable_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
-                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]))
+                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]),
+                     isa_refused=target["refused"])
     else:
         try:
             tc = backend.toolchain()

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -339,7 +340,7 @@ MAX_CEILING_MEASUREMENTS = 5
 no more, since a kernel whose data stays in a large cache is under the floor every time."""
 
 
-def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: int, timeout: float = 180.0
+def measure_ceilings(compiler: str, flags: Sequence[str], threads: int, llc_bytes: int, timeout: float = 180.0
                      ) -> dict[str, Any]:
     """Build and run the triad + FMA program; ``{"triad_gbps", "fma_gflops", ...}`` or RuntimeError."""
     flags = [f for f in flags if f not in ("-shared", "-fPIC") and not f.startswith("-fdiagnostics")]
@@ -551,9 +552,8 @@ class RooflineMeter:
                 return before
             from verifier.machine.caches import last_level_cache_bytes
 
-            compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
-            module = sys.modules.get(type(self.backend).__module__)
-            flags = list(getattr(module, "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
+            compiler = self.backend.compiler or shutil.which("g++")
+            flags = self.backend.flags or ("-O3", "-march=native", "-fopenmp")
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
                     measured = None if remeasure else self._read("ceilings.json").get(self._ceilings_key())

@@ -388,7 +388,7 @@ class ForkServer:
                 # environment): make it non-dumpable, so a job without capabilities cannot read
                 # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
                 # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
-                from verifier.sandbox.forkserver import make_non_dumpable
+                from verifier.sandbox.lockdown import make_non_dumpable
 
                 make_non_dumpable()
             if self._use_bwrap:

@@ -28,44 +28,39 @@ _SYSTEM_DIRS = ("/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt", 
 _PATH_VARS = re.compile(r"^(PATH|LD_LIBRARY_PATH|PYTHONPATH|CUDA_HOME|CUDA_PATH|TOOLCHAIN_HOME|ASCEND_[A-Z_]+)$")
 
 
-@functools.lru_cache(maxsize=1)
-def bwrap_status() -> tuple[bool, str]:
-    """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False, ("bubblewrap (bwrap) is not installed: candidates run without network isolation and with the "
-                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
-    try:
-        probe = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
-             "--die-with-parent", "true"],
-            capture_output=True, text=True, timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, (f"bubblewrap failed to start ({exc}): candidates run without network isolation and with the "
-                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
-        return False, (f"bubblewrap cannot create namespaces here ({reason}): candidates run without network "
-                       "isolation and with the host's filesystem (Landlock, where the kernel has it, still limits "
-                       "reads to the allow-list)")
-    return True, ("bubblewrap: no network, private /tmp, a filesystem of the system's programs and libraries, "
-                  "the interpreter and the job's own folder only")
+_NO_BWRAP = ("candidates run without network isolation and with the host's filesystem (Landlock, where the kernel has "
+             "it, still limits reads to the allow-list)")
 
 
-def _bwrap_accepts(flags: tuple[str, ...]) -> bool:
+def _bwrap_probe(flags: tuple[str, ...] = ()) -> str | None:
+    """Run ``true`` under bubblewrap with ``flags`` and the sandbox's own namespaces (no network, its own PIDs, a
+    read-only root): None when it ran, else why not (one clause: not installed, failed to start, or the kernel's
+    refusal in bubblewrap's words)."""
     exe = shutil.which("bwrap")
     if not exe:
-        return False
+        return "bubblewrap (bwrap) is not installed"
     try:
         probe = subprocess.run(
             [exe, *flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
              "--die-with-parent", "true"],
             capture_output=True, text=True, timeout=20,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start ({exc})"
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
+        return f"bubblewrap cannot create namespaces here ({reason})"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_status() -> tuple[bool, str]:
+    """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
+    problem = _bwrap_probe()
+    if problem:
+        return False, f"{problem}: {_NO_BWRAP}"
+    return True, ("bubblewrap: no network, private /tmp, a filesystem of the system's programs and libraries, "
+                  "the interpreter and the job's own folder only")
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,7 +71,7 @@ def bwrap_hardening() -> tuple[str, ...]:
     if not bwrap_status()[0]:
         return ()
     for flags in (("--unshare-user", "--cap-drop", "ALL"), ("--cap-drop", "ALL")):
-        if _bwrap_accepts(flags):
+        if _bwrap_probe(flags) is None:
             return flags
     return ()
 
@@ -84,7 +79,7 @@ def bwrap_hardening() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def bwrap_as_pid_1() -> bool:
     """Whether bubblewrap can run the command as PID 1 of its namespace (no reaper process of its own)."""
-    return bwrap_status()[0] and _bwrap_accepts((*bwrap_hardening(), "--as-pid-1"))
+    return bwrap_status()[0] and _bwrap_probe((*bwrap_hardening(), "--as-pid-1")) is None
 
 
 def home_roots() -> list[str]:
@@ -222,7 +217,7 @@ def sandbox_view(env: dict[str, str] | None = None, readable: list[str] | tuple[
 
 def landlock_status() -> tuple[bool, str]:
     """Whether each job gets its own Landlock domain here (the file allow-list without bubblewrap too)."""
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     abi, why = landlock_abi()
     if not abi:

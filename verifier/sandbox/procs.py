@@ -38,7 +38,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.sandbox.forkserver import wait_stopped
+from verifier.sandbox.lockdown import wait_stopped
 
 
 def _status(pid: int) -> dict[str, str]:
