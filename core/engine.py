@@ -130,12 +130,13 @@ class Engine:
             self.bus.emit(ev.RunFinished(run.id, status, self.summary(run)))
         return run
 
-    async def record_human(self, task: Task, files: dict[str, str],
-                           parent_id: str | None) -> tuple[Experience, Outcome]:
+    async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None,
+                           lineage: str = "") -> tuple[Experience, Outcome]:
         """Verify a person's edit and log it as a human experience, through the same commit as the
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
+        # ``lineage``: why ``parent_id`` is its parent, in words (core.attempts.closest_version), kept with it
         same = await asyncio.to_thread(self.same_code, task, files)
         if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
             out = outcome_of(same)
@@ -149,7 +150,7 @@ class Engine:
         best = self.store.get(state.best_id) if state.best_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
         attempt = Attempt(task, -1, stage, start=parent, files=files,
-                          best=best if best is not None and best.files else None, source="human")
+                          best=best if best is not None and best.files else None, source="human", lineage=lineage)
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
         return exp, attempt.outcome
@@ -317,13 +318,13 @@ class Engine:
 
     # -- committing -----------------------------------------------------------------------------
 
-    def _reward(self, attempt: Attempt, slip: bool = False) -> tuple[float, str]:
+    def _reward(self, attempt: Attempt, slip: bool = False, probe: bool = False) -> tuple[float, str]:
         """The reward and why, in words (``policy.reward_reason``): r1 for drafts; r2 for refinements, from
         the gain over the task's best in the same timing window, scaled without a mean shift (see
         core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
         out = attempt.verified
-        if slip or attempt.not_judged:   # a typo, or the tool's own failure: says nothing about the kernel
-            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip,
+        if slip or probe or attempt.not_judged:   # a typo, a person's probe, or the tool's own failure
+            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip, probe=probe,
                                              ours=bool(attempt.not_judged))
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
@@ -349,9 +350,10 @@ class Engine:
         human = attempt.source == "human"
         unjudged = attempt.not_judged     # the tool failed it (twice): recorded as such, judging nothing
         slip = human and not out.feasible and not unjudged and policy.is_slip(out.failed_gate)   # a typo
+        probe = human and not slip and not unjudged and policy.is_probe(attempt.files)   # marked: teaches nothing
         with self.store.transaction():
             state = self.store.get_task(task.id) or TaskState(task.id)
-            reward, reason = self._reward(attempt, slip)
+            reward, reason = self._reward(attempt, slip, probe)
             kind = NOT_JUDGED if unjudged else teaching.kind(attempt.stage)
             # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
             # and the run's iteration here would give the same attempt a second, different one
@@ -361,6 +363,10 @@ class Engine:
                      "change": attempt.change, "reason": reason}
             if slip:
                 extra["slip"] = True
+            if probe:
+                extra["probe"] = True
+            if attempt.lineage:
+                extra["lineage"] = attempt.lineage
             if unjudged:
                 extra["not_judged"] = unjudged
             if run is not None:
@@ -386,16 +392,22 @@ class Engine:
             # not stored again: nothing is credited and the task's state is left as it was (the event
             # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
             repeat = human and not created
-            if teaching.credits and not repeat and not slip and not unjudged:
-                changes = self._credit(task, attempt, reward, state.start_points)
+            if teaching.credits and not repeat and not slip and not unjudged and not probe:
+                changes = self._credit(task, attempt, reward, state.start_points, by=exp_id)
                 if out.failed_gate == "anti_hack":     # learned once, for every later prompt of this backend
                     memory.learn_refusal(self.store, self.backend, task.id, out.message, run.id if run else "")
                 if created and attempt.stage == "refine" and out.feasible:
                     # A variant's own measured reward is its first Q2 sample: a start point slower than
                     # the best starts below it, a faster one above, a same-speed one at zero.
-                    self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
-            new_best = (False if repeat or unjudged
+                    self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id,
+                                             by=exp_id)
+            new_best = (False if repeat or unjudged or probe
                         else self._update_state(run, state, progress, attempt, exp, teaching.shared))
+            if created:   # what it decided, kept with it for the memory browser (core.memory.decisions)
+                numbers = attempt_numbers(self.store, [task.id])
+                self.store.update_extra(exp_id, {"new_best": new_best, "moved": [
+                    {"id": i, "number": numbers.get(i), "stage": attempt.stage, "before": b, "after": a}
+                    for i, b, a in changes]})
             if progress is not None and run is not None:
                 progress.iterations_used += 1
                 progress.attempts.append(exp_id)
@@ -408,7 +420,7 @@ class Engine:
                                          attempt.source, out, reward, new_best, duplicate=not created,
                                          replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
                                          slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id),
-                                         reason=reason, not_judged=unjudged))
+                                         reason=reason, not_judged=unjudged, probe=probe))
         if new_best and teaching.shared and not human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:
@@ -441,8 +453,8 @@ class Engine:
             return first_change(dict(attempt.start.files), attempt.files)
         return ""
 
-    def _credit(self, task: Task, attempt: Attempt, reward: float,
-                start_points: Sequence[str] = ()) -> list[tuple[str, float, float]]:
+    def _credit(self, task: Task, attempt: Attempt, reward: float, start_points: Sequence[str] = (),
+                by: str | None = None) -> list[tuple[str, float, float]]:
         """Q <- Q + alpha w (r - Q) for the context and the start point. When refining, the task's own
         start points in the context are left out: a start point's Q2 is learned from its own role (its
         reward, then its children's), so that it says how good a place it is to refine from, not how
@@ -456,7 +468,7 @@ class Engine:
             weights[attempt.start.id] = 1.0
         before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
         after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights, cited=attempt.cited)
+                                         weights=weights, cited=attempt.cited, by=by)
         self.store.record_retrieval(task.id, [e.id for e in attempt.context])
         adopted = [i for i in attempt.cited if i in set(ids)]
         if adopted:

@@ -103,6 +103,7 @@ class AttemptRecorded(Event):
                                 # attempt it repeats); the iteration is the run's, a different count
     reason: str = ""          # why the reward is what it is, in words (core.policy.reward_reason), said once here
     not_judged: str = ""      # why the tool, not the kernel, failed its verification (twice): no verdict, no reward
+    probe: bool = False       # a person's save marked as a probe (core.policy.PROBE_MARK): recorded, teaches nothing
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "outcome": self.outcome.to_dict()}

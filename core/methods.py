@@ -81,6 +81,7 @@ class Attempt:
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
+    lineage: str = ""         # a person's edit: why its parent is its parent (core.attempts.closest_version)
 
     @property
     def not_judged(self) -> str:

@@ -11,7 +11,7 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
+from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, closest_version, task_rows
 from core.config import Config
 from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
@@ -294,11 +294,15 @@ class Session:
             task = tasks.get(task_id) or found.get(task_id)
             if task is None:
                 task = found[task_id] = await asyncio.to_thread(self.task_elsewhere, task_id)
-            exp, out = await self.engine.record_human(task, files, parent)
-            # The next save descends from the last version that passed correctness: a typo, a wrong result
-            # or a verification the tool failed is recorded, but is no start point for the next edit.
+            # its parent is where its code came from: the closest earlier working version (the folder's last
+            # working version wins a tie), never merely the last save that passed
+            parent, lineage = await asyncio.to_thread(closest_version, self.store, task.id, files, parent)
+            exp, out = await self.engine.record_human(task, files, parent, lineage)
+            # A typo, a wrong result, a probe or a verification the tool failed is recorded, but is no start
+            # point for the next edit.
             correct = out.gate_or_none("correctness")
-            return exp.id if correct is not None and correct.passed and not out.not_judged else None
+            teaches = not (exp.extra or {}).get("probe")
+            return exp.id if correct is not None and correct.passed and not out.not_judged and teaches else None
 
         def stranger(name: str) -> str:
             import difflib
@@ -385,15 +389,16 @@ class Session:
         return numbered_summaries(self.store, hits[:limit] if limit is not None else hits), len(hits)
 
     def experience(self, exp_id: str) -> tuple[Experience | None, int | None, dict[str, Any] | None,
-                                                list[dict[str, Any]]]:
+                                                list[dict[str, Any]], list[tuple[str, str]]]:
         """One experience in full for the memory browser: it, its ``#n`` among its task's attempts (None
-        for knowledge), its parent's summary and its children's (numbered the same way)."""
-        from core.memory import family
+        for knowledge), its parent's summary and its children's (numbered the same way), and what was decided
+        about it and why (``core.memory.decisions``)."""
+        from core.memory import decisions, family
 
         exp = self.store.get(exp_id)
         if exp is None:
-            return None, None, None, []
-        return (exp, *family(self.store, exp))
+            return None, None, None, [], []
+        return (exp, *family(self.store, exp), decisions(self.store, exp))
 
     def memory_backends(self) -> list[str]:
         """The backends the memory holds experiences for ("" is backend-agnostic knowledge)."""

@@ -68,12 +68,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from core.attempts import recorded_best
     from core.errors import WorkspaceError
     from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.workspace import Workspace
-    from core.workspace_verifier import open_verifier
+    from core.workspace_verifier import open_verifier, verify_folder
 
     folder = Path(args.candidate)
     if not folder.is_dir():
@@ -90,20 +89,18 @@ def _verify(args: argparse.Namespace) -> int:
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None,
                            "use_bwrap": vconfig.use_bwrap, "seccomp": vconfig.seccomp} if scale == "auto" else {}
-    keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in suite.tasks])
+    keys = workspace_keys(ws.memory_path, suite.label, suite.tasks)
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
     wanted = args.task or task_of_folder(folder, suite, set(names))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
-        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
+        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh)
         isolation = verifier.isolation
-    not_reused = ""
-    if recorded and not outcome.from_cache:
-        not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]} of {task.id}) was measured "
-                      "with other settings (threads, sizes, verifier options or machine): verified again")
     data = outcome.to_dict()
     if args.json:
+        from core.attempts import numbered_entry
+
+        data["cases"] = [numbered_entry(c) for c in data.get("cases") or []]   # "case": its number, as the text says
         data["scaled"] = task.scale_note() or None
         print(json.dumps(data, indent=1))
         return 0
@@ -136,26 +133,38 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+CASE_COLUMNS_MEANING = (
+    "ms, ref ms: the median call of each side in the case's own window; speedup: the median over the window's "
+    "rounds of the paired ratio (reference / kernel, both timed in one round), with its verdict: it need not "
+    "equal ref ms / ms")
+"""What a case row's figures are, said under the table (#51: 4.961 ms beside 16.041 ms read "2.36x")."""
+
+
 def case_table(cases: list[dict[str, Any]]) -> Table:
-    """A multi-case task's verdict per case: its inputs, correct or not (with the largest error or the first
-    failure), and once timed its time, the reference's in the same window and the speedup ("not timed": a
-    case beyond the cases a verification times, [verifier] timed_cases)."""
+    """A multi-case task's verdict per case: its number, its inputs, correct or not (with the largest error or the
+    first failure), and once timed its time, the reference's in the same window and the speedup with its verdict
+    ("not timed": a case beyond the cases a verification times, [verifier] timed_cases)."""
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="per case", box=None, title_justify="left")
+    from core.policy import verdict_word as word
+
+    table = Table(title="per case", box=None, title_justify="left", caption=CASE_COLUMNS_MEANING,
+                  caption_justify="left")
     for name, justify in (("case", "right"), ("inputs", "left"), ("correct", "left"), ("ms", "right"),
-                          ("ref ms", "right"), ("speedup", "right")):
+                          ("ref ms", "right"), ("speedup", "right"), ("verdict", "left")):
         table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for c in cases:
         correct = c.get("correct")
         mark = ("[green]✓[/]" + (f" {c['max_abs_error']:.1e}" if c.get("max_abs_error") is not None else "")
                 if correct else "[red]✗[/] " + escape(str(c.get("message", ""))[:160]) if correct is False else "")
         ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
-        table.add_row(str(int(c.get("case", 0)) + 1), escape(str(c.get("inputs", ""))), mark,
+        number = c.get("number") or int(c.get("case", 0)) + 1
+        table.add_row(str(number), escape(str(c.get("inputs", ""))), mark,
                       f"{ms:.3f}" if ms is not None else "[dim]not timed[/]" if c.get("timed") is False else "",
                       f"{ref:.3f}" if ref is not None else "",
-                      f"{speed:.2f}x" if speed is not None else "")
+                      f"{speed:.2f}x" if speed is not None else "",
+                      word(str(c.get("vs_reference") or ""), c.get("speedup_ci")) if speed is not None else "")
     return table
 
 

@@ -257,12 +257,14 @@ class MemoryLoaded(WorkbenchMessage):
 @dataclass(eq=False)
 class ExperienceLoaded(WorkbenchMessage):
     """One experience in full, for the memory browser's detail pane: with its ``#n`` among its task's
-    attempts (None for knowledge) and its parent's and children's summaries (``core.memory.summary``)."""
+    attempts (None for knowledge), its parent's and children's summaries (``core.memory.summary``) and what was
+    decided about it, and why (``core.memory.decisions``: its parent, reward, the values it moved, the best)."""
 
     exp: Any
     number: int | None = None
     parent: dict[str, Any] | None = None
     children: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[tuple[str, str]] = field(default_factory=list)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceLoaded)

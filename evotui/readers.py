@@ -92,8 +92,8 @@ class Readers(AppParts):
 
     @work(thread=True, exclusive=True, group="experience", exit_on_error=False, name="reading an experience")
     def load_experience(self, exp_id: str, reply_to: MessagePump) -> None:
-        exp, number, parent, children = self._session().experience(exp_id)
-        self._reply(reply_to, ExperienceLoaded(exp, number, parent, children))
+        exp, number, parent, children, why = self._session().experience(exp_id)
+        self._reply(reply_to, ExperienceLoaded(exp, number, parent, children, why))
 
     @work(thread=True, exclusive=True, group="answer", exit_on_error=False, name="reading the model's answer")
     def load_answer(self, exp_id: str, reply_to: MessagePump) -> None:

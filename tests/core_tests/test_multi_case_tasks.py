@@ -16,7 +16,7 @@ import torch
 from case_tasks import FLATTEN
 
 from core.tasks import load_suite, scale_task
-from verifier.cases import canonical_dtype, case_dtypes, describe_case, parse_case_file
+from verifier.cases import canonical_dtype, case_dtypes, describe_case, parse_case_file, unnumbered
 from verifier.inputs import Trial, make_inputs
 from verifier.task import load_task_module
 from verifier.tolerance import floored
@@ -105,7 +105,7 @@ def test_short_dtype_names_complex_and_unsigned_cases_load_and_build(tmp_path):
     suite = load_suite(write(tmp_path / "s", {"ne.py": SHORT_NAMES, "ne.json": jsonl(SHORT_CASES)}))
     assert suite.errors == []
     task = suite.get("ne")
-    assert task.cases == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
+    assert tuple(map(unnumbered, task.cases)) == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
     assert canonical_dtype("bf16") == "bfloat16" and case_dtypes(task.cases[0]) == ["bfloat16"]
     assert floored("bf16", 1e-4, 1e-4) == floored("bfloat16", 1e-4, 1e-4)
     module = load_task_module(task.spec())
@@ -216,10 +216,11 @@ def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped
     task = scale_task(suite.get("unary"), None)   # as written: still within the budget
     kept = task.cases
     assert sum(case_bytes(c) for c in kept) <= CASES_BYTES_BUDGET
-    assert len(kept) == 4 and kept[0] == cases[0] and kept[-1] == cases[4]   # small cases as written
+    assert len(kept) == 4 and unnumbered(kept[0]) == cases[0] and unnumbered(kept[-1]) == cases[4]   # as written
+    assert [c["number"] for c in kept] == [1, 2, 3, 5]   # each keeps its number: #4 was dropped
     assert kept[1]["inputs"][0]["shape"][0] < 8192 and kept[2]["inputs"][0]["dtype"] == "float16"
     note = task.scale_note()
-    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#3)" in note
+    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#4)" in note   # by its number, 1-based
     module = load_task_module(task.spec())
     x = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))[0]
     assert list(x.shape) == kept[1]["inputs"][0]["shape"]
@@ -481,10 +482,10 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     out = probe(job, Progress(str(tmp_path / "progress.jsonl")), measure=measure)
     assert out["ok"], out
     got = out["cases"]
-    assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
+    assert len(got) == 2 and unnumbered(got[1]) == cases[1]   # kept as written; the third dropped
     assert got[0]["inputs"][0]["shape"][1] > 96, out     # the other case still grown toward the window
     notes = " ".join(out["notes"])
-    assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
+    assert "case #2 kept as written" in notes and "case #3 dropped" in notes and "shape '[5000]' is invalid" in notes
 
 
 def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):

@@ -142,7 +142,7 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
     trials are compared, the verdict's ``details["cases"]`` holds each case's own verdict (its inputs, correct
     or not, its largest error, the first failure's words), and a failure names its case with its shapes and
     dtypes."""
-    from verifier.cases import describe_case
+    from verifier.cases import case_number, describe_case
 
     max_abs = max_rel = 0.0
     said = notes(ref)
@@ -161,7 +161,7 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
         counted[ref.trials[i].instance] = nth[(i, seed)] = counted.get(ref.trials[i].instance, 0) + 1
     for i, seed, report, got in calls:
         trial = ref.trials[i]
-        what = f"trial {i + 1} ({trial.describe()})"
+        what = f"trial {i + 1} ({trial.describe(case=not cases)})"   # a case is named once, by its number
         if nth.get((i, seed), 1) > 1:
             what += f", the same instance's call {nth[(i, seed)]}" + (" (called again)" if seed else "")
         if seed and report.trial != i:
@@ -172,12 +172,12 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
             return problem
         k = trial.case if cases and trial.case is not None and 0 <= trial.case < len(cases) else None
         if k is not None and k not in per_case:
-            per_case[k] = {"case": k, "inputs": describe_case(cases[k]), "correct": True, "max_abs_error": 0.0,
-                           "max_rel_error": 0.0, "trials": 0}
+            per_case[k] = {"case": k, "number": case_number(cases, k), "inputs": describe_case(cases[k]),
+                           "correct": True, "max_abs_error": 0.0, "max_rel_error": 0.0, "trials": 0}
         entry = per_case.get(k) if k is not None else None
         if entry is not None and not entry["correct"]:
             continue   # this case has failed already: its first failure is what it says
-        where = f"case {k + 1} ({per_case[k]['inputs']}), " if k is not None else ""
+        where = f"case {per_case[k]['number']} ({per_case[k]['inputs']}), " if k is not None else ""
         failure: Verdict | None = None
         if report.inputs_changed:
             failure = Verdict(False, f"{where}{what}: forward modified input {report.inputs_changed[0]} in place; "
@@ -211,7 +211,7 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
     if first_failure is not None:
         bad = [c for c in verdicts if not c["correct"]]
         first_failure.message += (f"; {len(bad)} of {len(verdicts)} cases failed: "
-                                  + ", ".join(f"case {c['case'] + 1} ({c['inputs']})" for c in bad[:6])
+                                  + ", ".join(f"case {c['number']} ({c['inputs']})" for c in bad[:6])
                                   + (", ..." if len(bad) > 6 else "") + suffix)
         first_failure.details = {"cases": verdicts}
         return first_failure

@@ -215,12 +215,12 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, res
             except TaskProblem:
                 raise
             except Exception as exc:  # the operator is not defined there: the task's precondition
-                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them "
+                result.dropped.append(f"{_named(trial, spec.cases)}: dropped, the reference refuses them "
                                       f"({_describe(exc)})")
                 continue
             undefined = _undefined_fraction(leaves)
             if undefined > UNDEFINED_LIMIT:
-                result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
+                result.dropped.append(f"{_named(trial, spec.cases)}: dropped, the reference is NaN or infinite at "
                                       f"{undefined:.0%} of its output there (a precondition of the task)")
                 continue
             keep(trial, kept, model, structure, leaves, ignore)
@@ -271,6 +271,14 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, res
             break
     result.nondeterministic = [notes[k] for k in sorted(notes)]
     return payload
+
+
+def _named(trial: Trial, cases: tuple[dict[str, Any], ...]) -> str:
+    """A trial in words, its case named by its number (``verifier.cases.case_number``)."""
+    from verifier.cases import case_number
+
+    text = trial.describe(seed=False, case=False)
+    return text + (f", case {case_number(cases, trial.case)}" if trial.case is not None else "")
 
 
 def _spread(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:
