@@ -220,11 +220,14 @@ def project_stage(backend: AscendBackend, cand: dict[str, str], env: dict[str, s
 
 def survey_one(task: str, files: dict[str, str], backend: AscendBackend, env: dict[str, str]) -> dict[str, object]:
     """One answer through every stage: {"answer", "build_ready", "reason", "stages": {stage: "ok" or why}}."""
-    takes_forms = "forms" in inspect.signature(check_format).parameters
+    params = inspect.signature(check_format).parameters   # the gate as of the commit surveyed
     cand = as_candidate(files)
     stages: dict[str, str] = {"answer": answer_round_trip(cand)}
-    forms = {"forms": backend.forms} if takes_forms else {}
-    stages["format"] = check_format(cand, backend.source_suffixes, backend.header_suffixes, **forms) or "ok"
+    if "backend" in params:
+        stages["format"] = check_format(cand, backend) or "ok"
+    else:
+        forms = {"forms": backend.forms} if "forms" in params else {}
+        stages["format"] = check_format(cand, backend.source_suffixes, backend.header_suffixes, **forms) or "ok"
     stages["anti_hack"] = check_candidate(cand, backend.source_suffixes, backend.header_suffixes, "ascend") or "ok"
     try:
         find_kernels({n: t for n, t in cand.items() if n.startswith("op_kernel/") and n.endswith(".cpp")})

@@ -5,7 +5,7 @@ in one run, alternating; printed: each one's speedup over PyTorch and the ratio 
 
 When every timed round rescaled one of two fixed input sets, the replay hit on every call after the
 first two and measured 8.7x where the honest kernel measured 0.22x. With fresh draws every round
-(verifier.harness.window) it never hits: the ratio should be about 1.
+(verifier.window.harness) it never hits: the ratio should be about 1.
 
     .venv/bin/python bench/forgery_check.py [--repeats 2] [--size 384]
 """

@@ -105,7 +105,7 @@ class Report:
 
 def check_library(backend, work: Path, say: Report) -> tuple[Path | None, list[dict], bool]:
     """Build the add example; ``ldd -r`` it and load it with ctypes in a fresh interpreter."""
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(backend, ADD, work / "cache")
     if not result.ok:
@@ -320,9 +320,9 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
         say(f"--  custom-op form: skipped: no NPUKernelBench answer at {answer} (git clone "
             "https://github.com/weich97/NPUKernelBench and pass --npukb)")
         return True
+    from verifier.build import build_candidate
     from verifier.gates.antihack import check_candidate
     from verifier.gates.format import check_format
-    from verifier.toolchain.build import build_candidate
 
     _, inputs, dtype, expression = CUSTOM_OPS[task]
     files, entry, op = custom_op_candidate(answer, task)
@@ -331,7 +331,7 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
         say(f"BAD custom-op {task}: op type {op} is also a built-in CANN op ({shadowed}): the custom package would "
             "shadow it in the calling process; pick another --op")
         return False
-    problem = (check_format(files, backend.source_suffixes, backend.header_suffixes, backend.forms)
+    problem = (check_format(files, backend)
                or check_candidate(files, backend.source_suffixes, backend.header_suffixes, backend))
     if problem:
         say(f"BAD custom-op {task}: refused by the static gates: {problem}")

@@ -67,7 +67,7 @@ if {warm!r}:
     from verifier.job.allocator import warm_allocator
     warm_allocator()
 from core.tasks import load_suite
-from verifier.backends.cpu import FLAGS
+from verifier.backends.cpu import CpuBackend
 from verifier.machine.caches import flush_bytes
 spec = load_suite("builtin").get({task_id!r}).spec()
 ns = {{}}
@@ -76,7 +76,7 @@ torch.manual_seed(0)
 x0 = ns["get_inputs"]()[0]
 tmp = tempfile.mkdtemp()
 open(tmp + "/k.cpp", "w").write({KERNEL!r})
-subprocess.run(["g++", *FLAGS, "-o", tmp + "/k.so", tmp + "/k.cpp"], check=True)
+subprocess.run(["g++", *CpuBackend.flags, "-o", tmp + "/k.so", tmp + "/k.cpp"], check=True)
 lib = ctypes.CDLL(tmp + "/k.so")
 lib.relu_forward.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 torch.set_num_threads({threads})

@@ -3,7 +3,7 @@
     .venv/bin/python bench/tolerance_margin.py [--rows 64] [--trials 4]
 
 The correctness gate allows ``atol + rtol |expected| + k noise`` per value, where ``noise`` is the
-RMS rounding error of the float32 reference against float64 (``verifier.harness.compare.noise_allowed``
+RMS rounding error of the float32 reference against float64 (``verifier.compare.noise_allowed``
 picks ``k``). PyTorch sums long rows in cascades; a kernel's plain loop accumulates in order and
 rounds more. This builds row-sum kernels with g++ (in order, 8 and 16 lanes, 4 chunks, and two
 wrong ones: a dropped term, inputs rounded to bfloat16), runs them on float32 rows of 1K to 4M
@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from verifier.harness.compare import noise_allowed  # noqa: E402
+from verifier.compare import noise_allowed  # noqa: E402
 
 SOURCE = r"""
 #include <cstdint>

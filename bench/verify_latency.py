@@ -4,7 +4,7 @@
 Our path, five ways:
   fresh      a new candidate (build not cached), sandbox warm, after a pause standing for the model's
              turn (--model-s): the engine's usual case; this task's reference (fresh seeds, used by this
-             verification alone) was made during the pause (``verifier.harness.reference.Spares``)
+             verification alone) was made during the pause (``verifier.harness.reference_cache.Spares``)
   back to back  another new candidate at once: its reference is made while it builds
   cold       a new verifier and empty caches: sandbox start, reference run and timing, build, all gates
   cached     the same candidate again: its recorded verdict (every gate is deterministic; the timing
@@ -103,7 +103,7 @@ def main() -> None:
                 results["cold"].append(time.perf_counter() - t)
                 assert out.feasible, out.message
                 # fresh: a new candidate, warm sandbox, after the model's turn (this task's next reference
-                # made ahead meanwhile: verifier.harness.reference.Spares)
+                # made ahead meanwhile: verifier.harness.reference_cache.Spares)
                 time.sleep(args.model_s)
                 files = cand(f"fresh-{stamp}-{r}")
                 t = time.perf_counter()

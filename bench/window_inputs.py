@@ -28,9 +28,9 @@ def main() -> int:
 
     from core.tasks import load_suite, scale_task
     from verifier.inputs import Trial, make_inputs, new_seed
-    from verifier.job.side import _tensors, _views
     from verifier.jobs import input_layout, layout_bytes
     from verifier.task import load_task_module
+    from verifier.window.side import _tensors, _views
 
     suite = load_suite(args.suite)
     ok = failed = skipped = 0

@@ -252,7 +252,7 @@ def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tu
     the best's files). Passing the same best to the verifier finds the verdict it recorded for that window."""
     from core.workspace_files import read_candidate_files
     from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-    from verifier.harness.candidate_files import candidate_identity
+    from verifier.candidate_files import candidate_identity
 
     if not ws.memory_path.exists():
         return None

@@ -37,10 +37,10 @@ from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import Outcome
 from verifier.backends import source_suffix
-from verifier.harness.candidate_files import candidate_identity
+from verifier.candidate_files import candidate_identity
 from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
-from verifier.harness.reference import ReferenceFailed
 from verifier.outcome import GateResult
+from verifier.reference import ReferenceFailed
 
 TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
 #                           this many times in all before the attempt is recorded as not judged

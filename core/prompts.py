@@ -139,7 +139,9 @@ class PromptFacts:
         (``from_verifier``), else ``verifier.tolerance`` with this bare one's backend and settings."""
         if self.tolerance is not None:
             return self.tolerance(task.spec())
-        return tolerance_for(task.spec(), self.config, self.backend)
+        from verifier.backends import get_backend
+
+        return tolerance_for(task.spec(), self.config, get_backend(self.backend))
 
     def tolerance_for(self, task: Task) -> tuple[float, float]:
         """(atol, rtol) for float32 outputs of ``task`` as the verifier will apply them."""
@@ -382,8 +384,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     fp16 column sums 1.11x, and no prompt said so."""
     from verifier.cases import case_number, describe_case
     from verifier.machine.roofline import assess
-    from verifier.verdict import judge
-    from verifier.window_stats import Ratio
+    from verifier.verdict import Ratio, judge
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:

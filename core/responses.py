@@ -6,7 +6,7 @@ are accepted too: ``title="kernel.cpp"``, a ``// kernel.cpp`` first line, or a h
 block defining ``ModelNew`` is ``model.py``; C++ blocks are ``kernel.cpp``, ``kernel_2.cpp``...).
 A name keeps its folders (``file=op_host/add_custom.cpp``: a custom-op project's layout, which the format
 gate checks); an absolute one, one with ``..`` or odd characters is refused
-(``verifier.harness.candidate_files.name_problem``).
+(``verifier.candidate_files.name_problem``).
 An answer with no usable code is a ``Parsed`` with a ``problem``, never an exception. The answer's
 one-line ``Change: ...`` summary (asked for by every prompt) is kept in ``Parsed.change``.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from core.workspace_files import candidate_suffixes
 from verifier.backends import declared_suffixes
-from verifier.harness.candidate_files import name_problem
+from verifier.candidate_files import name_problem
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([^\s\"'`]+)[\"']?")

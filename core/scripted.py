@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from core.llm import ChatAnswer, ChatRequest, Usage
+from verifier.backends import get_backend
+from verifier.candidate_files import candidate_hash
 from verifier.config import VerifyConfig
-from verifier.harness.candidate_files import candidate_hash
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import NOISE_LIMIT, judge
-from verifier.window_stats import Ratio
+from verifier.verdict import NOISE_LIMIT, Ratio, judge
 
 
 class ScriptedModel:
@@ -149,7 +149,7 @@ class CannedVerifier:
 
     def tolerance_for(self, task: TaskSpec) -> Tolerance:
         """What a real verifier with default settings applies on this backend (nothing here compares outputs)."""
-        return tolerance_for(task, VerifyConfig(), self.backend.name)
+        return tolerance_for(task, VerifyConfig(), get_backend(self.backend.name))
 
     def close(self) -> None:
         return None

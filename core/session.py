@@ -40,7 +40,7 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier.machine.priority import end_started_by
+    from verifier.priority import end_started_by
 
     end_started_by("")
     sys.stdout.flush()

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from verifier.backends import declared_suffixes
-from verifier.harness.candidate_files import candidate_paths, name_problem
+from verifier.candidate_files import candidate_paths, name_problem
 
 MARK = ".evokernel-written"
 EDIT_MARK = ".evokernel-edit"
@@ -31,7 +31,7 @@ def read_candidate_files(folder: Path) -> dict[str, str]:
     """The candidate files in ``folder``, named by their path in it (``kernel.cpp``, ``op_host/x.cpp``): its
     non-hidden files and the folders a backend's form keeps sources in (op_host/, op_kernel/), never best/,
     no symbolic links
-    (``verifier.harness.candidate_files.candidate_paths``)."""
+    (``verifier.candidate_files.candidate_paths``)."""
     if not folder.is_dir():
         return {}
     suffixes = candidate_suffixes()

@@ -30,7 +30,7 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
                     ) -> dict[str, dict[str, Any]]:
     """Run and time each task's reference (cached per machine): ``{id: {"reference_ms", "second_shape"}}``,
     or ``{id: {"reference_error"}}`` for a reference that fails. ``progress(i, n, task_id, result)`` after each."""
-    from verifier.harness.reference import ReferenceFailed
+    from verifier.reference import ReferenceFailed
 
     out: dict[str, dict[str, Any]] = {}
     with open_verifier(workspace) as verifier:

@@ -98,7 +98,7 @@ class EngineHost:
         # started inherited for good (nice cannot be raised back without privileges): the fork server
         # and every timed run then yielded to any other process on the machine. What keeps keys quick
         # now is that the work filling the cores (compilers, correctness trials, probes) runs at lower
-        # priority, and timed runs at normal priority, alone (verifier.machine.priority, verifier.machine.lock).
+        # priority, and timed runs at normal priority, alone (verifier.priority, verifier.machine.lock).
         self.loop = asyncio.new_event_loop()
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(self._ready.set)

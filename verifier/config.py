@@ -61,7 +61,7 @@ class VerifyConfig(BaseModel):
     timing_precision: float = Field(0.04, ge=0, lt=1)
     """The window stops before ``timing_calls`` once every ratio it reports (the reference's time over
     the candidate's, and the best's over the candidate's) has an interval within ±this share of the
-    ratio, after 8 rounds at least (``verifier.harness.window.WindowSettings.settle_rounds``): more
+    ratio, after 8 rounds at least (``verifier.window.harness.WindowSettings.settle_rounds``): more
     rounds would not change what the verdict says. 0 times every round. The interval's width decides,
     never its side of 1, so stopping early favours no verdict."""
 
@@ -81,7 +81,7 @@ class VerifyConfig(BaseModel):
     caches plus a bounded share of the shared one, tens of MB (``verifier.machine.caches.flush_plan``)."""
 
     timing: Literal["evokernel", "multikernelbench", "npukernelbench"] = "evokernel"
-    """What one timed sample is (``verifier.timing_method``): ``evokernel``, one cold call after a cache flush (the
+    """What one timed sample is (``verifier.window.methods``): ``evokernel``, one cold call after a cache flush (the
     default: what an operator costs inside a model); ``multikernelbench``, 3 synced warm-ups then an event pair
     per call, no flush; ``npukernelbench``, 1 warm-up then one event pair around 100 back-to-back calls, no flush.
     Set one of the suites' to compare with its published speedups; the verdict is the paired ratio of one window
@@ -105,10 +105,12 @@ class VerifyConfig(BaseModel):
     """Wall-clock limit of the reference job (outputs at every trial plus its timing)."""
 
     memory_limit_mb: int = Field(8192, ge=256)
-    """Address-space limit of a candidate worker on the CPU backend (RLIMIT_AS)."""
+    """Address-space limit of a candidate worker on the CPU backend (RLIMIT_AS), beyond the task's own tensors:
+    a job's limit is this plus four times the reference's outputs at every trial."""
 
     max_output_mb: int = Field(1024, ge=16)
-    """Largest file a worker may write (RLIMIT_FSIZE); outputs larger than this fail the trial."""
+    """Largest file a worker may write (RLIMIT_FSIZE), or more where the task's own outputs need it (the
+    reference's at every trial, with room for the file's records): a job that writes more than that fails."""
 
     antihack: bool = True
     """Run the static anti-hack rules (turn off only to test the sandbox itself)."""

@@ -195,7 +195,7 @@ _ALIGN = 64
 def input_layout(inputs: list[Any]) -> list[dict[str, Any]]:
     """Where each input of a timing window lives in a side's ``inputs.bin`` (tensors, 64-byte aligned),
     or its value (numbers and other plain arguments), as the reference's side writes them and every
-    side reads them (verifier.harness.window, verifier.job.side)."""
+    side reads them (verifier.window.harness, verifier.window.side)."""
     import torch
 
     offset = 0

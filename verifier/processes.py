@@ -3,7 +3,7 @@ toolchain probe, the sizing probe, the roofline's counting and ceilings), and on
 environments they get.
 
 ``run_process`` starts a command in a process group of its own, at normal or background priority
-(``verifier.machine.priority``), kills the whole group at its deadline (a compiler's or a reference's
+(``verifier.priority``), kills the whole group at its deadline (a compiler's or a reference's
 children die with it), keeps the last ``output_limit`` characters of its combined output in an unnamed
 file (a command that prints gigabytes costs no memory, and nothing it runs can see or replace the file),
 and never raises: a command that cannot start is a ``ProcResult`` that says why.
@@ -108,9 +108,9 @@ def run_process(argv: list[str], *, timeout: float, cwd: str | Path | None = Non
     """Run ``argv`` in its own process group; at ``timeout`` kill the whole group. Its stdin is empty;
     its output is combined stdout and stderr (``stderr`` False: stdout alone, for a tool whose stdout is
     parsed), the last ``output_limit`` characters. ``background``: at lower CPU priority (builds, probes,
-    counting: nothing that is timed; see verifier.machine.priority). ``limits``: called in the child before
+    counting: nothing that is timed; see verifier.priority). ``limits``: called in the child before
     it executes (resource limits)."""
-    from verifier.machine import priority
+    from verifier import priority
 
     started = time.perf_counter()
     with tempfile.TemporaryFile() as log:   # unnamed: nothing the command runs can reach it

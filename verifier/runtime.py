@@ -32,18 +32,14 @@ import ctypes
 import inspect
 import json
 import numbers
+import operator
 import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from verifier.backends.base import DeviceRuntime
+from verifier.backends.base import DeviceRuntime, KernelCallError
 from verifier.toolchain.cdecl import POINTER_DTYPES, SCALARS, Param, Signature
-
-
-class KernelCallError(TypeError):
-    """A launcher was called with arguments that do not match its C declaration, or its launch failed."""
-
 
 _active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None, "dll": None}
 # RTLD_LOCAL: the library's symbols never join the process's global namespace. (Its own undefined symbols
@@ -82,8 +78,8 @@ def load(path: str | None = None) -> KernelLibrary:
     # Outside the verifier: build the sources beside the caller (or in ``path``).
     folder = Path(path) if path else Path(inspect.stack()[1].filename).resolve().parent
     from verifier.backends import backend_for, get_backend, runtime_class
-    from verifier.harness.candidate_files import read_candidate
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
+    from verifier.candidate_files import read_candidate
 
     files = read_candidate(folder)   # a custom-op project's op_host/ and op_kernel/ with their paths
     backend = get_backend(backend_for(files))
@@ -136,6 +132,8 @@ class KernelFunction:
         self._check = check
         self._converters = [_converter(p, sig, i, device_runtime) for i, p in enumerate(sig.params)]
         cfunc.argtypes = [c for c, _ in self._converters]
+        self._convert = [conv for _, conv in self._converters]
+        self._arity, self._name = len(sig.params), sig.name
         cfunc.restype = None if sig.restype == "void" else (
             ctypes.c_void_p if sig.restype == "void*" else getattr(ctypes, SCALARS[sig.restype])
         )
@@ -146,18 +144,17 @@ class KernelFunction:
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
-        if self._stream_at is not None and len(args) == len(sig.params) - 1:
+        if self._stream_at is not None and len(args) == self._arity - 1:
             # the stream is read at each call: after any torch-side work queued before it
             stream = self._stream() if self._stream else None
             args = (*args[: self._stream_at], stream, *args[self._stream_at:])
-        if len(args) != len(sig.params):
+        if len(args) != self._arity:
             raise KernelCallError(
                 f"{sig.name}() takes {len(sig.params)} arguments ({sig.describe()}), got {len(args)}"
                 + (" (the stream may be left out)" if self._stream_at is not None else "")
             )
-        converted = [conv(a) for (_, conv), a in zip(self._converters, args)]
-        _calls[sig.name] = _calls.get(sig.name, 0) + 1
-        result = self._cfunc(*converted)
+        _calls[self._name] = _calls.get(self._name, 0) + 1
+        result = self._cfunc(*map(operator.call, self._convert, args))   # each argument through its converter
         if self._status_entry and result:
             raise KernelCallError(f"{sig.name}() returned {result}: the kernel launch failed")
         if self._check is not None:
@@ -173,35 +170,47 @@ def _converter(
     if special is not None:
         return special
     device, stream_type = device_runtime.device, device_runtime.stream_type
+    import torch  # a dependency; imported once here, not at every call (the launcher's cost is inside every timed call)
+
+    tensor = torch.Tensor
     if param.pointer:
         allowed = POINTER_DTYPES.get(param.ctype, ("*",))
+        dtypes = None if "*" in allowed else frozenset(getattr(torch, d) for d in allowed if hasattr(torch, d))
+        on_host = device == "cpu"
+
+        def refuse(value: Any) -> KernelCallError:
+            if not isinstance(value, tensor):
+                return KernelCallError(f"{where}: expected a tensor, got {type(value).__name__}")
+            if value.device.type != device:
+                return KernelCallError(f"{where}: tensor is on {value.device}, the kernel needs {device}; "
+                                       "move it first")
+            if not value.is_contiguous():
+                return KernelCallError(f"{where}: tensor is not contiguous; call .contiguous() before the launch")
+            dtype = str(value.dtype).replace("torch.", "")
+            return KernelCallError(f"{where}: tensor has dtype {dtype}, the pointer type needs {'/'.join(allowed)}")
 
         def to_pointer(value: Any) -> int | None:
+            # the checks of ``refuse``, each a cheap test on the way through (about 1 us a tensor in all)
+            if isinstance(value, tensor):
+                if ((value.is_cpu if on_host else value.device.type == device) and value.is_contiguous()
+                        and (dtypes is None or value.dtype in dtypes)):
+                    return value.data_ptr()
+                raise refuse(value)
             if value is None:
                 return None
             if isinstance(value, int) and not isinstance(value, bool) and param.ctype == stream_type:
                 return value
-            try:
-                import torch
-            except ImportError:  # pragma: no cover - torch is a dependency
-                raise KernelCallError(f"{where}: torch is required") from None
-            if not isinstance(value, torch.Tensor):
-                raise KernelCallError(f"{where}: expected a tensor, got {type(value).__name__}")
-            if value.device.type != device:
-                raise KernelCallError(f"{where}: tensor is on {value.device}, the kernel needs {device}; move it first")
-            if not value.is_contiguous():
-                raise KernelCallError(f"{where}: tensor is not contiguous; call .contiguous() before the launch")
-            dtype = str(value.dtype).replace("torch.", "")
-            if "*" not in allowed and dtype not in allowed:
-                raise KernelCallError(f"{where}: tensor has dtype {dtype}, the pointer type needs {'/'.join(allowed)}")
-            return value.data_ptr()
+            raise refuse(value)
 
         return ctypes.c_void_p, to_pointer
 
     ctype = getattr(ctypes, SCALARS[param.ctype])
     is_float = param.ctype in ("float", "double")
+    exact = float if is_float else int
 
     def to_scalar(value: Any) -> Any:
+        if type(value) is exact:    # the common case, without the number tower's checks
+            return value
         if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
             value = value.item()
         if is_float and isinstance(value, numbers.Real):
@@ -214,3 +223,6 @@ def _converter(
         raise KernelCallError(f"{where}: expected {kind}, got {type(value).__name__}")
 
     return ctype, to_scalar
+
+
+__all__ = ["KernelCallError", "KernelFunction", "KernelLibrary", "call_counts", "configure", "load", "reset_calls"]

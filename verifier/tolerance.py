@@ -9,7 +9,7 @@ Whichever is given first decides, each separately for atol and rtol:
    dtype's floor (``LOW_PRECISION_TOLERANCE``: float16 1e-2, bfloat16 3e-2).
 
 The correctness gate and the performance gate's checks of every timed call apply it
-(``verifier.harness.compare.compare_outputs``, which also allows a multiple of the reference's own
+(``verifier.compare.compare_outputs``, which also allows a multiple of the reference's own
 rounding noise on top of ``atol``), and the prompts state it: both ask the verifier
 (``VerifierProtocol.tolerance_for``, on this machine and on a cluster alike), so a prompt never states a
 tolerance other than the one applied.
@@ -19,13 +19,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from verifier.cases import canonical_dtype
 
 if TYPE_CHECKING:
     from verifier.config import VerifyConfig
     from verifier.task import TaskSpec
+
+class Defaults(Protocol):
+    """What the tolerance reads of a backend (``verifier.backends.base.Backend.tolerance``): its default (atol,
+    rtol) for an output's dtype."""
+
+    def tolerance(self, dtype: str) -> tuple[float, float]: ...
+
 
 Tolerance = Callable[[str], tuple[float, float]]
 """(atol, rtol) for an output's dtype name: one task's tolerance under one verifier (``tolerance_for``)."""
@@ -43,24 +50,20 @@ def floored(dtype: str, atol: float, rtol: float) -> tuple[float, float]:
     return max(atol, floor[0]), max(rtol, floor[1])
 
 
-def tolerance(task: TaskSpec, dtype: str, config: VerifyConfig, backend: Any) -> tuple[float, float]:
-    """``(atol, rtol)`` for ``task``'s outputs of ``dtype`` under ``config`` on ``backend`` (a backend
-    object, or its name): see the module's docstring for which setting decides."""
-    if isinstance(backend, str):
-        from verifier.backends import get_backend
-
-        backend = get_backend(backend)
+def tolerance(task: TaskSpec, dtype: str, config: VerifyConfig, backend: Defaults) -> tuple[float, float]:
+    """``(atol, rtol)`` for ``task``'s outputs of ``dtype`` under ``config`` on ``backend``: see the module's
+    docstring for which setting decides."""
     atol, rtol = floored(dtype, *backend.tolerance(canonical_dtype(dtype)))
     atol = task.atol if task.atol is not None else config.atol if config.atol is not None else atol
     rtol = task.rtol if task.rtol is not None else config.rtol if config.rtol is not None else rtol
     return atol, rtol
 
 
-def tolerance_for(task: TaskSpec, config: VerifyConfig, backend: Any) -> Tolerance:
+def tolerance_for(task: TaskSpec, config: VerifyConfig, backend: Defaults) -> Tolerance:
     """``tolerance`` for one task under one verifier, as a function of the output's dtype (what the gates
     and the prompts take)."""
     return functools.partial(_of_dtype, task, config, backend)
 
 
-def _of_dtype(task: TaskSpec, config: VerifyConfig, backend: Any, dtype: str) -> tuple[float, float]:
+def _of_dtype(task: TaskSpec, config: VerifyConfig, backend: Defaults, dtype: str) -> tuple[float, float]:
     return tolerance(task, dtype, config, backend)

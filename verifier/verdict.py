@@ -1,7 +1,7 @@
 """The speed verdict: one rule, in one place, for every surface that decides or says one.
 
-A verdict judges a paired ratio from one timing window (``verifier.window_stats.Ratio``: the median over the
-window's rounds of the two sides' ratio, with its bootstrap interval; above 1 the candidate is faster).
+A verdict judges a paired ratio from one timing window (``Ratio``: the median over the window's rounds of the two
+sides' ratio, with its bootstrap interval, from ``verifier.window.stats``; above 1 the candidate is faster).
 The performance gate stores it (``Outcome.vs_reference``, ``Outcome.vs_best``); rewards, the run lines,
 the workbench, the prompts and the gate's own message all say it with the functions below, and nothing
 else decides or re-words one.
@@ -32,10 +32,8 @@ reward's last resort, never a stored verdict.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Literal
-
-if TYPE_CHECKING:
-    from verifier.window_stats import Ratio
+from dataclasses import dataclass
+from typing import Any, Literal
 
 Verdict = Literal["faster", "slower", "same", "noisy", "implausible"]
 """What a window says of a paired ratio (stored as ``Outcome.vs_reference``/``vs_best``; "" when no such
@@ -69,6 +67,28 @@ UNPAIRED_BAND = 0.15
 differ only beyond this band: each window's machine load moves its speedup by as much as a noisy paired
 interval reaches (the ``NOISE_LIMIT`` measurements), so the unpaired comparison takes the same width as
 "faster" or "slower" evidence."""
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A paired ratio of two sides' times from one window, with its bootstrap interval (``judge`` says what it
+    shows; ``verifier.window.stats`` computes it)."""
+
+    value: float
+    low: float
+    high: float
+    of_medians: float | None = None
+    """The two sides' median times divided (the figures printed beside the ratio), when known."""
+
+    @property
+    def half_width_pct(self) -> float:
+        """Half the interval's width, in percent of the ratio (how settled a window is: the window stops
+        once it is within ``[verifier] timing_precision``)."""
+        return 50.0 * (self.high - self.low) / max(self.value, 1e-12)
+
+    def to_list(self) -> list[float]:
+        return [self.low, self.high]
+
 
 Word = Literal["faster", "slower", "same speed", "too noisy", "too few calls", "not trusted"]
 """A verdict in a word or two, for narrow columns (``word``)."""

@@ -187,8 +187,8 @@ def test_generated_project_builds_and_runs_with_a_host_stand_in(tmp_path, on_hos
     cached library and the ``lib.add(block_dim, ...)`` call with the stream filled in."""
     import torch
 
+    from verifier.build import build_candidate
     from verifier.runtime import KernelLibrary
-    from verifier.toolchain.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     backend = backend_for(root, tmp_path)
@@ -220,7 +220,7 @@ def test_generated_project_builds_and_runs_with_a_host_stand_in(tmp_path, on_hos
 @pytest.mark.slow
 @pytest.mark.skipif(not shutil.which("cmake") or not shutil.which("g++"), reason="needs cmake and g++")
 def test_build_errors_come_back_trimmed(tmp_path):
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     broken = ADD.replace("const uint32_t start", "const uint32_t start = ;\n    uint32_t unused")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from verifier.backends import get_backend
 from verifier.backends.ascend import AscendBackend
 from verifier.backends.ascend_project import (
     BUILD_SCRIPT,
@@ -117,17 +118,18 @@ PROJECT = {"op_host/add_custom_tiling.h": TILING, "op_host/add_custom.cpp": HOST
 ASCEND = AscendBackend(probe_torch=False)
 
 
-def fmt(files: dict[str, str], forms: tuple[str, ...] | None = None) -> str | None:
-    return check_format(files, ASCEND.source_suffixes, ASCEND.header_suffixes, forms or ASCEND.forms)
+def fmt(files: dict[str, str]) -> str | None:
+    return check_format(files, ASCEND)
 
 
 def test_the_backend_takes_both_forms_and_the_gate_recognises_each_by_its_files():
     assert ASCEND.forms == ("kernel-launch", "custom-op")
     assert fmt(PROJECT) is None
-    refused = fmt(PROJECT, ("kernel-launch",))
+    # the CPU and CUDA backends declare no forms of their own: kernel-launch only; a project is recognised as one
+    # (by the backend that declares the form) and refused, and other folders stay refused
+    refused = check_format(PROJECT, get_backend("cpu"))
     assert refused is not None and "custom-op form" in refused and "takes: kernel-launch" in refused
-    # the CPU and CUDA backends declare no forms: kernel-launch only, and folders stay refused
-    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, (".cpp",), (".h",)) or "")
+    assert "no folders" in (check_format({"model.py": MODEL, "sub/k.cpp": KERNEL}, get_backend("cpu")) or "")
 
 
 @pytest.mark.parametrize("drop, says", [
@@ -345,8 +347,8 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     import torch
 
     from verifier.backends.ascend import AscendRuntime
+    from verifier.build import build_candidate
     from verifier.runtime import KernelLibrary
-    from verifier.toolchain.build import build_candidate
 
     backend, root = custom_op_backend(tmp_path)
     cmake = "add_ops_compile_options(\n    OP_NAME AddCustom\n    OPTIONS --cce-auto-sync=on\n)\n"
@@ -562,8 +564,8 @@ def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env,
 def test_the_project_build_limit_is_a_setting_that_only_slow_flows_take(tmp_path):
     """``project_build_timeout_s`` replaces the custom-op flow's 900 s floor; a kernel-launch build never gets it."""
     from verifier.backends.cpu import CpuBackend
+    from verifier.build import build_candidate
     from verifier.config import VerifyConfig
-    from verifier.toolchain.build import build_candidate
 
     assert VerifyConfig().project_build_timeout_s is None          # the backend's own floor
     backend, _ = custom_op_backend(tmp_path)

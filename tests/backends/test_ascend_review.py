@@ -96,7 +96,7 @@ def _needed(library: Path) -> set[str]:
 def test_built_library_names_the_acl_runtime_and_loads_on_its_own(tmp_path):
     """ascendc_library names ascendcl/runtime/profapi only as INTERFACE libraries and links with -z now:
     without the generated project's own link line the library does not load (undefined symbol)."""
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     backend = backend_for(root, tmp_path)
@@ -141,7 +141,7 @@ extern "C" uint32_t aclrtlaunch_mm(uint32_t blockDim, aclrtStream stream, uint8_
 @pytest.fixture(scope="module")
 def workspace_library(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"k.cpp": WORKSPACE_SOURCE}, tmp_path_factory.mktemp("ws"))
     assert result.ok, result.log
@@ -249,7 +249,7 @@ def test_stream_sync_and_no_device_wordings():
 @pytest.mark.slow
 @needs_build_tools
 def test_an_entry_returns_the_launch_error_and_the_runtime_raises_it(tmp_path, monkeypatch, on_host):
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     root = make_host_cann(tmp_path / "cann")
     result = build_candidate(backend_for(root, tmp_path), {"add.cpp": ADD}, tmp_path / "cache", sandbox=False)

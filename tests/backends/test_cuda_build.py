@@ -57,7 +57,7 @@ def test_generated_file_name_is_reserved(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["relu", "softmax", "matmul"])
 def test_gpu_check_candidates_build_with_nvcc(tmp_path, task):
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     backend = CudaBackend(arch="sm_90", probe_torch=False)
     for kind, (files, _) in gpu_check().CANDIDATES[task].items():
@@ -70,7 +70,7 @@ def test_gpu_check_candidates_build_with_nvcc(tmp_path, task):
 @needs_nvcc
 @pytest.mark.slow
 def test_compile_errors_come_back_with_the_source_line(tmp_path):
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     files = dict(gpu_check().CANDIDATES["relu"]["correct"][0])
     files["kernel.cu"] = files["kernel.cu"].replace("const float v = x[i];", "const float v = x[i]")
@@ -85,8 +85,8 @@ def test_compile_errors_come_back_with_the_source_line(tmp_path):
 def test_launch_error_hook_is_exported_and_checked(tmp_path, on_host):
     """The library exports the last-error hook; the runtime calls it after each launcher. Without a
     GPU driver the hook reports CUDA's own error, which the runtime raises with CUDA's words."""
+    from verifier.build import build_candidate
     from verifier.runtime import KernelCallError, KernelLibrary
-    from verifier.toolchain.build import build_candidate
 
     files = gpu_check().CANDIDATES["relu"]["correct"][0]
     result = build_candidate(CudaBackend(arch="sm_90", probe_torch=False), files, tmp_path / "cache")

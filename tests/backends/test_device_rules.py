@@ -66,7 +66,9 @@ def test_a_backend_declares_its_own_kernel_rules():
     assert kernel_rules("cuda") is backend_class("cuda").kernel_rules
     assert kernel_rules("cpu") is None and kernel_rules("not-a-backend") is None
 
-    class ToyBackend:
+    from verifier.backends.cpu import CpuBackend
+
+    class ToyBackend(CpuBackend):
         name = "toy"
         kernel_rules = KernelRules(words={"toy runtime": (("toyMalloc",), "allocate buffers in model.py")})
 

@@ -182,7 +182,7 @@ def test_npu_check_fails_cleanly_without_an_npu():
 def test_npu_check_candidates_pass_the_static_gates():
     """The check's correct, wrong and faulting kernels are real candidates: the gates before the build
     accept them, so on an NPU their outcomes come from the build and the device."""
-    from verifier.backends.ascend import find_kernels
+    from verifier.backends.ascend import AscendBackend, find_kernels
     from verifier.gates.antihack import check_candidate, check_model
     from verifier.gates.format import check_format
 
@@ -195,7 +195,7 @@ def test_npu_check_candidates_pass_the_static_gates():
     for task, entry in npu_check.CANDIDATES.items():
         for kind, (files, _) in entry.items():
             assert check_model(files["model.py"]) is None, (task, kind)
-            assert check_format(files, (".cpp",), (".h",)) is None, (task, kind)
+            assert check_format(files, AscendBackend(probe_torch=False)) is None, (task, kind)
             assert check_candidate(files, (".cpp",), (".h",), "ascend") is None, (task, kind)
             assert find_kernels({"kernel.cpp": files["kernel.cpp"]})
         assert entry["wrong"][0]["kernel.cpp"] != entry["correct"][0]["kernel.cpp"]

@@ -32,7 +32,7 @@ extern "C" uint32_t aclrtlaunch_scale(uint32_t blockDim, aclrtStream stream, uin
 @pytest.fixture(scope="module")
 def lib_path(tmp_path_factory):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"k.cpp": SOURCE}, tmp_path_factory.mktemp("rt-dev"))
     assert result.ok, result.log
@@ -106,7 +106,7 @@ class FakeEvent:
 
 
 def test_event_timing_keeps_the_wall_clock_beside():
-    from verifier.job.timing import time_calls
+    from verifier.window.in_process import time_calls
 
     timing = time_calls(lambda: None, lambda i: None, warmup=1, max_calls=5, budget_s=1.0,
                         events=lambda: (FakeEvent(), FakeEvent()))
@@ -117,8 +117,8 @@ def test_event_timing_keeps_the_wall_clock_beside():
 
 def test_escaped_work_is_flagged_by_the_gap_between_events_and_wall_clock():
     from verifier.gates.performance import flag
-    from verifier.harness.reference import Reference
     from verifier.outcome import Outcome
+    from verifier.reference import Reference
 
     out = Outcome.start("t", "cuda")
     ref = Reference([], [], [])

@@ -41,6 +41,7 @@ def test_ascend_covers_what_prompts_need():
 
 @pytest.mark.parametrize("backend, suffixes", [("cuda", (".cu",)), ("ascend", (".cpp",))])
 def test_worked_examples_pass_the_static_gates(backend, suffixes):
+    from verifier.backends import get_backend
     from verifier.gates.antihack import check_candidate, check_model
     from verifier.gates.format import check_format
 
@@ -50,7 +51,7 @@ def test_worked_examples_pass_the_static_gates(backend, suffixes):
         if "model.py" in files:
             assert check_model(files["model.py"]) is None, path.name
         if "model.py" in files and any(n.endswith(suffixes) for n in files):
-            assert check_format(files, suffixes, (".h", ".cuh")) is None, path.name
+            assert check_format(files, get_backend(backend)) is None, path.name
             assert check_candidate(files, suffixes, (".h", ".cuh"), backend) is None, path.name
             checked += 1
     assert checked >= (1 if backend == "cuda" else 2)

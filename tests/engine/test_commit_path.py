@@ -37,9 +37,10 @@ class CannedVerifier:
 
     def tolerance_for(self, spec):   # the verifier protocol's: a real verifier's with default settings
         from verifier import VerifyConfig
+        from verifier.backends import get_backend
         from verifier.tolerance import tolerance_for
 
-        return tolerance_for(spec, VerifyConfig(), "cpu")
+        return tolerance_for(spec, VerifyConfig(), get_backend("cpu"))
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 from verifier import Outcome
 from verifier.gates import performance
-from verifier.window_stats import Ratio
+from verifier.verdict import Ratio
 
 MIN_CHANGE = 0.03
 
@@ -78,7 +78,7 @@ def gate_outcome(ratio: Ratio, monkeypatch, *, best: bool) -> Outcome:
     stores for windows whose paired ratios (against the reference and, with ``best``, against the best) are
     ``ratio``."""
     from verifier import VerifyConfig
-    from verifier.harness.reference import Reference
+    from verifier.reference import Reference
 
     monkeypatch.setattr(performance, "paired_ratio", lambda numerator, denominator: ratio)
     out = Outcome.start("relu", "cpu")
@@ -112,9 +112,10 @@ class GateVerifier:
 
     def tolerance_for(self, spec):
         from verifier import VerifyConfig
+        from verifier.backends import get_backend
         from verifier.tolerance import tolerance_for
 
-        return tolerance_for(spec, VerifyConfig(), "cpu")
+        return tolerance_for(spec, VerifyConfig(), get_backend("cpu"))
 
     def close(self):
         return None

@@ -55,8 +55,8 @@ def test_line_continuations_are_joined_as_the_compiler_joins_them():
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
     from verifier.backends import get_backend
+    from verifier.build import build_candidate
     from verifier.runtime import load
-    from verifier.toolchain.build import build_candidate
 
     src = '''
     #include <cstdint>
@@ -95,7 +95,7 @@ def test_meta_tensor_is_a_wrong_device(lib):
 
 def test_a_damaged_cached_library_is_built_again_not_blamed_on_the_candidate(tmp_path):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     backend = get_backend("cpu")
     files = {"k.cpp": 'extern "C" int answer(void) { return 42; }\n'}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from verifier.harness.compare import Agreement, Mismatch, compare_outputs
+from verifier.compare import Agreement, Mismatch, compare_outputs
 from verifier.inputs import BASE_DISTRIBUTIONS, Trial, make_inputs
-from verifier.job.worker import flatten
+from verifier.job.tensors import flatten
 
 
 def _wrap(value):
@@ -99,7 +99,7 @@ def test_a_sum_accumulated_in_order_passes_where_a_dropped_term_or_bfloat16_inpu
 def test_the_reordering_allowance_is_capped_by_the_outputs_size():
     """An output whose reference noise is large against its values gets at most 0.1 % of their RMS
     beyond 8 times the noise: never the 256 times meant for long sums."""
-    from verifier.harness.compare import noise_allowed
+    from verifier.compare import noise_allowed
 
     assert noise_allowed(1e-6, 1.0) == 256e-6                  # a long sum: the reordering allowance
     assert noise_allowed(1e-4, 1.0) == 1e-3                    # capped at 0.1 % of the RMS

@@ -965,7 +965,7 @@ __attribute__((constructor)) static void spoiling_off() {
     if (!ensure || !release || !run) return;
     int state = ensure();
     run("import sys\n"
-        "side = sys.modules.get('verifier.job.side')\n"
+        "side = sys.modules.get('verifier.window.side')\n"
         "if side is not None: side.spoil = side.warm_heap_top = lambda *a, **k: None\n");
     release(state);
 }
@@ -1124,8 +1124,8 @@ def test_no_thread_of_the_candidate_runs_while_its_side_settles(unguarded, make_
     from pathlib import Path
 
     from core.tasks import load_suite
-    from verifier.harness import window
-    from verifier.window_messages import Settle
+    from verifier.window import harness as window
+    from verifier.window.messages import Settle
 
     ran: list[dict[int, int]] = []
     awake = window.Side.awake

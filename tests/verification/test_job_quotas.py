@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from verifier.sandbox import forkserver
+from verifier.sandbox import lockdown
 from verifier.sandbox.client import ForkServer, JobLimits
 
 import candidates as C
@@ -113,7 +113,7 @@ def test_the_kernel_counts_a_jobs_tasks_in_its_own_user_namespace():
     user that is not root (root's tasks the kernel never counts: there the server's watch holds, above), in
     a user namespace of its own capped at TASKS, tries 4x as many threads; threads of other jobs of the same
     user, outside its namespace, do not count against it."""
-    if not forkserver.pid_namespaces_work()[0]:
+    if not lockdown.pid_namespaces_work()[0]:
         pytest.skip("no user namespaces here")
     r, w = os.pipe()
     pid = os.fork()
@@ -125,13 +125,13 @@ def test_the_kernel_counts_a_jobs_tasks_in_its_own_user_namespace():
                 os.setgroups([])
                 os.setresgid(65534, 65534, 65534)
                 os.setresuid(65534, 65534, 65534)
-            assert forkserver.new_pid_namespace() is None
+            assert lockdown.new_pid_namespace() is None
             if os.fork() != 0:               # the job is a child in the new namespaces, as in the server
                 os.close(w)
                 os.wait()
                 code = 0
                 return
-            forkserver.cap_tasks(TASKS)
+            lockdown.cap_tasks(TASKS)
             threading.stack_size(64 << 10)
             hold = threading.Event()
             started = 0

@@ -6,9 +6,8 @@ import math
 
 from verifier import VerifyConfig
 from verifier.outcome import Outcome
-from verifier.verdict import NOISE_LIMIT, judge
+from verifier.verdict import NOISE_LIMIT, Ratio, judge
 from verifier.verdict import words as speed_words
-from verifier.window_stats import Ratio
 
 
 def test_the_verdict_says_noisy_when_the_interval_holds_1_and_is_too_wide_to_tell():
@@ -56,7 +55,7 @@ def test_a_window_whose_medians_contradict_its_paired_ratio_is_noisy():
     """Seen in a run under load: "1.16x faster than the best" printed beside the best's median 11.917 ms
     and the candidate's 13.219 ms. Rounds where load hit one side's call and not the other's part the
     two statistics; such a window is measured again, never a verdict."""
-    from verifier.window_stats import paired_ratio
+    from verifier.window.stats import paired_ratio
 
     # 8 quiet rounds and 8 loaded ones at a steady 1.16x, and 4 rounds where the load changed inside
     # the round: the medians of each side come from different rounds

@@ -127,12 +127,13 @@ def test_the_canned_verifier_states_a_real_verifiers_defaults(tmp_path):
 
 def test_a_bare_prompt_states_the_defaults_the_verifier_would_apply(tmp_path):
     """Without a verifier (a prompt built alone), the same function with default settings: never a copy."""
+    from verifier.backends import get_backend
     from verifier.tolerance import tolerance_for
 
     suite = suite_with(tmp_path, "RTOL = 7e-3\n")
     facts = PromptFacts("cpu")
     for task in (suite.get("relu"), suite.get("add")):
-        applied = tolerance_for(task.spec(), VerifyConfig(), "cpu")
+        applied = tolerance_for(task.spec(), VerifyConfig(), get_backend("cpu"))
         if task.id == "relu":
             assert stated(facts.section(task)) == applied("float32") == (1e-4, 7e-3)
         else:

@@ -13,7 +13,7 @@ import candidates as C
 
 
 def test_paired_ratio_and_its_interval():
-    from verifier.window_stats import paired_ratio
+    from verifier.window.stats import paired_ratio
 
     rng = random.Random(7)
     fast = [1.0 * rng.uniform(0.9, 1.3) for _ in range(15)]
@@ -28,10 +28,10 @@ def test_paired_ratio_and_its_interval():
 
 
 def test_a_window_settles_on_its_intervals_width_never_on_its_side_of_one():
-    """The window stops early (verifier.harness.window.settled) once every ratio it reports is within
+    """The window stops early (verifier.window.harness.settled) once every ratio it reports is within
     the precision: a steady 2x faster or 2x slower candidate settles alike; a scattered one, or one
     whose best is scattered against it, does not; two rounds never do (no interval)."""
-    from verifier.harness.window import settled
+    from verifier.window.harness import settled
 
     rng = random.Random(3)
     ref = [1.0 * rng.uniform(0.99, 1.01) for _ in range(10)]
@@ -49,7 +49,7 @@ def test_a_window_settles_on_its_intervals_width_never_on_its_side_of_one():
 def test_geomean_ratio_over_cases():
     """A multi-case task's speed: the geometric mean of each case's paired ratio, with an interval that
     resamples every case's rounds; one case is the plain paired ratio."""
-    from verifier.window_stats import geomean_ratio, paired_ratio
+    from verifier.window.stats import geomean_ratio, paired_ratio
 
     rng = random.Random(11)
     base = [rng.uniform(0.9, 1.3) for _ in range(15)]
@@ -70,7 +70,7 @@ def test_geomean_ratio_over_cases():
 
 
 def test_rounds_interleave_every_side_in_a_random_order():
-    from verifier.job.timing import time_interleaved
+    from verifier.window.in_process import time_interleaved
 
     calls = []
     window = time_interleaved({s: (lambda s=s: calls.append(s)) for s in ("reference", "candidate", "best")},

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 from verifier import VerifyConfig
 from verifier.gates import performance
-from verifier.harness.reference import Reference
 from verifier.outcome import Outcome
-from verifier.window_stats import Ratio
+from verifier.reference import Reference
+from verifier.verdict import Ratio
 
 
 class Roofline:

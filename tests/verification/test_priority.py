@@ -1,5 +1,5 @@
 """Timed runs at normal priority whatever thread starts them; what is not timed runs lower
-(verifier.machine.priority). Real threads, real processes, the real fork server."""
+(verifier.priority). Real threads, real processes, the real fork server."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from verifier.machine import priority
-from verifier.machine.priority import BACKGROUND_NICENESS
+from verifier import priority
+from verifier.priority import BACKGROUND_NICENESS
 from verifier.processes import run_process
 from verifier.sandbox.client import ForkServer, JobLimits
 
@@ -118,9 +118,9 @@ def test_the_verifier_sets_the_priority_of_each_kind_of_job():
 
 
 def test_nothing_inside_a_job_starts_launcher_threads():
-    """The fork server stays single-threaded: the worker's modules never import verifier.machine.priority."""
-    code = ("import sys, verifier.sandbox.forkserver, verifier.job.worker, verifier.job.worker_reference\n"
-            "print('verifier.machine.priority' in sys.modules)")
+    """The fork server stays single-threaded: the worker's modules never import verifier.priority."""
+    code = ("import sys, verifier.sandbox.forkserver, verifier.worker, verifier.job.worker_reference\n"
+            "print('verifier.priority' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "False"

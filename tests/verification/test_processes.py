@@ -344,8 +344,8 @@ def test_a_side_settles_with_its_other_threads_held_and_fails_for_a_new_one(tmp_
     import struct
     import subprocess
 
-    from verifier.harness.window import Side, SideFailed
     from verifier.sandbox import procs
+    from verifier.window.harness import Side, SideFailed
 
     job = tmp_path / "job"
     job.mkdir()

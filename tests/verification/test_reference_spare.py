@@ -1,4 +1,4 @@
-"""The reference made ahead (verifier.harness.reference: ``Spares``): after a verification of a
+"""The reference made ahead (verifier.harness.reference_cache: ``Spares``): after a verification of a
 task its next reference is made in the background, while the engine waits on the model, so a fresh
 candidate does not wait for the reference's run. Every verification still checks against seeds no other
 verification saw (issue #24: nothing one candidate learnt can be replayed by the next)."""
@@ -64,7 +64,7 @@ def test_a_reference_no_job_used_is_kept_for_the_next_verification(spied, suite)
 
 def test_no_reference_is_made_ahead_past_the_memory_budget(spied, suite, monkeypatch):
     """Spares hold their outputs in memory: past ``MAX_SPARE_BYTES`` in all, none is made."""
-    import verifier.harness.reference as reference
+    import verifier.harness.reference_cache as reference
 
     v, seen = spied
     monkeypatch.setattr(reference, "MAX_SPARE_BYTES", 1)

@@ -190,10 +190,10 @@ def test_assess_is_plain_roofline_arithmetic():
 
 @pytest.mark.slow
 def test_ceilings_are_measured_with_the_backend_flags_and_threads():
-    from verifier.backends.cpu import FLAGS
+    from verifier.backends.cpu import CpuBackend
     from verifier.machine.roofline import measure_ceilings
 
-    found = measure_ceilings("g++", FLAGS, 2, 4 << 20)
+    found = measure_ceilings("g++", CpuBackend.flags, 2, 4 << 20)
     assert found["threads"] == 2 and found["triad_gbps"] > 0 and found["fma_gflops"] > 0
     assert "-march=native" in found["flags"] and "-fopenmp" in found["flags"] and "-shared" not in found["flags"]
 

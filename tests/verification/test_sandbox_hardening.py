@@ -254,7 +254,7 @@ def _include(path: Path) -> dict[str, str]:
 @needs_bwrap
 def test_build_cannot_include_home_or_hidden_files(tmp_path, monkeypatch, workspace_private, outside_tmp):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     backend = get_backend("cpu")
     home = outside_tmp / "build-home"
@@ -284,7 +284,7 @@ def test_build_cannot_include_home_or_hidden_files(tmp_path, monkeypatch, worksp
 @needs_bwrap
 def test_build_still_works_with_the_home_hidden(tmp_path, monkeypatch):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     (tmp_path / "home").mkdir()

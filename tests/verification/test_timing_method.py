@@ -1,4 +1,4 @@
-"""``[verifier] timing``: what one timed sample of a window is (``verifier.timing_method``). Ours by default (a cold
+"""``[verifier] timing``: what one timed sample of a window is (``verifier.window.methods``). Ours by default (a cold
 call after a cache flush); MultiKernelBench's (3 warm-ups, a sample per call, no flush) and NPUKernelBench's (1
 warm-up, 100 back-to-back calls per sample, no flush) so that a user can compare with their published speedups.
 The window consults the method; the verdict stays the paired ratio of one window."""
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.slow
 ])
 def test_the_timing_method_decides_what_a_sample_is(tmp_path, suite, fast_config, monkeypatch, method, warmups, calls,
                                                     flushed):
-    from verifier.harness import window
     from verifier.harness.verify import Verifier
+    from verifier.window import harness as window
 
     windows: list[list[int]] = []      # per window, the calls of each of the candidate's samples
     flushes: list[str] = []
@@ -58,7 +58,7 @@ def test_an_unknown_method_is_refused_in_one_line():
     from pydantic import ValidationError
 
     from verifier import VerifyConfig
-    from verifier.timing_method import timing_method
+    from verifier.window.methods import timing_method
 
     with pytest.raises(ValidationError):
         VerifyConfig(timing="fast")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from verifier.harness.compare import Agreement, Mismatch, compare_outputs
-from verifier.job.worker import flatten
+from verifier.compare import Agreement, Mismatch, compare_outputs
+from verifier.job.tensors import flatten
 
 SOUNDNESS = Path(__file__).resolve().parent.parent / "fixtures" / "soundness" / "level1"
 
@@ -97,7 +97,7 @@ def test_places_nobody_can_judge_are_not_compared():
 
 
 def test_reversed_writes_expose_duplicate_index_scatter():
-    from verifier.job.worker import WriteOrder
+    from verifier.job.worker_reference import WriteOrder
 
     x, index, src = torch.zeros(4), torch.tensor([0, 0, 2]), torch.tensor([1.0, 2.0, 3.0])
     with WriteOrder() as plain:

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from verifier.harness.candidate_files import candidate_identity
+from verifier.candidate_files import candidate_identity
 
 import candidates as C
 

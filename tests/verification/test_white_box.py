@@ -141,7 +141,7 @@ def test_kernel_looking_python_up_through_the_loader_is_refused_at_the_build(rul
 def test_the_link_check_names_what_is_missing(tmp_path):
     """Unit level: the build's verdict names the symbol and says what kernels may link against."""
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"kernel.cpp": py_relu(weak=True)}, tmp_path / "cache")
     assert not result.ok
@@ -157,8 +157,8 @@ def test_the_library_is_loaded_without_exporting_its_symbols(tmp_path):
     import ctypes
 
     from verifier.backends import get_backend
+    from verifier.build import build_candidate
     from verifier.runtime import load
-    from verifier.toolchain.build import build_candidate
 
     result = build_candidate(get_backend("cpu"), {"kernel.cpp": C.RELU}, tmp_path / "cache")
     assert result.ok, result.log
@@ -339,7 +339,7 @@ probe("interpreter", lambda: os.stat(os.__file__))
 
 def test_build_cannot_include_a_file_outside_its_folder(tmp_path, sentinels):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     backend = get_backend("cpu")
     for target in sentinels:
@@ -356,9 +356,9 @@ def test_build_cannot_include_a_file_outside_its_folder(tmp_path, sentinels):
 
 def test_without_bubblewrap_the_build_reads_only_the_allow_list(tmp_path, sentinels, monkeypatch):
     """The compiler's fallback without bubblewrap: its own Landlock domain with the same allow-list."""
-    import verifier.toolchain.build as build
+    import verifier.build as build
     from verifier.backends import get_backend
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     if not landlock_abi()[0]:
         pytest.skip("no Landlock here: without bubblewrap, the compiler reads what its user may read")
@@ -387,7 +387,7 @@ def unwrapped(tmp_path_factory, fast_config):
 def test_without_bubblewrap_landlock_keeps_the_allow_list(unwrapped, suite, make_candidate, sentinels):
     """The fallback without bubblewrap: where the kernel has Landlock, the job reads only what the
     allow-list names (the same list bubblewrap binds)."""
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     if not landlock_abi()[0]:
         pytest.skip("no Landlock here: without bubblewrap, files are protected by their permissions only")
@@ -418,7 +418,7 @@ CODE = re.compile(r"```(\w+)[^\n]*\n(.*?)```", re.S)
 
 def test_shipped_examples_and_fixture_kernels_pass_the_link_check(tmp_path):
     from verifier.backends import get_backend
-    from verifier.toolchain.build import build_candidate
+    from verifier.build import build_candidate
 
     kernels = [("relu", C.RELU), ("row_sum", C.ROWSUM_REASSOCIATED), ("softmax", C.SOFTMAX_SCRATCH),
                ("scale_bias", C.SCALE_BIAS), *_knowledge_kernels()]

@@ -1,4 +1,4 @@
-"""The timing window from the harness (verifier.harness.window), with real sandboxed side processes:
+"""The timing window from the harness (verifier.window.harness), with real sandboxed side processes:
 what every call sees, who is stopped while another side is timed, and answers a kernel could forge."""
 
 from __future__ import annotations

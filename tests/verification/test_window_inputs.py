@@ -9,8 +9,8 @@ import mmap
 import pytest
 import torch
 
-from verifier.job.side import _tensors, _views
 from verifier.jobs import input_layout, layout_bytes, tensor_bytes
+from verifier.window.side import _tensors, _views
 
 
 def through_the_window(xs: list) -> list:

@@ -14,7 +14,15 @@ import sys
 from importlib.metadata import entry_points
 from typing import Any
 
-from verifier.backends.base import Backend, BuildPlan, BuildPlanError, DeviceRuntime, KernelRules, Toolchain
+from verifier.backends.base import (
+    FORM_KERNEL_LAUNCH,
+    Backend,
+    BuildPlan,
+    BuildPlanError,
+    DeviceRuntime,
+    KernelRules,
+    Toolchain,
+)
 from verifier.errors import UnknownBackend
 
 BACKENDS: dict[str, str] = {
@@ -57,7 +65,9 @@ def backend_class(name: str) -> type[Backend]:
         raise UnknownBackend(f"unknown backend {name!r}; choose one of: {', '.join(table)}") from None
     module_name, _, cls_name = target.partition(":")
     module = importlib.import_module(module_name)
-    cls: type[Backend] = getattr(module, cls_name)
+    cls = getattr(module, cls_name)
+    if not (isinstance(cls, type) and issubclass(cls, Backend)):
+        raise UnknownBackend(f"backend {name!r} ({target}) does not derive from verifier.backends.base.Backend")
     return cls
 
 
@@ -102,8 +112,7 @@ def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
 
 def runtime_class(backend: Backend | type[Backend]) -> type[DeviceRuntime]:
     """The backend's device runtime class; the host's for a backend that declares none."""
-    cls: type[DeviceRuntime] = getattr(backend, "device_runtime", DeviceRuntime)
-    return cls
+    return backend.device_runtime
 
 
 def runtime_target(backend: Backend | type[Backend]) -> str:
@@ -133,6 +142,20 @@ def backend_runtime(name: str) -> DeviceRuntime:
     return runtime_class(backend_class(name))()
 
 
+def candidate_form(files: dict[str, str] | list[str]) -> str:
+    """The form a candidate's files (names, or name -> text) are written in: the first form of its own that a
+    backend in the table recognises (``Backend.form_of``: Ascend's custom-op project), else kernel-launch, every
+    backend's. Whether the backend at hand takes it is the format gate's question."""
+    for name in backend_table():
+        try:
+            form = backend_class(name).form_of(files)
+        except (UnknownBackend, ImportError):
+            continue
+        if form != FORM_KERNEL_LAUNCH:
+            return form
+    return FORM_KERNEL_LAUNCH
+
+
 def backend_for(files: dict[str, str]) -> str:
     """The backend a folder's files (name -> text) are written for: the first in the table that claims
     them (``.cu`` sources: cuda; ``__aicore__`` kernels: ascend), else "cpu" (which claims nothing)."""
@@ -143,7 +166,7 @@ def backend_for(files: dict[str, str]) -> str:
     return "cpu"
 
 
-__all__ = ["BACKENDS", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules", "Toolchain",
-           "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime", "backend_table",
-           "declared", "declared_suffixes", "display_name", "get_backend", "load_runtime", "runtime_class",
-           "runtime_target", "source_suffix"]
+__all__ = ["BACKENDS", "FORM_KERNEL_LAUNCH", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules",
+           "Toolchain", "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime",
+           "backend_table", "candidate_form", "declared", "declared_suffixes", "display_name", "get_backend",
+           "load_runtime", "runtime_class", "runtime_target", "source_suffix"]

@@ -30,10 +30,19 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from verifier.backends import ascend_project as project_form
-from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.backends.base import (
+    FORM_KERNEL_LAUNCH,
+    Backend,
+    BuildPlan,
+    BuildPlanError,
+    KernelRules,
+    Toolchain,
+    TorchDeviceRuntime,
+)
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.toolchain.cann import MSOPGEN_PATHS
 from verifier.toolchain.cdecl import DeclarationError, Param, Signature, global_functions, parse_extern_c
@@ -180,7 +189,7 @@ class WorkspaceArgument:
     def __call__(self, value: object) -> int:
         import torch
 
-        from verifier.runtime import KernelCallError
+        from verifier.backends.base import KernelCallError
 
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise KernelCallError(f"{self._where}: pass the bytes of user workspace the kernel needs (an int, 0 for "
@@ -454,7 +463,7 @@ RUNTIME_NEEDS = RuntimeNeeds(
     ))
 
 
-class AscendBackend:
+class AscendBackend(Backend):
     name = "ascend"
     display_name = "Huawei Ascend NPU (Ascend C, built with the CANN toolkit)"
     device = "npu"
@@ -466,12 +475,12 @@ class AscendBackend:
     timer = "events"
     kernel_rules = KERNEL_RULES
     # per place of a custom-op project (its first folder; "" for the top level: the binding)
-    project_rules = {project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
-                     "": BINDING_RULES}
+    project_rules = MappingProxyType({project_form.KERNEL_DIR: PROJECT_KERNEL_RULES, project_form.HOST_DIR: HOST_RULES,
+                                      "": BINDING_RULES})
     device_runtime = AscendRuntime
     runtime_needs = RUNTIME_NEEDS
     # kernel-launch: flat kernel sources built into one library; custom-op: a CANN custom-operator project
-    forms = (project_form.FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
+    forms = (FORM_KERNEL_LAUNCH, project_form.FORM_CUSTOM_OP)
     extra_files = project_form.PROJECT_EXTRAS      # a project's op JSON and CMakeLists.txt, beside its sources
     candidate_folders = project_form.PROJECT_DIRS  # where a project keeps its sources (op_host/, op_kernel/)
 
@@ -479,10 +488,20 @@ class AscendBackend:
     def claims(cls, files: dict[str, str]) -> bool:
         return any(name.endswith(cls.source_suffixes) and "__aicore__" in text for name, text in files.items())
 
-    @staticmethod
-    def form_prompt(form: str) -> str:
+    @classmethod
+    def form_of(cls, files: dict[str, str] | list[str]) -> str:
+        """"custom-op" for a CANN custom-operator project (sources under op_host/ or op_kernel/), else
+        "kernel-launch"."""
+        return project_form.FORM_CUSTOM_OP if project_form.is_project(files) else FORM_KERNEL_LAUNCH
+
+    @classmethod
+    def form_prompt(cls, form: str) -> str:
         """What a prompt adds to ask for ``form`` (the custom-op project's files and layout; "" for kernel-launch)."""
         return project_form.form_prompt("ascend", form)
+
+    def layout_problem(self, form: str, files: dict[str, str]) -> str | None:
+        """A custom-op project's layout: its pieces, each once, in its places (``check_project_layout``)."""
+        return project_form.check_project_layout(files) if form == project_form.FORM_CUSTOM_OP else None
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,
@@ -572,8 +591,8 @@ class AscendBackend:
                          files=generated, keep=[project_form.VENDOR],
                          min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S)
 
-    @staticmethod
-    def project_problem(files: dict[str, str]) -> str | None:
+    @classmethod
+    def project_problem(cls, files: dict[str, str]) -> str | None:
         """The anti-hack rule a custom-op project adds beyond its places' rules: the binding calls only its own
         op's aclnn API (``verifier.backends.ascend_project.binding_problem``)."""
         return project_form.binding_problem(files)

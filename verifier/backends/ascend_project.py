@@ -32,7 +32,6 @@ from pathlib import PurePosixPath
 from verifier.toolchain.cann import CannInstall
 from verifier.toolchain.csource import scan, splice
 
-FORM_KERNEL_LAUNCH = "kernel-launch"
 FORM_CUSTOM_OP = "custom-op"
 HOST_DIR = "op_host"
 KERNEL_DIR = "op_kernel"

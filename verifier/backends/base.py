@@ -1,6 +1,7 @@
-"""The verifier backend seam: what each backend declares, its device runtime (``DeviceRuntime``: how
-the worker drives the device) included. A new backend is one module here (or a plugin's) plus one
-seed-knowledge folder under ``core/knowledge/<name>/``.
+"""The verifier backend seam: the base class every backend derives from (``Backend``: what it must declare,
+and the host's default for every optional hook), its device runtime (``DeviceRuntime``: how the worker drives
+the device) included. A new backend is one module here (or a plugin's) plus one seed-knowledge folder under
+``core/knowledge/<name>/``.
 
 Every backend keeps the same candidate and runtime contract: kernel sources built into one shared
 library whose ``extern "C"`` launchers ``model.py`` calls through ``verifier.runtime``, on device
@@ -9,15 +10,16 @@ backends with the current stream filled in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import abc
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from types import MappingProxyType
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:
-    from verifier.sandbox.seccomp import RuntimeNeeds
-    from verifier.toolchain.cdecl import Signature
-    from verifier.toolchain.linkage import LinkPolicy
+from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
+from verifier.toolchain.cdecl import Signature, parse_extern_c
+from verifier.toolchain.linkage import LinkPolicy
 
 
 @dataclass
@@ -74,6 +76,11 @@ class KernelRules:
     sdk_patterns: tuple[str, ...] = ()              # regexes of SDK headers that may be included with quotes
     prefixes: tuple[tuple[str, str], ...] = ()      # (regex of banned names, why)
     launch_needs_stream: bool = False               # every <<<...>>> launch must name the launcher's stream
+
+
+class KernelCallError(TypeError):
+    """A launcher was called with arguments that do not match its C declaration, or its launch failed (raised by
+    ``verifier.runtime`` and by a device runtime's ``launch_check`` or ``argument`` converters)."""
 
 
 class DeviceRuntime:
@@ -156,63 +163,116 @@ class BuildPlanError(ValueError):
     """The candidate cannot be built as written (a build-gate failure with this message)."""
 
 
-class Backend(Protocol):
-    """A place kernels run: CPU, CUDA GPU or Ascend NPU."""
+FORM_KERNEL_LAUNCH = "kernel-launch"
+"""The form every backend takes: flat kernel sources with ``extern "C"`` launchers, built into one library."""
 
-    name: str
-    display_name: str                  # how prompts name it: "CPU (C++ with OpenMP, built by g++)"
-    device: str                        # torch device type tensors must be on ("cpu", "cuda", "npu")
-    source_suffixes: tuple[str, ...]   # kernel sources the build compiles (".cpp", ".cu", ...)
-    header_suffixes: tuple[str, ...]   # sources included by others, not compiled alone
-    process_model: str                 # "fork": jobs fork from a warm server; "spawn": a fresh interpreter per job
-    timer: str                         # "wall" (perf_counter around a synchronised call) or "events" (device events)
-    kernel_rules: KernelRules | None   # device anti-hack rules on kernel sources; None: the common ones only
-    device_runtime: type[DeviceRuntime]  # how the worker drives the device (sync, events, stream, flush size)
-    runtime_needs: RuntimeNeeds        # what its runtime needs from the sandbox's seccomp filter and limits
+
+class Backend(abc.ABC):
+    """A place kernels run: CPU, CUDA GPU or Ascend NPU. A backend derives from this class and declares what is
+    its own; everything else has the host's default here, so no caller probes for a hook. Abstract: its name,
+    toolchain, build key, build plan and tolerance. A new backend is one module (or a plugin's, see
+    ``verifier.backends``) plus one seed-knowledge folder."""
+
+    name: ClassVar[str]
+    display_name: ClassVar[str] = ""                  # how prompts name it ("" : its name)
+    device: ClassVar[str] = "cpu"                     # torch device type tensors must be on ("cpu", "cuda", "npu")
+    source_suffixes: ClassVar[tuple[str, ...]] = (".cpp",)    # kernel sources the build compiles
+    header_suffixes: ClassVar[tuple[str, ...]] = (".h", ".hpp")   # sources included by others, not compiled alone
+    flags: ClassVar[tuple[str, ...]] = ()             # the compiler's flags (prompts state them; the roofline's probe
+    #                                                   builds with the CPU's)
+    process_model: ClassVar[str] = "fork"             # "fork": jobs fork from a warm server; "spawn": a fresh
+    #                                                   interpreter per job (a device runtime is never forked)
+    timer: ClassVar[str] = "wall"                     # "wall" (perf_counter around a synchronised call) or "events"
+    kernel_rules: ClassVar[KernelRules | None] = None     # device anti-hack rules on kernel sources (None: the common)
+    project_rules: ClassVar[Mapping[str, KernelRules]] = MappingProxyType({})   # per place of a project form
+    #                                                   (its first folder, "" for the top level); none by default
+    device_runtime: ClassVar[type[DeviceRuntime]] = DeviceRuntime   # how the worker drives the device
+    runtime_needs: ClassVar[RuntimeNeeds] = CPU_NEEDS     # what its runtime needs from the seccomp filter and limits
+    forms: ClassVar[tuple[str, ...]] = (FORM_KERNEL_LAUNCH,)   # the authoring forms it takes
+    extra_files: ClassVar[tuple[str, ...]] = ()       # files a form holds besides sources (a project's op JSON)
+    candidate_folders: ClassVar[tuple[str, ...]] = ()     # folders a form keeps sources in (op_host/, op_kernel/)
+    call_variables: ClassVar[tuple[str, ...]] = ()    # the only names ``call_env`` may set in a job's environment
+    knowledge_dir: ClassVar[str | None] = None        # its seed-knowledge folder (None: core/knowledge/<name>/)
+
+    @property
+    def compiler(self) -> str | None:
+        """The compiler's path, when one program builds a candidate (the CPU's g++); None otherwise."""
+        return None
 
     @classmethod
     def claims(cls, files: dict[str, str]) -> bool:
         """Whether a folder's files (name -> text) are written for this backend: how ``verifier.runtime.load``
-        picks the recipe outside the verifier. The CPU claims what no other backend does."""
+        picks the recipe outside the verifier. The CPU claims what no other backend does (the default)."""
+        return False
 
+    @classmethod
+    def form_of(cls, files: dict[str, str] | list[str]) -> str:
+        """Which of its ``forms`` a candidate's files (names, or name -> text) are written in, recognised by its
+        files; ``FORM_KERNEL_LAUNCH`` for files of none of its own."""
+        return FORM_KERNEL_LAUNCH
+
+    @classmethod
+    def form_prompt(cls, form: str) -> str:
+        """What a prompt adds to ask for ``form`` (its files and their layout); "" for the kernel-launch form."""
+        return ""
+
+    def layout_problem(self, form: str, files: dict[str, str]) -> str | None:
+        """What is wrong with the layout of a candidate in one of its own forms other than kernel-launch (the
+        format gate checks the kernel-launch form's flat files itself), one actionable sentence; None when fine."""
+        return None
+
+    @classmethod
+    def project_problem(cls, files: dict[str, str]) -> str | None:
+        """An anti-hack rule across the files of a candidate in a project form (Ascend: the binding calls only its
+        own op's API), beyond each place's ``project_rules``; None when it keeps it."""
+        return None
+
+    @abc.abstractmethod
     def toolchain(self) -> Toolchain:
         """Discover the compiler/SDK and device; never raises. Cached: call it as often as needed."""
 
+    @abc.abstractmethod
     def build_key(self) -> str:
         """Everything besides the sources that changes the built library (compiler version, flags, target)."""
 
     def launchers(self, sources: dict[str, str]) -> list[Signature]:
-        """The C functions the runtime may call, read from the kernel sources (name -> text). Raises
+        """The C functions the runtime may call, read from the kernel sources (name -> text): every ``extern "C"``
+        function by default (device backends drop device kernels or turn them into launch entries). Raises
         ``verifier.toolchain.cdecl.DeclarationError`` with an actionable message when there are none."""
+        return [sig for text in sources.values() for sig in parse_extern_c(text)]
 
+    @abc.abstractmethod
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:
         """The commands that build ``sources`` (names in ``workdir``) into one shared library. May raise
         ``BuildPlanError`` for a candidate that cannot be built as written."""
 
+    @abc.abstractmethod
     def tolerance(self, dtype: str) -> tuple[float, float]:
         """Default (atol, rtol) for outputs of ``dtype`` ("float32", "float16", ...)."""
 
     def link_policy(self) -> LinkPolicy:
-        """What a built library may link against beyond the system runtimes (``verifier.toolchain.linkage``).
-        Optional: without it, the system runtimes only and no loader lookups."""
+        """What a built library may link against beyond the system runtimes (``verifier.toolchain.linkage``): by
+        default the system runtimes only, and no loader lookups."""
+        return LinkPolicy()
 
     def sandbox_devices(self) -> list[str]:
-        """Device nodes the sandboxed worker needs to see (``/dev/nvidia*``...)."""
+        """Device nodes the sandboxed worker needs to see (``/dev/nvidia*``...): none on the host."""
+        return []
 
     def worker_env(self) -> dict[str, str]:
-        """Environment variables the worker needs from the host (library paths, visible devices)."""
-
-    def form_prompt(self, form: str) -> str:
-        """Optional, for a backend of several ``forms``: what a prompt adds to ask for ``form`` (its files and
-        their layout); "" for the kernel-launch form. Without it: every workspace asks for kernel-launch."""
+        """Environment variables the worker needs from the host (library paths, visible devices): none."""
+        return {}
 
     def call_env(self, library: Path) -> dict[str, str]:
-        """Optional: what the job that loads and calls ``library`` (in the job's folder, with the build's kept
-        folders beside it) needs in its environment besides ``worker_env`` (a custom op's private vendor);
-        only the names in the backend's ``call_variables`` reach the job. Without it: nothing."""
+        """What the job that loads and calls ``library`` (in the job's folder, with the build's kept folders
+        beside it) needs in its environment besides ``worker_env`` (a custom op's private vendor); only the names
+        in ``call_variables`` reach the job. Nothing by default."""
+        return {}
 
     def memory_limit(self) -> bool:
-        """Whether an address-space limit (RLIMIT_AS) is safe; device drivers map huge ranges."""
+        """Whether an address-space limit (RLIMIT_AS) is safe: on the host yes; device drivers map huge ranges."""
+        return True
 
     def explain(self, text: str) -> str:
         """A one-line meaning of a device error found in ``text`` (a worker's error or stderr), or ""."""
+        return ""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from verifier.backends.base import BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
+from verifier.backends.base import Backend, BuildPlan, BuildPlanError, KernelRules, Toolchain, TorchDeviceRuntime
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.toolchain.cdecl import DeclarationError, Signature, global_functions, parse_extern_c
 from verifier.toolchain.discovery import CudaFindings, discover_cuda
@@ -124,7 +124,7 @@ class CudaRuntime(TorchDeviceRuntime):
         last_error.restype = ctypes.c_int
 
         def check(name: str) -> None:
-            from verifier.runtime import KernelCallError
+            from verifier.backends.base import KernelCallError
 
             buf = ctypes.create_string_buffer(256)
             code = last_error(buf, len(buf))
@@ -135,12 +135,13 @@ class CudaRuntime(TorchDeviceRuntime):
         return check
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     name = "cuda"
     display_name = "NVIDIA GPU (CUDA C++, built by nvcc)"
     device = "cuda"
     source_suffixes = (".cu",)
     header_suffixes = (".cuh", ".h", ".hpp")
+    flags = tuple(FLAGS)
     # Each job runs in a fresh interpreter: a CUDA context must never be inherited through fork, and a
     # sticky device error (illegal address) leaves the process unusable.
     process_model = "spawn"
@@ -191,7 +192,7 @@ class CudaBackend:
 
     def build_key(self) -> str:
         f = self.findings
-        return f"cuda|{RECIPE}|{f.nvcc}|{f.version_line}|{' '.join(FLAGS)}|{f.arch}"
+        return f"cuda|{RECIPE}|{f.nvcc}|{f.version_line}|{' '.join(self.flags)}|{f.arch}"
 
     def launchers(self, sources: dict[str, str]) -> list[Signature]:
         sigs = []
@@ -210,7 +211,7 @@ class CudaBackend:
         if CHECK_FILE in sources:
             raise BuildPlanError(f"{CHECK_FILE} is a name the build generates; rename your file")
         nvcc = str(self.findings.nvcc or "nvcc")
-        command = [nvcc, *FLAGS, f"-arch={self.arch}", "-o", LIBRARY, *sources, CHECK_FILE]
+        command = [nvcc, *self.flags, f"-arch={self.arch}", "-o", LIBRARY, *sources, CHECK_FILE]
         return BuildPlan(commands=[command], library=LIBRARY, files={CHECK_FILE: CHECK_SOURCE})
 
     def tolerance(self, dtype: str) -> tuple[float, float]:
@@ -224,9 +225,6 @@ class CudaBackend:
 
     def sandbox_devices(self) -> list[str]:
         return sorted(set(glob.glob("/dev/nvidia[0-9]*")) | {p for p in DEVICE_NODES if os.path.exists(p)})
-
-    def worker_env(self) -> dict[str, str]:
-        return {}
 
     def memory_limit(self) -> bool:
         return False

@@ -1,4 +1,4 @@
-"""Gate 3, build: the candidate's sources compiled by the backend's toolchain (verifier.toolchain.build does the
+"""Gate 3, build: the candidate's sources compiled by the backend's toolchain (verifier.build does the
 compiling and caching), and the verdict in words: a failure carries the trimmed diagnostics."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from verifier.backends.base import Backend
-from verifier.toolchain.build import BuildResult, build_candidate
+from verifier.build import BuildResult, build_candidate
 
 
 @dataclass

@@ -11,7 +11,7 @@ drawn here (``call_schedule``).
 
 The verdict, trial by trial: the run-time anti-hack checks first (signal handling changed, PyTorch
 compute in forward, a library never called, work escaping the stream: these fail ``anti_hack``), then
-inputs unchanged, then the outputs (verifier.harness.compare). Every failure names its trial
+inputs unchanged, then the outputs (verifier.compare). Every failure names its trial
 (distribution, seed, shape).
 What the reference itself could not decide is said in the verdict: widened trials dropped (the
 task's precondition), places where two runs of the reference differ (not compared), eval mode.
@@ -24,10 +24,10 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from verifier.harness.compare import Agreement, compare_outputs, compare_picked
-from verifier.harness.reference import Reference
+from verifier.compare import Agreement, compare_outputs, compare_picked
 from verifier.inputs import Trial, case_trials, shape_trial, trial_plan
 from verifier.jobs import REPEAT_SAMPLES, CandidateResult, ShapeSearch, TrialReport
+from verifier.reference import Reference
 from verifier.task import TaskSpec, second_shape_candidates, widen_inputs
 from verifier.tolerance import Tolerance
 

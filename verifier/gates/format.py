@@ -1,15 +1,18 @@
 """Gate 1, format: the candidate has the files its backend needs, of sane names and sizes, and a
 ``model.py`` that parses and defines ``ModelNew``.
 
-A backend takes one or more forms (its ``forms``; "kernel-launch" when it declares none), each recognised by
-its files: "kernel-launch", flat kernel sources with ``extern "C"`` launchers; "custom-op" (Ascend), a CANN
-custom-operator project with its sources under ``op_host/`` and ``op_kernel/``
-(``verifier.backends.ascend_project``)."""
+A backend takes one or more forms (its ``forms``), each recognised by its files: "kernel-launch", flat kernel
+sources with ``extern "C"`` launchers, is every backend's and checked here; a form of a backend's own (Ascend's
+"custom-op", a CANN custom-operator project under ``op_host/`` and ``op_kernel/``) is recognised by whichever
+backend declares it (``Backend.form_of``) and its layout checked by that backend (``Backend.layout_problem``)."""
 
 from __future__ import annotations
 
 import ast
 import re
+
+from verifier.backends import candidate_form
+from verifier.backends.base import FORM_KERNEL_LAUNCH, Backend
 
 MAX_FILE_BYTES = 256 * 1024
 MAX_TOTAL_BYTES = 1024 * 1024
@@ -17,28 +20,18 @@ MAX_FILES = 16
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
 
 
-def candidate_form(files: dict[str, str] | list[str]) -> str:
-    """The form a candidate's files are written in: "custom-op" when it has sources under op_host/ or
-    op_kernel/, else "kernel-launch"."""
-    from verifier.backends.ascend_project import FORM_CUSTOM_OP, FORM_KERNEL_LAUNCH, is_project
-
-    return FORM_CUSTOM_OP if is_project(files) else FORM_KERNEL_LAUNCH
-
-
-def check_format(files: dict[str, str], source_suffixes: tuple[str, ...],
-                 header_suffixes: tuple[str, ...], forms: tuple[str, ...] = ("kernel-launch",)) -> str | None:
-    """None when the candidate is well-formed in one of ``forms`` (the backend's), else what is wrong (one
-    actionable sentence)."""
+def check_format(files: dict[str, str], backend: Backend) -> str | None:
+    """None when the candidate is well-formed in one of ``backend``'s forms, else what is wrong (one actionable
+    sentence)."""
     if "model.py" not in files:
         return "model.py is missing: it must define ModelNew and call the kernels through verifier.runtime.load()"
     form = candidate_form(files)
-    if form not in forms:
+    if form not in backend.forms:
         return (f"the files are in the {form} form ({', '.join(n for n in files if '/' in n)[:120]}), which this "
-                f"backend does not take; it takes: {', '.join(forms)}")
-    if form == "custom-op":
-        from verifier.backends.ascend_project import check_project_layout
-
-        return _sizes(files) or check_project_layout(files) or _model(files)
+                f"backend does not take; it takes: {', '.join(backend.forms)}")
+    if form != FORM_KERNEL_LAUNCH:
+        return _sizes(files) or backend.layout_problem(form, files) or _model(files)
+    source_suffixes, header_suffixes = backend.source_suffixes, backend.header_suffixes
     sources = [n for n in files if n.endswith(source_suffixes)]
     if not sources:
         return f"no kernel source: add at least one {' or '.join(source_suffixes)} file with extern \"C\" launchers"

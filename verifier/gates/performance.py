@@ -1,6 +1,6 @@
 """Gate 5, performance: what the timing windows say, whether every timed call was right, and the verdict.
 
-The harness (``verifier.harness.window``, run by ``verifier.harness.job_runner``) times the reference, the
+The harness (``verifier.window.harness``, run by ``verifier.harness.job_runner``) times the reference, the
 candidate and, when refining, the task's best interleaved in one window, each in its own process, on the
 same fresh inputs per round. ``check`` is the whole gate, in this order:
 
@@ -36,17 +36,17 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from verifier import verdict
-from verifier.harness.compare import Agreement, compare_outputs
+from verifier.compare import Agreement, compare_outputs
 from verifier.jobs import pick_positions
 from verifier.machine.roofline import MAX_CEILING_MEASUREMENTS, RooflineMeter, below_floor
 from verifier.outcome import Outcome
 from verifier.tolerance import Tolerance
-from verifier.verdict import NOISE_LIMIT, words
-from verifier.window_stats import Ratio, Window, geomean_ratio, paired_ratio, summarize
+from verifier.verdict import NOISE_LIMIT, Ratio, words
+from verifier.window.stats import Window, geomean_ratio, paired_ratio, summarize
 
 if TYPE_CHECKING:
     from verifier.config import VerifyConfig
-    from verifier.harness.reference import Reference
+    from verifier.reference import Reference
     from verifier.task import TaskSpec
 
 FAILED_AS = "performance"
@@ -78,7 +78,7 @@ def fail_pytorch_compute(out: Outcome, ops: dict[str, int], message: str) -> Non
 
 def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, tolerance: Tolerance, out: Outcome, *,
              best_hash: str = "", implausible_speedup: float = 50.0) -> Measured | None:
-    """One window's ``result`` and ``outputs`` (``verifier.harness.window``): every timed call checked (a
+    """One window's ``result`` and ``outputs`` (``verifier.window.harness``): every timed call checked (a
     failure fails its gate: None), then the window's times and paired ratios in ``out``, with the flags.
     No verdict: ``settle`` says it, once the gate knows whether the window is measured again."""
     if result.get("signals_changed"):

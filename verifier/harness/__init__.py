@@ -1,4 +1,4 @@
-"""The harness side: the Verifier that runs the gates (``verify``), the timing window it coordinates
-(``window``: every side in its own process, the clock here), comparisons of outputs (``compare``), the
+"""The harness side: the Verifier that runs the gates (``verify``), the jobs it runs and reads back
+(``job_runner``, a timing window's sides included: ``verifier.window``), comparisons of outputs (``compare``), the
 reference results and their cache (``reference``), a candidate read as files (``candidate_files``), the
 seam the engine programs against (``protocol``) and verification on a Ray cluster (``cluster``)."""

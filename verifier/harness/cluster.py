@@ -307,7 +307,7 @@ class ClusterVerifier:
     def verify(self, task: TaskSpec, candidate: str | Path | dict[str, str],
                on_gate: Callable[[GateResult], None] | None = None, *, fresh: bool = False,
                best: dict[str, str] | None = None) -> Outcome:
-        from verifier.harness.candidate_files import candidate_hash, read_candidate
+        from verifier.candidate_files import candidate_hash, read_candidate
 
         extra = {"best": best} if best is not None else {}
 

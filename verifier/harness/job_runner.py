@@ -10,7 +10,7 @@ outputs are loaded without unpickling code and within the output limit, and a jo
 its stderr) are capped. A job that produced no usable result is explained in one paragraph, with what a
 device error means where the backend knows.
 
-``window`` runs one timing window's sides (``verifier.harness.window``): the trusted reference in the
+``window`` runs one timing window's sides (``verifier.window.harness``): the trusted reference in the
 reference server, the candidate and the best in the sandbox, under the machine lock's exclusive side,
 and reads back the outputs the window compares.
 """
@@ -18,6 +18,7 @@ and reads back the outputs the window compares.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import threading
@@ -25,22 +26,22 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, backend_device, runtime_target
+from verifier.build import BuildResult
 from verifier.config import VerifyConfig
 from verifier.errors import VerifierError
 from verifier.gates.performance import check_call
-from verifier.harness import window as timing_window
-from verifier.harness.reference import Reference
-from verifier.harness.window import Observer, Side, SideFailed, WindowSettings, finish
 from verifier.jobs import CandidateJob, write_job
 from verifier.machine.lock import MachineLock
-from verifier.machine.priority import BACKGROUND_NICENESS
 from verifier.outcome import TOOL, Outcome
+from verifier.priority import BACKGROUND_NICENESS
 from verifier.processes import declared_env
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer, JobExit, JobLimits, plain_files_only
 from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import tolerance_for
-from verifier.toolchain.build import BuildResult
+from verifier.window import harness as timing_window
+from verifier.window.harness import Observer, Side, SideFailed, WindowSettings, finish
 
 MAX_JOB_TEXT = 4000  # the most of a job's own words (its error, its stderr) a verdict carries
 
@@ -76,7 +77,7 @@ class JobRunner:
             shutil.copytree(build.library.parent / folder, job_dir / folder, symlinks=True)
         common = dict(kind=kind, library=build.library.name, signatures=[s.to_dict() for s in build.signatures],
                       model="model.py", threads=self.config.threads, runtime=runtime_target(self.backend),
-                      timer=getattr(self.backend, "timer", "wall"))
+                      timer=self.backend.timer)
         if isinstance(job, dict):
             job.update(common)
         else:
@@ -89,28 +90,47 @@ class JobRunner:
         """What the job in ``job_dir`` needs in its environment to call its library (``Backend.call_env``: a
         custom op's private vendor, copied into the job's folder): only the variables the backend declares
         (``call_variables``), nothing secret-looking (``verifier.processes.declared_env``)."""
-        call_env = getattr(self.backend, "call_env", None)
-        if build is None or build.library is None or call_env is None:
+        if build is None or build.library is None:
             return {}
-        return declared_env(call_env(job_dir / build.library.name), getattr(self.backend, "call_variables", ()))
+        return declared_env(self.backend.call_env(job_dir / build.library.name), self.backend.call_variables)
 
-    def limits(self, background: bool = False) -> JobLimits:
+    def limits(self, background: bool = False, data_bytes: int = 0) -> JobLimits:
         """The limits of a job (a CPU-time cap from the run timeout, the address space where the backend allows
-        one, the output size, the open files its runtime needs); ``background``: lower priority (not timed)."""
+        one, the output size, the open files its runtime needs); ``background``: lower priority (not timed);
+        ``data_bytes``: what the task's own tensors make the job hold and write (``task_data_bytes``): the
+        file-size limit and the address space grow with it, so a task whose tensors fit in memory is never
+        cut short by a limit made for smaller ones (issue #47: relu at 128x262144 failed as the kernel's fault)."""
         cfg = self.config
+        data_mb = -(-data_bytes // (1 << 20))
         return JobLimits(
             cpu_seconds=int(cfg.run_timeout_s * max(1, cfg.threads) + 10),
-            address_space_mb=cfg.memory_limit_mb if self.backend.memory_limit() else None,
-            file_size_mb=cfg.max_output_mb,
+            address_space_mb=cfg.memory_limit_mb + 4 * data_mb if self.backend.memory_limit() else None,
+            file_size_mb=output_limit_mb(cfg.max_output_mb, data_bytes),
             open_files=self.needs.open_files,
             nice=BACKGROUND_NICENESS if background else 0,
         )
 
-    def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None
-                 ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one job; ``background``: it is not timed, so at lower priority (verifier.machine.priority);
-        ``env``: what its library's call needs (``job_env``)."""
-        exit_ = self.server.run(job_dir, self.limits(background), self.config.run_timeout_s, env)
+    def space_problem(self, data_bytes: int) -> str:
+        """Why the jobs' folder cannot hold what a job of a task with ``data_bytes`` of tensors writes (its outputs,
+        and their copy while they are read back), or "": the tool's limit, said with what raises it."""
+        need = 2 * output_limit_mb(0, data_bytes)
+        try:
+            st = os.statvfs(self.server.jobs_root)
+        except OSError:
+            return ""
+        free = (st.f_bavail * st.f_frsize) >> 20
+        if need <= free:
+            return ""
+        return (f"the task's outputs need about {need} MiB in the jobs' folder ({self.server.jobs_root.parent}), which "
+                f"has {free} MiB free: free memory there (it is /dev/shm where the machine has one) or run the task at "
+                "a smaller size (--size-scale)")
+
+    def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None, data_bytes: int = 0,
+            ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
+        """Run one job; ``background``: it is not timed, so at lower priority (verifier.priority);
+        ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``)."""
+        limits = self.limits(background, data_bytes)
+        exit_ = self.server.run(job_dir, limits, self.config.run_timeout_s, env)
         plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
         if exit_.over_disk_mb or exit_.over_tasks:   # over a limit the fork server watches: nothing it left counts
@@ -123,7 +143,7 @@ class JobRunner:
             result = None
         path = job_dir / "outputs.pt"
         if result and result.get("ok") and path.exists():
-            if path.stat().st_size > self.config.max_output_mb << 20:
+            if path.stat().st_size > limits.file_size_mb << 20:
                 result = {"ok": False, "error": "outputs larger than the output limit"}
             else:
                 import torch
@@ -148,11 +168,35 @@ class JobRunner:
         tail = _tail(job_dir / "stderr.txt")
         return self.explained(text + (f"; stderr: {tail}" if tail else ""), job_dir)
 
+    def limit_met(self, job_dir: Path, data_bytes: int) -> tuple[str, str]:
+        """After a job that produced no usable result: (why, the tool's reason or "") when it met a limit on what
+        it writes, else ("", ""). Decided from the harness's side: the outputs' file at the file-size limit (sized
+        from the task's own outputs, ``limits``: the job wrote more than the reference's outputs take, the
+        candidate's doing), or the jobs' folder full (the tool's: nothing of the kernel's)."""
+        limit_mb = output_limit_mb(self.config.max_output_mb, data_bytes)
+        try:
+            size = (job_dir / "outputs.pt").stat().st_size
+        except OSError:
+            size = 0
+        if size >= limit_mb << 20:
+            return (f"the job's outputs reached its file-size limit ({limit_mb} MiB, from [verifier] max_output_mb and "
+                    f"the reference's outputs, {-(-data_bytes // (1 << 20))} MiB): more than outputs of the "
+                    "reference's shapes and dtypes take"), ""
+        try:
+            st = os.statvfs(job_dir)
+        except OSError:
+            return "", ""
+        free = (st.f_bavail * st.f_frsize) >> 20
+        if size and free < FULL_MB:
+            why = (f"the jobs' folder ({self.server.jobs_root.parent}) ran out of space while the job wrote its "
+                   f"outputs ({size >> 20} MiB written, {free} MiB left): free memory there (it is /dev/shm where the "
+                   "machine has one) or run the task at a smaller size (--size-scale)")
+            return why, why
+        return "", ""
+
     def explained(self, message: str, job_dir: Path) -> str:
         """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
-        explain = getattr(self.backend, "explain", None)
-        if explain is None:
-            return message
+        explain = self.backend.explain
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
         return f"{message}\n{meaning}" if meaning and meaning not in message else message
 
@@ -160,7 +204,7 @@ class JobRunner:
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,
                budget_s: float | None = None, observer: Observer | None = None,
                ) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """Run one timing window (``verifier.harness.window``): the reference, the candidate and the best each in
+        """Run one timing window (``verifier.window.harness``): the reference, the candidate and the best each in
         a process of its own, the clock and the comparisons here. (result, outputs) for the judge, or
         None when the candidate's side failed (``out`` says why). The best's failure drops the best."""
         try:
@@ -176,10 +220,10 @@ class JobRunner:
     def _sides(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None, budget_s: float | None = None,
                observer: Observer | None = None) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        from verifier.timing_method import timing_method
+        from verifier.window.methods import timing_method
 
         cfg = self.config
-        clock = getattr(self.backend, "timer", "wall")
+        clock = self.backend.timer
         method = timing_method(cfg.timing)     # what a sample is; a method without a flush: none on the sides either
         base = {"task": task.to_dict(), "trials": [t.to_dict() for t in ref.trials[:2]],
                 "eval_mode": bool(ref.eval_mode), "timer": clock,
@@ -201,7 +245,8 @@ class JobRunner:
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
-                                  on_device=not on_host, max_output_bytes=cfg.max_output_mb << 20,
+                                  on_device=not on_host,
+                                  max_output_bytes=output_limit_mb(cfg.max_output_mb, ref.nbytes) << 20,
                                   method=method)
         flush = sides["reference"].flush if self.flush_bytes and on_host else None
         failure: SideFailed | None = None
@@ -212,7 +257,7 @@ class JobRunner:
                 for side in sides.values():
                     server = self.reference_server if side.trusted else self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
-                    side.start(server.submit(side.job_dir, self.limits(), timeout,
+                    side.start(server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes), timeout,
                                              self.job_env(side.job_dir, builds.get(side.name))))
                 try:
                     # looked up at each call (tests record the windows: test_timing_method.py)
@@ -256,7 +301,7 @@ class JobRunner:
                     out.fail("performance", exit_.tampered or self.failure(sides[name].job_dir, exit_, got),
                              exit_.seconds, transient=exit_.status == "lost", **tool_failure(exit_))
                     return None
-                if path.stat().st_size > cfg.max_output_mb << 20:
+                if path.stat().st_size > output_limit_mb(cfg.max_output_mb, ref.nbytes) << 20:
                     out.fail("performance", "outputs larger than the output limit")
                     return None
                 import torch
@@ -281,6 +326,17 @@ class JobRunner:
             for side in sides.values():
                 side.close()
                 shutil.rmtree(side.job_dir, ignore_errors=True)
+
+
+FULL_MB = 64
+"""Free space (MiB) under which a job's folder counts as full when its outputs could not be written."""
+
+
+def output_limit_mb(configured_mb: int, data_bytes: int) -> int:
+    """A job's file-size limit: ``[verifier] max_output_mb``, or more where the task's own outputs need it
+    (``data_bytes``: what the job must write, ``verifier.harness.verify.job_output_bytes``), with a sixteenth
+    and 1 MiB more for the file's own records."""
+    return max(configured_mb, -(-(data_bytes + data_bytes // 16) // (1 << 20)) + 1)
 
 
 def tool_failure(exit_: JobExit) -> dict[str, str]:

@@ -41,7 +41,7 @@ class OutcomeCache:
     @staticmethod
     def key(task: TaskSpec, candidate: str, best: str, backend: Any, config: VerifyConfig) -> str:
         """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the code's
-        identities (``verifier.harness.candidate_files.candidate_identity``; "" for no best)."""
+        identities (``verifier.candidate_files.candidate_identity``; "" for no best)."""
         text = json.dumps([OUTCOME_FORMAT, candidate, best, task.key, task.atol, task.rtol,
                            backend.build_key(), config.model_dump(mode="json"),
                            fingerprint(config.threads, backend.name)],

@@ -3,7 +3,7 @@
     format -> anti_hack -> build -> correctness -> performance
 
 The build runs while the reference (at seeds of its own, made ahead when it can be:
-``verifier.harness.reference.Spares``) and the sandbox start; the candidate's correctness and timing
+``verifier.harness.reference_cache.Spares``) and the sandbox start; the candidate's correctness and timing
 jobs run in the sandbox's fork server (``verifier.harness.job_runner``: job folders and what is read back);
 timing holds a machine-wide lock so measurements never overlap; the performance gate decides its own
 second window and the verdict (``verifier.gates.performance.check``). A candidate verified before with
@@ -25,7 +25,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from verifier.backends import Backend, get_backend, runtime_class
+from verifier import priority
+from verifier.backends import Backend, get_backend
+from verifier.build import BuildResult, default_cache_dir
+from verifier.candidate_files import (  # noqa: F401  (re-exported)
+    MAX_READ_BYTES,
+    candidate_hash,
+    candidate_identity,
+    read_candidate,
+)
 from verifier.config import VerifyConfig
 from verifier.errors import ToolchainMissing, VerifierError
 from verifier.gates import performance
@@ -34,32 +42,25 @@ from verifier.gates.build import check_build
 from verifier.gates.correctness import call_schedule, judge
 from verifier.gates.correctness import plan as correctness_plan
 from verifier.gates.format import check_format
-from verifier.harness.candidate_files import (  # noqa: F401  (re-exported)
-    MAX_READ_BYTES,
-    candidate_hash,
-    candidate_identity,
-    read_candidate,
-)
 from verifier.harness.job_runner import JobRunner, omp_env, tool_failure
 from verifier.harness.outcome_cache import OutcomeCache
-from verifier.harness.reference import Reference, ReferenceCache, Spares
-from verifier.harness.window import Observer
-from verifier.jobs import CandidateJob, CandidateResult
-from verifier.machine import priority
+from verifier.harness.reference_cache import ReferenceCache, Spares
+from verifier.jobs import REPEAT_SAMPLES, CandidateJob, CandidateResult
 from verifier.machine.caches import flush_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.roofline import RooflineMeter
-from verifier.outcome import GateResult, Outcome
+from verifier.outcome import TOOL, GateResult, Outcome
 from verifier.processes import scrubbed_env
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer
-from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds
+from verifier.sandbox.seccomp import RuntimeNeeds
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
-from verifier.toolchain.build import BuildResult, default_cache_dir
+from verifier.window.harness import Observer
 
 # The job code both fork servers run, named rather than imported: the sandbox never imports job code, so
 # the job's own imports (the runtime, through it the build, through that the sandbox) cannot lead back to it.
-JOB_ENTRY = "verifier.job.worker:run_job"
+JOB_ENTRY = "verifier.worker:run_job"
 
 
 class Verifier:
@@ -88,11 +89,10 @@ class Verifier:
                         "flush_bytes": flush_bytes(cfg.threads) if cfg.flush_cache else 0}
         # Device backends spawn a fresh interpreter per job (see verifier.sandbox.forkserver): the server itself
         # then imports nothing heavy and never touches the device.
-        spawn = getattr(self.backend, "process_model", "fork") == "spawn"
-        # What the backend's runtime needs from the seccomp filter and the limits (a plugin without a
-        # declaration gets the CPU's)
-        self.needs: RuntimeNeeds = getattr(self.backend, "runtime_needs", CPU_NEEDS)
-        device_modules = list(runtime_class(self.backend).modules)  # torch_npu
+        spawn = self.backend.process_model == "spawn"
+        # What the backend's runtime needs from the seccomp filter and the limits (the CPU's by default)
+        self.needs: RuntimeNeeds = self.backend.runtime_needs
+        device_modules = list(self.backend.device_runtime.modules)  # torch_npu
         preload = [] if spawn else ["torch", "torch._dynamo", JOB_ENTRY.partition(":")[0], *device_modules]
         # What candidates never see, in the run sandbox and in the build sandbox alike.
         self.hidden_paths = [str(self.cache_dir), *(hidden_paths or [])]
@@ -122,9 +122,9 @@ class Verifier:
         self.jobs = JobRunner(self.backend, cfg, self.needs, self.server, self.reference_server, self._lock,
                               int(self._timing["flush_bytes"]))
         self.outcomes = OutcomeCache(self.cache_dir / "outcomes")
-        # its own thread names: closing ends the processes its threads started (verifier.machine.priority)
+        # its own thread names: closing ends the processes its threads started (verifier.priority)
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
-        self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.harness.window)
+        self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.window.harness)
         self._warm: Future[None] | None = None
         # the next verification's reference, made ahead (looked up at each call: bench/fresh_reference_cost.py swaps it)
         self.spares = Spares(lambda task: self._live_reference(task), self._pool)
@@ -233,8 +233,7 @@ class Verifier:
         backend, cfg = self.backend, self.config
         t = time.perf_counter()
         # the authoring forms the backend takes (Ascend: kernel-launch and the custom-op project)
-        problem = check_format(files, backend.source_suffixes, backend.header_suffixes,
-                               getattr(backend, "forms", ("kernel-launch",)))
+        problem = check_format(files, backend)
         if problem:
             out.fail("format", problem, time.perf_counter() - t)
             return
@@ -290,13 +289,21 @@ class Verifier:
                      out: Outcome) -> bool:
         schedule = call_schedule(list(ref.trials))
         job = CandidateJob(task=task, trials=list(ref.trials), schedule=schedule, eval_mode=bool(ref.eval_mode))
+        data = job_output_bytes(ref, schedule)
+        full = self.jobs.space_problem(data)
+        if full:    # the machine's limit, not the kernel's: not judged (verified again)
+            out.fail("correctness", full, 0.0, **{TOOL: full})
+            return False
         job_dir = self.jobs.new_job("candidate", files, build, job)
         try:
             with self._lock.shared():  # trials stop while something is being timed
-                exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build))
+                exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build),
+                                                       data_bytes=data)
             if not result or not result.get("ok") or outputs is None:
-                out.fail("correctness", self.jobs.failure(job_dir, exit_, result), exit_.seconds,
-                         transient=exit_.status in ("timeout", "lost"), **tool_failure(exit_))
+                met, tool = self.jobs.limit_met(job_dir, data)
+                message = met or self.jobs.failure(job_dir, exit_, result)
+                out.fail("correctness", message, exit_.seconds, transient=exit_.status in ("timeout", "lost"),
+                         **({TOOL: tool} if tool else tool_failure(exit_)))
                 return False
         finally:
             shutil.rmtree(job_dir, ignore_errors=True)
@@ -323,3 +330,12 @@ class Verifier:
         performance.check(task, ref, out, measure=measure, roofline=self.roofline, tolerance=self.tolerance_for(task),
                           config=self.config, best_hash=candidate_hash(best) if best and best_pair else "",
                           with_best=best_pair is not None)
+
+
+def job_output_bytes(ref: Reference, schedule: list[tuple[int, int]]) -> int:
+    """What a correctness job writes when its outputs have the reference's shapes and dtypes: every trial's
+    outputs whole, and each repeated call's ``REPEAT_SAMPLES`` positions per output (values and positions)."""
+    repeated = sum(1 for _, seed in schedule if seed)
+    per_call = max((sum(min(leaf.numel(), REPEAT_SAMPLES) * (leaf.element_size() + 8) for leaf in trial["leaves"])
+                    for trial in ref.outputs), default=0)
+    return ref.nbytes + repeated * per_call

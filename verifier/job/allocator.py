@@ -43,7 +43,7 @@ def warm_heap_top(nbytes: int) -> None:
     memory is never given back. Not timed. It is left holding ``SPOILED`` bytes, never zeros (``spoil``). Written by
     this thread alone (``memset``, never PyTorch's ``fill_``, which may hand a large tensor to its OpenMP threads): the
     harness holds every other thread of an untrusted side's process while the side settles
-    (``verifier.harness.window``)."""
+    (``verifier.window.harness``)."""
     warm = torch.empty(nbytes, dtype=torch.uint8)
     if nbytes:
         _libc().memset(ctypes.c_void_p(warm.data_ptr()), SPOILED, ctypes.c_size_t(nbytes))
@@ -61,7 +61,7 @@ def spoil(tensors: list[torch.Tensor], avoid: tuple[int, int] = (0, 0)) -> None:
     faster (red team, issue #35). Host memory only, each storage once; outputs in ``avoid`` (start, end: the
     side's read-only input mapping, an output that is a view of an input) are left alone. Not timed. Only where the
     harness cannot write the side's memory: elsewhere the harness spoils them itself with the side stopped
-    (``verifier.harness.window``), since code in the side's process can replace this function."""
+    (``verifier.window.harness``), since code in the side's process can replace this function."""
     memset = _libc().memset
     done: set[int] = set()
     for t in tensors:

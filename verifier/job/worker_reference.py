@@ -1,7 +1,7 @@
-"""The reference job of the worker (see verifier.job.worker): the reference's outputs at every trial,
+"""The reference job of the worker (see verifier.worker): the reference's outputs at every trial,
 run twice where that can show nondeterminism (reversed order-dependent writes, eval mode for
-dropout), the widened trials it is defined on, the second shapes it accepts, and its timing alone
-(shown, never divided by). Runs in the trusted reference fork server, never beside a candidate."""
+dropout), the widened trials it is defined on, the second shapes it accepts (its timing alone, shown and never divided
+by, is ``verifier.window.in_process``'s). Runs in the trusted reference fork server, never beside a candidate."""
 
 from __future__ import annotations
 
@@ -19,7 +19,6 @@ from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.job.candidate import _describe, _progress, _save
 from verifier.job.tensors import _identical, _snapshot, _to_device, flatten
-from verifier.job.timing import instances, memory_bandwidth_gbps, time_reference
 from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
@@ -106,31 +105,18 @@ def _training_modules(model: torch.nn.Module) -> list[str]:
     return sorted({type(m).__name__ for m in model.modules() if isinstance(m, kinds)})
 
 
-def _reference(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
-    spec, device = job.task, device_runtime.device
+def reference_outputs(job: ReferenceJob, job_dir: Path, device_runtime: DeviceRuntime
+                      ) -> tuple[ReferenceResult, ModuleType]:
+    """The reference job's outputs part (``job.want_outputs``), under the machine lock's shared side (computing:
+    it waits while something is timed): ``outputs.pt`` written, the result and the task's module returned for the
+    timing part (``verifier.window.in_process.time_reference_alone``, which the entry point runs next)."""
     result = ReferenceResult()
-    module = load_task_module(spec)
-
+    module = load_task_module(job.task)
     if job.want_outputs:
-        with held(job.machine_lock, "shared"):  # computing: waits while something is timed
-            payload = _reference_outputs(job_dir, job, module, result, device)
+        with held(job.machine_lock, "shared"):
+            payload = _reference_outputs(job_dir, job, module, result, device_runtime.device)
         _save(job_dir, payload)
-
-    want_timing = job.want_timing
-    want_bandwidth = job.want_bandwidth and device == "cpu"
-    if want_timing or want_bandwidth:
-        _progress(job_dir, "reference timing (waiting for the machine)")
-        with held(job.machine_lock, "exclusive"):  # nothing of ours runs beside a timing
-            _progress(job_dir, "reference timing")
-            if want_timing:
-                # The reference alone: shown (``evokernel tasks --time``), never divided by; the
-                # performance gate times the reference again beside each candidate.
-                models = instances(module.Model, module, job.trials, device, bool(result.eval_mode))
-                timing, input_bytes = time_reference(models, module, job.trials, job.timing, device_runtime)
-                result.timing = {**timing.to_dict(), "input_bytes": input_bytes}
-            if want_bandwidth:
-                result.bandwidth_gbps = memory_bandwidth_gbps(device)
-    return result.to_dict()
+    return result, module
 
 
 def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, result: ReferenceResult, device: str

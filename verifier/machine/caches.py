@@ -83,7 +83,7 @@ def describe_caches(caches: list[dict[str, Any]] | None = None) -> str:
     return ", ".join(parts)
 
 
-# The cache flush before each timed call (verifier.job.timing.CacheFlusher) must evict what the kernel's
+# The cache flush before each timed call (verifier.window.in_process.CacheFlusher) must evict what the kernel's
 # cores hold, not the whole last-level cache a VM reports: there the "L3" is the host's (480 MiB on
 # the 2-vCPU VM here), and twice it was a 960 MiB fill, 140-330 ms per timed call, so only 5-15 rounds
 # fitted the budget. The price, measured there (relu, 4 MiB in and out, single calls interleaved in one

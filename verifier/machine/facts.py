@@ -8,14 +8,33 @@ import functools
 import hashlib
 import os
 import platform
-import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from verifier.machine.caches import cache_sizes, describe_caches, flush_plan
 
-if TYPE_CHECKING:
-    from verifier.backends.base import Backend
+
+class Target(Protocol):
+    """What this machine's facts and its roofline read of the backend kernels are built for (a
+    ``verifier.backends.base.Backend``, which sits above this package): its name, its torch device type, what
+    besides the sources changes a built library, its compiler and flags (the CPU's g++), and its toolchain's report
+    (``device``, ``details``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def device(self) -> str: ...
+
+    @property
+    def flags(self) -> tuple[str, ...]: ...
+
+    @property
+    def compiler(self) -> str | None: ...
+
+    def build_key(self) -> str: ...
+
+    def toolchain(self) -> Any: ...
 
 
 @functools.lru_cache(maxsize=1)
@@ -94,7 +113,7 @@ def vector_bits(isa: list[str]) -> int:
 _DEVICE_LIMITS = ("arch", "soc")
 
 
-def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
+def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
     """Everything a prompt or ``doctor`` says about where kernels run, from one place.
 
     ``backend`` is a verifier backend object. For CPU: the CPU model, thread count, what
@@ -104,9 +123,9 @@ def machine_facts(backend: Backend, threads: int) -> dict[str, Any]:
                              "cpus": os.cpu_count() or 1, "caches": cache_sizes(), "caches_text": describe_caches()}
     if backend.device == "cpu":
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
-    compiler = getattr(backend, "compiler", None)
+    compiler = backend.compiler
     if backend.device == "cpu" and compiler:
-        all_flags = list(getattr(sys.modules.get(type(backend).__module__), "FLAGS", ["-O3", "-march=native"]))
+        all_flags = backend.flags
         target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),

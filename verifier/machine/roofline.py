@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     import torch
     from torch._ops import OpOverload
 
-    from verifier.backends.base import Backend
+    from verifier.machine.facts import Target
     from verifier.machine.lock import MachineLock
     from verifier.task import TaskSpec
 
@@ -241,7 +242,7 @@ def profile_tasks(specs: list[TaskSpec], timeout: float = 120.0) -> list[dict[st
         job = Path(tmp) / "job.json"
         job.write_text(json.dumps({"tasks": [s.to_dict() for s in specs], "result": str(Path(tmp) / "result.json")}))
         env = scrubbed_env({"OMP_NUM_THREADS": "1"}, home=tmp)
-        # counting is not a timing: at lower priority (verifier.machine.priority)
+        # counting is not a timing: at lower priority (verifier.priority)
         ran = run_process([sys.executable, "-m", "verifier.machine.roofline", "profile", str(job)], cwd=tmp, env=env,
                           timeout=timeout, background=True)
         if ran.timed_out:
@@ -339,7 +340,7 @@ MAX_CEILING_MEASUREMENTS = 5
 no more, since a kernel whose data stays in a large cache is under the floor every time."""
 
 
-def measure_ceilings(compiler: str, flags: list[str], threads: int, llc_bytes: int, timeout: float = 180.0
+def measure_ceilings(compiler: str, flags: Sequence[str], threads: int, llc_bytes: int, timeout: float = 180.0
                      ) -> dict[str, Any]:
     """Build and run the triad + FMA program; ``{"triad_gbps", "fma_gflops", ...}`` or RuntimeError."""
     flags = [f for f in flags if f not in ("-shared", "-fPIC") and not f.startswith("-fdiagnostics")]
@@ -463,7 +464,7 @@ class RooflineMeter:
     ``doctor`` of this user on this machine measures the ceilings once (1.6 s under the timing lock, 3 s of
     a first verification) and counts a task once."""
 
-    def __init__(self, cache_dir: str | Path | None, backend: Backend, threads: int, lock: MachineLock | None = None):
+    def __init__(self, cache_dir: str | Path | None, backend: Target, threads: int, lock: MachineLock | None = None):
         self.root = Path(cache_dir if cache_dir is not None else user_cache_dir()) / "roofline"
         self.backend = backend
         self.threads = int(threads)
@@ -551,9 +552,8 @@ class RooflineMeter:
                 return before
             from verifier.machine.caches import last_level_cache_bytes
 
-            compiler = getattr(self.backend, "compiler", None) or shutil.which("g++")
-            module = sys.modules.get(type(self.backend).__module__)
-            flags = list(getattr(module, "FLAGS", ["-O3", "-march=native", "-fopenmp"]))
+            compiler = self.backend.compiler or shutil.which("g++")
+            flags = self.backend.flags or ("-O3", "-march=native", "-fopenmp")
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
                     measured = None if remeasure else self._read("ceilings.json").get(self._ceilings_key())

@@ -1,7 +1,9 @@
 """Where untrusted candidate code runs. The filesystem view and the checks of which layers work here are
 ``verifier.sandbox.isolation``; the fork server ``verifier.sandbox.client`` (harness side) and
-``verifier.sandbox.forkserver`` (inside the sandbox); the seccomp filter ``verifier.sandbox.seccomp``;
-a child's scrubbed environment ``verifier.processes``.
+``verifier.sandbox.forkserver`` (inside the sandbox: its loop); the Linux primitives it applies (hardening,
+capabilities, namespaces, Landlock, limits, a group stopped or killed) ``verifier.sandbox.lockdown``; the seccomp
+filter ``verifier.sandbox.seccomp``; what the harness reads of a job from outside ``verifier.sandbox.procs``; a
+child's scrubbed environment ``verifier.processes``.
 
 Layers, outermost first:
 

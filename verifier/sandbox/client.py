@@ -15,11 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verifier import priority
 from verifier.errors import SandboxError
-from verifier.machine import priority
 from verifier.processes import kill_group
 from verifier.sandbox import procs
-from verifier.sandbox.isolation import bwrap_argv, bwrap_hardening, bwrap_status, sandbox_view
+from verifier.sandbox.isolation import (
+    bwrap_argv,
+    bwrap_hardening,
+    bwrap_status,
+    can_join_groups,
+    device_groups,
+    device_refusal,
+    sandbox_view,
+)
 from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
 
 # ----------------------------------------------------------------------------- fork server client
@@ -293,6 +301,7 @@ class ForkServer:
         self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
         self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
         self._closes = 0        # how many times close() began: a job running across one was ended by it
+        self._device_groups: list[int] = []   # the device nodes' groups given to the server and its jobs
 
     @property
     def isolation(self) -> str:
@@ -307,6 +316,9 @@ class ForkServer:
             layers.append(describe(self.needs, enabled=False))
         else:
             layers.append(f"no seccomp ({self._info.get('seccomp_error', 'unavailable')})")
+        if self._device_groups:
+            layers.append(f"the device nodes' group{'s' * (len(self._device_groups) > 1)} "
+                          f"{', '.join(map(str, self._device_groups))} given to jobs (no capability opens them)")
         if self._confine:
             layers.append("each job in a PID namespace of its own" if self._info.get("pid_namespace") else
                           f"jobs share the sandbox's PID namespace ({self._info.get('pid_namespace_error') or 'off'})")
@@ -331,6 +343,7 @@ class ForkServer:
             if self._proc is not None and self._proc.poll() is None:
                 return
             self._ready.clear()
+            groups = self._job_groups()     # before anything changes: it may refuse
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine, "entry": self._entry,
                       "seccomp": self._seccomp, "needs": self.needs.to_dict(),
@@ -345,7 +358,7 @@ class ForkServer:
                 # environment): make it non-dumpable, so a job without capabilities cannot read
                 # /proc/<this>/environ or its memory. (It also turns off core dumps of this process; no
                 # no_new_privs here, which would stop a setuid bubblewrap for the builds.)
-                from verifier.sandbox.forkserver import make_non_dumpable
+                from verifier.sandbox.lockdown import make_non_dumpable
 
                 make_non_dumpable()
             if self._use_bwrap:
@@ -361,10 +374,10 @@ class ForkServer:
             stderr = open(self._stderr_path, "ab")
             try:
                 # At normal priority whatever thread starts it: every timed run is forked from it
-                # (verifier.machine.priority).
+                # (verifier.priority).
                 self._proc = priority.popen(argv, background=False, env=self._env, cwd=self.jobs_root,
                                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                                            start_new_session=True)
+                                            start_new_session=True, **groups)
             except OSError as exc:
                 raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
             finally:
@@ -379,6 +392,24 @@ class ForkServer:
             found = self.host_pid()
             server = procs.settings(found) if found is not None else None
             self._limits = dict(server.limits) if server is not None else {}
+
+    def _job_groups(self) -> dict[str, Any]:
+        """What the server's start adds so its confined jobs, with no capability, open the device nodes: the nodes'
+        groups as supplementary groups (``extra_groups``: only a process with CAP_SETGID, root, gives them; the
+        sandbox's other walls are unchanged). Raises SandboxError, naming the group to join, when the jobs still
+        could not open them (issue #50: otherwise every candidate would fail at set_device, the reference not)."""
+        self._device_groups = []
+        if not self._confine or not self._devices:
+            return {}
+        groups = os.getgroups()
+        needed = device_groups(self._devices)
+        if needed and can_join_groups():
+            self._device_groups = needed
+            groups = [*groups, *needed]
+        refusal = device_refusal(self._devices, groups=[*groups, os.getegid()])
+        if refusal:
+            raise SandboxError(refusal)
+        return {"extra_groups": groups} if self._device_groups else {}
 
     def host_pid(self) -> int | None:
         """The fork server's process as this process names it (bubblewrap's child under bubblewrap)."""

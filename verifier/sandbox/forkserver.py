@@ -7,10 +7,13 @@ library needs, when it has any) to start a job or
 then ``{"id", "pid"}`` when a child starts, ``{"id", "paused": bool, "ok": bool}`` once a pause or a
 continue has taken effect (every thread of the job stopped, for a pause) and ``{"id", "exit", "signal"}``
 when it ends. The server
-stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes.
+stays single-threaded (forking a threaded process is unsafe) and exits when its stdin closes. Its loop is
+``Server.run``: wait for a command, a child's end or the watch's tick; watch the jobs' disk and tasks; reap the
+jobs that ended; answer the commands. The Linux primitives it applies to itself and to each job (hardening,
+capabilities, namespaces, Landlock, limits, stopping a group) are ``verifier.sandbox.lockdown``'s.
 
-Run as ``python -m verifier.sandbox.forkserver '{"entry": "verifier.job.worker:run_job", "preload": ["torch",
-"verifier.job.worker"]}'``: ``entry`` names the job code each child runs (``module:function``, called with
+Run as ``python -m verifier.sandbox.forkserver '{"entry": "verifier.worker:run_job", "preload": ["torch",
+"verifier.worker"]}'``: ``entry`` names the job code each child runs (``module:function``, called with
 the job folder). The server resolves it by name and never imports job code itself, so the sandbox sits
 below the jobs it runs.
 
@@ -36,7 +39,6 @@ in its siblings' folders, and attach to no process outside its domain; and its s
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import json
 import os
@@ -44,145 +46,31 @@ import resource
 import select
 import shutil
 import signal
-import struct
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from verifier.sandbox.lockdown import (
+    cap_tasks,
+    confine_job,
+    drop_capabilities,
+    harden_process,
+    kill_group,
+    landlock_abi,
+    limit,
+    new_pid_namespace,
+    pause_group,
+    pid_namespaces_work,
+    set_death_signal,
+    set_subreaper,
+    task_cap_works,
+    threads_of,
+)
 
 if TYPE_CHECKING:  # the server imports little before it forks; these are for annotations only
     from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
-
-# ----------------------------------------------------------------------------- process hardening
-
-_PR_SET_DUMPABLE = 4
-_PR_CAPBSET_DROP = 24
-_PR_SET_NO_NEW_PRIVS = 38
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_PDEATHSIG = 1
-_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
-_LINUX_CAPABILITY_VERSION_3 = 0x20080522
-_SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
-_LANDLOCK_CREATE_RULESET_VERSION = 1
-_LANDLOCK_RULE_PATH_BENEATH = 1
-_LL_WRITE_FILE, _LL_READ_FILE = 1 << 1, 1 << 2
-_LL_TRUNCATE = 1 << 14
-# write_file, read_file, remove_dir, remove_file, make_{char,dir,reg,sock,fifo,block,sym}
-_LL_V1 = _LL_WRITE_FILE | _LL_READ_FILE | sum(1 << b for b in range(4, 13))
-_LL_REFER = 1 << 13
-_LL_NET_TCP = 1 | 2               # bind_tcp, connect_tcp (ABI 4)
-_LL_SCOPES = 1 | 2                # abstract Unix sockets, signals (ABI 6)
-# Device nodes every process may write (their reads come with /dev).
-_STD_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
-
-_libc_handle: ctypes.CDLL | None = None
-
-
-def _libc() -> ctypes.CDLL:
-    global _libc_handle
-    if _libc_handle is None:
-        _libc_handle = ctypes.CDLL(None, use_errno=True)
-        _libc_handle.syscall.restype = ctypes.c_long
-    return _libc_handle
-
-
-def _prctl(option: int, arg: int = 0) -> int:
-    z = ctypes.c_ulong(0)
-    return int(_libc().prctl(ctypes.c_int(option), ctypes.c_ulong(arg), z, z, z))
-
-
-def harden_process() -> None:
-    """Non-dumpable (others cannot open its /proc/PID/mem, environ or fd, nor ptrace it without
-    CAP_SYS_PTRACE; an exec resets this, so a spawned job calls it again) and no new privileges."""
-    make_non_dumpable()
-    try:
-        _prctl(_PR_SET_NO_NEW_PRIVS, 1)
-    except (OSError, AttributeError):
-        pass
-
-
-def make_non_dumpable() -> None:
-    """This process's /proc/PID/{mem,environ,fd} closed to processes without CAP_SYS_PTRACE (and no
-    core dumps)."""
-    try:
-        _prctl(_PR_SET_DUMPABLE, 0)
-    except (OSError, AttributeError):
-        pass
-
-
-def drop_capabilities() -> None:
-    """Drop every capability: bounding set (needs CAP_SETPCAP, so first), ambient, then effective,
-    permitted and inheritable. A no-op where there are none (inside bubblewrap)."""
-    try:
-        libc = _libc()
-        try:
-            last = int(open("/proc/sys/kernel/cap_last_cap").read())
-        except (OSError, ValueError):
-            last = 40
-        for cap in range(last + 1):
-            _prctl(_PR_CAPBSET_DROP, cap)
-        _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL)
-        header = (ctypes.c_uint32 * 2)(_LINUX_CAPABILITY_VERSION_3, 0)
-        data = (ctypes.c_uint32 * 6)()
-        libc.capset(header, data)
-    except (OSError, AttributeError):
-        pass
-
-
-_CLONE_NEWUSER, _CLONE_NEWPID = 0x10000000, 0x20000000
-
-
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def new_pid_namespace() -> str | None:
-    """Move this (single-threaded) process into a user namespace of its own, in which its next child is
-    PID 1 of a PID namespace of its own, its uid and gid mapped to themselves; None, or why not. The child
-    sees no process but itself: every system call that names a process (``sched_setaffinity``,
-    ``prlimit64``, ``setpriority``, ``kill``, ``ptrace``) reaches its own threads and nothing else, the
-    fork server and the other jobs included. The user namespace holds no capability its owner lacks
-    outside it, and the child drops even those (``drop_capabilities``)."""
-    uid, gid = os.geteuid(), os.getegid()
-    libc = _libc()
-    if libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWPID)) != 0:
-        return f"unshare failed: {os.strerror(ctypes.get_errno())}"
-    # A non-dumpable process's /proc/self files belong to root, not to it: dumpable while it writes its maps
-    # (nothing but this process can reach it yet: a job's Landlock domain keeps it from processes outside)
-    # Mapping uid 0 needs CAP_SETFCAP, which the server dropped: root's jobs stay unmapped (their ids read
-    # as the overflow id inside; files are checked by their real ids all the same).
-    _prctl(_PR_SET_DUMPABLE, 1)
-    try:
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
-    except OSError:
-        pass
-    finally:
-        make_non_dumpable()
-    return None
-
-
-def pid_namespaces_work() -> tuple[bool, str]:
-    """Whether each job can have a PID namespace of its own here (a forked probe tries), and why not."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        problem = new_pid_namespace()
-        os.write(w, (problem or "").encode()[:400])
-        os._exit(0)
-    os.close(w)
-    why = os.read(r, 4096).decode(errors="replace")
-    os.close(r)
-    os.waitpid(pid, 0)
-    return not why, why
 
 
 WATCH_S = 0.05
@@ -220,157 +108,6 @@ def free_bytes(folder: str) -> int:
     except OSError:
         return 0
     return st.f_bavail * st.f_frsize
-
-
-def cap_tasks(tasks: int) -> None:
-    """At most ``tasks`` threads and processes in this job (``RLIMIT_NPROC``). Called in the job's own user
-    namespace, after it was made: since Linux 5.14 the kernel counts RLIMIT_NPROC per (user namespace, uid)
-    (ucounts), and the level above is held to the limit the namespace's creator had when it made it (the
-    server's), so the count is this job's alone, never the server's nor its siblings'. The kernel never
-    enforces it for root (uid 0 of the initial namespace): there the server watches (``WATCH_S``)."""
-    _limit(resource.RLIMIT_NPROC, tasks)
-
-
-def task_cap_works() -> bool:
-    """Whether ``cap_tasks`` holds here: a forked probe in a user namespace of its own, capped at one task
-    (itself), tries to fork."""
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            if new_pid_namespace() is None:
-                cap_tasks(1)
-                try:
-                    child = os.fork()
-                except OSError:
-                    code = 0          # refused: the kernel counts this job's tasks
-                else:
-                    if child == 0:
-                        os._exit(0)
-                    os.waitpid(child, 0)
-        finally:
-            os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
-
-
-def threads_of(pid: int) -> int:
-    """How many threads ``pid`` has (0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f:
-                if line.startswith(b"Threads:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def landlock_abi() -> tuple[int, str]:
-    """The kernel's Landlock ABI version (0 with the reason when there is none)."""
-    try:
-        abi = _libc().syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0),
-                              ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
-    except (OSError, AttributeError) as exc:
-        return 0, f"no libc syscall: {exc}"
-    if abi < 1:
-        err = ctypes.get_errno()
-        return 0, f"the kernel has no Landlock ({os.strerror(err) if err else 'unknown'})"
-    return int(abi), ""
-
-
-def confine_job(job_dir: str, writable: list[str], readable: list[str] | None = None) -> str | None:
-    """Put this (single-threaded) process in a Landlock domain of its own: read only beneath the
-    ``readable`` paths (the sandbox's allow-list: system, interpreter, verifier package, ``/proc``) and
-    the job folder, never in the jobs root's other entries; write, create, remove and rename only
-    beneath ``job_dir`` and on the ``writable`` paths (device nodes) that do not hold
-    the jobs root; no TCP; (ABI 6) no signals or abstract Unix sockets beyond the domain. The domain
-    also keeps the process from attaching to (ptrace, /proc/PID/mem) any process outside it. Reading
-    folders (listing names) is not restricted. ``readable`` None: read anywhere but in the jobs root.
-    Returns None on success or why it is unavailable."""
-    abi, why = landlock_abi()
-    if not abi:
-        return why
-    libc = _libc()
-    handled = _LL_V1 | (_LL_REFER if abi >= 2 else 0) | (_LL_TRUNCATE if abi >= 3 else 0)
-    file_rights = _LL_WRITE_FILE | _LL_READ_FILE | (_LL_TRUNCATE if abi >= 3 else 0)
-    if abi >= 6:
-        attr = struct.pack("=QQQ", handled, _LL_NET_TCP, _LL_SCOPES)
-    elif abi >= 4:
-        attr = struct.pack("=QQ", handled, _LL_NET_TCP)
-    else:
-        attr = struct.pack("=Q", handled)
-    buf = ctypes.create_string_buffer(attr, len(attr))
-    ruleset = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), buf, ctypes.c_size_t(len(attr)),
-                           ctypes.c_uint32(0))
-    if ruleset < 0:
-        return f"landlock_create_ruleset failed: {os.strerror(ctypes.get_errno())}"
-
-    def allow(path: str, rights: int) -> bool:
-        try:
-            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
-        except OSError:
-            return False
-        try:
-            if not os.path.isdir(path):
-                rights &= file_rights
-            rule = ctypes.create_string_buffer(struct.pack("=Qi", rights, fd), 12)
-            return int(libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset),
-                                    ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), rule, ctypes.c_uint32(0))) == 0
-        finally:
-            os.close(fd)
-
-    def allow_reads_around(top: str, job: str) -> None:
-        """Reads beneath every entry of every folder from ``top`` down to the job's, except the next
-        one down, so the jobs root's other entries (other jobs) stay unreadable. Entries created later
-        in those few folders are unreadable too."""
-        parts = job.strip("/").split("/")
-        start = len(top.strip("/").split("/")) if top.strip("/") else 0
-        for depth in range(start, len(parts)):
-            folder = "/" + "/".join(parts[:depth])
-            try:
-                names = os.listdir(folder)
-            except OSError:  # the jobs root itself: not listable, nothing else there to allow
-                continue
-            for name in names:
-                if name != parts[depth]:
-                    allow(os.path.join(folder, name), _LL_READ_FILE)
-
-    try:
-        job = os.path.realpath(job_dir)
-        jobs_root = os.path.dirname(job)
-        if not allow(job, handled):
-            return f"landlock_add_rule failed for the job folder: {os.strerror(ctypes.get_errno())}"
-        for path in (["/"] if readable is None else readable):
-            real = os.path.realpath(path)
-            if _contains(real, jobs_root):
-                allow_reads_around(real, job)
-            elif os.path.exists(real):
-                allow(real, _LL_READ_FILE)
-        for path in [*_STD_DEVICES, *writable]:
-            real = os.path.realpath(path)
-            if os.path.exists(real) and not _contains(real, jobs_root):
-                allow(real, handled)
-        if _prctl(_PR_SET_NO_NEW_PRIVS, 1) != 0:
-            return f"no_new_privs failed: {os.strerror(ctypes.get_errno())}"
-        if libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(ruleset), ctypes.c_uint32(0)) != 0:
-            return f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}"
-    finally:
-        os.close(ruleset)
-    return None
-
-
-def _contains(folder: str, path: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip("/") + "/")
-
-
-def _limit(which: int, value: int) -> None:
-    try:
-        resource.setrlimit(which, (value, value))
-    except (ValueError, OSError):
-        soft, hard = resource.getrlimit(which)
-        if hard != resource.RLIM_INFINITY:
-            resource.setrlimit(which, (min(value, hard), hard))
 
 
 def _lock_down(config: dict[str, Any], *, all_threads: bool, deny_chmod: bool) -> None:
@@ -414,7 +151,7 @@ def die_with(server: int, wait_s: float = 5.0) -> bool:
         if time.monotonic() > deadline:
             return False
         time.sleep(0.0002)
-    _prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    set_death_signal(signal.SIGKILL)
     return parent_pid() == server
 
 
@@ -470,7 +207,7 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     server = parent_pid()
     os.setsid()
     if int(limits.get("nice", 0)) > 0:
-        os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.machine.priority)
+        os.nice(min(int(limits["nice"]), 19))  # not timed: yields to what is (verifier.priority)
     harden_process()
     if report >= 0:
         _job_process(report, pid_namespace, server)
@@ -497,13 +234,13 @@ def _child(job_dir: str, limits: dict[str, Any], fds: list[int], spawn: dict[str
     for key, value in (env or {}).items():
         if isinstance(key, str) and isinstance(value, str) and key not in ("HOME", "TMPDIR"):
             os.environ[key] = value
-    _limit(resource.RLIMIT_CORE, 0)
+    limit(resource.RLIMIT_CORE, 0)
     if limits.get("cpu_seconds") is not None:
-        _limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
-    _limit(resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) << 20)
-    _limit(resource.RLIMIT_NOFILE, int(limits.get("open_files", 256)))
+        limit(resource.RLIMIT_CPU, int(limits["cpu_seconds"]))
+    limit(resource.RLIMIT_FSIZE, int(limits["file_size_mb"]) << 20)
+    limit(resource.RLIMIT_NOFILE, int(limits.get("open_files", 256)))
     if limits.get("address_space_mb"):
-        _limit(resource.RLIMIT_AS, int(limits["address_space_mb"]) << 20)
+        limit(resource.RLIMIT_AS, int(limits["address_space_mb"]) << 20)
     if confine is not None:
         problem = confine_job(job_dir, confine.get("writable", []), confine.get("readable"))
         if problem and confine.get("landlock"):  # the server found Landlock, yet it failed here
@@ -568,6 +305,214 @@ def confined_exec(config: dict[str, Any], argv: list[str]) -> int:
     return 127  # not reached
 
 
+class Server:
+    """The fork server's state and loop (see the module's docstring): the jobs it started, by their process,
+    what the watch holds them to, and the protocol's two ends (stdin, stdout)."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.entry: str = config["entry"]
+        self.filter_config = {"seccomp": config.get("seccomp", True), "needs": config.get("needs")}
+        self.spawn = ({"job_preload": config.get("job_preload", []), "entry": self.entry, **self.filter_config}
+                      if config.get("spawn") else None)
+        self.landlock, self.landlock_error = landlock_abi()
+        self.confine = ({"writable": config.get("writable", []), "readable": config.get("readable"),
+                         "landlock": self.landlock} if config.get("confine") else None)
+        # candidates only: each job in a PID namespace of its own, where the kernel lets this user make one
+        self.pid_namespace, self.pid_namespace_error = (pid_namespaces_work() if config.get("confine")
+                                                        else (False, ""))
+        # where the kernel does not count a job's tasks (root's; no namespace of its own), the server counts them
+        self.watch_tasks = bool(config.get("confine")) and not (self.pid_namespace and task_cap_works())
+        self.children: dict[int, int] = {}    # the job's process -> job id
+        self.task_caps: dict[int, int] = {}   # the job's process -> its tasks limit (watched)
+        self.over: dict[int, int] = {}        # the job's process -> the threads it had when the watch killed it
+        self.disks: dict[int, tuple[str, int]] = {}   # the job's process -> its folder and its disk limit in bytes
+        self.over_disk: dict[int, int] = {}   # the job's process -> the bytes beneath its folder when stopped
+        self.groups: dict[int, int] = {}      # the job's process -> its process group (its first process's session)
+        self.helpers: set[int] = set()        # first processes of jobs in PID namespaces of their own: exit at once
+        self.jobs_fs = os.getcwd()            # the jobs root (the server's working folder)
+        self.measured_free = free_bytes(self.jobs_fs)
+        self.buffer = b""
+        self.stdin_open = True
+        self.owner = os.getppid()   # the verifier's process (bubblewrap's, under bubblewrap: it dies with its parent)
+        self.wake_r, self.wake_w = os.pipe()
+
+    def ready(self) -> dict[str, Any]:
+        """The first line the server sends: its pid and threads, and which layers work here."""
+        try:
+            import pyseccomp  # noqa: F401
+
+            seccomp_ok, seccomp_error = True, ""
+        except Exception as exc:
+            seccomp_ok, seccomp_error = False, str(exc)
+        if not self.filter_config["seccomp"]:
+            seccomp_ok, seccomp_error = False, "off by configuration ([verifier] seccomp = false)"
+        return {"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
+                "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": self.landlock,
+                "landlock_error": self.landlock_error, "pid_namespace": self.pid_namespace,
+                "pid_namespace_error": self.pid_namespace_error, "watch_tasks": self.watch_tasks}
+
+    def run(self) -> int:
+        """The loop, until stdin is closed and every job ended: wait, watch, reap, answer."""
+        os.set_blocking(self.wake_w, False)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.set_wakeup_fd(self.wake_w)
+        _send(self.ready())
+        set_subreaper()   # a job whose first process exited is the server's to reap
+        while self.stdin_open or self.children:
+            readable = self._wait()
+            self._watch()
+            if self.stdin_open and os.getppid() != self.owner:
+                # The verifier died, yet its end of stdin may live on in a process forked from it: end as at EOF
+                readable = [r for r in readable if r != 0]
+                self._close_input()
+            if self.wake_r in readable:
+                try:
+                    os.read(self.wake_r, 4096)
+                except BlockingIOError:
+                    pass
+            self._reap()
+            if 0 in readable:
+                self._read_commands()
+        return 0
+
+    def _wait(self) -> list[int]:
+        """What is readable: a command, or a child's end (the SIGCHLD wake-up pipe), within the watch's tick."""
+        watching = self.watch_tasks and bool(self.task_caps)
+        readable, _, _ = select.select([0, self.wake_r] if self.stdin_open else [self.wake_r], [], [],
+                                       WATCH_S if watching or self.disks else 1.0)
+        return list(readable)
+
+    def _watch(self) -> None:
+        """Every running job's folder measured when the jobs' filesystem shrank by ``DISK_CHECK_MB``, and (where
+        the kernel does not count them) its threads counted: a job over a limit is killed."""
+        if self.disks:
+            free = free_bytes(self.jobs_fs)
+            if self.measured_free - free >= DISK_CHECK_MB << 20:
+                for pid in list(self.disks):
+                    self._measure_disk(pid, kill=True)
+                free = free_bytes(self.jobs_fs)
+            self.measured_free = free
+        if self.watch_tasks and self.task_caps:
+            for pid, cap in self.task_caps.items():
+                n = threads_of(pid)
+                if n > cap and pid not in self.over:
+                    self.over[pid] = n
+                    kill_group(self.groups.get(pid, pid))
+
+    def _measure_disk(self, pid: int, kill: bool) -> None:
+        folder, cap = self.disks[pid]
+        used = folder_bytes(folder)
+        if used > cap and pid not in self.over_disk:
+            self.over_disk[pid] = used
+            if kill:
+                kill_group(self.groups.get(pid, pid))
+
+    def _reap(self) -> None:
+        """Every job that ended, reported (its exit or signal, and a limit the watch held it to)."""
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in self.helpers:
+                self.helpers.discard(pid)
+                continue
+            job_id = self.children.pop(pid, None)
+            group = self.groups.pop(pid, None)
+            self.task_caps.pop(pid, None)
+            if pid in self.disks:
+                self._measure_disk(pid, kill=False)   # what it left (a job may write fast and end between checks)
+                self.disks.pop(pid, None)
+            if group is not None:
+                kill_group(group)                     # what is left of the job: its namespace's first process
+            ended: dict[str, Any] = {"id": job_id, "exit": None, "signal": os.WTERMSIG(status)}
+            if not os.WIFSIGNALED(status):
+                ended.update({"exit": os.WEXITSTATUS(status), "signal": None})
+            if pid in self.over:
+                ended["tasks"] = self.over.pop(pid)
+            if pid in self.over_disk:
+                # rounded up: a job just over a cap of 8 MiB reads 9, not 8
+                ended["disk_mb"] = -(-self.over_disk.pop(pid) // (1 << 20))
+            _send(ended)
+
+    def _close_input(self) -> None:
+        """The verifier is gone: no more commands, and every job killed."""
+        self.stdin_open = False
+        for pid in self.children:
+            kill_group(self.groups.get(pid, pid))
+
+    def _read_commands(self) -> None:
+        chunk = os.read(0, 65536)
+        if not chunk:
+            self._close_input()
+            return
+        self.buffer += chunk
+        while b"\n" in self.buffer:
+            line, self.buffer = self.buffer.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            self._command(msg)
+
+    def _command(self, msg: dict[str, Any]) -> None:
+        """One command: kill a job, pause or continue it, or start one."""
+        if msg.get("kill"):
+            for pid, job_id in self.children.items():
+                if job_id == msg["id"]:
+                    kill_group(self.groups.get(pid, pid))
+            return
+        if "pause" in msg:
+            pids = [pid for pid, job_id in self.children.items() if job_id == msg["id"]]
+            ok = bool(pids) and all(pause_group(self.groups.get(pid, pid), bool(msg["pause"]), pid) for pid in pids)
+            _send({"id": msg["id"], "paused": bool(msg["pause"]), "ok": ok})
+            return
+        self._start(msg)
+
+    def _start(self, msg: dict[str, Any]) -> None:
+        """Fork the job's child (``_child``), read which process is the job's, and answer with its pid."""
+        report_r, report_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(report_r)
+            os.close(report_w)
+            _send({"id": msg["id"], "error": f"fork failed: {exc}"})
+            return
+        if pid == 0:
+            code = 70
+            try:
+                os.close(report_r)
+                code = _child(msg["job"], msg["limits"], [self.wake_r, self.wake_w], self.spawn, self.confine,
+                              entry=self.entry, env=msg.get("env"), filter_config=self.filter_config,
+                              report=report_w, pid_namespace=self.pid_namespace)
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        os.close(report_w)
+        answer = _read_report(report_r)
+        os.close(report_r)
+        started: dict[str, Any] = {"id": msg["id"], "pid": pid}
+        if answer[:1].isdigit() and int(answer.split()[0]):   # the job's own process, in a namespace of its own
+            job_pid, first = (int(v) for v in answer.split())
+            self.helpers.update((pid, first))
+            started["pid"] = job_pid
+            self.groups[job_pid] = pid
+        elif answer.startswith("error"):
+            started["namespace_error"] = answer[6:]
+        self.children[started["pid"]] = msg["id"]
+        limits = msg["limits"]
+        if self.watch_tasks and limits.get("tasks"):
+            self.task_caps[started["pid"]] = int(limits["tasks"])
+        if self.confine is not None and limits.get("disk_mb"):
+            self.disks[started["pid"]] = (msg["job"], int(limits["disk_mb"]) << 20)
+            self.measured_free = free_bytes(self.jobs_fs)
+        _send(started)
+
+
 def main() -> int:
     if len(sys.argv) > 2 and sys.argv[1] == "--job":
         return _spawned(sys.argv[2], json.loads(sys.argv[3]) if len(sys.argv) > 3 else {})
@@ -577,173 +522,10 @@ def main() -> int:
     config = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
     if config.get("confine"):
         drop_capabilities()  # candidates only: a trusted reference job may need the caller's rights
-    entry = config["entry"]
-    filter_config = {"seccomp": config.get("seccomp", True), "needs": config.get("needs")}
-    spawn = ({"job_preload": config.get("job_preload", []), "entry": entry, **filter_config}
-             if config.get("spawn") else None)
-    landlock, landlock_error = landlock_abi()
-    confine = ({"writable": config.get("writable", []), "readable": config.get("readable"), "landlock": landlock}
-               if config.get("confine") else None)
-    # candidates only: each job in a PID namespace of its own, where the kernel lets this user make one
-    pid_namespace, pid_namespace_error = pid_namespaces_work() if config.get("confine") else (False, "")
-    # where the kernel does not count a job's tasks (root's; no namespace of its own), the server counts them
-    watch_tasks = bool(config.get("confine")) and not (pid_namespace and task_cap_works())
+    server = Server(config)
     for name in config.get("preload", []):
         importlib.import_module(name)
-    wake_r, wake_w = os.pipe()
-    os.set_blocking(wake_w, False)
-    signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.set_wakeup_fd(wake_w)
-    try:
-        import pyseccomp  # noqa: F401
-
-        seccomp_ok, seccomp_error = True, ""
-    except Exception as exc:
-        seccomp_ok, seccomp_error = False, str(exc)
-    if not filter_config["seccomp"]:
-        seccomp_ok, seccomp_error = False, "off by configuration ([verifier] seccomp = false)"
-    _send({"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
-           "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": landlock,
-           "landlock_error": landlock_error, "pid_namespace": pid_namespace,
-           "pid_namespace_error": pid_namespace_error, "watch_tasks": watch_tasks})
-    children: dict[int, int] = {}  # the job's process -> job id
-    task_caps: dict[int, int] = {}  # the job's process -> its tasks limit (watched)
-    over: dict[int, int] = {}       # the job's process -> the threads it had when the watch killed it
-    disks: dict[int, tuple[str, int]] = {}  # the job's process -> its folder and its disk limit in bytes
-    over_disk: dict[int, int] = {}  # the job's process -> the bytes beneath its folder when the watch stopped it
-    jobs_fs = os.getcwd()           # the jobs root (the server's working folder)
-    measured_free = free_bytes(jobs_fs)
-
-    def measure_disk(pid: int, kill: bool) -> None:
-        folder, cap = disks[pid]
-        used = folder_bytes(folder)
-        if used > cap and pid not in over_disk:
-            over_disk[pid] = used
-            if kill:
-                _kill(groups.get(pid, pid))
-    groups: dict[int, int] = {}    # the job's process -> its process group (the session its first process made)
-    helpers: set[int] = set()      # first processes of jobs in PID namespaces of their own: they exit at once
-    _prctl(_PR_SET_CHILD_SUBREAPER, 1)  # a job whose first process exited is the server's to reap
-    buffer = b""
-    stdin_open = True
-    owner = os.getppid()  # the verifier's process (bubblewrap's, under bubblewrap: it dies with its parent)
-    while stdin_open or children:
-        watching = watch_tasks and bool(task_caps)
-        readable, _, _ = select.select([0, wake_r] if stdin_open else [wake_r], [], [],
-                                       WATCH_S if watching or disks else 1.0)
-        if disks:
-            free = free_bytes(jobs_fs)
-            if measured_free - free >= DISK_CHECK_MB << 20:
-                for pid in list(disks):
-                    measure_disk(pid, kill=True)
-                free = free_bytes(jobs_fs)
-            measured_free = free
-        if watching:
-            for pid, cap in task_caps.items():
-                n = threads_of(pid)
-                if n > cap and pid not in over:
-                    over[pid] = n
-                    _kill(groups.get(pid, pid))
-        if stdin_open and os.getppid() != owner:
-            # The verifier died, yet its end of stdin may live on in a process forked from it: end as at EOF
-            readable, stdin_open = [r for r in readable if r != 0], False
-            for pid in children:
-                _kill(groups.get(pid, pid))
-        if wake_r in readable:
-            try:
-                os.read(wake_r, 4096)
-            except BlockingIOError:
-                pass
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in helpers:
-                helpers.discard(pid)
-                continue
-            job_id = children.pop(pid, None)
-            group = groups.pop(pid, None)
-            task_caps.pop(pid, None)
-            if pid in disks:
-                measure_disk(pid, kill=False)  # what it left (a job may write fast and end between two checks)
-                disks.pop(pid, None)
-            if group is not None:
-                _kill(group)                   # what is left of the job: its namespace's first process
-            ended: dict[str, Any] = {"id": job_id, "exit": None, "signal": os.WTERMSIG(status)}
-            if not os.WIFSIGNALED(status):
-                ended.update({"exit": os.WEXITSTATUS(status), "signal": None})
-            if pid in over:
-                ended["tasks"] = over.pop(pid)
-            if pid in over_disk:
-                # rounded up: a job just over a cap of 8 MiB reads 9, not 8
-                ended["disk_mb"] = -(-over_disk.pop(pid) // (1 << 20))
-            _send(ended)
-        if 0 not in readable:
-            continue
-        chunk = os.read(0, 65536)
-        if not chunk:
-            stdin_open = False
-            for pid in children:
-                _kill(groups.get(pid, pid))
-            continue
-        buffer += chunk
-        while b"\n" in buffer:
-            line, buffer = buffer.split(b"\n", 1)
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if msg.get("kill"):
-                for pid, job_id in children.items():
-                    if job_id == msg["id"]:
-                        _kill(groups.get(pid, pid))
-                continue
-            if "pause" in msg:
-                pids = [pid for pid, job_id in children.items() if job_id == msg["id"]]
-                ok = bool(pids) and all(_pause(groups.get(pid, pid), bool(msg["pause"]), pid) for pid in pids)
-                _send({"id": msg["id"], "paused": bool(msg["pause"]), "ok": ok})
-                continue
-            report_r, report_w = os.pipe()
-            try:
-                pid = os.fork()
-            except OSError as exc:
-                os.close(report_r)
-                os.close(report_w)
-                _send({"id": msg["id"], "error": f"fork failed: {exc}"})
-                continue
-            if pid == 0:
-                code = 70
-                try:
-                    os.close(report_r)
-                    code = _child(msg["job"], msg["limits"], [wake_r, wake_w], spawn, confine, entry=entry,
-                                  env=msg.get("env"), filter_config=filter_config, report=report_w,
-                                  pid_namespace=pid_namespace)
-                except BaseException:
-                    traceback.print_exc()
-                finally:
-                    os._exit(code)
-            os.close(report_w)
-            answer = _read_report(report_r)
-            os.close(report_r)
-            started: dict[str, Any] = {"id": msg["id"], "pid": pid}
-            if answer[:1].isdigit() and int(answer.split()[0]):   # the job's own process, in a namespace of its own
-                job_pid, first = (int(v) for v in answer.split())
-                helpers.update((pid, first))
-                started["pid"] = job_pid
-                groups[job_pid] = pid
-            elif answer.startswith("error"):
-                started["namespace_error"] = answer[6:]
-            children[started["pid"]] = msg["id"]
-            if watch_tasks and msg["limits"].get("tasks"):
-                task_caps[started["pid"]] = int(msg["limits"]["tasks"])
-            if confine is not None and msg["limits"].get("disk_mb"):
-                disks[started["pid"]] = (msg["job"], int(msg["limits"]["disk_mb"]) << 20)
-                measured_free = free_bytes(jobs_fs)
-            _send(started)
-    return 0
+    return server.run()
 
 
 def _read_report(fd: int) -> str:
@@ -758,47 +540,6 @@ def _read_report(fd: int) -> str:
             break
         data += chunk
     return data.decode(errors="replace").strip()
-
-
-def _pause(group: int, stop: bool, pid: int, wait_s: float = 0.5) -> bool:
-    """Stop (SIGSTOP) or continue (SIGCONT) the job's process group. A stop returns once every thread of
-    the job's process ``pid`` is seen stopped in /proc (the signal is asynchronous: a thread running on
-    another core stops at its next kernel entry), so nothing of the job runs while the caller times
-    another process."""
-    try:
-        os.killpg(group, signal.SIGSTOP if stop else signal.SIGCONT)
-    except OSError:
-        return False
-    if not stop:
-        return True
-    return wait_stopped(pid, time.monotonic() + wait_s)
-
-
-def wait_stopped(pid: int, deadline: float) -> bool:
-    """Whether every thread of ``pid`` is (or, polling until ``deadline``, comes to be) stopped or gone."""
-    while True:
-        try:
-            states = []
-            for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                    states.append(f.read().rsplit(b")", 1)[1].split()[0])
-        except OSError:
-            return False
-        if all(state in (b"T", b"t", b"Z", b"X") for state in states):
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.00002)
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
 
 
 if __name__ == "__main__":

@@ -28,44 +28,39 @@ _SYSTEM_DIRS = ("/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/opt", 
 _PATH_VARS = re.compile(r"^(PATH|LD_LIBRARY_PATH|PYTHONPATH|CUDA_HOME|CUDA_PATH|TOOLCHAIN_HOME|ASCEND_[A-Z_]+)$")
 
 
-@functools.lru_cache(maxsize=1)
-def bwrap_status() -> tuple[bool, str]:
-    """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False, ("bubblewrap (bwrap) is not installed: candidates run without network isolation and with the "
-                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
-    try:
-        probe = subprocess.run(
-            [exe, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
-             "--die-with-parent", "true"],
-            capture_output=True, text=True, timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, (f"bubblewrap failed to start ({exc}): candidates run without network isolation and with the "
-                       "host's filesystem (Landlock, where the kernel has it, still limits reads to the allow-list)")
-    if probe.returncode != 0:
-        reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
-        return False, (f"bubblewrap cannot create namespaces here ({reason}): candidates run without network "
-                       "isolation and with the host's filesystem (Landlock, where the kernel has it, still limits "
-                       "reads to the allow-list)")
-    return True, ("bubblewrap: no network, private /tmp, a filesystem of the system's programs and libraries, "
-                  "the interpreter and the job's own folder only")
+_NO_BWRAP = ("candidates run without network isolation and with the host's filesystem (Landlock, where the kernel has "
+             "it, still limits reads to the allow-list)")
 
 
-def _bwrap_accepts(flags: tuple[str, ...]) -> bool:
+def _bwrap_probe(flags: tuple[str, ...] = ()) -> str | None:
+    """Run ``true`` under bubblewrap with ``flags`` and the sandbox's own namespaces (no network, its own PIDs, a
+    read-only root): None when it ran, else why not (one clause: not installed, failed to start, or the kernel's
+    refusal in bubblewrap's words)."""
     exe = shutil.which("bwrap")
     if not exe:
-        return False
+        return "bubblewrap (bwrap) is not installed"
     try:
         probe = subprocess.run(
             [exe, *flags, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "--unshare-pid",
              "--die-with-parent", "true"],
             capture_output=True, text=True, timeout=20,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return probe.returncode == 0
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start ({exc})"
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["unknown error"])[-1]
+        return f"bubblewrap cannot create namespaces here ({reason})"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def bwrap_status() -> tuple[bool, str]:
+    """Whether bubblewrap works here (installed and allowed to create namespaces), and why not."""
+    problem = _bwrap_probe()
+    if problem:
+        return False, f"{problem}: {_NO_BWRAP}"
+    return True, ("bubblewrap: no network, private /tmp, a filesystem of the system's programs and libraries, "
+                  "the interpreter and the job's own folder only")
 
 
 @functools.lru_cache(maxsize=1)
@@ -76,7 +71,7 @@ def bwrap_hardening() -> tuple[str, ...]:
     if not bwrap_status()[0]:
         return ()
     for flags in (("--unshare-user", "--cap-drop", "ALL"), ("--cap-drop", "ALL")):
-        if _bwrap_accepts(flags):
+        if _bwrap_probe(flags) is None:
             return flags
     return ()
 
@@ -84,7 +79,7 @@ def bwrap_hardening() -> tuple[str, ...]:
 @functools.lru_cache(maxsize=1)
 def bwrap_as_pid_1() -> bool:
     """Whether bubblewrap can run the command as PID 1 of its namespace (no reaper process of its own)."""
-    return bwrap_status()[0] and _bwrap_accepts((*bwrap_hardening(), "--as-pid-1"))
+    return bwrap_status()[0] and _bwrap_probe((*bwrap_hardening(), "--as-pid-1")) is None
 
 
 def home_roots() -> list[str]:
@@ -222,7 +217,7 @@ def sandbox_view(env: dict[str, str] | None = None, readable: list[str] | tuple[
 
 def landlock_status() -> tuple[bool, str]:
     """Whether each job gets its own Landlock domain here (the file allow-list without bubblewrap too)."""
-    from verifier.sandbox.forkserver import landlock_abi
+    from verifier.sandbox.lockdown import landlock_abi
 
     abi, why = landlock_abi()
     if not abi:
@@ -297,3 +292,88 @@ def bwrap_argv(writable: list[str], hidden: list[str], devices: list[str], cwd: 
     if tmp_read_only:   # not recursive: what is bound beneath (a writable folder, a device) keeps its mode
         argv += ["--remount-ro", "/tmp", "--remount-ro", "/dev"]
     return argv + ["--remount-ro", "/", "--chdir", cwd, "--"]
+
+
+# ----------------------------------------------------------------------------- device nodes and their group
+# A candidate's job holds no capability (bubblewrap's --cap-drop ALL, the fork server's drop_capabilities), so
+# root's job opens a device node by its permission bits like anyone else's: Ascend's nodes are
+# HwHiAiUser:HwHiAiUser 0660 (vllm-project/vllm-ascend#9490), and root without CAP_DAC_OVERRIDE gets "Can't get
+# ascend_hal device count" (Project-HAMi/ascend-device-plugin#139). The harness gives the fork server the nodes'
+# group before the sandbox starts (a supplementary group survives the user namespace, the capability drop and
+# setgroups "deny"); where it cannot, the sandbox refuses at start, naming the group to join.
+
+_CAP_SETGID = 6
+
+
+def _opens(st: os.stat_result, uid: int, groups: list[int] | set[int]) -> bool:
+    """Whether a process with ``uid`` and ``groups`` and no capability may open the file read-write: the owner's
+    bits for its owner, the group's for a member, the others' for the rest (the kernel's order; ACLs not read)."""
+    if uid == st.st_uid:
+        bits = st.st_mode >> 6
+    elif st.st_gid in groups:
+        bits = st.st_mode >> 3
+    else:
+        bits = st.st_mode
+    return bits & 6 == 6
+
+
+def _ids(uid: int | None, groups: list[int] | None) -> tuple[int, set[int]]:
+    return (os.geteuid() if uid is None else uid,
+            set(os.getgroups() if groups is None else groups) | ({os.getegid()} if groups is None else set()))
+
+
+def device_groups(devices: list[str] | tuple[str, ...], *, uid: int | None = None,
+                  groups: list[int] | None = None) -> list[int]:
+    """The groups a confined job needs besides ``groups`` to open the device nodes ``devices`` read-write with no
+    capability, where a group is what opens them (this process's ids when ``uid``/``groups`` are None)."""
+    uid_, have = _ids(uid, groups)
+    needed: list[int] = []
+    for dev in devices:
+        try:
+            st = os.stat(dev)
+        except OSError:
+            continue
+        if not _opens(st, uid_, have) and _opens(st, uid_, have | {st.st_gid}) and st.st_gid not in needed:
+            needed.append(st.st_gid)
+    return needed
+
+
+def device_refusal(devices: list[str] | tuple[str, ...], *, uid: int | None = None,
+                   groups: list[int] | None = None) -> str:
+    """"" when a process with ``uid`` and ``groups`` and no capability opens every node of ``devices`` read-write;
+    else one sentence naming the first it cannot open, its owner and mode, and the group to join."""
+    import grp
+    import pwd
+
+    uid_, have = _ids(uid, groups)
+    for dev in devices:
+        try:
+            st = os.stat(dev)
+        except OSError:
+            continue
+        if _opens(st, uid_, have):
+            continue
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        return (f"candidates' jobs run with no capability and cannot open {dev} ({owner}:{group}, mode "
+                f"{st.st_mode & 0o7777:04o}) with user {uid_} and groups {sorted(have)}: run evokernel as a member "
+                f"of group {group} (gid {st.st_gid}; usermod -aG {group} $USER, then log in again), or as root, "
+                "which gives the sandbox that group itself")
+    return ""
+
+
+def can_join_groups() -> bool:
+    """Whether this process may give a child supplementary groups (``CAP_SETGID`` in its effective set: root)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> _CAP_SETGID & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.geteuid() == 0

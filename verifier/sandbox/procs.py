@@ -11,7 +11,7 @@ never takes a job's word for what it can see itself.
   call's outputs are read by the harness at the moment the call is reported done, not reported by the job;
 * ``write_memory``: one byte over given spans of a stopped job's memory (``process_vm_writev``; where a
   mapping is read-only, ``force_write_memory`` through ``/proc/PID/mem``), so a call's outputs are spoiled
-  by the harness once read, not by the job (``verifier.harness.window``);
+  by the harness once read, not by the job (``verifier.window.harness``);
 * ``hold``/``release``: every thread of a stopped job but one kept in a ptrace stop (``PTRACE_SEIZE``) while the job
   is continued, and let go into the job's stop again (``PTRACE_DETACH``), so the job's own thread does its
   bookkeeping between calls with no thread of the candidate's running beside it.
@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from verifier.sandbox.forkserver import wait_stopped
+from verifier.sandbox.lockdown import wait_stopped
 
 
 def _status(pid: int) -> dict[str, str]:

@@ -70,13 +70,13 @@ class ProbeSandbox:
     def run(self, job: dict[str, Any], timeout_s: float) -> Probe:
         """Run the probe of ``job`` as one job of this sandbox (see :func:`run_probe`)."""
         from verifier.errors import SandboxError
-        from verifier.machine.priority import BACKGROUND_NICENESS
+        from verifier.priority import BACKGROUND_NICENESS
         from verifier.sandbox.client import JobLimits, plain_files_only
         from verifier.sandbox.seccomp import CPU_NEEDS
 
         cap = int(job.get("bytes_cap", BYTES_CAP))
         # memory: the tensors, a copy or two of them, and the interpreter with torch; no CPU-time limit (see
-        # above); lower priority: a probe sizes, it is not timed (verifier.machine.priority)
+        # above); lower priority: a probe sizes, it is not timed (verifier.priority)
         limits = JobLimits(cpu_seconds=None, address_space_mb=(cap * 6 + (4 << 30)) >> 20, file_size_mb=FILE_SIZE_MB,
                            open_files=CPU_NEEDS.open_files, nice=BACKGROUND_NICENESS)
         try:
@@ -101,7 +101,7 @@ def run_probe(job: dict[str, Any], timeout_s: float = PROBE_TIMEOUT_S, *, sandbo
     and ``seccomp`` are its settings), killed whole at ``timeout_s``: a task that hangs, exits or dies is a
     Probe with a one-line problem, never our crash; a probe killed for time still says how far it got.
 
-    A probe sizes, it does not judge: it runs at lower CPU priority (``verifier.machine.priority``) and holds
+    A probe sizes, it does not judge: it runs at lower CPU priority (``verifier.priority``) and holds
     the machine lock shared, so it waits while any timing window runs and never runs beside one."""
     from verifier.machine.lock import MachineLock, machine_lock_path
 

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,14 +65,6 @@ def link_check_status() -> tuple[bool, str]:
         return False, (f"{' and '.join(missing)} not found: every build fails its link check; install binutils "
                        "(Debian/Ubuntu: apt install binutils)")
     return True, f"link check: candidate libraries bind only to {SYSTEM_NAMES} (and the backend's runtime)"
-
-
-def policy_for(backend: object) -> LinkPolicy:
-    """The link policy of ``backend`` (a ``verifier.backends.base.Backend``, whose ``link_policy()`` is
-    optional): without one, the system runtimes only. Typed ``object`` so this module, which the backends
-    import for ``LinkPolicy``, needs nothing from theirs."""
-    find: Callable[[], LinkPolicy] | None = getattr(backend, "link_policy", None)
-    return find() if find is not None else LinkPolicy()
 
 
 def parse_undefined(nm_output: str) -> list[tuple[str, bool]]:

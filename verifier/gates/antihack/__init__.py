@@ -71,10 +71,7 @@ def check_candidate(files: dict[str, str], source_suffixes: tuple[str, ...], hea
             cls = backend_class(backend) if isinstance(backend, str) else backend
         except UnknownBackend:
             return None
-        check = getattr(cls, "project_problem", None)
-        if check is not None:
-            problem = check(files)
-            return problem if isinstance(problem, str) else None
+        return cls.project_problem(files)
     return None
 
 

@@ -19,16 +19,15 @@ def kernel_rules(backend: str | Backend, place: str | None = None) -> KernelRule
     backend declares for it (``project_rules``) when it declares any."""
     if isinstance(backend, str):
         try:
-            cls: object = backend_class(backend)
+            cls: Backend | type[Backend] = backend_class(backend)
         except UnknownBackend:
             return None
     else:
         cls = backend
-    rules = getattr(cls, "kernel_rules", None)
-    places = getattr(cls, "project_rules", None)
-    if isinstance(places, dict) and place is not None:
-        rules = places.get(place, rules)
-    return rules if isinstance(rules, KernelRules) else None
+    rules = cls.kernel_rules
+    if place is not None:
+        rules = cls.project_rules.get(place, rules)
+    return rules
 
 
 def device_problem(name: str, code: str, rules: KernelRules, line_of: list[int]) -> str | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from verifier.backends.base import KernelRules
+from verifier.backends.base import FORM_KERNEL_LAUNCH, KernelRules
 from verifier.gates.antihack.kernel import _BANNED_INCLUDES, _BANNED_WORDS, _COMMON_WORDS
 from verifier.gates.antihack.model_names import TORCH_FORBIDDEN
 
@@ -138,13 +138,12 @@ def device_rules(backend: str, form: str = "kernel-launch") -> tuple[Rule, ...]:
     except UnknownBackend:
         return ()
     tables: list[tuple[str, KernelRules]] = []
-    own = getattr(cls, "kernel_rules", None)
-    if isinstance(own, KernelRules):
+    own = cls.kernel_rules
+    if own is not None:
         tables.append(("kernel sources", own))
-    places = getattr(cls, "project_rules", None)
-    if form != "kernel-launch" and isinstance(places, dict):
-        for place, table in places.items():
-            if isinstance(table, KernelRules) and table is not own:
+    if form != FORM_KERNEL_LAUNCH:
+        for place, table in cls.project_rules.items():
+            if table is not own:
                 tables.append((f"`{place}/` sources" if place else "the binding", table))
     said: dict[str, str] = {}     # what a rule says -> where (a project's kernel sources repeat the backend's)
     for where, table in tables:

@@ -1,5 +1,6 @@
-"""Reference results: the task's outputs at every trial (with their rounding noise, the places two
-runs disagree, the second shapes the reference accepts) and its latency, computed in a clean process.
+"""Computing reference results (``verifier.reference.Reference``: the task's outputs at every trial, with their
+rounding noise, the places two runs disagree, the second shapes the reference accepts) and its latency, in a clean
+process; the timings cached on disk, the next verification's reference made ahead (``Spares``).
 
 Reference jobs run in a fork server of their own (PyTorch imported once; each job a fresh forked
 child with the same rlimits and seccomp filter as candidates), separate from the candidates'
@@ -26,54 +27,20 @@ import tempfile
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, runtime_target
-from verifier.errors import VerifierError
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine.facts import fingerprint
 from verifier.machine.lock import MachineLock
-from verifier.machine.priority import BACKGROUND_NICENESS
+from verifier.priority import BACKGROUND_NICENESS
+from verifier.reference import NondeterministicReference, Reference, ReferenceFailed
 from verifier.sandbox.client import ForkServer, JobLimits
 from verifier.task import TaskSpec
 
 REFERENCE_FORMAT = 4  # 4: noise ratios kept per case of a multi-case task
-
-
-class ReferenceFailed(VerifierError):
-    """The task's own reference could not run: the task is broken, not the candidate."""
-
-
-class NondeterministicReference(ReferenceFailed):
-    """The reference gives different results on the same inputs, in training and in eval mode, at most
-    places of an output: it cannot judge a candidate (the task's fault, not the candidate's)."""
-
-
-@dataclass
-class Reference:
-    trials: list[Trial]                       # base and widened trials kept, then the second shapes found
-    outputs: list[dict[str, Any]]             # per trial: {"structure", "leaves"}
-    noise: list[list[float]]                  # per trial, per output leaf
-    alt_rejected: list[str] = field(default_factory=list)
-    timing: dict[str, Any] | None = None
-    bandwidth_gbps: float | None = None
-    ignore: list[list[Any]] = field(default_factory=list)   # per trial, per leaf: places two runs differ, or None
-    dropped: list[str] = field(default_factory=list)        # widened trials the reference is undefined on
-    eval_mode: str = ""                                     # why both sides run in eval mode ("": they do not)
-    nondeterministic: list[str] = field(default_factory=list)  # one line per output two runs disagree on
-
-    @property
-    def nbytes(self) -> int:
-        return sum(leaf.numel() * leaf.element_size() for trial in self.outputs for leaf in trial["leaves"])
-
-    def restricted(self, keep: list[int]) -> Reference:
-        """This reference with only the trials at ``keep`` (in that order), their outputs, noise and masks."""
-        return replace(self, trials=[self.trials[i] for i in keep], outputs=[self.outputs[i] for i in keep],
-                       noise=[self.noise[i] for i in keep],
-                       ignore=[self.ignore[i] if i < len(self.ignore) else [] for i in keep])
 
 
 class ReferenceCache:
@@ -193,7 +160,7 @@ class ReferenceCache:
                                noise_ratios=self._load_json("noise.json").get(noise_key, {}))
             write_job(job_dir, job)
             # A job that times runs at normal priority throughout (it cannot raise its priority back
-            # after its outputs); one that only computes outputs runs lower (verifier.machine.priority).
+            # after its outputs); one that only computes outputs runs lower (verifier.priority).
             timed = want_timing or want_bandwidth
             limits = JobLimits(cpu_seconds=int(self.timeout * max(1, self.threads) + 10), address_space_mb=None,
                                file_size_mb=4096, nice=0 if timed else BACKGROUND_NICENESS)

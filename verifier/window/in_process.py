@@ -1,10 +1,11 @@
 """Calls timed inside one job's process: the interleaved loop (``time_interleaved``, ``time_calls``), the
 cache flush before a timed call (``CacheFlusher``, sized by ``verifier.machine.caches.flush_plan``), the
-reference's own timing figure (``evokernel tasks --time``, measured inside the trusted reference job:
-shown beside a task, never divided by) and the memory bandwidth behind the plausibility flags.
+reference's own timing figure (``evokernel tasks --time``, measured inside the trusted reference job after its
+outputs: shown beside a task, never divided by; ``time_reference_alone``) and the memory bandwidth behind the
+plausibility flags.
 
 Every speed verdict comes from a window in which the harness times the reference beside the candidate,
-each in its own process (verifier.harness.window). On devices a call is timed by a pair of device events
+each in its own process (verifier.window.harness). On devices a call is timed by a pair of device events
 on the current stream, with the wall clock of the same call kept beside it (work that escaped the stream
 shows as a gap between the two)."""
 
@@ -15,15 +16,41 @@ import random
 import resource
 import time
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.candidate import _timer
+from verifier.job.candidate import _progress, _timer
 from verifier.job.tensors import _to_device
-from verifier.window_stats import Timing, Window
+from verifier.jobs import ReferenceJob, ReferenceResult
+from verifier.machine.lock import held
+from verifier.window.stats import Timing, Window
+
+
+def time_reference_alone(job: ReferenceJob, job_dir: Path, module: ModuleType, result: ReferenceResult,
+                         device_runtime: DeviceRuntime) -> None:
+    """The reference job's timing part, after its outputs (``verifier.job.worker_reference``): the reference alone
+    (``job.want_timing``) and the memory bandwidth (``job.want_bandwidth``, on the CPU), under the machine lock's
+    exclusive side (nothing of ours runs beside a timing); both go into ``result``."""
+    device = device_runtime.device
+    want_bandwidth = job.want_bandwidth and device == "cpu"
+    if not (job.want_timing or want_bandwidth):
+        return
+    _progress(job_dir, "reference timing (waiting for the machine)")
+    with held(job.machine_lock, "exclusive"):
+        _progress(job_dir, "reference timing")
+        if job.want_timing:
+            # The reference alone: shown (``evokernel tasks --time``), never divided by; the performance gate
+            # times the reference again beside each candidate.
+            models = instances(module.Model, module, job.trials, device, bool(result.eval_mode))
+            timing, input_bytes = time_reference(models, module, job.trials, job.timing, device_runtime)
+            result.timing = {**timing.to_dict(), "input_bytes": input_bytes}
+        if want_bandwidth:
+            result.bandwidth_gbps = memory_bandwidth_gbps(device)
 
 
 def instances(make: Any, module: Any, trials: list[Trial], device: str, eval_mode: bool = False) -> list[Any]:

@@ -1,4 +1,4 @@
-"""One side of a timing window, inside its own job process (see verifier.harness.window for the harness).
+"""One side of a timing window, inside its own job process (see verifier.window.harness for the harness).
 
 Every side of a window (the reference, the candidate, the task's best) is a separate process: the
 reference in the trusted reference server, the candidate and the best each in a sandboxed job of their
@@ -7,7 +7,7 @@ harness holds the clock, draws the inputs, reads and compares the outputs and st
 untrusted side while another is timed.
 
 The side answers the harness over two FIFOs the harness made in its job folder, one line per command
-(``ctl.in``) and one per answer (``ctl.out``), in the messages of ``verifier.window_messages``. Both are
+(``ctl.in``) and one per answer (``ctl.out``), in the messages of ``verifier.window.messages``. Both are
 opened during the job's set-up and their names removed before any candidate code runs. An untrusted
 side's inputs are a read-only mapping of ``inputs.bin``, which the harness writes while the side is
 stopped and resumes it only to time its call: its inputs exist for it only once its clock runs. Its
@@ -38,10 +38,10 @@ from verifier.job.candidate import CandidateFailure, _describe, _load_candidate,
 from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
 from verifier.job.tensors import flatten
-from verifier.job.timing import CacheFlusher, instances
 from verifier.jobs import input_layout, layout_bytes, pick
 from verifier.task import TaskSpec, load_task_module
-from verifier.window_messages import (
+from verifier.window.in_process import CacheFlusher, instances
+from verifier.window.messages import (
     Answer,
     Command,
     Done,
@@ -154,7 +154,7 @@ def _where(structure: Any, leaves: list[torch.Tensor]) -> Outputs:
 
 
 def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> dict[str, Any]:
-    """The side's command loop (see the module docstring and ``verifier.window_messages``)."""
+    """The side's command loop (see the module docstring and ``verifier.window.messages``)."""
     spec = TaskSpec.from_dict(job["task"])
     device = device_runtime.device
     role = str(job["role"])

@@ -1,7 +1,7 @@
 """What one timed sample of a window is: the timing method, ``[verifier] timing``.
 
 A speed verdict is always the ratio of the reference's and the candidate's samples from one window
-(``verifier.harness.window``: every side in its own process, alternating, the clock in the harness). The method
+(``verifier.window.harness``: every side in its own process, alternating, the clock in the harness). The method
 says what a sample is, and nothing else:
 
 * ``evokernel`` (the default): one cold call, the caches evicted right before it (``[verifier] flush_cache``),
@@ -37,7 +37,7 @@ class TimingMethod:
 
 METHODS = {
     "evokernel": TimingMethod("evokernel", flush=True, calls=1, warmup=None,
-                              source="verifier/harness/window.py (one cold call per sample after a cache flush)"),
+                              source="verifier/window/harness.py (one cold call per sample after a cache flush)"),
     "multikernelbench": TimingMethod("multikernelbench", flush=False, calls=1, warmup=3,
                                      source="MultiKernelBench utils/performance.py time_execution_event_template: "
                                             "num_warmup = 3 synchronised warm-ups, an event pair per trial "

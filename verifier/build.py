@@ -24,10 +24,10 @@ from typing import Any
 from verifier.backends.base import Backend, BuildPlanError
 from verifier.locations import cache_dir
 from verifier.processes import run_process, scrubbed_env
-from verifier.sandbox.forkserver import landlock_abi
 from verifier.sandbox.isolation import bwrap_argv, bwrap_status, sandbox_view
-from verifier.toolchain.cdecl import DeclarationError, Signature, parse_extern_c
-from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined, policy_for
+from verifier.sandbox.lockdown import landlock_abi
+from verifier.toolchain.cdecl import DeclarationError, Signature
+from verifier.toolchain.linkage import check_links, parse_needed, parse_origin_runpath, parse_undefined
 
 BUILD_FORMAT = 2  # 2: the link check (libraries built before it are built and checked again)
 MAX_LOG_LINES = 30
@@ -144,12 +144,9 @@ def _digest(path: Path) -> str | None:
 
 
 def _launchers(backend: Backend, sources: dict[str, str]) -> list[Signature]:
-    """The functions the runtime may call: the backend's reading of its sources (device backends drop
-    device kernels or turn them into launch entries), else every ``extern "C"`` function."""
-    find = getattr(backend, "launchers", None)
-    if find is not None:
-        return list(find(sources))
-    return [s for text in sources.values() for s in parse_extern_c(text)]
+    """The functions the runtime may call: the backend's reading of its sources (``Backend.launchers``: every
+    ``extern "C"`` function by default; device backends drop device kernels or turn them into launch entries)."""
+    return list(backend.launchers(sources))
 
 
 def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeout: float, sandbox: bool,
@@ -242,7 +239,7 @@ def _link_problem(backend: Backend, workdir: Path, library: str, env: dict[str, 
     search = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
     # folders beside the library it names itself ($ORIGIN RUNPATH: a custom op's private vendor), first
     search = [*parse_origin_runpath(outputs[0], str((workdir / library).parent)), *search]
-    return check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), policy_for(backend), search, cache_dir)
+    return check_links(parse_needed(outputs[0]), parse_undefined(outputs[1]), backend.link_policy(), search, cache_dir)
 
 
 def _toolchain_paths(program: str, env: dict[str, str]) -> list[str]:

@@ -1,9 +1,9 @@
 """What a timing window measured and what it comes to: every side's per-call times, round by round
 (``Window``), one side's summary (``Timing``, ``summarize``), and the paired ratios of two sides with
-their bootstrap intervals (``Ratio``, ``paired_ratio``, ``geomean_ratio``): a speedup is the median of the
-per-round ratios from one window. What a ratio says ("faster", "same speed", "noisy"...) is
-``verifier.verdict``'s one rule; how a window is run, ``verifier.harness.window`` (every side in a process
-of its own, the clock in the harness); calls timed inside one process, ``verifier.job.timing``.
+their bootstrap intervals (``paired_ratio``, ``geomean_ratio``, each a ``verifier.verdict.Ratio``): a speedup is the
+median of the per-round ratios from one window. What a ratio says ("faster", "same speed", "noisy"...) is
+``verifier.verdict``'s one rule; how a window is run, ``verifier.window.harness`` (every side in a process
+of its own, the clock in the harness); calls timed inside one process, ``verifier.window.in_process``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from verifier.verdict import Ratio
 
 # The two-sided confidence of the intervals, and the bootstrap resamples behind them (a few ms).
 CONFIDENCE = 0.95
@@ -73,27 +75,6 @@ class Window:
 
 
 # ----------------------------------------------------------------------------- ratios
-
-
-@dataclass(frozen=True)
-class Ratio:
-    """A paired ratio of two sides' times from one window, with its bootstrap interval (judged by
-    ``verifier.verdict.judge``)."""
-
-    value: float
-    low: float
-    high: float
-    of_medians: float | None = None
-    """The two sides' median times divided (the figures printed beside the ratio), when known."""
-
-    @property
-    def half_width_pct(self) -> float:
-        """Half the interval's width, in percent of the ratio (how settled a window is: the window stops
-        once it is within ``[verifier] timing_precision``)."""
-        return 50.0 * (self.high - self.low) / max(self.value, 1e-12)
-
-    def to_list(self) -> list[float]:
-        return [self.low, self.high]
 
 
 def paired_ratio(numerator: Sequence[float], denominator: Sequence[float], *,

@@ -1,5 +1,5 @@
-"""The messages of a timing window: what the harness (``verifier.harness.window``) and each side
-(``verifier.job.side``) say to each other, one line each over the side's channel, typed here and nowhere
+"""The messages of a timing window: what the harness (``verifier.window.harness``) and each side
+(``verifier.window.side``) say to each other, one line each over the side's channel, typed here and nowhere
 else. The harness writes commands; the side answers each one.
 
     gen SEED CASE K      (the reference only) fresh inputs from the task's ``get_inputs()`` under SEED (for
@@ -10,14 +10,14 @@ else. The harness writes commands; the side answers each one.
                          the side is stopped) as LAYOUT places the inputs; ``ok``
     stage K              (a device side) copy the inputs to the device and flush its cache; ``ok``
     go NONCE K CALLS     call instance K on the inputs (CALLS times back to back: the timing method's sample,
-                         ``verifier.timing_method``), synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS`` at
+                         ``verifier.window.methods``), synchronise; ``done NONCE EVENT PREEMPTED OUTPUTS`` at
                          once (EVENT per call), where OUTPUTS says where the last call's result lies in the
                          side's memory (the harness reads it there itself, the side stopped, before anything)
     settle [spoil]       the bookkeeping of the last call (its op trace, its library calls, signal
                          handling; the heap's top warmed; the next call's trace armed); ``ok``. With
                          ``spoil`` (an untrusted side whose memory the harness cannot write) the side also
                          spoils its last outputs itself; otherwise the harness does, once the side is
-                         stopped again (``verifier.harness.window``)
+                         stopped again (``verifier.window.harness``)
     pick SEED LIMIT      keep LIMIT positions of the last result per output, drawn from SEED
                          (``verifier.jobs.pick``; ``all``: every position); ``ok``
     finish               write the kept picks and every call's report, and exit; ``ok``
@@ -80,7 +80,7 @@ class Stage:
 class Go:
     nonce: str
     instance: int
-    calls: int = 1                 # calls back to back in one sample (the timing method's, verifier.timing_method)
+    calls: int = 1                 # calls back to back in one sample (the timing method's, verifier.window.methods)
 
     def line(self) -> str:
         return f"go {self.nonce} {self.instance} {self.calls}"

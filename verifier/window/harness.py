@@ -1,8 +1,8 @@
 """The timing window, run from the harness: every side in its own process, the clock here.
 
 The reference runs in a job of the trusted reference server, the candidate and (when refining) the
-task's best each in a sandboxed job of their own (``verifier.job.side``), speaking the messages of
-``verifier.window_messages``. This process coordinates the rounds, draws every round's seed, holds the
+task's best each in a sandboxed job of their own (``verifier.window.side``), speaking the messages of
+``verifier.window.messages``. This process coordinates the rounds, draws every round's seed, holds the
 clock and reads and compares the outputs; it never takes a side's word for anything it can check:
 
 * **fresh inputs every round**: the reference's process draws the task's own ``get_inputs()`` under a
@@ -13,7 +13,7 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
   side's ``done NONCE`` (on devices, the side's event pair, with this wall clock kept beside it); caches
   are flushed right before, by the reference's process (on devices, by each side while staging), while
   the side is still stopped. What one sample is (a cold call after the flush, or the public suites' warm
-  calls) is the timing method's (``verifier.timing_method``, ``[verifier] timing``): the window consults it
+  calls) is the timing method's (``verifier.window.methods``, ``[verifier] timing``): the window consults it
   and nothing else changes.
 * **the outputs are read here**: the moment a call is reported done the side is stopped (every thread)
   and the harness reads its result where the side says it lies (``verifier.sandbox.procs.read_memory``)
@@ -67,9 +67,7 @@ from typing import Any
 from verifier.jobs import layout_bytes, pick_positions, tensor_bytes
 from verifier.sandbox import procs
 from verifier.sandbox.client import JobExit, JobHandle, plain_files_only
-from verifier.timing_method import DEFAULT as DEFAULT_METHOD
-from verifier.timing_method import METHODS, TimingMethod
-from verifier.window_messages import (
+from verifier.window.messages import (
     Answer,
     Command,
     Done,
@@ -88,7 +86,9 @@ from verifier.window_messages import (
     Stage,
     parse_answer,
 )
-from verifier.window_stats import Window, paired_ratio
+from verifier.window.methods import DEFAULT as DEFAULT_METHOD
+from verifier.window.methods import METHODS, TimingMethod
+from verifier.window.stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
@@ -513,7 +513,7 @@ class WindowSettings:
     clock: str = "wall"            # "wall" (this process's) or "events" (the sides' device events)
     on_device: bool = False        # the sides stage their inputs on a device (``stage``) before each call
     max_output_bytes: int = 1 << 30   # the most of one call's outputs the harness reads from a side
-    method: TimingMethod = METHODS[DEFAULT_METHOD]   # what one sample is (verifier.timing_method)
+    method: TimingMethod = METHODS[DEFAULT_METHOD]   # what one sample is (verifier.window.methods)
 
 
 Observer = Callable[[str, Any], None]
