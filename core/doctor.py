@@ -36,6 +36,7 @@ def backend_report(name: str) -> dict[str, Any]:
         "reason": tc.reason,
         "problems": list(tc.problems),
         "warnings": list(getattr(tc, "warnings", [])),
+        "notes": list(getattr(tc, "notes", [])),
         "details": dict(tc.details),
     }
 

@@ -56,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
         for warning in b.get("warnings", []):
             console.print(f"[yellow]![/] {name}: {escape(warning)}")
+        for note in b.get("notes", []):   # what works, and the flags a probe chose for it
+            console.print(f"[green]✓[/] {name}: {escape(note)}")
     machine = data.get("machine")
     if machine:  # #12: this machine's roofline ceilings (core.doctor.machine_report)
         c = machine.get("ceilings")

@@ -91,7 +91,7 @@ def _verify(args: argparse.Namespace) -> int:
                            "use_bwrap": vconfig.use_bwrap, "seccomp": vconfig.seccomp} if scale == "auto" else {}
     keys = workspace_keys(ws.memory_path, suite.label, suite.tasks)
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
-    wanted = args.task or task_of_folder(folder, suite, set(names))
+    wanted = args.task or task_of_folder(folder, suite, set(names), where_else(ws, folder))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
     with open_verifier(ws, args.backend, vconfig) as verifier:
         outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh)
@@ -168,9 +168,11 @@ def case_table(cases: list[dict[str, Any]]) -> Table:
     return table
 
 
-def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = ()) -> str:
+def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = (), elsewhere: str = "") -> str:
     """The task a candidate folder is for, from its name: ``kernels/<task>/`` or ``kernels/<task>/best/``
-    (a task's id in the suite, or one of ``keys``, its key in the workspace)."""
+    (a task's id in the suite, or one of ``keys``, its key in the workspace). Otherwise the error names the fix:
+    ``--suite`` where the workspace knows the folder as another suite's task (``elsewhere``: that suite's spec),
+    else ``--task`` or ``--suite``."""
     from core.errors import TaskError
 
     path = folder.resolve()
@@ -178,5 +180,18 @@ def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = ()) -> str:
     for name in (path.name, path.parent.name if path.name == "best" else ""):
         if name in ids:
             return name
-    raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --task ID "
-                    "(`evokernel tasks` lists them)")
+    if elsewhere:
+        raise TaskError(f"{path.name!r} is a task of suite {elsewhere}, not of suite {suite.name}: give --suite "
+                        f"{elsewhere}")
+    raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --suite DIR when it is "
+                    "another suite's task, or --task ID (`evokernel tasks [--suite DIR]` lists them)")
+
+
+def where_else(ws: Any, folder: Path) -> str:
+    """The suite (what loads it: ``builtin`` or its folder) of the workspace's task whose key is the folder's name
+    (or its parent's, for ``best/``), "" when the workspace knows none."""
+    from core.identity import suite_of_key
+
+    path = folder.resolve()
+    name = path.parent.name if path.name == "best" else path.name
+    return suite_of_key(ws.memory_path, name) if ws.exists() else ""
