@@ -236,7 +236,8 @@ def _resolved(base: str, aliases: dict[str, str]) -> tuple[str, bool]:
     pointer: ``typedef float* fptr;``); as it is when it names none."""
     pointer = False
     for _ in range(8):   # aliases of aliases, never a loop
-        if base in SCALARS or base in POINTER_DTYPES or base not in aliases:
+        if base in SCALARS or base in POINTER_DTYPES or base not in aliases or base in HANDLES \
+                or base.endswith("Stream_t"):   # a stream handle stays one, however its header spells it
             break
         base, through = _normalise_type(aliases[base])
         pointer = pointer or through
