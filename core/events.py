@@ -122,6 +122,19 @@ class EditDetected(Event):
 
 
 @dataclass(frozen=True)
+class SizingProgress(Event):
+    """``--size-scale auto`` sizing the suite's tasks in the background (``Session.size_unsized``): ``done`` of
+    ``total`` sized so far, the last one ``task`` and what it came to (``said``: its reference's time, or why it
+    could not be sized), its category from the operators its forward ran. ``total`` 0: nothing left to size."""
+
+    done: int
+    total: int
+    task: str = ""
+    said: str = ""
+    category: str = ""
+
+
+@dataclass(frozen=True)
 class Notice(Event):
     """Something the user should know that is no problem: a save in a folder of no task, where it belongs
     and how to open that suite; two keys of one task merged into one history."""

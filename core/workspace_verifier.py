@@ -48,7 +48,7 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
 
 
 def verify_folder(workspace: Workspace, task: Task, folder: Path, verifier: VerifierProtocol, *,
-                  fresh: bool = False) -> tuple[Outcome, str]:
+                  fresh: bool = False, on_gate: Callable[[Any], None] | None = None) -> tuple[Outcome, str]:
     """``evokernel verify``: the candidate in ``folder`` verified for ``task``, and what to say of the record it
     was found in ("" when nothing). When the memory holds an attempt with this code timed beside a best, that
     best is timed beside it again, ``--fresh`` or not: the recorded verdict of that window is found, and a fresh
@@ -57,7 +57,7 @@ def verify_folder(workspace: Workspace, task: Task, folder: Path, verifier: Veri
     from core.attempts import recorded_best
 
     recorded = recorded_best(workspace, task.id, folder, verifier.backend.name)
-    outcome = verifier.verify(task.spec(), folder, fresh=fresh, best=recorded[1] if recorded else None)
+    outcome = verifier.verify(task.spec(), folder, on_gate, fresh=fresh, best=recorded[1] if recorded else None)
     said = ""
     if recorded and fresh:
         said = (f"timed beside the best that attempt {recorded[0]} of {task.id} was timed beside, as the workbench "

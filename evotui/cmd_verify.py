@@ -94,7 +94,7 @@ def _verify(args: argparse.Namespace) -> int:
     wanted = args.task or task_of_folder(folder, suite, set(names), where_else(ws, folder))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
     with open_verifier(ws, args.backend, vconfig) as verifier:
-        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh)
+        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh, on_gate=_say_waits)
         isolation = verifier.isolation
     data = outcome.to_dict()
     if args.json:
@@ -138,6 +138,15 @@ CASE_COLUMNS_MEANING = (
     "rounds of the paired ratio (reference / kernel, both timed in one round), with its verdict: it need not "
     "equal ref ms / ms")
 """What a case row's figures are, said under the table (#51: 4.961 ms beside 16.041 ms read "2.36x")."""
+
+
+def _say_waits(gate: Any) -> None:
+    """A gate waiting for the machine's timing lock says so on stderr, with who holds it (nothing else is said
+    while verifying: the verdict follows)."""
+    import sys
+
+    if gate.status == "waiting":
+        print(f"evokernel: {gate.name}: {gate.message}", file=sys.stderr, flush=True)
 
 
 def case_table(cases: list[dict[str, Any]]) -> Table:

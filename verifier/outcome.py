@@ -29,6 +29,11 @@ nothing (``Outcome.not_judged``): it is never cached, the engine verifies again,
 recorded as not judged, with no reward, no value moved, never a parent or a start point."""
 
 
+WAITING = "waiting"
+"""A gate's status while it waits for the machine's timing lock (told to the listener, never stored): its message
+says who holds the lock."""
+
+
 @dataclass
 class GateResult:
     """One gate's result: its name, passed/failed/skipped, a message a person or an LLM can act on."""

@@ -363,6 +363,10 @@ class MainScreen(Screen[None]):
                 table.set_status(e.task, "answer unusable", "fail")
             else:
                 table.set_status(e.task, "verifying", "busy")
+        elif isinstance(e, ev.GateChecked) and e.status == "waiting":
+            # the machine's timing lock is held (another workspace's run, a verify): said as such, with who holds it
+            table.set_status(e.task, f"{'edit ' if e.iteration < 0 else ''}waiting: timing lock", "busy")
+            self.note(f"{e.task}: {marks.GATE_LABELS.get(e.gate, e.gate)} {e.message}", "dim", e.at)
         elif isinstance(e, ev.GateChecked):
             label = "edit " if e.iteration < 0 else ""
             failed = e.status == "failed"
@@ -387,6 +391,19 @@ class MainScreen(Screen[None]):
                 self.note(f"{e.task}{where}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
         elif isinstance(e, ev.Notice):
             self.note(e.message, "warn", e.at)
+        elif isinstance(e, ev.SizingProgress):
+            if e.total == 0:
+                return
+            if e.done == 1:
+                self.note(f"sizing {e.total} tasks in the background (--size-scale auto, recorded once): the table "
+                          "shows the others as written meanwhile; a run or a save sizes its own task first", "dim",
+                          e.at)
+            self.note(f"sized {e.done}/{e.total}: {e.task} {e.said}", "dim", e.at)
+            table.set_status(e.task, "sized" if not e.said.startswith("not sized") else "not sized", "dim")
+            if e.category:
+                table.update_task(e.task, category=e.category)
+            if e.done == e.total:
+                self.note(f"every task sized ({e.total})", "ok", e.at)
         elif isinstance(e, ev.BudgetSpent):
             self.note(f"{e.task}: budget spent ({e.iterations} iterations)", "dim", e.at)
         elif isinstance(e, ev.EngineProblem):
