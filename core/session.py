@@ -424,6 +424,16 @@ class Session:
         """An experience with its files, and its parent (for a diff)."""
         return attempt_with_parent(self.store, exp_id)
 
+    def assembly(self, exp_id: str) -> str:
+        """The hot loops of attempt ``exp_id``'s kernel (``core.inspection.assembly``: built as the verifier built it,
+        from its cache), in words and instructions."""
+        from core.inspection import assembly
+
+        exp = self.store.get(exp_id)
+        if exp is None or not exp.files:
+            return "this attempt has no files to build"
+        return assembly(self.workspace, exp.backend or self.config.backend, exp.files)
+
     def raw_answer(self, exp_id: str) -> str | None:
         """The model's answer that gave attempt ``exp_id``, as it came (from the response cache), or
         None (a hand edit, a seed, or an answer no longer cached)."""

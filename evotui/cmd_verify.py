@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--threads", type=int, default=None, help="threads for reference and candidate")
     p.add_argument("--fresh", action="store_true",
                    help="verify again even if this exact candidate was verified before (new timing)")
+    p.add_argument("--case", type=int, default=None, metavar="N",
+                   help="check and time only case N of a multi-case task (by its number, as the tables show it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -68,11 +70,23 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
+    from core.workspace_verifier import open_verifier, verify_folder
+
+    folder, ws, task, vconfig = candidate_task(args)
+    with open_verifier(ws, args.backend, vconfig) as verifier:
+        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh, on_gate=_say_waits)
+        isolation = verifier.isolation
+    return _said(args, task, outcome, not_reused, isolation)
+
+
+def candidate_task(args: argparse.Namespace) -> tuple[Path, Any, Any, Any]:
+    """(the candidate's folder, the workspace, its task sized as this workspace sizes it, the verifier's settings)
+    from the command line (``--task`` or the folder's name, ``--suite``, ``--size-scale``, ``--threads``,
+    ``--case``): what ``verify`` and ``inspect`` verify."""
     from core.errors import WorkspaceError
     from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.workspace import Workspace
-    from core.workspace_verifier import open_verifier, verify_folder
 
     folder = Path(args.candidate)
     if not folder.is_dir():
@@ -93,9 +107,15 @@ def _verify(args: argparse.Namespace) -> int:
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
     wanted = args.task or task_of_folder(folder, suite, set(names), where_else(ws, folder))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
-    with open_verifier(ws, args.backend, vconfig) as verifier:
-        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh, on_gate=_say_waits)
-        isolation = verifier.isolation
+    if getattr(args, "case", None) is not None:   # one case, alone: checked and timed in a window of its own
+        from core.inspection import one_case
+
+        task = one_case(task, args.case)
+    return folder, ws, task, vconfig
+
+
+def _said(args: argparse.Namespace, task: Any, outcome: Any, not_reused: str, isolation: str) -> int:
+    """The verdict printed: one JSON object with ``--json``, else the gates, the cases and the verdict."""
     data = outcome.to_dict()
     if args.json:
         from core.attempts import numbered_entry
@@ -160,9 +180,11 @@ def case_table(cases: list[dict[str, Any]]) -> Table:
 
     table = Table(title="per case", box=None, title_justify="left", caption=CASE_COLUMNS_MEANING,
                   caption_justify="left")
+    against_best = any(c.get("gain") is not None for c in cases)   # timed beside the best: each case's gain too
     for name, justify in (("case", "right"), ("inputs", "left"), ("correct", "left"), ("ms", "right"),
-                          ("ref ms", "right"), ("speedup", "right"), ("verdict", "left")):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+                          ("ref ms", "right"), ("speedup", "right"), ("verdict", "left"),
+                          *((("vs best", "right"),) if against_best else ())):
+        table.add_column(name, justify=justify, overflow="fold")
     for c in cases:
         correct = c.get("correct")
         mark = ("[green]✓[/]" + (f" {c['max_abs_error']:.1e}" if c.get("max_abs_error") is not None else "")
@@ -173,7 +195,9 @@ def case_table(cases: list[dict[str, Any]]) -> Table:
                       f"{ms:.3f}" if ms is not None else "[dim]not timed[/]" if c.get("timed") is False else "",
                       f"{ref:.3f}" if ref is not None else "",
                       f"{speed:.2f}x" if speed is not None else "",
-                      word(str(c.get("vs_reference") or ""), c.get("speedup_ci")) if speed is not None else "")
+                      word(str(c.get("vs_reference") or ""), c.get("speedup_ci")) if speed is not None else "",
+                      *(((f"{c['gain']:.2f}x {word(str(c.get('vs_best') or ''), c.get('gain_ci'))}".strip()
+                          if c.get("gain") is not None else ""),) if against_best else ()))
     return table
 
 

@@ -158,6 +158,13 @@ class ReadAnswer(ReadRequest):
 
 
 @dataclass(eq=False)
+class ReadAssembly(ReadRequest):
+    """The hot loops' assembly of attempt ``exp_id``, built as verified (answered by ``AssemblyLoaded``)."""
+
+    exp_id: str
+
+
+@dataclass(eq=False)
 class ReadMemory(ReadRequest):
     """A page of the memory browser's list: its filters, order and search (answered by ``MemoryLoaded``)."""
 
@@ -220,6 +227,17 @@ class AnswerLoaded(WorkbenchMessage):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, AnswerLoaded)
+
+
+@dataclass(eq=False)
+class AssemblyLoaded(WorkbenchMessage):
+    """The hot loops of attempt ``exp_id`` in words and instructions (``core.inspection.assembly``)."""
+
+    exp_id: str
+    text: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AssemblyLoaded)
 
 
 @dataclass(eq=False)

@@ -257,6 +257,19 @@ def own_lines(preprocessed: str, workdir: Path) -> str:
     return "\n".join(keep)
 
 
+def disassemble(backend: Backend, built: BuildResult, *, sandbox: bool = True, timeout: float = 60.0) -> str:
+    """The built library's code as ``objdump -d`` prints it (AT&T syntax, no raw bytes, names demangled), read in
+    the build's sandbox (its bytes are the candidate's); "" when there is no library or objdump fails."""
+    if built.library is None or not built.library.exists():
+        return ""
+    folder = built.library.parent
+    env = scrubbed_env(backend.worker_env(), home=str(folder))
+    argv = _sandboxed(["objdump", "-d", "--no-show-raw-insn", "-C", built.library.name], folder, env, sandbox,
+                      [str(folder.parent.parent)])
+    proc = run_process(argv, cwd=folder, env=env, timeout=timeout, output_limit=32_000_000, stderr=False)
+    return proc.output if proc.ok else ""
+
+
 def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str]) -> list[str]:
     """``argv`` as the build runs it: under bubblewrap with the sandbox's allow-list view (the toolchain
     of ``argv[0]`` added) and ``workdir`` writable; without bubblewrap, in a Landlock domain with the
