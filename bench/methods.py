@@ -87,7 +87,7 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     for method, r in results.items():
         m = r["metrics"]
         chars = r["prompt_chars"]
-        rows.append([method, str(m.tasks), f"{100 * m.cr:.0f}%", f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%",
+        rows.append([method, str(m.tasks), f"{100 * (m.cr or 0):.0f}%", f"{100 * (m.acc or 0):.0f}%", f"{100 * (m.fast_1 or 0):.0f}%",
                      _fmt(median_interval(m.speedup_over_first)), _fmt(median_interval(m.speedup_over_reference)),
                      str(m.not_measured_together),
                      f"{statistics.mean(chars) / 1000:.1f}" if chars else "-", f"{r['tokens_in']:,}"])

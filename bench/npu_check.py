@@ -1,33 +1,37 @@
 """The first thing to run on an Ascend NPU workstation: does the Ascend backend work here, end to end, and
-does the sandbox let the CANN runtime work?
+does the sandbox let the CANN runtime work? When something fails, which layer failed?
 
-Nothing in EvoKernel has run on an NPU yet. This script checks, in order, and writes one report file to send
-back (``--report``, default ``evokernel-npu-check.json`` in the current folder) besides printing it:
+Nothing in EvoKernel has run on an NPU yet. This script writes one report file to send back (``--report``, default
+``evokernel-npu-check.json`` in the current folder) in every case, besides printing it: when doctor finds no NPU or
+no CANN too (it then says so and lists the ladder it would have climbed), and when a check crashes. It checks, in
+order:
 
-1. ``doctor`` for the Ascend backend (CANN, cmake, torch / torch_npu / CANN pairing, the SoC, the toolkit
-   Python and what it lacks of CANN's Python requirements);
+1. ``doctor`` for the Ascend backend (CANN, cmake, the exact torch / torch_npu / CANN pairing, the SoC, CANN's
+   binary operator package, the toolkit Python and what it lacks, one device op in a candidate's confined job);
+   the report also holds this process's euid and groups, each device node's owner, group and mode, and the versions;
 2. the worked elementwise example (seed knowledge ``example_add.md``) built into ``libkernels.so``:
    ``ldd -r`` (every symbol resolved?) and a ``ctypes`` load in a fresh interpreter;
-3. through the whole verifier, each check TWICE, with the job's seccomp filter and without it
+3. **the ladder** (``ladder``, one process per rung, ``bench/npu_ladder.py``): a plain process first (each device
+   node opened, ``set_device`` and ``torch.ones(1, device="npu") + 1``, the example kernel), then the same checks
+   with each layer of a candidate's sandbox added in turn: the job's rlimits, a user and PID namespace of its own,
+   every capability dropped, Landlock, bubblewrap, the seccomp filter. The first rung that fails names the layer
+   that broke the device, with that rung's CANN log tail;
+4. through the whole verifier, each check TWICE, with the job's seccomp filter and without it
    (``[verifier] seccomp``): the elementwise (add) and reduction (row-wise softmax) examples, one correct and one
    wrong candidate each, and a kernel that reads far out of range, which must come back as a correctness failure
-   with the NPU error's meaning (not a crash). A check that fails with the filter and passes without it is a
-   sandbox failure, and says so: the CANN runtime needs something the filter refuses
-   (``AscendBackend.runtime_needs``; nothing had established what it needs);
-4. timing: the add kernel timed with NPU events, and with ``msprof op`` when it is installed;
-5. the custom-op project form, on one NPUKernelBench golden answer (``--op``, level1/Math/AddCustom by default:
-   an op type no built-in CANN op has, so the custom package cannot shadow a built-in op the reference uses;
-   read from ``--npukb``, never copied into the repository): the gates, the build gate's custom-op flow
-   (msopgen, build.sh, the package installed into the build's private vendor/, the binding linked against it),
-   ``ldd -r``, a call in a fresh process with ``ASCEND_CUSTOM_OPP_PATH`` on that vendor, compared with a CPU
-   reference (never an NPU op in the process whose custom OPP path is set), timed with NPU events; then the same
-   candidate through the whole verifier, with and without the seccomp filter.
+   with the NPU error's meaning (not a crash);
+5. timing: the add kernel timed with NPU events, and with ``msprof op`` when it is installed;
+6. the custom-op project form, on one NPUKernelBench golden answer (``--op``, level1/Math/AddCustom by default:
+   an op type no built-in CANN op has; read from ``--npukb``, never copied into the repository), at a shape its
+   tiling takes whole (AddCustom splits over BLOCK_DIM = 48 cores in 16 tiles with no tail: its own test cases
+   are 48 x 128 x 512): the gates, the custom-op build, ``ldd -r``, a call in a fresh process compared with a CPU
+   reference, NPU-event timing; then the same candidate through the whole verifier, with and without seccomp.
 
     .venv/bin/python bench/npu_check.py [--report FILE] [--keep DIR] [--skip-msprof] [--npukb DIR] [--op TASK]
     .venv/bin/python bench/npu_check.py --dry-run     # what it would run and what the report holds; runs nothing
 
-Exit status: 0 when every outcome is as expected; 1 otherwise; 2, with one line, when the Ascend
-backend cannot run here (no CANN, no NPU, torch_npu missing or not matching).
+Exit status: 0 when every outcome is as expected; 1 otherwise; 2 when the Ascend backend cannot run here (no CANN,
+no NPU, torch_npu missing or not matching): the report says why, and what would have run.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -202,10 +207,13 @@ def check_timing(backend, library: Path, signatures: list[dict], work: Path, say
 
 
 # NPUKernelBench elementwise answers npu_check can call through the survey's binding:
-# task -> (op type, inputs, dtype, the PyTorch expression of the outputs, computed on the CPU)
+# task -> (op type, inputs, dtype, the PyTorch expression of the outputs, computed on the CPU, elements). The
+# elements are a shape the answer's tiling takes whole: AddCustom's splits the length over BLOCK_DIM = 48 cores and
+# 16 tiles of each with no tail, so 64 x 65536 (not a multiple of 48) left 256 outputs unwritten on a healthy
+# machine; 48 x 128 x 512 is its own first test case (validation/test_cases.csv).
 CUSTOM_OPS = {
-    "level1/Math/AddCustom": ("AddCustom", 2, "float16", "x[0] + x[1]"),
-    "level1/Math/Neg": ("Neg", 1, "float", "-x[0]"),
+    "level1/Math/AddCustom": ("AddCustom", 2, "float16", "x[0] + x[1]", 48 * 128 * 512),
+    "level1/Math/Neg": ("Neg", 1, "float", "-x[0]", 512 * 3),
 }
 DEFAULT_OP = "level1/Math/AddCustom"
 
@@ -219,7 +227,7 @@ device = AscendRuntime()
 device.prepare()
 lib = KernelLibrary({library!r}, json.loads({signatures!r}), device)
 run = getattr(lib, {entry!r})
-n = 64 * 65536
+n = {n}
 cpu = [torch.randn(n).to(getattr(torch, {dtype!r})) for _ in range({inputs})]
 x = [t.to("npu") for t in cpu]
 y = torch.empty_like(x[0])
@@ -253,7 +261,7 @@ class Model(nn.Module):
         return {expression}
 
 
-N = 64 * 65536
+N = {n}
 
 
 def get_inputs():
@@ -300,7 +308,7 @@ def custom_op_candidate(answer: Path, task: str) -> tuple[dict[str, str], str, s
 
     from verifier.backends.ascend_project import read_project, snake_case
 
-    op, inputs, dtype, expression = CUSTOM_OPS[task]
+    op, inputs, dtype, expression, _ = CUSTOM_OPS[task]
     files = {str(p.relative_to(answer)): p.read_text(errors="replace") for p in sorted(answer.rglob("*")) if p.is_file()}
     spec = read_project(files, binding=False).spec
     entry = f"run_{snake_case(spec.op)}"
@@ -324,7 +332,7 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
     from verifier.gates.antihack import check_candidate
     from verifier.gates.format import check_format
 
-    _, inputs, dtype, expression = CUSTOM_OPS[task]
+    _, inputs, dtype, expression, n = CUSTOM_OPS[task]
     files, entry, op = custom_op_candidate(answer, task)
     shadowed = builtin_op_file(op, backend.worker_env())
     if shadowed:
@@ -359,7 +367,7 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
     script = work / "call_custom_op.py"
     script.write_text(CUSTOM_OP_SCRIPT.format(root=str(ROOT), library=str(result.library), entry=entry,
                                               signatures=json.dumps([s.to_dict() for s in result.signatures]),
-                                              dtype=dtype, inputs=inputs, expression=expression))
+                                              dtype=dtype, inputs=inputs, expression=expression, n=n))
     ran = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=600)
     err = re.search(r"MAX-ERROR (\S+)", ran.stdout)
     us = re.search(r"EVENTS-US ([\d.]+)", ran.stdout)
@@ -372,7 +380,7 @@ def check_custom_op(backend, npukb: Path, task: str, work: Path, say: Report, re
         return False
     record.update(max_error=float(err.group(1)) if err else None, events_us=float(us.group(1)))
     say(f"ok  custom-op call: max error {err.group(1) if err else '?'} against the CPU; NPU events median "
-        f"{float(us.group(1)):.1f} us over 50 calls (4M {dtype})")
+        f"{float(us.group(1)):.1f} us over 50 calls ({n} {dtype})")
     return ok
 
 
@@ -395,12 +403,153 @@ def sandbox_finding(kind: str, outcomes: dict[bool, object]) -> str:
     return "not as expected with or without the filter: the kernel, the device or the runtime, not the sandbox"
 
 
+# -------------------------------------------------------------------------------------------------- the ladder
+
+sys.path.insert(0, str(ROOT / "bench"))
+import npu_ladder  # noqa: E402  (the rung's process: bench/npu_ladder.py)
+
+LADDER_CHECKS = npu_ladder.CHECKS
+
+
+def ladder_rungs(layers: tuple[str, ...] = npu_ladder.LAYERS) -> list[tuple[str, ...]]:
+    """The layers of each rung: none (a plain process), then one more each rung, in the order they are added."""
+    return [tuple(layers[:k]) for k in range(len(layers) + 1)]
+
+
+def rung_name(layers: tuple[str, ...]) -> str:
+    return "a plain process" if not layers else f"+ {layers[-1]}"
+
+
+def run_rung(k: int, layers: tuple[str, ...], work: Path, *, runtime: str, devices: list[str], env: dict[str, str],
+             needs: dict, library: str = "", signatures: list[dict] | None = None, give_group: bool = True,
+             timeout: float = 300.0) -> dict:
+    """One rung's process (``bench/npu_ladder.py``), under bubblewrap from the rung that adds it, started with the
+    device nodes' group where the sandbox gives it (``verifier.sandbox.isolation.device_groups``); its result, with
+    whether all its checks passed (``ok``), its CANN log tail and its stderr's last line."""
+    from verifier.backends.ascend import cann_log_tail
+    from verifier.sandbox.isolation import bwrap_argv, bwrap_status, can_join_groups, device_groups, sandbox_view
+
+    job = work / f"rung-{k}"
+    shutil.rmtree(job, ignore_errors=True)
+    job.mkdir(parents=True)
+    if library:   # inside the job's folder: what Landlock and bubblewrap let the rung read and load
+        shutil.copy2(library, job / Path(library).name)
+        library = str(job / Path(library).name)
+    from verifier.sandbox.client import JOB_TASKS
+
+    config = {"rung": k, "layers": list(layers), "job": str(job), "runtime": runtime, "devices": devices,
+              "needs": needs, "open_files": needs.get("open_files", 1024), "tasks": JOB_TASKS, "library": library,
+              "signatures": signatures or [], "readable": [*sandbox_view(env, devices=devices), "/proc"]}
+    argv = [sys.executable, str(ROOT / "bench/npu_ladder.py"), json.dumps(config)]
+    if "bubblewrap" in layers:
+        available, why = bwrap_status()
+        if not available:
+            return {"rung": k, "layers": list(layers), "ok": None, "skipped": why, "checks": []}
+        argv = bwrap_argv([str(job)], [], devices, str(job), env=env, readable=[str(ROOT / "bench")]) + argv
+    extra = device_groups(devices) if give_group and can_join_groups() else []
+    groups = {"extra_groups": [*os.getgroups(), *extra]} if extra else {}
+    with open(job / "stdout.txt", "wb") as out, open(job / "stderr.txt", "wb") as err:
+        try:
+            ran = subprocess.run(argv, env=env, cwd=job, stdout=out, stderr=err, timeout=timeout, **groups)
+            code: int | str = ran.returncode
+        except subprocess.TimeoutExpired:
+            code = f"timed out after {timeout:.0f} s"
+    try:
+        result = json.loads((job / "result.json").read_text())
+    except (OSError, ValueError):
+        result = {"rung": k, "layers": list(layers), "checks": [], "error": f"no result (exit {code})"}
+    lines = (job / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    result.update(exit=code, stderr=lines[-1][-500:] if lines else "", cann_log=cann_log_tail(job),
+                  device_group=extra)
+    result["ok"] = not result.get("error") and bool(result["checks"]) and all(
+        c["ok"] is not False for c in result["checks"])
+    return result
+
+
+def ladder(work: Path, *, runtime: str, devices: list[str], env: dict[str, str], needs: dict, library: str = "",
+           signatures: list[dict] | None = None, give_group: bool = True,
+           layers: tuple[str, ...] = npu_ladder.LAYERS) -> dict:
+    """Every rung, a plain process first, each layer of a candidate's sandbox added in turn; the first rung that
+    fails names the layer (or, on the first rung, the device, the runtime or the kernel itself)."""
+    rungs = []
+    first: dict | None = None
+    for k, on in enumerate(ladder_rungs(layers)):
+        result = run_rung(k, on, work, runtime=runtime, devices=devices, env=env, needs=needs, library=library,
+                          signatures=signatures, give_group=give_group)
+        rungs.append(result)
+        if first is None and result["ok"] is False:
+            first = result
+    if first is None:
+        said = "every rung passed: no layer of the sandbox keeps the device from a candidate's job"
+    elif not first["layers"]:
+        said = ("the plain process fails, before any layer of the sandbox: the device, its driver, the runtime or the "
+                "kernel, not the sandbox")
+    else:
+        said = (f"the first layer that fails: {first['layers'][-1]} (the checks pass up to the rung before it and fail "
+                "once it is added)")
+    return {"rungs": rungs, "first_failure": first["layers"][-1] if first and first["layers"] else
+            ("plain process" if first else None), "said": said}
+
+
+def say_ladder(result: dict, say: Report) -> None:
+    for rung in result["rungs"]:
+        mark = "ok " if rung["ok"] else ("-- " if rung["ok"] is None else "BAD")
+        checks = "; ".join(f"{c['check']}: {'ok' if c['ok'] else ('--' if c['ok'] is None else 'FAILED')} "
+                           f"({c['detail']})" for c in rung.get("checks", []))
+        said = rung.get("skipped") or rung.get("error") or checks
+        say(f"{mark} ladder rung {rung['rung']} {rung_name(tuple(rung['layers'])):28} {said}")
+        if rung.get("cann_log"):
+            say(f"      {rung['cann_log']}")
+    say(f"{'ok ' if result['first_failure'] is None else 'BAD'} ladder: {result['said']}")
+
+
+def ladder_plan() -> list[dict]:
+    """What the ladder would run, rung by rung (the report of a machine where it cannot run)."""
+    return [{"rung": k, "adds": rung_name(on), "layers": list(on), "checks": list(LADDER_CHECKS)}
+            for k, on in enumerate(ladder_rungs())]
+
+
+def device_nodes(devices: list[str]) -> list[dict]:
+    """Each device node's owner, group and mode (what decides whether a job with no capability opens it)."""
+    import grp
+    import pwd
+
+    out = []
+    for dev in devices:
+        try:
+            st = os.stat(dev)
+        except OSError as exc:
+            out.append({"path": dev, "error": str(exc)})
+            continue
+        try:
+            owner = pwd.getpwuid(st.st_uid).pw_name
+        except KeyError:
+            owner = str(st.st_uid)
+        try:
+            group = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            group = str(st.st_gid)
+        out.append({"path": dev, "owner": owner, "group": group, "mode": f"{st.st_mode & 0o7777:04o}"})
+    return out
+
+
 # The report file: one JSON object a person can send back; each field and what it holds.
 REPORT_FIELDS = {
     "evokernel": "EvoKernel's version",
     "host": "machine, OS, Python",
+    "npu_found": "whether doctor found an NPU and CANN to run on (false: the report says why and what would run)",
+    "summary": "one line: what went wrong first, or that everything was as expected",
+    "euid": "this process's effective user id (root's jobs hold no capability: they open device nodes by group)",
+    "groups": "this process's groups",
+    "device_nodes": "each device node the sandbox binds: owner, group, mode",
+    "versions": "torch, torch_npu and CANN as installed",
     "doctor": "evokernel doctor for the Ascend backend: CANN root, flow, SoC and where it came from, torch / "
-              "torch_npu / CANN versions, the toolkit Python and what it lacks, problems and warnings",
+              "torch_npu / CANN versions and their pairing, the operator package, the toolkit Python and what it "
+              "lacks, one device op in a candidate's confined job, problems and warnings",
+    "ladder": "the rungs (a plain process, then rlimits, user and PID namespace, capability drop, Landlock, "
+              "bubblewrap, seccomp added in turn): each one's checks (device nodes opened, set_device and "
+              "torch.ones(1) + 1, the example kernel), CANN log tail, and the first layer that fails; on a machine "
+              "without an NPU, the rungs it would run",
     "sandbox": "the layers available (bubblewrap, seccomp, Landlock) and the Ascend runtime's declared needs "
                "(AscendBackend.runtime_needs: threads, signal timers, socket families, open files, files opened "
                "after set-up, device ioctls, with their sources)",
@@ -420,6 +569,10 @@ def dry_run(args: argparse.Namespace) -> int:
     from verifier.backends.ascend import AscendBackend
 
     print("npu_check --dry-run: nothing is run here; on an NPU workstation a run does this:")
+    print(f"\nthe ladder, one process per rung, each with the checks {'; '.join(LADDER_CHECKS)}:")
+    for rung in ladder_plan():
+        print(f"  rung {rung['rung']}: {rung['adds']}")
+    print("  the first rung that fails names the layer (on rung 0: the device, runtime or kernel, not the sandbox)")
     print("\nchecks through the whole verifier, each run twice:")
     for task_id, kinds in CANDIDATES.items():
         for kind, (_, what) in kinds.items():
@@ -456,28 +609,68 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.dry_run:
         return dry_run(args)
+    say = Report()
+    report: dict = {"npu_found": False, "summary": "", "checks": [], "timing": {}, "custom_op": {}}
+    code = 1
+    try:
+        code = check_everything(args, say, report)
+    except Exception as exc:   # a check of ours broke: the report still goes out, with what it got to
+        report["summary"] = report["summary"] or f"npu_check broke: {type(exc).__name__}: {exc}"
+        report["traceback"] = traceback.format_exc()[-4000:]
+        say(f"BAD {report['summary']}")
+        code = 1
+    finally:
+        report["lines"] = say.lines
+        Path(args.report).write_text(json.dumps(report, indent=1, default=str))
+        print(f"\nSend back {Path(args.report).resolve()} (or paste the lines above into an issue)")
+    return code
 
+
+def machine_facts(report: dict, say: Report) -> None:
+    """Who this process is and what the device nodes are, into the report, whatever else happens."""
+    from verifier.backends.ascend import AscendBackend
+
+    devices = AscendBackend(probe_torch=False).sandbox_devices()
+    report.update(euid=os.geteuid(), groups=sorted(os.getgroups()), device_nodes=device_nodes(devices),
+                  host={"machine": platform.machine(), "platform": platform.platform(),
+                        "python": platform.python_version()})
+    say(f"euid {os.geteuid()}, groups {sorted(os.getgroups())}; device nodes: "
+        + (", ".join(f"{d['path']} {d.get('owner')}:{d.get('group')} {d.get('mode')}" for d in report["device_nodes"])
+           or "none found"))
+
+
+def check_everything(args: argparse.Namespace, say: Report, report: dict) -> int:
+    say("## EvoKernel npu_check")
+    machine_facts(report, say)
     from core.doctor import diagnose
 
     doctor = diagnose(["ascend"])
     ascend = doctor["backends"]["ascend"]
+    details = ascend["details"]
+    report.update(evokernel=doctor["evokernel"], doctor=ascend,
+                  versions={"torch": doctor["torch"], "torch_npu": doctor["torch_npu"],
+                            "cann": details.get("versions", "")})
     if not ascend["available"]:
-        print(f"npu_check: the Ascend backend cannot run here: {ascend['reason']}")
+        no_npu = not ascend["device"]["present"]
+        report["summary"] = (f"{'no NPU found' if no_npu else 'the Ascend backend cannot run here'}: "
+                             f"{ascend['reason']}")
+        report["ladder"] = {"ran": False, "would_run": ladder_plan()}
+        say(f"BAD {report['summary']}")
+        say("nothing was run; the ladder it would climb, each rung with the checks "
+            f"({'; '.join(LADDER_CHECKS)}):")
+        for rung in report["ladder"]["would_run"]:
+            say(f"      rung {rung['rung']}: {rung['adds']}")
         return 2
+    report["npu_found"] = True
 
     from core.tasks import load_suite
     from verifier import VerifyConfig
-    from verifier.backends import get_backend
+    from verifier.backends import get_backend, runtime_target
     from verifier.harness.verify import Verifier
+    from verifier.processes import scrubbed_env
 
-    say = Report()
-    report: dict = {"evokernel": doctor["evokernel"],
-                    "host": {"machine": platform.machine(), "platform": platform.platform(), "python": doctor["python"]},
-                    "doctor": ascend, "checks": [], "timing": {}, "custom_op": {}}
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="evokernel-npu-check-"))
     work.mkdir(parents=True, exist_ok=True)
-    details = ascend["details"]
-    say("## EvoKernel npu_check")
     say(f"host {platform.machine()} {platform.platform()}, python {doctor['python']}, evokernel {doctor['evokernel']}")
     say(f"device {ascend['device']['name']} (SoC from {details.get('soc_source')}); {ascend['toolchain']['version']} "
         f"at {details.get('cann_root')} ({details.get('flow')} flow, module {details.get('cmake_module')})")
@@ -492,6 +685,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     library, signatures, ok = check_library(backend, work, say)
     report["library"] = {"path": str(library or ""), "ok": ok}
+    climbed = ladder(work / "ladder", runtime=runtime_target(backend), devices=backend.sandbox_devices(),
+                     env=scrubbed_env(backend.worker_env()), needs=backend.runtime_needs.to_dict(),
+                     library=str(library or ""), signatures=signatures)
+    report["ladder"] = {"ran": True, **climbed}
+    say_ladder(climbed, say)
+    ok &= climbed["first_failure"] is None
     suite = load_suite("builtin")
     outcomes: dict[tuple[str, str], dict[bool, object]] = {}
     for on in SECCOMP_RUNS:
@@ -535,11 +734,10 @@ def main(argv: list[str] | None = None) -> int:
         custom_ok &= check_custom_op_in_verifier(backend, Path(args.npukb), args.op, work, say, record)
     ok &= custom_ok
     report["custom_op"] = record
+    report["summary"] = ("all as expected" if ok else
+                         (climbed["said"] if climbed["first_failure"] else "some outcomes not as expected"))
     say(f"{'all as expected' if ok else 'SOME OUTCOMES NOT AS EXPECTED'} in {time.perf_counter() - started:.1f} s")
-    report.update(lines=say.lines, all_as_expected=bool(ok))
-    Path(args.report).write_text(json.dumps(report, indent=1, default=str))
-    print(f"\nSend back {Path(args.report).resolve()} (or paste the lines below into an issue):\n\n````\n"
-          + "\n".join(say.lines) + "\n````")
+    report["all_as_expected"] = bool(ok)
     return 0 if ok else 1
 
 
@@ -550,12 +748,12 @@ def check_custom_op_in_verifier(backend, npukb: Path, task: str, work: Path, say
     from verifier import VerifyConfig
     from verifier.harness.verify import Verifier
 
-    _, inputs, dtype, expression = CUSTOM_OPS[task]
+    _, inputs, dtype, expression, n = CUSTOM_OPS[task]
     files, _, _ = custom_op_candidate(npukb / "tasks" / task / "answer/0", task)
     suite = work / "custom_op_suite"
     suite.mkdir(exist_ok=True)
     (suite / "custom_op.py").write_text(CUSTOM_OP_TASK.format(expression=expression,
-                                                              dtype=dtype, inputs=inputs))
+                                                              dtype=dtype, inputs=inputs, n=n))
     spec = load_suite(suite).get("custom_op").spec()
     pair = {}
     for on in SECCOMP_RUNS:

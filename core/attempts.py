@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING
 
 from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
-from verifier.cases import numbered_entry
-from verifier.outcome import GATES, Outcome
+from verifier import GATES, Outcome, numbered_entry
 
 # Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here,
 # and a verdict's case as JSON shows it (numbered_entry: by its number, as every table names it).
@@ -252,7 +251,7 @@ def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tu
     the best's files). Passing the same best to the verifier finds the verdict it recorded for that window."""
     from core.workspace_files import read_candidate_files
     from store.errors import SchemaMismatch, StoreNotFound, StoreUnreadable
-    from verifier.candidate_files import candidate_identity
+    from verifier import candidate_identity
 
     if not ws.memory_path.exists():
         return None

@@ -11,7 +11,7 @@ from core.config import Config
 from core.workspace import Workspace
 
 if TYPE_CHECKING:
-    from verifier.harness.cluster import ClusterVerifier
+    from verifier import ClusterVerifier
 
 
 class StatusRelay:
@@ -39,7 +39,7 @@ class StatusRelay:
 
 def open_cluster_verifier(workspace: Workspace, config: Config, relay: StatusRelay) -> ClusterVerifier:
     """A ``ClusterVerifier`` for the configured backend and cluster; says how many nodes can verify."""
-    from verifier.harness.cluster import ClusterVerifier
+    from verifier import ClusterVerifier
 
     address = config.cluster.address or "local"
     cache = config.cluster.node_cache_dir
@@ -53,6 +53,6 @@ def open_cluster_verifier(workspace: Workspace, config: Config, relay: StatusRel
 
 def cluster_nodes(address: str, backend: str = "cpu") -> list[dict[str, Any]]:
     """The nodes of the cluster at ``address`` (for ``evokernel cluster``); see ``describe_cluster``."""
-    from verifier.harness.cluster import describe_cluster
+    from verifier import describe_cluster
 
     return describe_cluster(address, backend)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.errors import ConfigError
-from verifier.config import VerifyConfig
+from verifier import VerifyConfig
 
 
 class LLMConfig(BaseModel):
@@ -36,13 +36,21 @@ class LLMConfig(BaseModel):
     """Sampling temperature for drafts and refinements."""
 
     max_tokens: int = Field(4096, ge=1)
-    """Most tokens one answer may have."""
+    """Most tokens one answer may have; less when the model's context leaves less beside the prompt (the answer
+    budget is fitted per request, down to 512 tokens: ``core.budget``)."""
 
-    concurrency: int = Field(4, ge=1)
-    """LLM requests in flight at once."""
+    context_tokens: int | None = Field(None, ge=256)
+    """The model's context in tokens (prompt and answer together), for a server that does not say it (Ollama
+    without a loaded model, llama-cpp-python); the smaller of this and what the server says is used. None: what the
+    server says (vLLM's /v1/models, llama.cpp's /props, Ollama's /api/ps or /api/show), else its first 400 answer."""
+
+    concurrency: int | None = Field(None, ge=1)
+    """LLM requests in flight at once. None: what the server serves at once (llama.cpp's slots, 1 for
+    llama-cpp-python), else 4. More than the server serves only queues them there, each waiting out its timeout."""
 
     timeout_s: float = Field(300.0, gt=0)
-    """Seconds before one request is abandoned (then retried)."""
+    """Seconds of silence before a request is abandoned (then retried): answers are streamed, so this bounds the
+    wait for the next token, not the whole answer (a server that does not stream: the whole answer)."""
 
     retries: int = Field(4, ge=0)
     """Retries on 429, 5xx and timeouts, with exponential backoff."""

@@ -7,7 +7,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
-from verifier.backends import backend_names
+from verifier import backend_names
 
 __all__ = ["backend_names", "backend_report", "diagnose", "machine_report"]
 
@@ -21,24 +21,43 @@ def _version(dist: str) -> str | None:
 
 def backend_report(name: str) -> dict[str, Any]:
     """One backend's findings; never raises."""
-    from verifier.backends import get_backend
+    from verifier import get_backend
 
     try:
-        tc = get_backend(name).toolchain()
+        backend = get_backend(name)
+        tc = backend.toolchain()
     except Exception as exc:  # a probe of ours broke: report it, do not crash
         problem = f"probing the {name} backend failed: {type(exc).__name__}: {exc}"
         return {"available": False, "toolchain": {"present": False}, "device": {"present": False},
                 "reason": problem, "problems": [problem], "warnings": [], "details": {}}
+    problems = list(tc.problems)
+    confined = device_op_report(backend) if tc.available and backend.device != "cpu" else None
+    if confined is not None and not confined["ok"]:
+        problems.append(confined["detail"])
     return {
-        "available": tc.available,
+        "available": tc.available and (confined is None or confined["ok"]),
         "toolchain": {"present": bool(tc.toolchain_ok), "compiler": tc.compiler, "version": tc.version},
         "device": {"present": bool(tc.device_ok), "name": tc.device},
         "reason": tc.reason,
-        "problems": list(tc.problems),
+        "problems": problems,
         "warnings": list(getattr(tc, "warnings", [])),
         "notes": list(getattr(tc, "notes", [])),
         "details": dict(tc.details),
+        "confined_device_op": confined,
     }
+
+
+def device_op_report(backend: Any) -> dict[str, Any]:
+    """One device op in a candidate's confined job (``verifier.harness.device_check``): {"ok", "detail"}. A device
+    the reference can use and candidates cannot (root's jobs hold no capability) fails here, not at every
+    candidate's set_device."""
+    from verifier import confined_device_op
+
+    try:
+        ok, detail = confined_device_op(backend)
+    except Exception as exc:  # a probe of ours broke: report it, do not crash
+        ok, detail = False, f"the confined device check failed: {type(exc).__name__}: {exc}"
+    return {"ok": ok, "detail": detail}
 
 
 def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[str, Any]:
@@ -46,10 +65,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
     bandwidth and FMA peak, built with the CPU backend's flags, measured once per machine and cached
     where every verifier reads them (``verifier.machine.roofline.RooflineMeter``). Never raises: a failed
     measurement says why."""
-    from verifier.backends import get_backend
-    from verifier.config import default_threads
-    from verifier.machine.facts import machine_facts
-    from verifier.machine.roofline import RooflineMeter
+    from verifier import RooflineMeter, default_threads, get_backend, machine_facts
 
     threads = threads or default_threads()
     try:
@@ -66,8 +82,7 @@ def machine_report(threads: int | None = None, remeasure: bool = False) -> dict[
 
 def diagnose(names: list[str] | None = None, *, remeasure: bool = False) -> dict[str, Any]:
     """Everything ``doctor`` reports, as plain data."""
-    from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
-    from verifier.toolchain.linkage import link_check_status
+    from verifier import bwrap_status, landlock_status, link_check_status, seccomp_status
 
     bwrap_ok, bwrap_detail = bwrap_status()
     seccomp_ok, seccomp_detail = seccomp_status()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import os
 import random
+import socket
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,10 +26,11 @@ from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
+from core.asking import Asking
 from core.attempts import NOT_JUDGED, attempt_numbers, first_change, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
-from core.llm import BudgetExceeded, ChatRequest, LLMClient
+from core.llm import BudgetExceeded, LLMClient
 from core.methods import HAND_EDIT, METHODS, Attempt, Teaching
 from core.responses import parse_answer
 from core.seeds import ensure_seeded
@@ -35,12 +38,15 @@ from core.tasks import Task
 from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
-from verifier import Outcome
-from verifier.backends import source_suffix
-from verifier.candidate_files import candidate_identity
-from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
-from verifier.outcome import GateResult
-from verifier.reference import ReferenceFailed
+from verifier import (
+    GateResult,
+    Outcome,
+    ReferenceFailed,
+    VerificationCancelled,
+    VerifierProtocol,
+    candidate_identity,
+    source_suffix,
+)
 
 TOOL_TRIES = 2            # verifications the tool failed (a process lost, the machine out of memory) are tried
 #                           this many times in all before the attempt is recorded as not judged
@@ -57,7 +63,9 @@ class Engine:
     """Runs methods over tasks. ``store`` and ``verifier`` are owned by the caller."""
 
     def __init__(self, config: Config, store: Memory, verifier: VerifierProtocol, llm: LLMClient | None,
-                 bus: ev.EventBus | None = None, kernels_dir: Path | None = None):
+                 bus: ev.EventBus | None = None, kernels_dir: Path | None = None, prompt_log: Path | None = None):
+        """``prompt_log``: a folder where every request sent is written as it was sent (``<run>/<task>.<n>.md``),
+        with what it left out to fit the model's context."""
         self.config = config
         self.store = store
         self.verifier = verifier
@@ -71,6 +79,13 @@ class Engine:
         self.facts = prompts.PromptFacts.from_verifier(verifier, self.backend)   # machine facts for every prompt
         self.facts.form = config.form                                            # and the form they ask for
         self._facts_ready: asyncio.Future[None] | None = None
+        self.asking = Asking(config, llm, self.bus, self.facts, self.backend, prompt_log, self.timings)
+
+    @property
+    def prompt_chars(self) -> int:
+        """The characters a prompt should fit in (``core.budget``): what the model's context leaves beside the
+        answer budget."""
+        return self.asking.budget.prompt_chars()
 
     # -- public ---------------------------------------------------------------------------------
 
@@ -93,16 +108,19 @@ class Engine:
             raise EvoKernelError(f"a run needs at least 1 iteration per task (got {iterations})")
         if not tasks and resume is None:
             raise EvoKernelError("a run needs at least one task")
+        limits = await self.asking.know_the_model(tasks)    # nothing recorded when the model cannot take them
         run = resume or self._new_run(tasks, method, iterations or self.config.engine.iterations, seed, run_config)
         # Task rooflines and machine ceilings, counted beside the first attempts: prompts carry them once known.
         # Each task's traced graph first (a few seconds): the first prompt already knows what its kernel is.
         await asyncio.to_thread(self.facts.prepare, tasks, False)
         self._facts_ready = asyncio.ensure_future(asyncio.to_thread(self.facts.prepare, tasks))
         run.status = "running"
+        run.extra.update(pid=os.getpid(), host=socket.gethostname())   # who runs it (core.session.running_elsewhere)
         self.store.put_run(run)
         self.bus.emit(ev.RunStarted(run.id, run.method, tuple(run.tasks), run.config["iterations"],
-                                    self.llm.model, self.backend, resumed=resume is not None))
+                                    self.llm.model, self.backend, resumed=resume is not None, limits=limits))
         status = "finished"
+        began = time.monotonic()
         try:
             await self._loop(run, tasks)
             if self.config.engine.final_window:
@@ -114,7 +132,9 @@ class Engine:
             self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
         except LLMError as exc:
             status = "failed"
-            self.bus.emit(ev.EngineProblem(str(exc), fatal=True))
+            kept = (f"; the run is kept: `evokernel run --resume {run.id}` continues it" if self._kept(run, resume)
+                    else "; nothing was recorded, so no run is kept")
+            self.bus.emit(ev.EngineProblem(f"{exc}{kept}", fatal=True))
         except asyncio.CancelledError:
             status = "stopped"
             raise
@@ -125,10 +145,23 @@ class Engine:
             raise
         finally:
             run.status = status
+            seconds = run.extra.get("seconds")   # the run's time running, its sessions together (the report's)
+            run.extra["seconds"] = (seconds if isinstance(seconds, (int, float)) else 0.0) + time.monotonic() - began
             self._account(run)
-            self.store.put_run(run)
-            self.bus.emit(ev.RunFinished(run.id, status, self.summary(run)))
+            if status == "failed" and not self._kept(run, resume):
+                # failed before any answer was recorded (the endpoint went away, a setting to fix): no run to
+                # resume or report, so none is kept (each such try used to leave a "failed" row in the report)
+                self.store.delete_run(run.id)
+                run.extra["forgotten"] = True
+            else:
+                self.store.put_run(run)
+            self.bus.emit(ev.RunFinished(run.id, status, self.summary(run), forgotten=bool(run.extra.get("forgotten"))))
         return run
+
+    @staticmethod
+    def _kept(run: RunRecord, resume: RunRecord | None) -> bool:
+        """Whether a failed run is kept: a resumed one always, a new one once it recorded an attempt."""
+        return resume is not None or any(p.attempts for p in run.progress.values())
 
     async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None,
                            lineage: str = "") -> tuple[Experience, Outcome]:
@@ -240,20 +273,16 @@ class Engine:
         task, progress = attempt.task, run.progress[attempt.task.id]
         if self.llm is None:
             raise RuntimeError("a run needs a model: this engine was made without one")
-        self.bus.emit(ev.PromptSent(task.id, attempt.iteration, attempt.stage, tuple(e.id for e in attempt.context),
-                                    attempt.start.id if attempt.start else None,
-                                    sum(len(c) for _, c in attempt.messages)))
-        request = ChatRequest(model=self.llm.model, messages=tuple(attempt.messages),
-                              temperature=self.config.llm.temperature, max_tokens=self.config.llm.max_tokens,
-                              sample=f"{run.config.get('sample_key', run.id)}:{task.id}:{attempt.iteration}")
-        t0 = time.perf_counter()
-        answer = await self.llm.complete(request)
-        self.timings["llm"] += time.perf_counter() - t0
+        answer = await self.asking.ask(run, attempt)
+        if answer is None:     # it cannot fit the model's context: the task ended early, saying why
+            self.store.put_run(run)
+            return
         parsed = parse_answer(answer.text, source_suffix=source_suffix(self.backend),
-                              truncated=answer.finish_reason == "length")
+                              truncated=answer.finish_reason == "length", max_tokens=attempt.max_tokens or None)
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
         attempt.change = parsed.change
         attempt.tokens = (answer.tokens_in, answer.tokens_out)
+        attempt.answer_model = answer.model
         run.tokens_in += answer.tokens_in if not answer.cached else 0
         run.tokens_out += answer.tokens_out if not answer.cached else 0
         run.cost += answer.cost
@@ -371,6 +400,8 @@ class Engine:
                 extra["not_judged"] = unjudged
             if run is not None:
                 extra["method"] = run.method
+            if attempt.answer_model and self.llm is not None and attempt.answer_model != self.llm.model:
+                extra["answered_by"] = attempt.answer_model   # the server's own name for the model that answered
             exp = Experience(
                 task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
                 title=f"{task.id} {what}: {self._verdict_words(out)}"
@@ -385,7 +416,9 @@ class Engine:
                 signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
                 code_id=candidate_identity(attempt.files) if attempt.files else "",
             )
-            exp_id, created = self.store.add_experience(exp)
+            # an answer without code is an attempt of its own: two such answers are two attempts, never "the same
+            # code" (no-code attempts used to share one record and so one number, #1 again and again)
+            exp_id, created = self.store.add_experience(exp, dedupe=bool(attempt.files))
             exp.id = exp_id
             changes: list[tuple[str, float, float]] = []
             # A person's near-duplicate of a stored attempt (the same code up to comments and spacing) is

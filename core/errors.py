@@ -23,6 +23,10 @@ class WorkspaceError(EvoKernelError):
     """The workspace is missing, unreadable or inconsistent."""
 
 
+class RunAlreadyFinished(WorkspaceError):
+    """A run asked to resume has finished meanwhile (another process ran it to its end): nothing to resume."""
+
+
 class LLMError(EvoKernelError):
     """The LLM endpoint is not configured, unreachable or refused the request."""
 
@@ -30,6 +34,6 @@ class LLMError(EvoKernelError):
 def user_errors() -> tuple[type[BaseException], ...]:
     """Every exception type whose message is meant for the user (ours and the layers below)."""
     from store.errors import StoreError
-    from verifier.errors import VerifierError
+    from verifier import VerifierError
 
     return (EvoKernelError, VerifierError, StoreError)

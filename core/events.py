@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from verifier.outcome import Outcome
+from verifier import Outcome
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,7 @@ class RunStarted(Event):
     model: str
     backend: str
     resumed: bool = False
+    limits: str = ""      # the model's context and answer budget, requests at once, and where each was read
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,44 @@ class PromptSent(Event):
     context_ids: tuple[str, ...]
     start_point: str | None = None
     chars: int = 0
+
+
+@dataclass(frozen=True)
+class AnswerProgress(Event):
+    """A model call in flight, about once a second: ``sent`` False while it waits for a free request slot
+    (``[llm] concurrency``), else the seconds since it was sent and the answer tokens received so far."""
+
+    task: str
+    iteration: int
+    seconds: float
+    tokens: int = 0
+    sent: bool = True
+
+
+@dataclass(frozen=True)
+class CallRetried(Event):
+    """A model call failed in a way that may pass (a silence past ``[llm] timeout_s``, a dropped connection, a
+    429 or 5xx): ``reason`` in the client's words, and try ``next_try`` of ``tries`` comes after ``wait_s``."""
+
+    task: str
+    iteration: int
+    reason: str
+    next_try: int
+    tries: int
+    wait_s: float
+
+
+@dataclass(frozen=True)
+class PromptFitted(Event):
+    """What a prompt left out to fit the model's context beside its answer budget (``left_out`` in words), and the
+    answer budget it was sent with; emitted only when something was left out or the budget is below
+    ``[llm] max_tokens``."""
+
+    task: str
+    iteration: int
+    left_out: tuple[str, ...]
+    max_tokens: int
+    prompt_tokens: int
 
 
 @dataclass(frozen=True)
@@ -185,6 +224,15 @@ class ClusterChanged(Event):
 
 
 @dataclass(frozen=True)
+class ConfigReloaded(Event):
+    """evokernel.toml changed while the workbench was open: ``taken`` ("[llm] max_tokens") apply from this run on;
+    ``needs_restart`` (the backend, the suite, [verifier]...) apply once the workbench is opened again."""
+
+    taken: tuple[str, ...]
+    needs_restart: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class FinalWindow(Event):
     """A task's best timed beside its first feasible kernel and PyTorch in one window, at the end of a run
     (the report's best/first and best/ref): ``words`` says what that window found, or why it could not."""
@@ -199,6 +247,7 @@ class RunFinished(Event):
     run_id: str
     status: str            # "finished" | "stopped" | "failed" | "budget"
     summary: dict[str, Any] = field(default_factory=dict)
+    forgotten: bool = False   # it failed before its first answer: nothing recorded, no run kept to resume
 
 
 Subscriber = Callable[[Event], None]

@@ -113,8 +113,7 @@ def loops_text(loops: list[Loop], library: str = "") -> str:
 def assembly(workspace: Workspace, backend: str, files: dict[str, str]) -> str:
     """The hot loops of ``files`` built as the verifier builds them (its build cache: a verified candidate is not
     built again), in words; what went wrong instead when it does not build or cannot be read."""
-    from verifier.backends import get_backend
-    from verifier.build import build_candidate, disassemble
+    from verifier import build_candidate, disassemble, get_backend
 
     found = get_backend(backend)
     if found.device != "cpu":
@@ -134,7 +133,7 @@ def assembly(workspace: Workspace, backend: str, files: dict[str, str]) -> str:
 def one_case(task: Task, number: int) -> Task:
     """``task`` with only its case ``number`` (as every table names it), which a verification then checks and
     times alone; a task of one case as it is for 1."""
-    from verifier.cases import case_number
+    from verifier import case_number
 
     cases = task.spec().cases
     if not cases:
@@ -154,7 +153,7 @@ def first_timed_case(task: Task) -> int:
     """The number of the first case a verification of ``task`` times (its largest of the dtype first timed); 1 for
     a task of one case."""
     from core.tasks import timed_cases
-    from verifier.cases import case_number
+    from verifier import case_number
 
     cases = task.spec().cases
     return case_number(cases, timed_cases(task, 1)[0]) if len(cases) > 1 else 1
@@ -164,7 +163,7 @@ def count_calls(verifier: Any, task: Task, folder: Path) -> dict[str, Any]:
     """``task`` (one case: ``one_case``) verified afresh, its window's timed calls counted by the harness per side
     (``verifier.machine.counters.CallCounts``): ``{"outcome", "candidate": {event: per call}, "reference": ...,
     "calls": {side: n}, "missing": {event: why}, "problem"}``."""
-    from verifier.machine.counters import CallCounts
+    from verifier import CallCounts
 
     counts = CallCounts()
     before = getattr(verifier, "window_observer", None)

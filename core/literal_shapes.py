@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from verifier.task import MIN_SIZE
+from verifier import MIN_SIZE
 
 # torch's tensor makers whose positional arguments (or ``size=``) are a shape; randint's shape comes third
 _SHAPE_MAKERS = {"rand": 0, "randn": 0, "zeros": 0, "ones": 0, "empty": 0, "randint": 2, "full": None}

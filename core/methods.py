@@ -14,7 +14,9 @@ points). The commit applies it and asks nothing else of the method.
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -82,6 +84,16 @@ class Attempt:
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
     lineage: str = ""         # a person's edit: why its parent is its parent (core.attempts.closest_version)
+    max_tokens: int = 0       # the answer budget its request was sent with (0: not sent)
+    answer_model: str = ""    # the model the server said answered (its answer's ``model``)
+    compose: Callable[[int], prompts.Prompt] | None = None
+    """The prompt for a budget of characters, from the inputs the method chose (``messages`` is it for the engine's
+    budget): a server that says the prompt is too long gets the same prompt, shorter, and nothing is chosen again."""
+
+    def ask(self, compose: Callable[..., prompts.Prompt], budget: int) -> None:
+        """Set the prompt: ``compose(budget=...)`` now, and kept for a shorter one later."""
+        self.compose = lambda chars: compose(budget=chars)
+        self.messages = compose(budget=budget)
 
     @property
     def not_judged(self) -> str:
@@ -107,6 +119,10 @@ class Engine(Protocol):
     store: Memory
     backend: str
     facts: prompts.PromptFacts
+
+    @property
+    def prompt_chars(self) -> int:
+        """The characters a prompt should fit in (``core.budget``: what the model's context leaves the answer)."""
 
 
 class Method(Protocol):
@@ -134,7 +150,8 @@ class PassK:
         run_best = engine.store.get(progress.best_id) if progress.best_id else None
         attempt = Attempt(task, iteration, "draft", best=run_best)
         api = policy.select_api(api_items(engine.store, engine.backend), _words(task))
-        attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts)
+        attempt.ask(functools.partial(prompts.draft_prompt, task, engine.backend, api, [], [], facts=engine.facts),
+                    engine.prompt_chars)
         return attempt
 
 
@@ -154,11 +171,11 @@ class Refinement:
         api = policy.select_api(api_items(store, engine.backend), _words(task))   # by the task's ops, not its code
         own = [e for e in store.get_many(progress.attempts[-memory.HISTORY_ATTEMPTS:]) if e is not None]
         if best is None:
-            attempt.messages = prompts.draft_prompt(task, engine.backend, api, [], [], facts=engine.facts,
-                                                    history=own)
+            attempt.ask(functools.partial(prompts.draft_prompt, task, engine.backend, api, [], [], facts=engine.facts,
+                                          history=own), engine.prompt_chars)
         else:
-            attempt.messages = prompts.refine_prompt(task, engine.backend, api, [], [], best, own, best=best,
-                                                     facts=engine.facts)
+            attempt.ask(functools.partial(prompts.refine_prompt, task, engine.backend, api, [], [], best, own,
+                                          best=best, facts=engine.facts), engine.prompt_chars)
         return attempt
 
 
@@ -200,8 +217,8 @@ class EvoKernel:
         attempt.context = sorted(chosen, key=lambda e: -closeness[e.id])     # shown closest first
         api = policy.select_api([e for e in api_items(store, backend) if e.id not in replaced], words)
         if stage == "draft":
-            attempt.messages = prompts.draft_prompt(task, backend, api, rules, attempt.context, facts=engine.facts,
-                                                    history=history, kind=kind)
+            attempt.ask(functools.partial(prompts.draft_prompt, task, backend, api, rules, attempt.context,
+                                          facts=engine.facts, history=history, kind=kind), engine.prompt_chars)
         else:
             start = attempt.start
             assert start is not None   # chosen above for the refine stage
@@ -210,8 +227,9 @@ class EvoKernel:
             children = [c for c in sorted(store.children(start.id), key=lambda e: e.created_at)
                         if c.kind != NOT_JUDGED][-5:]
             children = [c for c in children if c.id not in known]
-            attempt.messages = prompts.refine_prompt(task, backend, api, rules, attempt.context, start,
-                                                     [*children, *history], best=best, facts=engine.facts, kind=kind)
+            attempt.ask(functools.partial(prompts.refine_prompt, task, backend, api, rules, attempt.context, start,
+                                          [*children, *history], best=best, facts=engine.facts, kind=kind),
+                        engine.prompt_chars)
         return attempt
 
 

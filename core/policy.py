@@ -33,14 +33,13 @@ from typing import Any
 from core.attempts import outcome_of
 from core.kinship import KernelKind, kind_of_signature, relevance
 from store import Experience
-from verifier import verdict
-from verifier.outcome import Outcome
+from verifier import UNJUDGED as UNJUDGED  # the workbench reads the verdict's words from here (evotui -> core)
+from verifier import Outcome, judge_unpaired, speed_note, speed_reason, speed_word
+from verifier import speed_words as speed_words
 
-# The workbench reads the verdict's words from here (evotui -> core): verifier.verdict's, never its own
-UNJUDGED = verdict.UNJUDGED
-speed_words = verdict.words
-verdict_word = verdict.word
-verdict_note = verdict.note
+# verifier.verdict's words, never the workbench's own
+verdict_word = speed_word
+verdict_note = speed_note
 
 # Kinds a prompt's memory section may draw from by value (API templates are chosen by name).
 RETRIEVABLE_KINDS = ("draft_trace", "refine_trace", "human_edit", "best_practice", "success", "failure")
@@ -182,7 +181,7 @@ def gain_over_best(outcome: Outcome, best_outcome: Outcome | None) -> tuple[floa
     if not mine or not theirs:
         return None, ""
     theirs_verdict = best_outcome.vs_reference if best_outcome is not None else ""
-    return mine / theirs, verdict.judge_unpaired(mine, theirs, outcome.vs_reference, theirs_verdict)
+    return mine / theirs, judge_unpaired(mine, theirs, outcome.vs_reference, theirs_verdict)
 
 
 def paired(outcome: Outcome) -> bool:
@@ -308,4 +307,4 @@ def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = Fals
         return "a correct draft"
     if not has_gain or not vs_best:
         return "no best was timed beside it"
-    return verdict.reason(vs_best, gain_ci, paired=paired)
+    return speed_reason(vs_best, gain_ci, paired=paired)

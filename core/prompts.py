@@ -12,9 +12,12 @@ they bear on the task (``relevant``), else as lessons.
 
 What a prompt says is true for it: a kernel appears as the paired ratios of the window it was verified
 in (``in_window``, the words of ``verifier.verdict.words``), and the prompt shows one absolute time,
-the start point's (the best's in the refinement baseline), said with its window. A prompt over
-``MAX_PROMPT_CHARS`` loses memory code first, then memory items, then API items; the reference, the
-machine, the rules and the start point are never cut.
+the start point's (the best's in the refinement baseline), said with its window. A prompt over its budget
+(``MAX_PROMPT_CHARS``, or what the model's context leaves beside the answer: ``core.budget``) loses memory code
+first, then memory items, then the parts ranked by ``HISTORY_RANK`` and after (older ideas, API items, resident
+rules, the other ideas, the code of a failed last attempt or of the best, the verifier's rules said in short, the
+machine's caches and roofline), and says what it left out (``Prompt.left_out``); the reference, the backend, ISA
+and tolerance, the start point's code and the ask are never cut.
 """
 
 from __future__ import annotations
@@ -24,23 +27,30 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from core import budget as budget_module
 from core.attempts import outcome_of
 from core.kinship import KernelKind, kind_of, kind_of_signature, relevance
 from core.tasks import Task, cases_section, timed_cases
 from store import Experience
-from verifier.backends import backend_device, declared, display_name, source_suffix
-from verifier.config import VerifyConfig
-from verifier.outcome import Outcome
-from verifier.task import TaskSpec
-from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import legend as verdict_legend
-from verifier.verdict import words as speed_words
+from verifier import (
+    Outcome,
+    TaskSpec,
+    Tolerance,
+    VerifyConfig,
+    backend_device,
+    display_name,
+    form_prompt,
+    source_suffix,
+    speed_legend,
+    speed_words,
+    tolerance_for,
+)
 
 if TYPE_CHECKING:
     from core.llm import Message
-    from verifier.machine.roofline import RooflineMeter
+    from verifier import RooflineMeter
 
-MAX_PROMPT_CHARS = 48_000
+MAX_PROMPT_CHARS = budget_module.MAX_PROMPT_CHARS   # a prompt's characters with no model context known
 MEMORY_CODE_LINES = (40, 20, 8, 0)   # lines of code per memory item, tried in turn until the prompt fits
 
 
@@ -75,8 +85,7 @@ def system_message(backend: str, *, cite: bool = False, form: str = "kernel-laun
 def _form_section(backend: str, form: str) -> str:
     """What the backend asks for ``form`` beyond the kernel-launch answer (an Ascend custom-op project's files
     and layout: ``verifier.backends.ascend_project.form_prompt``); "" for kernel-launch or a one-form backend."""
-    ask = declared(backend, "form_prompt")
-    return ask(form) if ask is not None and form != "kernel-launch" else ""
+    return form_prompt(backend, form)
 
 
 # -- where the kernel runs ---------------------------------------------------------------------------
@@ -107,7 +116,7 @@ class PromptFacts:
         if vb is None or config is None:
             return facts
         try:
-            from verifier.machine.facts import machine_facts
+            from verifier import machine_facts
 
             facts.machine = machine_facts(vb, config.threads)
         except Exception:  # the prompt says less; generation goes on
@@ -127,7 +136,7 @@ class PromptFacts:
     def kind(self, task: Task) -> KernelKind:
         """What the task's kernel is (``core.kinship``): its family from the traced graph, its regime on this
         machine's roofline, its dtypes (a multi-case task's from its cases)."""
-        from verifier.cases import case_dtypes
+        from verifier import case_dtypes
 
         dtypes = [d for case in task.cases for d in case_dtypes(case)]
         if self.ceilings is None and self.meter is not None:
@@ -139,7 +148,7 @@ class PromptFacts:
         (``from_verifier``), else ``verifier.tolerance`` with this bare one's backend and settings."""
         if self.tolerance is not None:
             return self.tolerance(task.spec())
-        from verifier.backends import get_backend
+        from verifier import get_backend
 
         return tolerance_for(task.spec(), self.config, get_backend(self.backend))
 
@@ -155,21 +164,32 @@ class PromptFacts:
         except Exception:
             return None
 
-    def section(self, task: Task) -> str:
-        """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance."""
-        from verifier.machine.roofline import describe_cases, describe_profile
+    def part(self, task: Task) -> Part:
+        """``section`` as a prompt part: in full, or, when the model's context cannot hold it beside the reference and
+        the rules, its short form (backend, threads, ISA and tolerance; no caches, ceilings or roofline)."""
+        return Part(((self.section(task), "", 0),
+                     (self.section(task, short=True), "the caches, ceilings and roofline of where the kernel runs",
+                      MACHINE_RANK)))
+
+    def section(self, task: Task, *, short: bool = False) -> str:
+        """``## Where your kernel runs``: backend, threads, ISA, caches, ceilings, this task's roofline, tolerance
+        (``short``: backend, threads, ISA and tolerance only)."""
+        from verifier import describe_roofline_cases, describe_roofline_profile
 
         m = self.machine
         lines = []
         threads = m.get("threads")
         if backend_device(self.backend) == "cpu":
             lines.append(f"- Backend: {display_name(self.backend)}; CPU {m.get('cpu', 'unknown')}.")
-            if threads:
+            if threads and short:
+                lines.append(f"- Threads: {threads} OpenMP thread{'s' if threads != 1 else ''}, set by the verifier "
+                             "(do not set the count yourself).")
+            elif threads:
                 lines.append(f"- Threads: your kernel runs with {threads} OpenMP thread{'s' if threads != 1 else ''} "
                              f"(OMP_NUM_THREADS={threads}, set by the verifier for PyTorch and your kernel alike; "
                              "do not set the thread count yourself).")
             if m.get("isa"):
-                lines.append(_compiler_line(m))
+                lines.append(_compiler_line(m, short=short))
         else:
             name = display_name(self.backend)
             device = m.get("device") or "device not detected here"
@@ -177,22 +197,23 @@ class PromptFacts:
             lines.append(f"- Backend: {name}; device: {device}" + (f" ({limits})" if limits else "") + ".")
             lines.append("- Device ceilings are not measured by EvoKernel on this backend (untested without such a "
                          "device); host CPU: " + str(m.get("cpu", "unknown")) + ".")
-        if m.get("caches") and backend_device(self.backend) == "cpu":
+        if m.get("caches") and backend_device(self.backend) == "cpu" and not short:
             lines.append(f"- Caches your kernel can count on: {usable_caches(m['caches'])}.")
-        elif m.get("caches_text") and backend_device(self.backend) == "cpu":
+        elif m.get("caches_text") and backend_device(self.backend) == "cpu" and not short:
             lines.append(f"- Caches: {m['caches_text']}.")
         if self.ceilings is None and self.meter is not None:   # measured by the first timed candidate
             self.ceilings = self.meter.cached_ceilings()
         c = self.ceilings
-        if c:
+        if c and not short:
             lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: "
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
                          f"compute {c['fma_gflops']:.0f} GFLOP/s fp32 (FMA loop){_measured(c)}.")
-        profile = self.profile(task)
+        profile = None if short else self.profile(task)
         if profile and _multi_case(task):     # over the cases a verification times, never case 0 alone
-            lines.append(f"- This task's roofline: {describe_cases(profile, timed_cases(task, self.timed_cases), c)}.")
+            timed = timed_cases(task, self.timed_cases)
+            lines.append(f"- This task's roofline: {describe_roofline_cases(profile, timed, c)}.")
         elif profile:
-            lines.append(f"- This task's roofline: {describe_profile(profile, c)}.")
+            lines.append(f"- This task's roofline: {describe_roofline_profile(profile, c)}.")
         cases = cases_section(task, self.tolerance_of(task), self.timed_cases)
         if cases:    # the tolerance depends on each output's dtype: stated once, per dtype, with the cases
             lines.append("- Correctness: every output must match the reference within the tolerance of its "
@@ -206,23 +227,26 @@ class PromptFacts:
         return "## Where your kernel runs\n" + "\n".join(lines)
 
 
-def _compiler_line(m: dict[str, Any]) -> str:
+def _compiler_line(m: dict[str, Any], *, short: bool = False) -> str:
     """What ``-march=native`` enables, as the compiler reports it. The extensions are what g++ found on
     this CPU and will use; the name is g++'s own for that set, which on a virtual machine may not be the
     processor's model (a VM reported "rocketlake" beside avx512bf16 and AMX, which Rocket Lake lacks)."""
     width = m.get("vector_bits") or 0
     vectors = f"; {width}-bit vectors: {width // 32} floats per register" if width else ""
     named = (f" (g++ calls this target `{m['arch']}`; on a virtual machine that name may not match the CPU model: "
-             "go by the extensions listed, which the compiler detected here)") if m.get("arch") else ""
+             "go by the extensions listed, which the compiler detected here)") if m.get("arch") and not short else ""
+    refused = [r.split(":", 1)[0] for r in m.get("isa_refused") or []]
+    not_here = (f" It also enables {', '.join(refused)}, which the CPU reports but which do not run here (a program "
+                "using them was refused): do not use them." if refused else "")
     return (f"- Compiler: {m.get('compiler', 'g++')} {m.get('flags', '')}; -march=native enables "
-            f"{', '.join(m['isa'])}{vectors}{named}.")
+            f"{', '.join(m['isa'])}{vectors}{named}.{not_here}")
 
 
 def usable_caches(caches: Sequence[dict[str, Any]]) -> str:
     """The caches as a kernel can use them: the private ones per core, and of a shared one at most the
     slice the verifier's cache flush counts (``verifier.machine.FLUSH_SHARED_SHARE``), because a VM
     reports its host's whole L3 ("L3 480 MiB shared by 2 cpus"), which no kernel here can hold."""
-    from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
+    from verifier import FLUSH_SHARED_SHARE, human_bytes
 
     private, shared = [], []
     for c in caches:
@@ -382,9 +406,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
     single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
     fp16 column sums 1.11x, and no prompt said so."""
-    from verifier.cases import case_number, describe_case
-    from verifier.machine.roofline import assess
-    from verifier.verdict import Ratio, judge
+    from verifier import Ratio, assess_roofline, case_number, describe_case, judge_ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:
@@ -398,10 +420,11 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
         k = int(c.get("case", 0))
         verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
         if not verdict and ci and len(ci) == 2:
-            verdict = judge(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
+            verdict = judge_ratio(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
                             config.noise_limit)
         said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
-        point = assess(counted[k], c.get("latency_ms"), facts.ceilings if facts else None) if k < len(counted) else None
+        point = (assess_roofline(counted[k], c.get("latency_ms"), facts.ceilings if facts else None)
+                 if k < len(counted) else None)
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
                 if point and point.get("fraction") else "")
         inputs = describe_case(cases[k]) if k < len(cases) else "case"
@@ -509,13 +532,16 @@ def _task_section(task: Task) -> str:
             f"```python\n{task.source.strip()}\n```")
 
 
-def _rules_enforced(backend: str = "cpu", form: str = "kernel-launch") -> str:
+def _rules_enforced(backend: str = "cpu", form: str = "kernel-launch") -> Part:
     """``## Rules the verifier enforces``: the anti-hack gate's own rule table, every rule (``backend``'s own
-    too, for the ``form`` asked for), never cut."""
-    from verifier.gates.antihack.rules import contract_text
+    too, for the ``form`` asked for), in full; in its short form (each rule in a few words) only when the model's
+    context cannot hold the full table beside the reference and the machine."""
+    from verifier import contract_text
 
-    return ("## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate)\n"
-            + contract_text(backend, form))
+    head = "## Rules the verifier enforces (a candidate that breaks one is refused at the anti_hack gate"
+    return Part(((f"{head})\n" + contract_text(backend, form), "", 0),
+                 (f"{head}, which names the rule)\n" + contract_text(backend, form, short=True),
+                  "the rules the verifier enforces in full (given in short)", CONTRACT_RANK)))
 
 
 def _api_section(api: Sequence[Experience]) -> str:
@@ -561,44 +587,120 @@ def _join(parts: Sequence[str]) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def _fit(head: Sequence[str], api: Sequence[Experience], rules: Sequence[Experience], memory: Sequence[Experience],
-         tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
-         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> tuple[str, bool]:
-    """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget``, and
-    whether any item to cite (a rule or a memory item) is left in it.
+class Prompt(list["Message"]):
+    """A prompt's messages (a list of (role, content), as every caller reads them), and what was left out of it to
+    fit its budget, in words (``left_out``: said in the prompt log and the request's event)."""
 
-    Only knowledge is cut, memory first: its code shrinks to key lines, then to none, then the
-    lowest-ranked items go; then API items from the last. ``head`` and ``tail`` are never cut, so a
-    long reference stays whole even when that leaves the prompt over budget."""
-    memory, api = list(memory), list(api)
+    left_out: tuple[str, ...] = ()
+    smallest: bool = False      # nothing more could be cut (it may still be over its budget)
 
-    def text(lines: int) -> tuple[str, bool]:
-        return (_join([*head, _api_section(api), _rules_section(rules),
-                       _memory_section(memory, lines, task, kind, reused), *tail]),
-                bool(rules or memory))
+    @property
+    def chars(self) -> int:
+        return sum(len(c) for _, c in self)
 
+
+@dataclass(frozen=True)
+class Part:
+    """A part of a prompt's head that can be said shorter when the budget asks: its forms, the full one first, each
+    shorter one with what it leaves out and the rank at which it is taken (lower ranks are taken first)."""
+
+    forms: tuple[tuple[str, str, int], ...]
+
+    @classmethod
+    def whole(cls, text: str) -> Part:
+        """A part never cut (the reference, the machine, the start point's code, the ask)."""
+        return cls(((text, "", 0),))
+
+
+HISTORY_RANK, API_RANK, RULES_RANK, HISTORY_REST_RANK, CODE_RANK, CONTRACT_RANK, MACHINE_RANK = 1, 2, 3, 4, 5, 6, 7
+"""The order knowledge and history go when a prompt is over its budget, after the memory items (their code first):
+this task's older ideas (all but the latest ``HISTORY_KEPT``), API items, resident rules, the rest of the ideas,
+the code of the last failed attempt or of the best kernel (when it is not the start point), the rules the verifier
+enforces, which then come in their short form (``contract_text(short=True)``), and last the machine's caches,
+ceilings and roofline (``PromptFacts.part``)."""
+HISTORY_KEPT = 3
+
+
+def _fit(head: Sequence[str | Part], api: Sequence[Experience], rules: Sequence[Experience],
+         memory: Sequence[Experience], tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
+         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> Fitted:
+    """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget`` characters, whether
+    any item to cite (a rule or a memory item) is left in it, and what was left out.
+
+    Knowledge is cut first, memory first: its code shrinks to key lines, then to none, then the lowest-ranked items
+    go; then the head's shortenable parts and the other knowledge by rank (``HISTORY_RANK`` ...). The reference, the
+    machine, the start point's code and the ask are never cut, so a long reference stays whole even when that
+    leaves the prompt over budget (``Fitted.smallest``: nothing more could go)."""
+    memory, api, rules = list(memory), list(api), list(rules)
+    parts = [p if isinstance(p, Part) else Part.whole(p) for p in head]
+    level = [0] * len(parts)
+    counts = {"memory": len(memory), "api": len(api), "rules": len(rules)}
+    code_lines = MEMORY_CODE_LINES[0]
+
+    def text() -> str:
+        return _join([*(p.forms[n][0] for p, n in zip(parts, level)), _api_section(api), _rules_section(rules),
+                      _memory_section(memory, code_lines, task, kind, reused), *tail])
+
+    def fitted(smallest: bool = False) -> Fitted:
+        notes = []
+        if memory and code_lines < MEMORY_CODE_LINES[0]:
+            notes.append(f"memory items' code cut to {code_lines} key lines" if code_lines else
+                         "memory items' code (their Change lines and verdicts kept)")
+        for name, words in (("memory", "memory items"), ("api", "API knowledge items"), ("rules", "resident rules")):
+            kept = {"memory": len(memory), "api": len(api), "rules": len(rules)}[name]
+            if kept < counts[name]:
+                notes.append(f"{counts[name] - kept} of {counts[name]} {words}")
+        notes += [p.forms[n][1] for p, n in zip(parts, level) if n and p.forms[n][1]]
+        return Fitted(text(), bool(rules or memory), tuple(notes), smallest)
+
+    if len(text()) <= budget:
+        return fitted()
     for lines in MEMORY_CODE_LINES:
-        out = text(lines)
-        if len(out[0]) <= budget:
-            return out
+        code_lines = lines
+        if len(text()) <= budget:
+            return fitted()
     while memory:
         memory.pop()
-        out = text(0)
-        if len(out[0]) <= budget:
-            return out
-    while api:
-        api.pop()
-        out = text(0)
-        if len(out[0]) <= budget:
-            return out
-    return text(0)
+        if len(text()) <= budget:
+            return fitted()
+    for rank in sorted({f[2] for p in parts for f in p.forms[1:]} | {API_RANK, RULES_RANK}):
+        if rank == API_RANK or rank == RULES_RANK:
+            items = api if rank == API_RANK else rules
+            while items:
+                items.pop()
+                if len(text()) <= budget:
+                    return fitted()
+            continue
+        for i, part in enumerate(parts):
+            while level[i] < len(part.forms) - 1 and part.forms[level[i] + 1][2] == rank:
+                level[i] += 1
+                if len(text()) <= budget:
+                    return fitted()
+    return fitted(smallest=True)
 
 
-def _messages(backend: str, fitted: tuple[str, bool], form: str = "kernel-launch") -> list[Message]:
+@dataclass(frozen=True)
+class Fitted:
+    """The user message ``_fit`` made: its text, whether it shows items to cite, what was left out, and whether
+    nothing more could be cut."""
+
+    text: str
+    cite: bool
+    left_out: tuple[str, ...] = ()
+    smallest: bool = False
+
+
+def _messages(backend: str, fitted: Fitted, form: str = "kernel-launch") -> Prompt:
     """The system message (asking for ``MEMORY USED`` only when the user message shows items to cite, and for
     ``form``'s files) and the user message."""
-    user, cite = fitted
-    return [("system", system_message(backend, cite=cite, form=form)), ("user", user)]
+    prompt = Prompt([("system", system_message(backend, cite=fitted.cite, form=form)), ("user", fitted.text)])
+    prompt.left_out, prompt.smallest = fitted.left_out, fitted.smallest
+    return prompt
+
+
+def _user_budget(budget: int, backend: str, form: str) -> int:
+    """What a prompt of ``budget`` characters leaves its user message (the system message with its cite line)."""
+    return budget - len(system_message(backend, cite=True, form=form))
 
 
 # -- this task's own history ---------------------------------------------------------------------------
@@ -614,7 +716,7 @@ def idea_of(exp: Experience) -> str:
 
 
 def _history(history: Sequence[Experience], start: Experience | None, *, tagged: bool = True,
-             marks: dict[str, str] | None = None) -> str:
+             marks: dict[str, str] | None = None, limit: int = HISTORY_IDEAS) -> str:
     """``### Ideas already tried on this task``: this task's recent attempts, successes and failures, one
     entry per idea (its Change line, where it started from, and the in-window verdict of every time it
     was tried), oldest first; the kernels shown in full elsewhere in the prompt are listed too, named by
@@ -624,7 +726,7 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
     groups: dict[str, list[Experience]] = {}
     for exp in sorted(history, key=lambda e: e.created_at):
         groups.setdefault(idea_of(exp), []).append(exp)
-    ideas = sorted(groups.values(), key=lambda g: g[-1].created_at)[-HISTORY_IDEAS:]
+    ideas = sorted(groups.values(), key=lambda g: g[-1].created_at)[-limit:] if limit > 0 else []
     if not ideas:
         return ""
     start_hash = outcome_of(start).candidate_hash if start is not None else ""
@@ -655,6 +757,27 @@ def _history(history: Sequence[Experience], start: Experience | None, *, tagged:
             "again: each time it was tried it gave the verdict shown)\n" + "\n".join(rows))
 
 
+def _ideas(history: Sequence[Experience]) -> int:
+    """How many ideas ``_history`` would list at most."""
+    return min(HISTORY_IDEAS, len({idea_of(e) for e in history}))
+
+
+def _history_part(before: str, history: Sequence[Experience], start: Experience | None, *,
+                  marks: dict[str, str] | None = None) -> Part:
+    """``before`` (a heading, a legend) and this task's ideas already tried, which a prompt over its budget lists
+    fewer of (the latest ``HISTORY_KEPT``, then none: ``HISTORY_RANK``, ``HISTORY_REST_RANK``)."""
+    full = _history(history, start, marks=marks)
+    if not full:
+        return Part.whole("")
+    n = _ideas(history)
+    forms = [(f"{before}{full}", "", 0)]
+    if n > HISTORY_KEPT:
+        forms.append((f"{before}{_history(history, start, marks=marks, limit=HISTORY_KEPT)}",
+                      f"the {n - HISTORY_KEPT} oldest of {n} ideas already tried on this task", HISTORY_RANK))
+    forms.append(("", f"the {n} idea{'s' if n != 1 else ''} already tried on this task", HISTORY_REST_RANK))
+    return Part(tuple(forms))
+
+
 # -- the prompts ---------------------------------------------------------------------------------------
 
 
@@ -674,7 +797,7 @@ def _facts(facts: PromptFacts | None, backend: str) -> PromptFacts:
 def windows(shown: str) -> str:
     """How a prompt compares kernels, said once: paired ratios from one window, with the direction of
     their intervals; ``shown``: which absolute time the prompt gives, and from which window."""
-    return f"{verdict_legend()} Times from different windows are not comparable (the load differs): {shown}."
+    return f"{speed_legend()} Times from different windows are not comparable (the load differs): {shown}."
 
 
 def _bound_hint(point: dict[str, Any]) -> str:
@@ -696,32 +819,36 @@ def _bound_hint(point: dict[str, Any]) -> str:
 
 def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                  memory: Sequence[Experience], *, facts: PromptFacts | None = None,
-                 history: Sequence[Experience] = (), kind: KernelKind | None = None) -> list[Message]:
+                 history: Sequence[Experience] = (), kind: KernelKind | None = None,
+                 budget: int = MAX_PROMPT_CHARS) -> Prompt:
     """Messages asking for a first correct kernel (``history``: this task's earlier attempts, when any failed;
     the newest of them is shown with its code and why it failed, to be fixed or replaced). Every method
-    drafts with this prompt; only evokernel's carries memory (``rules``, ``memory``)."""
+    drafts with this prompt; only evokernel's carries memory (``rules``, ``memory``). ``budget``: the characters
+    the prompt should fit in (``core.budget``: what the model's context leaves beside the answer)."""
     facts = _facts(facts, backend)
     atol, rtol = facts.tolerance_for(task)
     within = ("within each dtype's tolerance (under Cases)" if _multi_case(task)
               else f"within atol={_num(atol)}, rtol={_num(rtol)}")
     last = max(history, key=lambda e: e.created_at) if history else None
-    fix = ""
+    fix: Part = Part.whole("")
     if last is not None and last.files and not outcome_of(last).feasible:
-        fix = (f"## Your last attempt [mem:{last.id}]: {in_window(outcome_of(last))}\n" + _code(last.files))
+        said = f"## Your last attempt [mem:{last.id}]: {in_window(outcome_of(last))}"
+        fix = Part(((said + "\n" + _code(last.files), "", 0), (said, "the last attempt's code", CODE_RANK)))
     ask = ("## Your answer\nStart with the `Change:` line, then write model.py and the kernel source(s) for ModelNew"
-           + (" (fix the last attempt, or write a new first kernel if its approach cannot work)" if fix else "")
+           + (" (fix the last attempt, or write a new first kernel if its approach cannot work)"
+              if fix.forms[0][0] else "")
            + f". Correctness first: match the reference's outputs {within}, "
            "including NaN/Inf behaviour; then use the threads and vector width above.")
-    tried = _history(history, None)
-    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form),
-            f"## This task so far\n{windows('so this prompt shows none')}\n{tried}" if tried else "", fix]
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind), facts.form)
+    tried = _history_part(f"## This task so far\n{windows('so this prompt shows none')}\n", history, None)
+    head: list[str | Part] = [_task_section(task), facts.part(task), _rules_enforced(backend, facts.form), tried, fix]
+    return _messages(backend, _fit(head, api, rules, memory, [ask], _user_budget(budget, backend, facts.form),
+                                   task=task, kind=kind), facts.form)
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
                   memory: Sequence[Experience], start: Experience, history: Sequence[Experience], *,
                   best: Experience | None = None, facts: PromptFacts | None = None,
-                  kind: KernelKind | None = None) -> list[Message]:
+                  kind: KernelKind | None = None, budget: int = MAX_PROMPT_CHARS) -> Prompt:
     """Messages asking for a faster variant of ``start`` (its code in full, and the best kernel's when it
     differs), with this task's earlier attempts (``history``, one entry per idea, whatever start point
     they came from, the start point and the best among them). One absolute time, the start point's in its
@@ -754,18 +881,19 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         marks[best.id] = "the start point, the best so far" if best.id == start.id else "the best kernel so far"
     known = {h.id for h in history}
     everything = [*history, *(e for e in (start, best) if e is not None and e.id not in known and e.task_id == task.id)]
-    tried = _history(list({e.id: e for e in everything}.values()), start, marks=marks)
-    if tried:
-        start_text += "\n" + tried
-    best_text = ""
+    tried = _history_part("", list({e.id: e for e in everything}.values()), start, marks=marks)
+    best_text = Part.whole("")
     if best is not None and best.id != start.id and best.files:
-        best_text = (f"## Best kernel so far [mem:{best.id}]: {in_window(outcome_of(best))}"
-                     "\nIt differs from the start point; borrow from it where it helps.\n" + _code(best.files))
+        said = f"## Best kernel so far [mem:{best.id}]: {in_window(outcome_of(best))}"
+        best_text = Part(((said + "\nIt differs from the start point; borrow from it where it helps.\n"
+                           + _code(best.files), "", 0), (said, "the best kernel's code", CODE_RANK)))
     hint = _bound_hint(outcome_of(start).roofline or {})
     ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint}"
            " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
            "you changed.")
-    head = [_task_section(task), facts.section(task), _rules_enforced(backend, facts.form), start_text, best_text]
+    head: list[str | Part] = [_task_section(task), facts.part(task), _rules_enforced(backend, facts.form), start_text,
+                              tried, best_text]
     reused = {str(c) for e in [start, *history] for c in (e.extra or {}).get("cited", [])}
-    return _messages(backend, _fit(head, api, rules, memory, [ask], task=task, kind=kind, reused=reused), facts.form)
+    return _messages(backend, _fit(head, api, rules, memory, [ask], _user_budget(budget, backend, facts.form),
+                                   task=task, kind=kind, reused=reused), facts.form)

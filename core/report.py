@@ -3,6 +3,10 @@
 - CR: share of answers that gave a kernel that builds (an answer without code, or whose code fails
   the format or anti-hack gate, counts as not compiled).
 - Acc: share of tasks with a feasible kernel within the budget.
+CR, Acc and fast_1 are None (n/a) for a run that recorded no attempt: nothing was generated to measure.
+- per run: the iterations done (the most any task used, beside the budget), tokens, the seconds it ran, and why
+  its attempts failed (the failing gate's name counted, answers without usable code as "no code", the tool's
+  own failures as "not judged"; tasks that ended early beside).
 Every figure is read from the verdicts of the timing windows, never from two windows divided:
 - fast_1: share of tasks whose best kernel's own window says "faster" than the reference (its whole
   interval above 1 by at least the gate's minimum change); "same speed", "too noisy" or a kernel the
@@ -33,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
 from store import Experience, RunRecord, Store, TaskProgress
-from verifier.outcome import Outcome
+from verifier import Outcome
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -51,10 +55,15 @@ class RunMetrics:
     built: int
     feasible_tasks: int
     fast_tasks: int
-    cr: float
-    acc: float
-    fast_1: float
+    cr: float | None                                          # None (n/a): no attempt was recorded
+    acc: float | None
+    fast_1: float | None
     status: str = ""                                          # finished, stopped, failed, budget, running
+    done: int = 0                                             # iterations done: the most any task used
+    tokens: int = 0
+    seconds: float = 0.0                                      # the run's time running, all its sessions together
+    failures: dict[str, int] = field(default_factory=dict)    # failing gate (or "no code", "not judged") -> attempts
+    ended_early: list[str] = field(default_factory=list)      # tasks that ended before their budget, and why
     speedup_over_first: list[float] = field(default_factory=list)
     speedup_over_reference: list[float] = field(default_factory=list)
     curve: list[float] = field(default_factory=list)          # share of tasks feasible by iteration t+1
@@ -93,6 +102,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
     over_ref: list[float] = []
     roof_fraction: list[float] = []
     fast = apart = 0
+    failures: dict[str, int] = {}
     for task_id in run.tasks:
         progress = run.progress.get(task_id) or TaskProgress()
         exps = [e for e in store.get_many(progress.attempts) if e is not None]
@@ -103,6 +113,10 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 generated += 1
                 built += _gate_passed(e, "build")
             result = outcome_of(e)
+            why = ("not judged" if result.not_judged else "no code" if not e.files else
+                   result.failed_gate if not result.feasible else None)
+            if why:
+                failures[why] = failures.get(why, 0) + 1
             if result.cases and (closest is None or _cases_correct(result) >= _cases_correct(closest)):
                 closest = result   # the most cases correct; the later on a tie
             if result.timed:
@@ -153,12 +167,20 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
         per_task[task_id] = row
     n = max(1, len(run.tasks))
     curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
+    tried = attempts > 0    # a run that recorded no attempt measured nothing: n/a, not 0 %
+    seconds = run.extra.get("seconds")
     return RunMetrics(
         run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
         iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
-        fast_tasks=fast, cr=built / attempts if attempts else 0.0, acc=len(feasible_at) / n, fast_1=fast / n,
+        fast_tasks=fast, cr=built / attempts if tried else None, acc=len(feasible_at) / n if tried else None,
+        fast_1=fast / n if tried else None,
         speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
         status=run.status, roofline_fraction=roof_fraction, not_measured_together=apart,
+        done=max((p.iterations_used for p in run.progress.values()), default=0),
+        tokens=run.tokens_in + run.tokens_out,
+        seconds=float(seconds) if isinstance(seconds, (int, float)) else max(0.0, run.updated_at - run.started_at),
+        failures=dict(sorted(failures.items(), key=lambda kv: -kv[1])),
+        ended_early=[f"{t}: {p.broken}" for t, p in run.progress.items() if p.broken],
     )
 
 
@@ -166,11 +188,12 @@ def _roofline_at(roofline: dict[str, Any] | None, latency_ms: float | None) -> d
     """The best kernel's roofline point at its time in the final window (same bytes, FLOPs and ceilings)."""
     if not roofline or not latency_ms or not roofline.get("bytes"):
         return roofline
-    from verifier.machine.roofline import assess
+    from verifier import assess_roofline
 
     ceilings = ({"triad_gbps": roofline["ceiling_gbps"], "fma_gflops": roofline["ceiling_gflops"]}
                 if roofline.get("ceiling_gbps") and roofline.get("ceiling_gflops") else None)
-    return assess({"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}, latency_ms, ceilings) or roofline
+    point = {"bytes": roofline["bytes"], "flops": roofline.get("flops", 0)}
+    return assess_roofline(point, latency_ms, ceilings) or roofline
 
 
 def _cases_correct(result: Outcome) -> int:
@@ -188,7 +211,7 @@ def case_summary(result: Outcome, of: str) -> dict[str, Any]:
     failure), ``timed`` (cases with a time of their own) and ``per_case`` (the verdict's fields as stored:
     a case's time, the reference's and the speedup come from that case's own window). A case is named by its
     number here, in text and JSON alike (``verifier.cases.numbered_entry``), as ``verify`` names it."""
-    from verifier.cases import numbered_entry
+    from verifier import numbered_entry
 
     judged = [c for c in result.cases if c.get("correct") is not None]
     failing = [numbered_entry(c) for c in judged if c.get("correct") is False]
@@ -279,6 +302,9 @@ def plot(metrics: list[RunMetrics], out_dir: Path) -> list[Path]:
     if data:
         ax.boxplot(data, tick_labels=[f"{m.method}\n{m.run_id}" for m in metrics if m.speedup_over_reference])
         ax.set_yscale("log")
+    else:   # an empty plot says why it is empty
+        ax.text(0.5, 0.5, "no task of these runs has a timed kernel:\nno speedup to show", ha="center", va="center",
+                transform=ax.transAxes, color="grey")
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_ylabel("speedup of best kernel over PyTorch")
     ax.grid(alpha=0.3, axis="y")

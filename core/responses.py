@@ -17,8 +17,7 @@ import re
 from dataclasses import dataclass, field
 
 from core.workspace_files import candidate_suffixes
-from verifier.backends import declared_suffixes
-from verifier.candidate_files import name_problem
+from verifier import declared_suffixes, name_problem
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$", re.M)
 _NAME_IN_INFO = re.compile(r"(?:file|filename|title|name|path)\s*[=:]\s*[\"']?([^\s\"'`]+)[\"']?")
@@ -115,14 +114,16 @@ def change_line(text: str) -> str:
     return line
 
 
-def parse_answer(text: str, *, source_suffix: str = ".cpp", truncated: bool = False) -> Parsed:
-    """Candidate files in ``text``. ``truncated``: the endpoint said the answer hit its length limit."""
-    parsed = _parse(text, source_suffix=source_suffix, truncated=truncated)
+def parse_answer(text: str, *, source_suffix: str = ".cpp", truncated: bool = False,
+                 max_tokens: int | None = None) -> Parsed:
+    """Candidate files in ``text``. ``truncated``: the endpoint said the answer hit its length limit (the answer
+    budget, ``max_tokens`` when known); an unclosed block in an answer that stopped by itself is said as such."""
+    parsed = _parse(text, source_suffix=source_suffix, truncated=truncated, max_tokens=max_tokens)
     parsed.change = change_line(text) if text else ""
     return parsed
 
 
-def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
+def _parse(text: str, *, source_suffix: str, truncated: bool, max_tokens: int | None = None) -> Parsed:
     if not text or not text.strip():
         return Parsed(problem="the answer was empty")
     blocks, unclosed = _blocks(text)
@@ -153,10 +154,15 @@ def _parse(text: str, *, source_suffix: str, truncated: bool) -> Parsed:
         if problem:
             return Parsed(files=files, problem=problem)
         files[name] = body if body.endswith("\n") else body + "\n"
-    if unclosed or truncated:
-        last = list(files)[-1] if files else "the answer"
-        return Parsed(files=files, problem=f"the answer was cut off inside {last} (length limit); "
-                                           "write a shorter kernel")
+    if truncated:
+        last = f"inside {list(files)[-1]}" if files and unclosed else "before its code was complete"
+        budget = f"its budget of {max_tokens:,} tokens" if max_tokens else "the length limit"
+        return Parsed(files=files, problem=f"the answer was cut off {last}: it reached {budget}; write a shorter "
+                                           "kernel")
+    if unclosed:
+        last = list(files)[-1] if files else "the last code block"
+        return Parsed(files=files, problem=f"the answer stopped with {last} unclosed (no closing ``` line): close "
+                                           "every code block")
     if not files:
         return Parsed(problem="the answer's code blocks are empty")
     if "model.py" not in files:

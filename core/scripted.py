@@ -27,26 +27,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.llm import ChatAnswer, ChatRequest, Usage
-from verifier.backends import get_backend
-from verifier.candidate_files import candidate_hash
-from verifier.config import VerifyConfig
-from verifier.outcome import GATES, GateResult, Outcome
-from verifier.task import TaskSpec
-from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import NOISE_LIMIT, Ratio, judge
+from core.llm import ChatAnswer, ChatRequest, Listener, Usage
+from core.servers import ServerFacts
+from verifier import (
+    GATES,
+    NOISE_LIMIT,
+    GateResult,
+    Outcome,
+    Ratio,
+    TaskSpec,
+    Tolerance,
+    VerifyConfig,
+    candidate_hash,
+    get_backend,
+    judge_ratio,
+    tolerance_for,
+)
 
 
 class ScriptedModel:
     """An LLM client whose answers come from ``script(request, n)``."""
 
-    def __init__(self, script: Callable[[ChatRequest, int], str], model: str = "scripted") -> None:
+    def __init__(self, script: Callable[[ChatRequest, int], str], model: str = "scripted",
+                 facts: ServerFacts | None = None) -> None:
+        """``facts``: what it says of itself as a server (nothing by default: no context limit)."""
         self.script = script
         self.model = model
         self.usage = Usage()
         self.requests: list[ChatRequest] = []
+        self.facts = facts or ServerFacts()
 
-    async def complete(self, request: ChatRequest) -> ChatAnswer:
+    async def server(self) -> ServerFacts:
+        return self.facts
+
+    async def complete(self, request: ChatRequest, listen: Listener | None = None) -> ChatAnswer:
         self.requests.append(request)
         text = self.script(request, len(self.requests) - 1)
         tokens_in = sum(len(content) for _, content in request.messages) // 4
@@ -145,7 +159,7 @@ class CannedVerifier:
         """The interval and the gate's own rule (``verifier.verdict.judge``) on it: an exact ratio's
         interval is itself; a noisy window's spans ``span`` either side."""
         ci = Ratio(ratio, ratio / span, ratio * span)
-        return ci.to_list(), judge(ci, self.min_change, self.noise_limit)
+        return ci.to_list(), judge_ratio(ci, self.min_change, self.noise_limit)
 
     def tolerance_for(self, task: TaskSpec) -> Tolerance:
         """What a real verifier with default settings applies on this backend (nothing here compares outputs)."""

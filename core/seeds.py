@@ -18,7 +18,7 @@ from pathlib import Path
 
 from store import Experience
 from store.protocol import Memory
-from verifier.backends import declared
+from verifier import knowledge_folder
 
 KNOWLEDGE_ROOT = Path(__file__).parent / "knowledge"
 
@@ -26,7 +26,7 @@ KNOWLEDGE_ROOT = Path(__file__).parent / "knowledge"
 def knowledge_dir(backend: str) -> Path:
     """The backend's seed-knowledge folder: the one its class declares (``knowledge_dir``, a plugin
     backend's own), else ``core/knowledge/<backend>``."""
-    folder = declared(backend, "knowledge_dir")
+    folder = knowledge_folder(backend)
     return Path(folder) if folder else KNOWLEDGE_ROOT / backend
 # The task id of knowledge that belongs to no one task (seed items, consolidated rules).
 GENERAL_TASK = "*"

@@ -17,7 +17,7 @@ from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_pare
 from core.config import Config
 from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
-from core.errors import LLMError, TaskError, WorkspaceError
+from core.errors import LLMError, RunAlreadyFinished, TaskError, WorkspaceError
 from core.events import EventBus, Notice
 from core.identity import keyed, resolve_key, task_keys
 from core.llm import LLMClient, OpenAIClient
@@ -37,12 +37,44 @@ from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
 from core.workspace_verifier import open_verifier
 from store import Experience, RunRecord, Store
-from verifier import Outcome
-from verifier.harness.protocol import VerifierProtocol
-from verifier.sizing.launch import ProbeSandbox
+from verifier import Outcome, ProbeSandbox, VerifierProtocol
 
 if TYPE_CHECKING:
     from core.cluster import StatusRelay
+
+
+def running_elsewhere(run: RunRecord) -> bool:
+    """Whether another process on this machine is running ``run`` now (its record says "running" with the pid of a
+    live process that is not this one; a killed run's pid is gone)."""
+    import os
+    import socket
+
+    pid = run.extra.get("pid")
+    if run.status != "running" or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    if run.extra.get("host") not in (None, socket.gethostname()):
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def describe_run(run: RunRecord) -> str:
+    """A run in a few words: "20260101-1200-ab12 (failed at 12:04, 2 tasks, 3 of 30 iterations, evokernel)"."""
+    done = max((p.iterations_used for p in run.progress.values()), default=0)
+    return (f"{run.id} ({run.status} at {_clock(run.updated_at)}, {len(run.tasks)} task"
+            f"{'s' if len(run.tasks) != 1 else ''}, {done} of {run.config.get('iterations', '?')} iterations, "
+            f"{run.method})")
+
+
+def _clock(at: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(at)) if at else "?"
 
 
 def leave(code: int) -> NoReturn:
@@ -52,11 +84,10 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier.priority import end_started_by
-    from verifier.scratch import remove_all
+    from verifier import end_started_by, remove_scratch
 
     end_started_by("")
-    remove_all()   # os._exit runs no exit handler: the jobs' and probes' folders in /dev/shm go now
+    remove_scratch()   # os._exit runs no exit handler: the jobs' and probes' folders in /dev/shm go now
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -72,6 +103,8 @@ class Session:
         and a scripted model of ``core.scripted``)."""
         self.workspace = workspace
         self.config = config or workspace.config()
+        self._file_config = self.config.model_copy(deep=True)   # as read, before this session's own overrides
+        self._model_given = model if model and model != DEMO else None
         self.demo = model == DEMO
         if model and not self.demo:
             self.config.llm.model = model
@@ -85,6 +118,7 @@ class Session:
         self.store = Store.open(workspace.memory_path)
         self._verifier: VerifierProtocol | None = verifier
         self._llm: LLMClient | None = llm
+        self._llm_given = llm is not None
         self._engine: Engine | None = None
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
@@ -139,7 +173,8 @@ class Session:
             except LLMError:
                 llm = None  # hand edits and verification still work; run() says what to configure
             self._engine = Engine(self.config, self.store, self.verifier, llm, self.bus,
-                                  kernels_dir=self.workspace.kernels_dir)
+                                  kernels_dir=self.workspace.kernels_dir,
+                                  prompt_log=self.workspace.logs_dir / "prompts")
         return self._engine
 
     # -- tasks ----------------------------------------------------------------------------------------
@@ -306,6 +341,70 @@ class Session:
         runs = [r for r in self.store.list_runs() if not unfinished or r.status != "finished"]
         return runs[-1] if runs else None
 
+    def pick_resume(self, run_id: str | None) -> tuple[RunRecord, str]:
+        """The run ``--resume`` continues, and a line saying which and why: ``run_id``'s, else the unfinished run
+        updated last (the one that just stopped or failed, whoever started it), never one another process is
+        running now; the line lists the other unfinished runs, with how to pick one of them."""
+        if run_id is not None:
+            run = self.find_run(run_id)
+            self._resumable(run)
+            return run, f"resuming run {describe_run(run)}"
+        unfinished = [r for r in self.store.list_runs() if r.status != "finished"]
+        busy = [r for r in unfinished if running_elsewhere(r)]
+        choices = sorted((r for r in unfinished if r not in busy), key=lambda r: r.updated_at)
+        if not choices:
+            said = (f"; run {busy[-1].id} is running in another process (pid {busy[-1].extra.get('pid')})"
+                    if busy else "")
+            raise WorkspaceError(f"no unfinished run to resume{said}")
+        run, others = choices[-1], choices[-2::-1]
+        line = f"resuming run {describe_run(run)}, the unfinished run updated last"
+        if others:
+            line += (f"; other unfinished runs: {'; '.join(describe_run(r) for r in others[:4])}"
+                     f"{f' and {len(others) - 4} more' if len(others) > 4 else ''}"
+                     " (`evokernel run --resume RUN` continues one of them)")
+        if busy:
+            line += f"; running in another process now: {', '.join(r.id for r in busy)}"
+        return run, line
+
+    def _resumable(self, run: RunRecord) -> RunRecord:
+        """``run`` as the store holds it now, if it can be resumed here: not finished (another process may have run
+        it to its end since it was listed), not running in another process."""
+        fresh = self.store.get_run(run.id) or run
+        if fresh.status == "finished":
+            raise RunAlreadyFinished(f"run {fresh.id} has finished (at {_clock(fresh.updated_at)}, in another "
+                                     "process): nothing to resume; `evokernel report` shows it")
+        if running_elsewhere(fresh):
+            raise WorkspaceError(f"run {fresh.id} is running in another process (pid {fresh.extra.get('pid')}): "
+                                 "stop it there first")
+        return fresh
+
+    def reload_config(self) -> tuple[list[str], list[str]]:
+        """Read evokernel.toml again (the workbench, before each run): changes under [llm] and [engine] are taken
+        now (the next run's client and engine are new); the others (backend, suite, sizes, verifier, cluster,
+        theme) need the workbench opened again. Returns (taken, needing a restart), as "[llm] max_tokens" words;
+        a file that no longer reads raises its ``ConfigError``."""
+        new = self.workspace.config()
+        old = self._file_config
+        taken: list[str] = []
+        restart: list[str] = []
+        for section in ("llm", "engine"):
+            before, after = getattr(old, section).model_dump(), getattr(new, section).model_dump()
+            changed = [k for k in after if after[k] != before.get(k)]
+            if changed:
+                taken += [f"[{section}] {k}" for k in changed if k != "api_key"] or [f"[{section}] api_key"]
+                setattr(self.config, section, getattr(new, section).model_copy(deep=True))
+        if taken:
+            if self._model_given:
+                self.config.llm.model = self._model_given
+            if not self._llm_given:
+                self._llm = None    # the next run asks with the new settings
+            self._engine = None
+        for name in Config.model_fields:
+            if name not in ("llm", "engine") and getattr(new, name) != getattr(old, name):
+                restart.append(name if name in ("backend", "form", "suite", "size_scale", "theme") else f"[{name}]")
+        self._file_config = new
+        return taken, restart
+
     def find_run(self, run_id: str | None, *, unfinished: bool = False) -> RunRecord:
         if run_id is None:
             run = self.latest_run(unfinished=unfinished)
@@ -319,6 +418,8 @@ class Session:
         return run
 
     async def resume(self, run: RunRecord) -> RunRecord:
+        """Continue ``run`` as the store holds it now (``RunAlreadyFinished`` when another process finished it)."""
+        run = self._resumable(run)
         tasks = self.tasks(run.tasks, suite=run.config.get("suite"), scale=run.config.get("size_scale"))
         engine = self.engine
         self._in_loop()

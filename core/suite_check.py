@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from core.tasks import Suite, Task, apply_probe, probe_task, recorded_sizes
-from verifier.sizing.launch import ProbeSandbox
-from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
+from verifier import PROBE_TIMEOUT_S, SIZING_BYTES_CAP, SIZING_WINDOW_MS, ProbeSandbox
 
 # why a task is outside the window, as the summary line says it
 _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with nothing to scale",
@@ -41,7 +40,8 @@ class CheckReport(TypedDict):
 
 
 def check_tasks(suite: Suite, tasks: list[Task], scale: float | str | None, *, threads: int = 1,
-                cache_dir: Path | None = None, window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
+                cache_dir: Path | None = None, window: tuple[float, float] = SIZING_WINDOW_MS,
+                bytes_cap: int = SIZING_BYTES_CAP,
                 timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
                 use_bwrap: bool = True, seccomp: bool = True, level: int | None = None,
                 progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> CheckReport:

@@ -20,15 +20,28 @@ from typing import Any, TypedDict, Unpack
 
 from core.errors import TaskError
 from core.literal_shapes import lift_literal_shapes
-from verifier.cases import CaseError, case_file_name, parse_case_file
-from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
-from verifier.sizing.case_limits import fit_cases
-from verifier.sizing.launch import ProbeSandbox, run_probe
-from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S, WINDOW_MS
-from verifier.sizing.record import Probe
-from verifier.sizing.scaling import fixed_divisors, scale_cases, scale_values
-from verifier.task import TaskSpec, module_constants, size_constants
-from verifier.tolerance import Tolerance
+from verifier import (
+    PROBE_TIMEOUT_S,
+    SIZING_BYTES_CAP,
+    SIZING_WINDOW_MS,
+    CaseError,
+    NpuOnly,
+    Probe,
+    ProbeSandbox,
+    TaskSpec,
+    Tolerance,
+    case_file_name,
+    fit_cases,
+    fixed_divisors,
+    module_constants,
+    neutralise_npu,
+    parse_case_file,
+    run_probe,
+    scale_cases,
+    scale_values,
+    size_constants,
+    torch_npu_available,
+)
 
 BUILTIN_ROOT = Path(__file__).parent / "suites" / "builtin"
 CATEGORIES = ("activation", "elementwise", "reduction", "normalization", "pooling", "matmul", "convolution",
@@ -105,7 +118,7 @@ class Task:
     def input_dtypes(self) -> tuple[str, ...]:
         """The dtypes of the tensors its cases give the kernel, in order of first use (float32 for a task
         without cases: its ``get_inputs()`` is only known by running it)."""
-        from verifier.cases import canonical_dtype, entry_shapes
+        from verifier import canonical_dtype, entry_shapes
 
         dtypes: list[str] = []
         for case in self.spec().cases:
@@ -134,7 +147,7 @@ class Task:
 
     def scale_note(self) -> str:
         """A line saying how sizes were scaled ("" when they were not)."""
-        from verifier.cases import describe_case
+        from verifier import describe_case
 
         if not self.size_overrides and self.cases == self.original_cases:
             return ""
@@ -289,8 +302,7 @@ def _listed_cases(task: Task) -> tuple[dict[str, Any], ...]:
         return ()
     key = f"{task.id}:{hash(task.source)}:{sorted(task.size_overrides.items())}"
     if key not in _LISTED:
-        from verifier.cases import describe_groups
-        from verifier.task import load_task_module
+        from verifier import describe_groups, load_task_module
 
         try:
             import torch
@@ -473,7 +485,7 @@ def record_sizes(task: Task, probe: Probe, cache_dir: Path, settings: dict[str, 
 
 
 def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1, cache_dir: Path | None = None,
-               window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP,
+               window: tuple[float, float] = SIZING_WINDOW_MS, bytes_cap: int = SIZING_BYTES_CAP,
                timeout_s: float = PROBE_TIMEOUT_S, resize: bool = False, sandbox: ProbeSandbox | None = None,
                use_bwrap: bool = True, seccomp: bool = True) -> Probe:
     """Run ``task``'s reference in a probe job (``verifier.sizing.launch.run_probe``: confined as a
@@ -516,13 +528,13 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
 def _probe_key(task: Task, scale: float | str | None, threads: int, window: tuple[float, float],
                bytes_cap: int) -> tuple[str, TaskSpec, bool, float]:
     """What a probe's record is kept under (``cache_dir/sizing.json``), the spec it runs, and its mode."""
-    from verifier.machine.facts import fingerprint
+    from verifier import machine_fingerprint
 
     auto = scale == "auto"
     factor = 1.0 if auto or scale in (None, "none") else _factor(scale)
     base = replace(task.spec(), size_overrides={}, cases=task.original_cases)
     key = json.dumps([_PROBE_FORMAT, base.key, auto, factor, list(window), bytes_cap, threads,
-                      fingerprint(threads, "cpu")])
+                      machine_fingerprint(threads, "cpu")])
     return key, base, auto, factor
 
 
@@ -541,7 +553,7 @@ def _cached_probe(key: str, cache_file: Path | None) -> Probe | None:
 
 
 def checked_probe(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
-                  window: tuple[float, float] = WINDOW_MS, bytes_cap: int = BYTES_CAP) -> Probe | None:
+                  window: tuple[float, float] = SIZING_WINDOW_MS, bytes_cap: int = SIZING_BYTES_CAP) -> Probe | None:
     """What ``tasks --check`` recorded of ``task`` at ``scale`` in this workspace (its sizes, its time, the
     operators its forward ran), or None; nothing runs. The listing reads it, so ``tasks`` and ``tasks --check``
     show a task the same (#51: its category by name in one, by its traced operators in the other)."""
@@ -661,7 +673,7 @@ CASE_LINES = 12  # cases listed one a line in a prompt; the rest summarised
 def timed_cases(task: Task, most: int) -> list[int]:
     """The cases of a multi-case task every verification times, at most ``most`` (``[verifier] timed_cases``):
     chosen by its cases alone (``verifier.cases.timing_order``), the same ones for every candidate and run."""
-    from verifier.cases import timing_order
+    from verifier import timing_order
 
     cases = task.spec().cases
     return timing_order(cases, range(len(cases)))[:most] if len(cases) > 1 else []
@@ -673,8 +685,15 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
     dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
-    from verifier.cases import FLOAT_DTYPES, canonical_dtype, case_number, describe_case, entry_shapes, untimed_dtypes
-    from verifier.toolchain.cdecl import POINTER_DTYPES
+    from verifier import (
+        FLOAT_DTYPES,
+        POINTER_DTYPES,
+        canonical_dtype,
+        case_number,
+        describe_case,
+        entry_shapes,
+        untimed_dtypes,
+    )
 
     cases = task.spec().cases
     if len(cases) < 2 and not task.case_file:

@@ -15,9 +15,7 @@ from pathlib import Path
 
 from core.config import Config, load_config
 from core.errors import WorkspaceError
-from verifier import locations
-
-crash_dir = locations.crash_dir   # the user's own folders, for the workbench (evotui -> core)
+from verifier import crash_dir as crash_dir  # the user's own folders, for the workbench (evotui -> core)
 
 CONFIG_NAME = "evokernel.toml"
 STATE_NAME = ".evokernel"
@@ -33,7 +31,10 @@ theme = "dark"
 # environment variables override these; keep keys out of this file.
 # base_url = "http://localhost:8000/v1"   # vLLM;  Ollama: http://localhost:11434/v1
 # model = "qwen3-coder"
-concurrency = 4
+# concurrency = 4        # requests at once; default: what the server serves (1 for a one-slot llama.cpp)
+# max_tokens = 4096      # the longest answer; fitted to what the model's context leaves beside the prompt
+# context_tokens = 8192  # the model's context, for a server that does not say it (docs/running.md)
+# timeout_s = 300        # seconds of silence before a request is abandoned (answers are streamed)
 
 [engine]
 iterations = 30          # verifier calls per task in a run

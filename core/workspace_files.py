@@ -12,8 +12,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from verifier.backends import declared_suffixes
-from verifier.candidate_files import candidate_paths, name_problem
+from verifier import candidate_paths, declared_suffixes, name_problem
 
 MARK = ".evokernel-written"
 EDIT_MARK = ".evokernel-edit"

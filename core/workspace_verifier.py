@@ -9,12 +9,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.workspace import Workspace
-from verifier import Outcome, VerifyConfig
-from verifier.harness.verify import Verifier
+from verifier import Outcome, Verifier, VerifyConfig
 
 if TYPE_CHECKING:
     from core.tasks import Task
-    from verifier.harness.protocol import VerifierProtocol
+    from verifier import VerifierProtocol
 
 
 def open_verifier(workspace: Workspace, backend: str | None = None, config: VerifyConfig | None = None) -> Verifier:
@@ -30,7 +29,7 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
                     ) -> dict[str, dict[str, Any]]:
     """Run and time each task's reference (cached per machine): ``{id: {"reference_ms", "second_shape"}}``,
     or ``{id: {"reference_error"}}`` for a reference that fails. ``progress(i, n, task_id, result)`` after each."""
-    from verifier.reference import ReferenceFailed
+    from verifier import ReferenceFailed
 
     out: dict[str, dict[str, Any]] = {}
     with open_verifier(workspace) as verifier:

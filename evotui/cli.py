@@ -37,7 +37,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# torch loads every installed device extension at `import torch` (the "torch.backends" entry points): with torch_npu
+# installed and CANN's set_env.sh not sourced, that import raises ("libhccl.so: cannot open shared object file") and
+# every command, the CPU's included, died with it. The Ascend backend imports torch_npu itself where it uses the NPU
+# (its probes, its jobs): the command turns the autoload off unless the user set it.
+AUTOLOAD = "TORCH_DEVICE_BACKEND_AUTOLOAD"
+
+
 def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault(AUTOLOAD, "0")   # before anything imports torch
     from core.errors import user_errors
 
     parser = build_parser()

@@ -1,7 +1,8 @@
 """``evokernel doctor [--json] [--backend NAME]``: what can run here.
 
 For every backend (cpu, cuda, ascend): is its toolchain present (compiler, SDK, version), is there a
-device, and if not, the exact reason with its fix. Then how candidates are isolated (bubblewrap,
+device, and if not, the exact reason with its fix; with a device, one device op in a candidate's confined job
+(``verifier.harness.device_check``). Then how candidates are isolated (bubblewrap,
 seccomp). Device runtimes are probed in subprocesses, never imported here. Always exits 0: a missing
 toolchain is a finding, not an error.
 """
@@ -58,6 +59,9 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[yellow]![/] {name}: {escape(warning)}")
         for note in b.get("notes", []):   # what works, and the flags a probe chose for it
             console.print(f"[green]✓[/] {name}: {escape(note)}")
+        confined = b.get("confined_device_op")
+        if confined and confined.get("ok"):   # a failure is among the problems above
+            console.print(f"[green]✓[/] {name}: {escape(confined['detail'])}")
     machine = data.get("machine")
     if machine:  # #12: this machine's roofline ceilings (core.doctor.machine_report)
         c = machine.get("ceilings")
@@ -70,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
             cpu = (f"cpu: {machine['cpu']}, -march=native = {machine.get('arch') or '?'}: "
                    f"{' '.join(machine['isa'])}; {machine.get('caches_text', '')}")
             console.print(f"[dim]{escape(cpu)}[/]")
+        for refused in machine.get("isa_refused") or []:   # enabled by -march=native, but a program using it failed
+            console.print(f"[yellow]![/] {escape(f'-march=native enables {refused}: kernels must not use it')}")
         if machine.get("flush_text"):
             console.print(f"[dim]{escape('cache flush before each timed call: ' + machine['flush_text'])}[/]")
     for entry in data["sandbox"].values():

@@ -38,6 +38,23 @@ def _fmt(v: Any) -> str:
     return f"{med:.2f}x ({lo:.2f}-{hi:.2f})"
 
 
+def _share(value: float | None) -> str:
+    """A share as a percentage, or n/a (a run that recorded no attempt measured nothing)."""
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _failures(m: Any) -> str:
+    """Why a run's attempts failed: "format 5, build 2", and how many tasks ended early."""
+    said = ", ".join(f"{why} {n}" for why, n in m.failures.items())
+    early = f"{len(m.ended_early)} ended early" if m.ended_early else ""
+    return "; ".join(w for w in (said, early) if w) or "-"
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m{s:02d}s" if minutes else f"{s}s"
+
+
 def _roof(v: Any) -> str:
     """Median share of the roofline the best kernels reach (#12)."""
     return "-" if v is None else f"{100 * v[0]:.0f}% ({100 * v[1]:.0f}-{100 * v[2]:.0f})"
@@ -183,12 +200,14 @@ def _print_cases(tables: list[tuple[str, str, dict[str, Any] | None]]) -> None:
 def _print_runs(metrics: list[RunMetrics], with_tasks: bool) -> None:
     from evotui.table_output import Column, print_table, to_terminal
 
-    columns = [Column(c, "left" if c in ("run", "status", "method", "model") else "right")
+    columns = [Column(c, "left" if c in ("run", "status", "method", "model", "failures") else "right",
+                      cut=c == "failures")
                for c in ("run", "status", "method", "model", "tasks", "iters", "CR", "Acc", "fast_1", "best/first",
-                         "best/ref", "roofline")]
-    print_table(columns, [[m.run_id, m.status, m.method, m.model, m.tasks, m.iterations, f"{100 * m.cr:.0f}%",
-                           f"{100 * m.acc:.0f}%", f"{100 * m.fast_1:.0f}%", _over_first(m),
-                           _fmt(m.median_iqr(m.speedup_over_reference)), _roof(m.median_iqr(m.roofline_fraction))]
+                         "best/ref", "roofline", "tokens", "time", "failures")]
+    print_table(columns, [[m.run_id, m.status, m.method, m.model, m.tasks, f"{m.done}/{m.iterations}",
+                           _share(m.cr), _share(m.acc), _share(m.fast_1), _over_first(m),
+                           _fmt(m.median_iqr(m.speedup_over_reference)), _roof(m.median_iqr(m.roofline_fraction)),
+                           f"{m.tokens:,}", _duration(m.seconds), _failures(m)]
                           for m in metrics], title="runs")
     if with_tasks:
         terminal = to_terminal()

@@ -47,12 +47,14 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
+    new = not ws.exists()
     with Session(ws, replay=args.replay is not None, backend=args.backend, cluster=args.cluster,
                  model=args.model) as session:
         reporter = Reporter(quiet=args.quiet or not sys.stdout.isatty())
         session.bus.subscribe(reporter.on_event)
         if args.resume is not None:
-            record = session.find_run(args.resume or None, unfinished=True)
+            record, picked = session.pick_resume(args.resume or None)
+            print(picked, file=sys.stderr)
             coro = session.resume(record)
         elif args.replay is not None:
             coro = session.replay(session.find_run(args.replay or None))
@@ -73,6 +75,13 @@ def run(args: argparse.Namespace) -> int:
                 from core.errors import LLMError
 
                 raise LLMError(problem)
+            if new:
+                # a run in a folder without a workspace makes one, as the workbench does (once the run is sure to
+                # start): the config to edit and the kernels/ folder its bests are written to, not only the memory
+                created = [c for c in ws.init() if c != ".evokernel/"]
+                if created:
+                    print(f"made a workspace here: {', '.join(created)} beside .evokernel/ (the built-in suite, the "
+                          f"{session.config.backend} backend; edit evokernel.toml to change them)", file=sys.stderr)
             for t in tasks:
                 if t.size_overrides:
                     print(f"{t.id}: {t.scale_note()}", file=sys.stderr)
@@ -108,6 +117,9 @@ def _demo_tasks(tasks: list[Task], named: bool) -> list[Task]:
 
 def run_summary(record: RunRecord) -> str:
     """One readable line for a finished (or stopped, failed) run."""
+    if record.extra.get("forgotten"):
+        return (f"run {record.id} failed before its first answer: nothing was recorded (the error above says what "
+                "to change; then run it again)")
     progress = record.progress.values()
     feasible = sum(1 for p in progress if p.feasible)
     done = max((p.iterations_used for p in progress), default=0)
@@ -155,6 +167,7 @@ def attempt_words(event: ev.AttemptRecorded) -> str:
 
 
 REFUSAL_CHARS = 200
+WAIT_LINE_S = 30.0    # piped output: a call in flight says how long it has waited this often
 
 
 def refusal_words(event: ev.AttemptRecorded) -> str:
@@ -185,6 +198,7 @@ class Reporter:
         self.header = ""
         self.lines: list[str] = []
         self._live: Live | None = None
+        self._waited: dict[str, float] = {}   # task -> the wait last said in a line (piped output)
 
     def __enter__(self) -> Reporter:
         if not self.quiet:
@@ -204,12 +218,12 @@ class Reporter:
         from rich.table import Table
 
         table = Table(box=None, header_style="bold")
-        for col in ("task", "stage", "iter", "best ms", "speedup", "last"):
+        for col in ("task", "stage", "iter", "best ms", "speedup", "now", "last"):
             table.add_column(col, overflow="ellipsis", no_wrap=True)
         for task, r in self.rows.items():
             table.add_row(task, r.get("stage", "draft"), str(r.get("iter", 0)),
                           f"{r['best']:.3f}" if r.get("best") else "-",
-                          f"{r['speedup']:.2f}x" if r.get("speedup") else "-", r.get("last", "")[:60])
+                          f"{r['speedup']:.2f}x" if r.get("speedup") else "-", r.get("now", ""), r.get("last", "")[:60])
         return Group(self.header, table, *self.lines[-6:])
 
     def on_event(self, event: ev.Event) -> None:
@@ -223,16 +237,40 @@ class Reporter:
                            f"model {escape(event.model)} · "
                            f"{len(event.tasks)} tasks x {event.iterations}{' (resumed)' if event.resumed else ''}")
             self.rows = {t: {} for t in event.tasks}
+            if event.limits:
+                self._line(f"model: {escape(event.limits)}")
+        elif isinstance(event, ev.PromptSent):
+            self.rows.setdefault(event.task, {})["now"] = "asking"
+        elif isinstance(event, ev.AnswerProgress):
+            self._waiting(event)
+        elif isinstance(event, ev.CallRetried):
+            self._line(f"{time.strftime('%H:%M:%S')} {event.task} [yellow]retry[/]: {escape(event.reason)}; try "
+                       f"{event.next_try} of {event.tries} in {event.wait_s:.0f} s")
+        elif isinstance(event, ev.PromptFitted):
+            left = f"; left out: {'; '.join(event.left_out)}" if event.left_out else ""
+            self._line(f"{time.strftime('%H:%M:%S')} {event.task} prompt fitted to the model's context: about "
+                       f"{event.prompt_tokens:,} tokens, answer budget {event.max_tokens:,}{escape(left)}")
+        elif isinstance(event, ev.ResponseReceived):
+            row = self.rows.setdefault(event.task, {})
+            row["now"] = "verifying" if not event.problem else ""
+            self._waited.pop(event.task, None)
+            if not event.cached:
+                self._line(f"{time.strftime('%H:%M:%S')} {event.task} answered in {event.seconds:.0f} s: "
+                           f"{event.tokens_out:,} tokens ({event.tokens_in:,} in the prompt)")
         elif isinstance(event, ev.AttemptRecorded):
             row = self.rows.setdefault(event.task, {})
+            row["now"] = ""
             row["iter"] = event.iteration + 1
             row["stage"] = event.stage
             out = event.outcome
             row["last"] = "feasible" if out.feasible else f"{out.failed_gate}"
             if event.new_best:   # the engine's call: faster than the best in one window, never two latencies
                 row["best"], row["speedup"] = out.latency_ms, out.speedup
-            number = f"#{event.number} " if event.number is not None else ""   # as the workbench's tree numbers it
-            line = (f"{time.strftime('%H:%M:%S')} {event.task} {number}{event.stage}: "
+            # as the workbench's tree numbers it; a repeat has no number of its own: it names the attempt it repeats
+            number = f"#{event.number} " if event.number is not None and not event.duplicate else ""
+            same = (f" (the same code as #{event.number}: not stored again)"
+                    if event.duplicate and event.number is not None else "")
+            line = (f"{time.strftime('%H:%M:%S')} {event.task} {number}{event.stage}{same}: "
                     + (attempt_words(event) if out.feasible else refusal_words(event)) +
                     f" reward {event.reward:+.2f}: {event.reason}")
             self._line(line)
@@ -248,10 +286,22 @@ class Reporter:
             tokens = event.tokens_in + event.tokens_out
             self.header = self.header.split(" · tok")[0] + f" · tok {tokens:,} · ${event.cost:.2f}"
         elif isinstance(event, ev.RunFinished):
-            pass   # the command prints one summary line once the run has closed
+            for row in self.rows.values():
+                row["now"] = ""   # nothing is in flight any more, whatever was when the run ended
         if self._live is not None and name in ("AttemptRecorded", "RunStarted", "UsageUpdated", "EngineProblem",
-                                                   "ClusterChanged"):
+                                                   "ClusterChanged", "PromptSent", "AnswerProgress", "CallRetried",
+                                                   "PromptFitted", "ResponseReceived", "RunFinished"):
             self._live.update(self._render())
+
+    def _waiting(self, event: ev.AnswerProgress) -> None:
+        """A call in flight: its wait in the live table's ``now`` column; piped, a line every ``WAIT_LINE_S``."""
+        from evotui.widgets.marks import waiting_words
+
+        words = waiting_words(event.seconds, event.tokens, event.sent)
+        self.rows.setdefault(event.task, {})["now"] = words
+        if self.quiet and event.seconds - self._waited.get(event.task, 0.0) >= WAIT_LINE_S:
+            self._waited[event.task] = event.seconds
+            self._line(f"{time.strftime('%H:%M:%S')} {event.task} {words}")
 
     def _line(self, text: str) -> None:
         if self.quiet:

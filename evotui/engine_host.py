@@ -225,6 +225,9 @@ class EngineHost:
         session = self.session
         if session is None:
             raise LLMError("the workspace is still opening")
+        taken, restart = session.reload_config()   # evokernel.toml as it is now (a ConfigError refuses the run)
+        if taken or restart:
+            session.bus.emit(ev.ConfigReloaded(tuple(taken), tuple(restart)))
         problem = session.llm_problem()
         if problem:
             raise LLMError(problem)

@@ -63,14 +63,18 @@ class EngineEvent(WorkbenchMessage):
             return True      # totals: the newest says all
         if isinstance(new, ev.GateChecked) and isinstance(old, ev.GateChecked):
             return (new.task, new.iteration) == (old.task, old.iteration)   # live status of one attempt
+        if isinstance(new, ev.AnswerProgress) and isinstance(old, ev.AnswerProgress):
+            return new.task == old.task      # a call's wait: the newest says all
         return False
 
 
 @dataclass(eq=False)
 class RunRefused(WorkbenchMessage):
-    """A run could not start; ``reason`` says what to configure or what is wrong."""
+    """A run could not start; ``reason`` says what to configure or what is wrong. ``finished``: the run to resume
+    has finished meanwhile (another process ran it to its end)."""
 
     reason: str
+    finished: bool = False
 
 
 # -- from widgets -----------------------------------------------------------------------------------

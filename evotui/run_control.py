@@ -17,7 +17,7 @@ from pathlib import Path
 
 from textual.app import SuspendNotSupported
 
-from core.errors import LLMError
+from core.errors import ConfigError, LLMError, RunAlreadyFinished
 from core.workspace_files import read_candidate_files
 from evotui.app_parts import AppParts
 from evotui.messages import Promoted, RunRefused, VerifyFinished
@@ -149,10 +149,17 @@ class RunControl(AppParts):
     async def _drive_run(self, task_ids: list[str] | None, resume: str | None) -> None:
         try:
             await self.host.run(task_ids, resume)
-        except LLMError as exc:
+        except (LLMError, ConfigError) as exc:
             self.post_message(RunRefused(str(exc)))
+        except RunAlreadyFinished as exc:
+            self.post_message(RunRefused(str(exc), finished=True))
 
     def on_run_refused(self, message: RunRefused) -> None:
+        if message.finished:   # finished by another process: nothing to resume, and its rows are what it left
+            self.set_run_state("finished", self._before_start[1])
+            self.load_task_rows(self.main)
+            self.main.note(message.reason, "dim")
+            return
         self.set_run_state(*self._before_start)   # a run to resume stays one
         self.main.note(f"cannot start a run: {message.reason} (to watch one with no LLM at all: "
                        "`evokernel run --model demo`, canned answers)", "warn")

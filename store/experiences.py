@@ -82,16 +82,18 @@ def _row(exp: Experience, seq: int) -> dict[str, Any]:
     }
 
 
-def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
-    """Write ``exp`` unless it (same id) or a near-duplicate is stored: (id, created).
+def insert(txn: Txn, t: Tables, exp: Experience, dedupe: bool = True) -> tuple[str, bool]:
+    """Write ``exp`` unless it (same id) or, with ``dedupe``, a near-duplicate is stored: (id, created).
 
-    An empty id is assigned; zero timestamps become now. Values, counts and history are kept as given.
+    An empty id is assigned; zero timestamps become now. Values, counts and history are kept as given. Without
+    ``dedupe`` the record is its own (an attempt without code: two answers that gave none are two attempts) and is
+    never found as the near-duplicate of another.
     """
     validate(exp)
     if exp.id and txn.get(exp.id.encode(), db=t.exp) is not None:
         return exp.id, False
     fp = fingerprint_of(exp)
-    dup = txn.get(fp, db=t.dedup)
+    dup = txn.get(fp, db=t.dedup) if dedupe else None
     if dup is not None:
         return bytes(dup).decode(), False
     now = time.time()
@@ -125,7 +127,8 @@ def insert(txn: Txn, t: Tables, exp: Experience) -> tuple[str, bool]:
     if exp.parent_id:
         txn.put(exp.parent_id.encode() + b"\x00" + key, b"", db=t.byparent)
     txn.put(exp.kind.encode() + b"\x00" + key, b"", db=t.bykind)
-    txn.put(fp, key, db=t.dedup)
+    if dedupe:
+        txn.put(fp, key, db=t.dedup)
     txn.put(seq_key(seq), key, db=t.order)
     return exp_id, True
 

@@ -15,8 +15,9 @@ from store.records import Experience, RunRecord, TaskState
 class Memory(Protocol):
     """Experiences with stage values Q1/Q2, task states, runs and the LLM cache of one workspace."""
 
-    def add_experience(self, exp: Experience) -> tuple[str, bool]:
-        """Store ``exp``: (id, True), or (existing id, False) for a stored id or a near-duplicate."""
+    def add_experience(self, exp: Experience, *, dedupe: bool = True) -> tuple[str, bool]:
+        """Store ``exp``: (id, True), or (existing id, False) for a stored id or, with ``dedupe``, a
+        near-duplicate."""
 
     def add_experiences(self, exps: Iterable[Experience]) -> list[tuple[str, bool]]:
         """Store several experiences in one transaction; (id, created) for each, in order."""
@@ -95,6 +96,9 @@ class Memory(Protocol):
 
     def put_run(self, run: RunRecord) -> None:
         """Store a run's configuration and progress."""
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget a run that recorded nothing."""
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""

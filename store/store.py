@@ -138,13 +138,19 @@ class Store:
 
     # -- experiences ---------------------------------------------------------------------------
 
-    def add_experience(self, exp: Experience) -> tuple[str, bool]:
+    def add_experience(self, exp: Experience, *, dedupe: bool = True) -> tuple[str, bool]:
         """Store ``exp``: (id, True); or (existing id, False) for a stored id or a near-duplicate.
 
         A near-duplicate has the same task, kind and backend and the same normalised code (or text
-        when it has no files). On insert ``exp.id`` and its timestamps are filled in.
+        when it has no files). On insert ``exp.id`` and its timestamps are filled in. ``dedupe`` False: stored
+        as its own record whatever it resembles (a model's answer without code).
         """
-        return self.add_experiences([exp])[0]
+        before = (exp.id, exp.created_at, exp.updated_at)
+        try:
+            return self._write(lambda txn: experiences.insert(txn, self._t, exp, dedupe))
+        except BaseException:
+            exp.id, exp.created_at, exp.updated_at = before
+            raise
 
     def add_experiences(self, exps: Iterable[Experience]) -> list[tuple[str, bool]]:
         """Store several experiences in one transaction; (id, created) for each, in order."""
@@ -397,6 +403,10 @@ class Store:
         run.started_at = run.started_at or run.updated_at
         data = pack(run.to_dict())
         self._write(lambda txn: txn.put(text_key(run.id), data, db=self._t.runs))
+
+    def delete_run(self, run_id: str) -> None:
+        """Forget run ``run_id`` (a run that recorded nothing: no attempt refers to it)."""
+        self._write(lambda txn: txn.delete(text_key(run_id), db=self._t.runs))
 
     def get_run(self, run_id: str) -> RunRecord | None:
         """The run ``run_id``, or None."""

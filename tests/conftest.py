@@ -50,6 +50,7 @@ SLOW_FILES = {
     "tui/test_daily_use.py",
     "tui/test_first_run.py",
     "tui/test_keys.py",
+    "tui/test_model_waits.py",
     "tui/test_screenshots.py",
     # the timing tests of the merged timing branch: real paired timing windows, a lock across processes
     "verification/test_machine_lock.py",
@@ -61,6 +62,8 @@ SLOW_FILES = {
 # machine (#38: a real sandboxed job, timer or allocator probe, a workbench, a sized suite): the slow tier
 # runs them, with every parameter.
 SLOW_TESTS = {
+    ("engine/test_run_records.py", "test_run_in_an_empty_folder_makes_the_whole_workspace"),
+    ("engine/test_run_records.py", "test_answers_without_code_are_attempts_of_their_own_across_runs"),
     ("verification/test_speed_forgery.py", "test_every_verification_draws_seeds_of_its_own"),
     ("verification/test_speed_forgery.py", "test_a_kernel_cannot_arm_a_timer_even_with_the_rules_off"),
     ("verification/test_speed_forgery.py", "test_a_job_cannot_leave_files_for_a_later_job_in_tmp"),
@@ -134,7 +137,10 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     root = Path(__file__).parent
+    real_llm = os.environ.get("EVOKERNEL_LLM_PYTHON")   # the real-server tier's interpreter: `make test-llm` sets it
     for item in items:
+        if item.get_closest_marker("real_llm") and not real_llm:
+            item.add_marker(pytest.mark.skip(reason="a real local model server: `make test-llm` runs it"))
         where = item.path.relative_to(root).as_posix()
         if where in SLOW_FILES or (where, getattr(item, "originalname", item.name)) in SLOW_TESTS:
             item.add_marker(pytest.mark.slow)

@@ -187,9 +187,10 @@ def _build(backend: Backend, files: dict[str, str], root: Path, key: str, timeou
             (workdir / name).write_text(text)
         if plan.min_timeout_s:   # a flow that cannot finish sooner (a custom op: minutes): the user's limit for it
             timeout = slow_timeout if slow_timeout is not None else max(timeout, plan.min_timeout_s)
+        env = {**env, **plan.env}
         seconds, log = 0.0, []
         for argv in plan.commands:
-            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden])
+            argv = _sandboxed(argv, workdir, env, sandbox, [str(root.parent), *hidden], plan.readable)
             proc = run_process(argv, cwd=workdir, env=env, timeout=timeout)
             seconds += proc.seconds
             log.append(proc.output)
@@ -270,13 +271,14 @@ def disassemble(backend: Backend, built: BuildResult, *, sandbox: bool = True, t
     return proc.output if proc.ok else ""
 
 
-def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str]) -> list[str]:
+def _sandboxed(argv: list[str], workdir: Path, env: dict[str, str], sandbox: bool, hidden: list[str],
+               readable: list[str] | None = None) -> list[str]:
     """``argv`` as the build runs it: under bubblewrap with the sandbox's allow-list view (the toolchain
-    of ``argv[0]`` added) and ``workdir`` writable; without bubblewrap, in a Landlock domain with the
-    same allow-list where the kernel has Landlock; else as it is."""
+    of ``argv[0]`` and the plan's ``readable`` added) and ``workdir`` writable; without bubblewrap, in a Landlock
+    domain with the same allow-list where the kernel has Landlock; else as it is."""
     if not sandbox:
         return argv
-    toolchain = _toolchain_paths(argv[0], env)
+    toolchain = [*_toolchain_paths(argv[0], env), *(readable or [])]
     if bwrap_status()[0]:
         return bwrap_argv([str(workdir)], hidden, [], str(workdir), env=env, readable=toolchain) + argv
     if landlock_abi()[0]:

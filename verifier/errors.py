@@ -18,3 +18,12 @@ class ToolchainMissing(VerifierError):
 
 class SandboxError(VerifierError):
     """The sandbox could not be started (not a candidate's failure)."""
+
+
+class ReferenceFailed(VerifierError):
+    """The task's own reference could not run: the task is broken, not the candidate."""
+
+
+class NondeterministicReference(ReferenceFailed):
+    """The reference gives different results on the same inputs, in training and in eval mode, at most
+    places of an output: it cannot judge a candidate (the task's fault, not the candidate's)."""

@@ -1,24 +1,15 @@
 """The reference's results for one verification (``Reference``: its outputs at every trial, their rounding
-noise, the places two runs disagree, the trials it is undefined on) and why a reference cannot judge a candidate
-(``ReferenceFailed``, ``NondeterministicReference``: the task's fault, never the candidate's). A plain record: the
-harness computes it in a clean process (``verifier.harness.reference_cache``), the gates compare against it."""
+noise, the places two runs disagree, the trials it is undefined on). A plain record: the harness computes it in a
+clean process (``verifier.harness.reference_cache``; why a reference cannot judge a candidate is
+``verifier.errors.ReferenceFailed``), the gates compare against it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from verifier.errors import VerifierError
-from verifier.inputs import Trial
-
-
-class ReferenceFailed(VerifierError):
-    """The task's own reference could not run: the task is broken, not the candidate."""
-
-
-class NondeterministicReference(ReferenceFailed):
-    """The reference gives different results on the same inputs, in training and in eval mode, at most
-    places of an output: it cannot judge a candidate (the task's fault, not the candidate's)."""
+if TYPE_CHECKING:
+    from verifier.inputs import Trial
 
 
 @dataclass

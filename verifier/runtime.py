@@ -16,10 +16,12 @@ current stream is passed.
 
 What a device adds is declared by its backend's device runtime (``verifier.backends.base.DeviceRuntime``,
 handed over by the worker): on CUDA the library's own ``cudaGetLastError()`` (a bad
-launch configuration raises with CUDA's words); on Ascend a non-zero return of an
-``aclrtlaunch_<kernel>`` entry raises. An Ascend kernel ``k`` is callable as ``lib.k(block_dim, ...)``
-as well as by its entry name ``lib.aclrtlaunch_k``; its ``workspace`` argument (HAVE_WORKSPACE) is the
-number of bytes of user workspace, and the Ascend backend allocates system + user workspace.
+launch configuration raises with CUDA's words); on Ascend a non-zero 32-bit integer return of any launcher
+(an ``aclrtlaunch_<kernel>`` entry, or a custom op's binding returning what ``aclnn<Op>`` returned) raises,
+with what the status means, whose failure it is and ``aclGetRecentErrMsg()``. An Ascend kernel ``k`` is
+callable as ``lib.k(block_dim, ...)`` as well as by its entry name ``lib.aclrtlaunch_k``; its ``workspace``
+argument (HAVE_WORKSPACE) is the number of bytes of user workspace, and the Ascend backend allocates system
++ user workspace.
 
 Inside the verifier the library path comes from the worker; outside it (a person running their
 ``model.py`` by hand) ``load()`` builds the sources beside the calling file: ``.cu`` files with the
@@ -47,6 +49,9 @@ _active: dict[str, Any] = {"library": None, "signatures": None, "runtime": None,
 # decided by the build's link check, verifier.toolchain.linkage.)
 _MODE = os.RTLD_LOCAL | os.RTLD_NOW
 _calls: dict[str, int] = {}
+# What a status is declared as where every launcher's integer return is one (``DeviceRuntime.status_returns``):
+# aclnnStatus and aclError are 32-bit (int32_t, uint32_t as the bindings return them); a wider integer is a value.
+STATUS_TYPES = frozenset({"int", "int32_t", "unsigned", "unsigned int", "uint32_t"})
 
 
 def configure(library: str, signatures: list[dict[str, Any]], device_runtime: DeviceRuntime | None = None) -> None:
@@ -140,7 +145,9 @@ class KernelFunction:
         streams = [i for i, p in enumerate(sig.params) if p.ctype == device_runtime.stream_type]
         self._stream_at = streams[0] if len(streams) == 1 else None
         prefix = device_runtime.entry_prefix
-        self._status_entry = bool(prefix) and sig.name.startswith(prefix) and sig.restype != "void"
+        entry = bool(prefix) and sig.name.startswith(prefix) and sig.restype != "void"
+        self._status_entry = entry or (device_runtime.status_returns and sig.restype in STATUS_TYPES)
+        self._describe_status = device_runtime.status_failure
 
     def __call__(self, *args: Any) -> Any:
         sig = self.signature
@@ -156,7 +163,7 @@ class KernelFunction:
         _calls[self._name] = _calls.get(self._name, 0) + 1
         result = self._cfunc(*map(operator.call, self._convert, args))   # each argument through its converter
         if self._status_entry and result:
-            raise KernelCallError(f"{sig.name}() returned {result}: the kernel launch failed")
+            raise KernelCallError(self._describe_status(sig.name, int(result)))
         if self._check is not None:
             self._check(sig.name)
         return result

@@ -80,6 +80,7 @@ class MainScreen(Screen[None]):
         self.suite = ""     # which suite, and its sizes: the task table's subtitle
         self.follow: str | None = None   # an attempt just recorded for the task shown: the tree goes to it
         self.repeats: dict[str, str] = {}    # task -> the attempt its latest save or answer repeated
+        self.asking: dict[str, str] = {}     # task -> the stage of its model call in flight
         self.verdicts: list[tuple[float, str]] = []   # (when, "task #n: verdict") of each attempt recorded
 
     def compose(self) -> ComposeResult:
@@ -392,6 +393,8 @@ class MainScreen(Screen[None]):
                 table.update_task(task, budget=e.iterations)
             self.note(f"run {e.run_id} {'resumed' if e.resumed else 'started'}: {plural(len(e.tasks), 'task')} × "
                      f"{e.iterations} iterations · {e.method} · model {e.model}", "ok", e.at)
+            if e.limits:
+                self.note(f"model: {e.limits}", "dim", e.at)
         elif isinstance(e, ev.IterationStarted):
             self.note(f"iteration {e.iteration + 1}: {plural(e.active_tasks, 'task')}", "dim", e.at)
         elif isinstance(e, ev.TaskStageChanged):
@@ -399,7 +402,21 @@ class MainScreen(Screen[None]):
         elif isinstance(e, ev.PromptSent):
             # no #n before the attempt is recorded (the tree gives it then); the iter column counts the run
             table.set_status(e.task, f"{e.stage}: asking", "busy")
+            self.asking[e.task] = e.stage
+        elif isinstance(e, ev.AnswerProgress):
+            if e.task in self.asking:   # a call in flight: how long it has waited, and the tokens so far
+                table.set_status(e.task, f"{self.asking[e.task]}: {marks.waiting_words(e.seconds, e.tokens, e.sent)}",
+                                 "busy")
+        elif isinstance(e, ev.CallRetried):
+            self.note(f"{e.task}: {e.reason}; try {e.next_try} of {e.tries} in {e.wait_s:.0f} s", "warn", e.at)
+        elif isinstance(e, ev.PromptFitted):
+            left = f"; left out: {'; '.join(e.left_out)}" if e.left_out else ""
+            self.note(f"{e.task}: prompt fitted to the model's context (about {e.prompt_tokens:,} tokens, answer "
+                      f"budget {e.max_tokens:,}){left}", "dim", e.at)
         elif isinstance(e, ev.ResponseReceived):
+            self.asking.pop(e.task, None)
+            if not e.cached:
+                self.note(f"{e.task}: answered in {e.seconds:.0f} s, {e.tokens_out:,} tokens", "dim", e.at)
             if e.problem:
                 table.set_status(e.task, "answer unusable", "fail")
             else:
@@ -453,8 +470,20 @@ class MainScreen(Screen[None]):
             self.note(f"{'error' if e.fatal else 'problem'}: {e.message}", "fail" if e.fatal else "warn", e.at)
         elif isinstance(e, ev.ClusterChanged):
             self.note(f"cluster: {e.message}", "warn" if e.waiting else "dim", e.at)
+        elif isinstance(e, ev.ConfigReloaded):
+            if e.taken:
+                self.note(f"evokernel.toml changed: {', '.join(e.taken)} taken from this run on", "", e.at)
+            if e.needs_restart:
+                self.note(f"evokernel.toml changed: {', '.join(e.needs_restart)} take effect once the workbench is "
+                          "opened again (q, then evokernel)", "warn", e.at)
         elif isinstance(e, ev.RunFinished):
+            for task in list(self.asking):   # a call the run's end left unanswered is no longer asking
+                table.set_status(task, f"{self.asking.pop(task)}: {e.status.split(' (')[0]}", "dim")
             summary = e.summary or {}
+            if e.forgotten:
+                self.note(f"run {e.run_id} failed before its first answer: nothing recorded, no run to resume",
+                          "warn", e.at)
+                return
             self.note(f"run {e.run_id} {e.status}: {summary.get('feasible', 0)} of "
                      f"{plural(summary.get('tasks', 0), 'task')} feasible", "ok" if e.status == "finished" else "warn",
                      e.at)

@@ -137,3 +137,13 @@ def failure_text(r: Outcome) -> str:
         if g.status == "failed" and g.message and g.message.rstrip() not in message:
             lines.append(f"{g.name}: {g.message.rstrip()}")
     return "\n".join(line for line in lines if line)
+
+
+def waiting_words(seconds: float, tokens: int, sent: bool) -> str:
+    """A model call in flight in a few words (the workbench's status, the run's live table): "queued 12 s" (waiting
+    for a request slot, ``[llm] concurrency``), "asking 42 s" (sent, no token yet), "answering 95 s · 1,204 tok"."""
+    if not sent:
+        return f"queued {seconds:.0f} s"
+    if not tokens:
+        return f"asking {seconds:.0f} s"
+    return f"answering {seconds:.0f} s · {tokens:,} tok"

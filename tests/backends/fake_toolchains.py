@@ -8,7 +8,7 @@ import stat
 from pathlib import Path
 
 from verifier.backends.ascend import AscendRuntime
-from verifier.toolchain.cann import CANN_PYTHON_REQUIREMENTS
+from verifier.toolchain.cann import CANN_PYTHON_REQUIREMENTS, soc_family
 
 NPU_SMI_910B2 = """\
 +------------------------------------------------------------------------------------------------+
@@ -49,10 +49,11 @@ def write_script(path: Path, body: str) -> Path:
 
 def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", version: str = "8.0.RC3",
               socs: tuple[str, ...] = ("Ascend910B2", "Ascend910B3"), version_file: str = "version.cfg",
-              set_env: str | None = None, msopgen: bool = True) -> Path:
+              set_env: str | None = None, msopgen: bool = True, opp_kernels: bool = True) -> Path:
     """A fake CANN toolkit root. ``layout``: one of CMAKE_LAYOUTS, or "asc" (CANN 9, ASC package only),
     or "runtime" (no kernel build support at all). ``msopgen``: with the custom-op project generator
-    (a placeholder that fails: ``make_custom_op_cann`` has one that runs)."""
+    (a placeholder that fails: ``make_custom_op_cann`` has one that runs). ``opp_kernels``: with the binary operator
+    package of each SoC's family under ``opp/built-in/op_impl/ai_core/tbe/kernel/``."""
     root.mkdir(parents=True, exist_ok=True)
     if layout in CMAKE_LAYOUTS:
         module = root / CMAKE_LAYOUTS[layout].replace("x86_64-linux", f"{arch}-linux")
@@ -76,6 +77,10 @@ def make_cann(root: Path, layout: str = "compiler", *, arch: str = "x86_64", ver
     platform.mkdir(parents=True, exist_ok=True)
     for soc in socs:
         (platform / f"{soc}.ini").write_text("[version]\n")
+        if opp_kernels:   # the binary operator package of the SoC's family (Ascend-cann-kernels-*)
+            kernels = root / "opp/built-in/op_impl/ai_core/tbe/kernel" / soc_family(soc)
+            kernels.mkdir(parents=True, exist_ok=True)
+            (kernels / "binary_info_config.json").write_text("{}\n")
     if set_env is not None:
         (root / "set_env.sh").write_text(set_env)
     return root
@@ -371,15 +376,19 @@ def make_custom_op_cann(root: Path) -> Path:
 CANN_PYTHON_MODULES = tuple(module for _, module in CANN_PYTHON_REQUIREMENTS)
 
 
-def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing: tuple[str, ...] = ()) -> Path:
+def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing: tuple[str, ...] = (),
+                        user_home: Path | None = None) -> Path:
     """A Python as a CANN workstation's toolkit Python would be (CANN's requirements importable, numpy < 2): this
     machine's interpreter (outside any virtual environment, without its site-packages: -S) with stand-in modules of
     those names on its path.
-    ``missing``: requirements left out. Returns the folder holding its ``python3``."""
+    ``missing``: requirements left out. ``user_home``: the requirements installed with ``pip install --user`` under
+    that home instead: the stand-in finds its user site as Python does (``$PYTHONUSERBASE``, else ``$HOME/.local``;
+    ``lib/pythonX.Y/site-packages`` beneath). Returns the folder holding its ``python3``."""
     import os
     import sys
 
-    site = folder / "site"
+    py = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    site = folder / "site" if user_home is None else user_home / f".local/lib/python{py}/site-packages"
     for module in CANN_PYTHON_MODULES:
         if module in missing:
             continue
@@ -390,4 +399,8 @@ def make_toolkit_python(folder: Path, *, numpy_version: str = "1.26.4", missing:
         version = numpy_version if module == "numpy" else "1.0"
         (package / "__init__.py").write_text(f'__version__ = "{version}"\n')
     interpreter = os.path.realpath(sys.executable)       # the interpreter itself, not the venv's launcher
+    if user_home is not None:
+        user = f'"${{PYTHONUSERBASE:-$HOME/.local}}/lib/python{py}/site-packages"'
+        return write_script(folder / "bin/python3", f'PYTHONPATH={user}${{PYTHONPATH:+:$PYTHONPATH}} '
+                            f'exec "{interpreter}" -S "$@"\n').parent
     return write_script(folder / "bin/python3", f'PYTHONPATH="{site}${{PYTHONPATH:+:$PYTHONPATH}}" exec "{interpreter}" -S "$@"\n').parent

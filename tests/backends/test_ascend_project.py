@@ -24,6 +24,7 @@ from verifier.backends.ascend_project import (
 from verifier.backends.base import BuildPlanError
 from verifier.gates.antihack import check_candidate
 from verifier.gates.format import check_format
+from verifier.runtime import KernelCallError
 
 from fake_toolchains import HostAscendRuntime, make_cann, make_custom_op_cann, make_toolkit_python, preload_acl_stubs
 
@@ -391,7 +392,8 @@ def test_the_generated_flow_runs_on_stand_ins_and_the_call_finds_the_private_ven
     x, y = torch.randn(1001), torch.randn(1001)
     z = torch.empty_like(x)
     monkeypatch.delenv("ASCEND_CUSTOM_OPP_PATH", raising=False)
-    assert lib.add(x, y, z, x.numel()) != 0          # the op API finds the op through the custom OPP path only
+    with pytest.raises(KernelCallError, match=r"add\(\) returned \d+"):   # a status, read as one (#50)
+        lib.add(x, y, z, x.numel())                  # the op API finds the op through the custom OPP path only
     for name, value in backend.call_env(result.library).items():
         monkeypatch.setenv(name, value)
     assert lib.add(x, y, z, x.numel()) == 0          # the stream filled in

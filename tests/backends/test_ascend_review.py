@@ -185,15 +185,17 @@ def test_contract_and_seeds_spell_out_the_workspace():
 def test_version_pairing_names_what_to_install():
     assert version_pairing("2.13.0+cpu", "2.13.0", "9.2.0") == []
     assert version_pairing("2.13.0", "", "9.2.0") == []        # nothing installed: said elsewhere
-    (torch_problem,) = version_pairing("2.13.0+cpu", "2.12.0.post3", "9.1.0")
+    (torch_problem,) = version_pairing("2.13.0+cpu", "2.12.0.post3", "9.2.0")
     assert torch_problem.startswith("version mismatch: torch_npu 2.12.0.post3 is built for torch 2.12.0 but torch "
                                     "is 2.13.0+cpu")
     assert "torch_npu==2.13.0" in torch_problem and "CANN 9.2.0" in torch_problem
     (old_cann,) = version_pairing("2.13.0", "2.13.0", "8.0.RC3")
-    assert "CANN 8.0.RC3 is older than torch_npu 2.13.0 supports (8.5.0 or newer" in old_cann
-    assert "install CANN 9.2.0" in old_cann
-    assert version_pairing("2.13.0", "2.13.0", "8.5.0") == []
-    assert version_pairing("2.13.0", "2.13.0", "9.3.0") == []   # newer: not known to fail, not refused
+    assert "torch_npu 2.13.0 is released for CANN 9.2.0 alone" in old_cann and "install CANN 9.2.0" in old_cann
+    # one CANN line per torch_npu release (Ascend/pytorch COMPATIBILITY.md, #50): no range either way
+    assert version_pairing("2.13.0", "2.13.0", "8.5.0") != []
+    assert version_pairing("2.13.0", "2.13.0", "9.3.0") != []
+    assert version_pairing("2.13.0", "2.13.0", "9.2.1") == []   # the same line
+    assert version_pairing("2.12.0", "2.12.0", "9.1.0") == []
     assert version_pairing("2.13.0", "2.13.0", "unknown") == []
 
 

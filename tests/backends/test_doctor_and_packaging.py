@@ -165,18 +165,20 @@ def test_npu_extra_is_pinned_to_the_projects_torch():
     assert PROJECT_TORCH == torch_pin and TORCH_NPU_PAIRING[torch_pin][0] == torch_pin
 
 
-def test_npu_check_fails_cleanly_without_an_npu():
+def test_npu_check_fails_cleanly_without_an_npu(tmp_path):
+    """Exit 2 and no traceback; the report (#50: written in every case) in the folder it was run from."""
     from verifier.backends import get_backend
 
     if get_backend("ascend").toolchain().available:
         pytest.skip("ascend can run here: the script would run for real")
     proc = subprocess.run([sys.executable, str(ROOT / "bench/npu_check.py")], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+                          timeout=300, cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
-    out = proc.stdout.strip().splitlines()
-    assert len(out) == 1 and out[0].startswith("npu_check: the Ascend backend cannot run here: ")
-    assert "CANN not found" in out[0] or "torch_npu" in out[0] or "no NPU device" in out[0]
+    said = next(line for line in proc.stdout.splitlines() if line.startswith("BAD "))
+    assert said.startswith(("BAD no NPU found: ", "BAD the Ascend backend cannot run here: "))
+    assert "CANN not found" in said or "torch_npu" in said or "no NPU device" in said
+    assert (tmp_path / "evokernel-npu-check.json").is_file()
 
 
 def test_npu_check_candidates_pass_the_static_gates():

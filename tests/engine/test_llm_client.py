@@ -61,7 +61,7 @@ def test_gives_up_with_one_line_after_the_retries():
         assert len(server.requests) == 4
 
 
-@pytest.mark.parametrize("status, words", [(401, "API key"), (404, "does not know model"), (400, "rejected")])
+@pytest.mark.parametrize("status, words", [(401, "API key"), (404, "404 for model"), (400, "rejected")])
 def test_errors_the_user_must_fix_are_not_retried(status, words):
     with ScriptedLLM(lambda req, n: Reply(status=status, text="nope")) as server:
         with pytest.raises(LLMError, match=words):
@@ -112,7 +112,7 @@ def test_missing_configuration_says_what_to_set():
     ("```cpp\nint a;\n```\n```cpp\nint b;\n```\n```python\nclass ModelNew: pass\n```",
      ["kernel.cpp", "kernel_2.cpp", "model.py"], ""),
     ("I think you should use OpenMP.", [], "no fenced code blocks"),
-    ("```cpp file=kernel.cpp\nint x;\n", ["kernel.cpp"], "cut off"),
+    ("```cpp file=kernel.cpp\nint x;\n", ["kernel.cpp"], "stopped with kernel.cpp unclosed"),
     ("```cpp file=kernel.cpp\nint x;\n```", ["kernel.cpp"], "no model.py"),
     ("", [], "empty"),
     # a custom-op project keeps its layout, whatever the fences' languages

@@ -54,7 +54,7 @@ def _memory_item(i: int, lines: int = 300) -> Experience:
 def test_the_budget_trims_memory_and_never_the_reference_or_start_point(relu):
     from dataclasses import replace
 
-    long_doc = '"""' + "\n".join(f"Reference note line {i}: this explains the operator." for i in range(570)) + '"""\n'
+    long_doc = '"""' + "\n".join(f"Reference note line {i}: this explains the operator." for i in range(550)) + '"""\n'
     task = replace(relu, source=long_doc + relu.source)
     start_kernel = C.RELU + "".join(f"static const int kPad{i} = {i};\n" for i in range(300))
     start = Experience(id="start000", task_id="relu", kind="draft_trace", backend="cpu", stage="draft",

@@ -97,7 +97,7 @@ def test_duplicate_index_scatter_is_detected_and_either_winner_accepted(verifier
 
 
 def test_a_reference_random_in_every_mode_is_the_task_s_fault(verifier, tasks, make_candidate):
-    from verifier.reference import NondeterministicReference
+    from verifier.errors import NondeterministicReference
 
     with pytest.raises(NondeterministicReference, match=r"nondeterministic: output 0 differs between two runs"):
         check(verifier, tasks, "noise_forward", C.elementwise(C.IDENTITY), make_candidate)

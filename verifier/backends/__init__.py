@@ -101,6 +101,24 @@ def source_suffix(name: str) -> str:
     return suffixes[0]
 
 
+def knowledge_folder(name: str) -> str | None:
+    """The seed-knowledge folder the backend declares (``knowledge_dir``: a plugin's own); None for one that
+    declares none (a built-in's is ``core/knowledge/<name>/``) or an unknown name."""
+    folder = declared(name, "knowledge_dir")
+    return str(folder) if folder else None
+
+
+def form_prompt(name: str, form: str) -> str:
+    """What a prompt adds to ask the backend called ``name`` for ``form`` (its files and layout: Ascend's custom-op
+    project); "" for kernel-launch, a one-form backend or an unknown name."""
+    if form == FORM_KERNEL_LAUNCH:
+        return ""
+    try:
+        return backend_class(name).form_prompt(form)
+    except (UnknownBackend, ImportError):
+        return ""
+
+
 def declared_suffixes(kind: str = "source_suffixes") -> tuple[str, ...]:
     """Every suffix the backends in the table declare as ``kind`` (``source_suffixes``: kernel sources;
     ``header_suffixes``: included ones), in table order, each once: what a candidate's files may be."""
@@ -168,5 +186,5 @@ def backend_for(files: dict[str, str]) -> str:
 
 __all__ = ["BACKENDS", "FORM_KERNEL_LAUNCH", "Backend", "BuildPlan", "BuildPlanError", "DeviceRuntime", "KernelRules",
            "Toolchain", "backend_class", "backend_device", "backend_for", "backend_names", "backend_runtime",
-           "backend_table", "candidate_form", "declared", "declared_suffixes", "display_name", "get_backend",
-           "load_runtime", "runtime_class", "runtime_target", "source_suffix"]
+           "backend_table", "candidate_form", "declared", "declared_suffixes", "display_name", "form_prompt",
+           "get_backend", "knowledge_folder", "load_runtime", "runtime_class", "runtime_target", "source_suffix"]

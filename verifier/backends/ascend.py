@@ -100,6 +100,42 @@ ERROR_CODES = {
     207018: "the NPU is out of memory",
     107001: "invalid device id (ASCEND_RT_VISIBLE_DEVICES or the device index)",
 }
+# Whose failure a status is (``status_failure``): the kernel's own, or not the kernel's (said so in the outcome).
+KERNEL = "the kernel's"
+BINDING = "the binding's (its tensors or its aclnn call), not the kernel's"
+HOST_CODE = "the candidate's host code (op_host: InferShape or TilingFunc), not the kernel's"
+PACKAGE = ("the op's package, not the kernel's: no kernel binary for this SoC and these dtypes (the OpDef's AddConfig "
+           "and DataType lists) or none installed")
+SETUP = ("the setup's, not the candidate's: CANN could not read the op package where ASCEND_CUSTOM_OPP_PATH and "
+         "ASCEND_OPP_PATH point")
+RUNTIME = "the NPU runtime's or the device's; not established as the kernel's"
+# aclnn statuses (CANN's aclnn return codes: hicann/ops-nn docs/zh/context/aclnn_return_code.md) -> name, meaning,
+# whose. What aclnn<Op>GetWorkspaceSize and aclnn<Op> return, and so what a custom op's binding returns.
+ACLNN_STATUS: dict[int, tuple[str, str, str]] = {
+    161001: ("ACLNN_ERR_PARAM_NULLPTR", "a parameter is an illegal nullptr", BINDING),
+    161002: ("ACLNN_ERR_PARAM_INVALID", "a parameter failed validation (dtypes, shapes, formats)", BINDING),
+    361001: ("ACLNN_ERR_RUNTIME_ERROR", "a call into the NPU runtime failed inside the API", RUNTIME),
+    561000: ("ACLNN_ERR_INNER", "an internal error of the API", RUNTIME),
+    561001: ("ACLNN_ERR_INNER_INFERSHAPE_ERROR", "the output shape inference failed", HOST_CODE),
+    561002: ("ACLNN_ERR_INNER_TILING_ERROR", "the kernel's tiling failed (TilingFunc)", HOST_CODE),
+    561003: ("ACLNN_ERR_INNER_FIND_KERNEL_ERROR", "no NPU kernel found for the call", PACKAGE),
+    561101: ("ACLNN_ERR_INNER_CREATE_EXECUTOR", "the executor could not be created", RUNTIME),
+    561103: ("ACLNN_ERR_INNER_NULLPTR", "a nullptr inside the API", RUNTIME),
+    561104: ("ACLNN_ERR_INNER_WRONG_ATTR_INFO_SIZE", "the op's attribute count is wrong", HOST_CODE),
+    561107: ("ACLNN_ERR_INNER_OPP_PATH_NOT_FOUND", "ASCEND_OPP_PATH is not set", SETUP),
+    561108: ("ACLNN_ERR_INNER_LOAD_JSON_FAILED", "the op's information JSON in the kernel package did not load",
+             SETUP),
+    561109: ("ACLNN_ERR_INNER_JSON_VALUE_NOT_FOUND", "a field of the op's information JSON is missing", PACKAGE),
+    561110: ("ACLNN_ERR_INNER_JSON_FORMAT_INVALID", "a format in the op's information JSON is invalid", PACKAGE),
+    561111: ("ACLNN_ERR_INNER_JSON_DTYPE_INVALID", "a dtype in the op's information JSON is invalid", PACKAGE),
+    561112: ("ACLNN_ERR_INNER_OPP_KERNEL_PKG_NOT_FOUND", "the op's binary kernel package did not load", SETUP),
+    561114: ("ACLNN_ERR_INNER_ATTR_NUM_OUT_OF_BOUND", "more attributes than the op's information JSON names",
+             HOST_CODE),
+    561115: ("ACLNN_ERR_INNER_ATTR_LEN_NOT_ENOUGH", "fewer attributes than the op's information JSON names",
+             HOST_CODE),
+}
+# ACL runtime codes whose failure is not the kernel's (the rest of ERROR_CODES are its faults, traps and timeouts).
+RUNTIME_SETUP_CODES = {507033: RUNTIME, 207004: RUNTIME, 207001: RUNTIME, 207018: RUNTIME, 107001: SETUP}
 # Runtime codes are 1xxxxx (parameter), 2xxxxx (resource) and 5xxxxx (internal/device) with module 07.
 _CODE = re.compile(r"\b([125]07\d{3})\b")
 _TEXT_ERRORS = (
@@ -119,6 +155,68 @@ DEFAULT_SYSTEM_WORKSPACE_BYTES = 16 << 20
 # reports it (get_device_properties().L2_cache_size), which wins. Longest prefix first.
 L2_BYTES = (("Ascend910B4", 96 << 20), ("Ascend910B", 192 << 20), ("Ascend910_93", 192 << 20))
 DEFAULT_L2_BYTES = 192 << 20
+
+
+ASCENDCL = "libascendcl.so"     # CANN's ACL library, as torch_npu loads it (its soname)
+
+
+def recent_error_message() -> str:
+    """CANN's last error message in this thread (``aclGetRecentErrMsg()`` of libascendcl, which torch_npu has loaded;
+    never loaded here: the candidate's phase opens no file), or "" where there is none."""
+    try:
+        acl = ctypes.CDLL(ASCENDCL, mode=os.RTLD_NOLOAD | os.RTLD_LOCAL)
+        recent = acl.aclGetRecentErrMsg
+    except (OSError, AttributeError):
+        return ""
+    recent.restype = ctypes.c_char_p
+    recent.argtypes = []
+    text = recent()
+    return " ".join(text.decode(errors="replace").split())[:1500] if text else ""
+
+
+def status_failure(name: str, status: int, recent: str = "") -> str:
+    """What launcher ``name`` returning ``status`` means: the aclnn or runtime code's name and meaning, whose failure
+    it is (the kernel's only when it is), and CANN's own message (``recent``)."""
+    if status in ACLNN_STATUS:
+        code, meaning, whose = ACLNN_STATUS[status]
+        text = f"{name}() returned {status} ({code}: {meaning}): {whose}"
+    elif status in ERROR_CODES:
+        whose = RUNTIME_SETUP_CODES.get(status, KERNEL)
+        text = f"{name}() returned {status} (NPU error {status}: {ERROR_CODES[status]}): {whose}"
+    elif 561000 <= status < 562000:
+        text = f"{name}() returned {status} (an internal aclnn error): {RUNTIME}"
+    else:
+        text = f"{name}() returned {status}: the call failed (a status neither aclnn nor the runtime documents)"
+    return text + (f"; CANN: {recent}" if recent else "; CANN gave no message (aclGetRecentErrMsg)")
+
+
+# Where a job's CANN log goes: its stdout (ASCEND_SLOG_PRINT_TO_STDOUT=1, set for jobs by worker_env) or, where that
+# is not honoured, the default folder under the job's $HOME (its folder): ascend/log/.
+LOG_VARIABLES = {"ASCEND_SLOG_PRINT_TO_STDOUT": "1", "ASCEND_GLOBAL_LOG_LEVEL": "3"}   # errors only: under the job's
+#                                                                                        file-size limit
+_LOG_ERROR = re.compile(r"^\[ERROR\]")
+
+
+def cann_log_tail(job_dir: Path, lines: int = 6, limit: int = 1500) -> str:
+    """The last error lines CANN logged for a job (its stdout, then the newest files under ``ascend/log``), joined;
+    "" when there are none. What a device failure's outcome carries besides the error itself."""
+    found: list[str] = []
+    root = os.path.realpath(job_dir)
+    sources = [Path(root) / "stdout.txt"]
+    logs = Path(root) / "ascend" / "log"
+    if logs.is_dir():
+        sources += sorted((p for p in logs.rglob("*.log") if p.is_file()), key=lambda p: p.stat().st_mtime)[-4:]
+    for path in sources:
+        if not os.path.realpath(path).startswith(root + os.sep):   # the job's own files only, never a link out
+            continue
+        try:
+            with path.open("rb") as handle:
+                handle.seek(max(0, path.stat().st_size - 65536))
+                text = handle.read().decode(errors="replace")
+        except OSError:
+            continue
+        found += [line.strip() for line in text.splitlines() if _LOG_ERROR.match(line.strip())]
+    return " | ".join(found[-lines:])[-limit:]
 
 
 def system_workspace_bytes(soc: str | None) -> int:
@@ -209,11 +307,24 @@ class Kernel:
 
     @property
     def workspace_tiling(self) -> tuple[bool, bool]:
-        """(HAVE_WORKSPACE, HAVE_TILING): whether the last parameters are ``workspace`` and ``tiling``."""
-        names = [p.name for p in self.params]
-        tiling = names[-1:] == ["tiling"]
-        workspace = (names[-2:-1] if tiling else names[-1:]) == ["workspace"]
-        return workspace, tiling
+        """(HAVE_WORKSPACE, HAVE_TILING): whether the last parameters are the workspace and the tiling
+        (``trailing_workspace_tiling``)."""
+        return trailing_workspace_tiling([p.name for p in self.params])
+
+
+def trailing_workspace_tiling(names: list[str]) -> tuple[bool, bool]:
+    """(workspace, tiling) at the end of a kernel's parameter list, by position as CANN's framework takes them: with
+    HAVE_WORKSPACE the last parameter is the workspace, or the one before the last with HAVE_TILING (asc-devkit
+    docs, 编程指南/附录/基于样例工程完成Kernel直调.md). Which of the last two a kernel means as such is read from their
+    names, whatever their spelling: ``tiling``, ``tilingGm`` (the official matmul samples), ``workspace``,
+    ``usrWorkspace``."""
+    def named(name: str, word: str) -> bool:
+        return word in name.lower()
+
+    tiling = bool(names) and named(names[-1], "tiling")
+    rest = names[:-1] if tiling else names
+    workspace = bool(rest) and named(rest[-1], "workspace")
+    return workspace, tiling
 
 
 SKELETON = ('extern "C" __global__ __aicore__ void add(GM_ADDR x, GM_ADDR y, GM_ADDR z, uint32_t n) '
@@ -271,8 +382,9 @@ def workspace_index(sig: Signature) -> int | None:
     if not sig.name.startswith(ENTRY_PREFIX):
         return None
     names = [p.name for p in sig.params]
-    at = len(names) - (2 if names[-1:] == ["tiling"] else 1)
-    return at if at >= 2 and names[at] == "workspace" and sig.params[at].pointer else None
+    workspace, tiling = trailing_workspace_tiling(names[2:])      # after blockDim and the stream
+    at = len(names) - (2 if tiling else 1)
+    return at if workspace and at >= 2 and sig.params[at].pointer else None
 
 
 class AscendRuntime(TorchDeviceRuntime):
@@ -289,6 +401,7 @@ class AscendRuntime(TorchDeviceRuntime):
     stream_type = "aclrtStream"
     entry_prefix = ENTRY_PREFIX
     modules = ("torch_npu",)
+    status_returns = True   # a custom op's binding returns what aclnn<Op>GetWorkspaceSize or aclnn<Op> returned
 
     def prepare(self) -> None:
         import torch_npu  # noqa: F401  (registers torch.npu)
@@ -297,6 +410,9 @@ class AscendRuntime(TorchDeviceRuntime):
 
     def flush_bytes(self, requested: int) -> int:
         return 2 * npu_l2_bytes()
+
+    def status_failure(self, name: str, status: int) -> str:
+        return status_failure(name, status, recent_error_message())
 
     def argument(self, sig: Signature, index: int, where: str) -> tuple[Any, Callable[[Any], Any]] | None:
         if workspace_index(sig) != index:
@@ -501,7 +617,7 @@ class AscendBackend(Backend):
 
     def layout_problem(self, form: str, files: dict[str, str]) -> str | None:
         """A custom-op project's layout: its pieces, each once, in its places (``check_project_layout``)."""
-        return project_form.check_project_layout(files) if form == project_form.FORM_CUSTOM_OP else None
+        return project_form.check_project_layout(files, self.target) if form == project_form.FORM_CUSTOM_OP else None
 
     def __init__(self, env: Mapping[str, str] | None = None, *, home: str | None = None, system_root: str = "/",
                  machine: str | None = None, python: str | None = None, soc: str | None = None,
@@ -518,6 +634,11 @@ class AscendBackend(Backend):
     def findings(self) -> AscendFindings:
         return discover_ascend(self._env, home=self._home, system_root=self._system_root, machine=self._machine,
                                python=self._python, soc=self._soc, probe_torch=self._probe_torch)
+
+    @property
+    def target(self) -> str | None:
+        """The SoC builds target (discovery's), which the format gate holds a custom op's AddConfig to."""
+        return self.findings.soc
 
     def toolchain(self) -> Toolchain:
         f = self.findings
@@ -587,9 +708,13 @@ class AscendBackend(Backend):
         generated = {project_form.BUILD_SCRIPT: project_form.build_script(
             install, soc, project, list(files), files.get("CMakeLists.txt"), self.findings.python)}
         generated[project_form.OP_JSON] = (files[project.json] if project.json else project_form.op_json(project.spec))
+        # msopgen and build.sh run the toolkit's Python: its prefix and user site (pip install --user) stay visible,
+        # and its user site is found where the user's HOME put it (the build's HOME is its own folder)
+        paths = self.findings.python_paths
         return BuildPlan(commands=[["bash", project_form.BUILD_SCRIPT]], library=project_form.BINDING_LIBRARY,
                          files=generated, keep=[project_form.VENDOR],
-                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S)
+                         min_timeout_s=project_form.BUILD_MIN_TIMEOUT_S,
+                         readable=[str(Path(self.findings.python).parent), *paths.readable()], env=paths.env())
 
     @classmethod
     def project_problem(cls, files: dict[str, str]) -> str | None:
@@ -641,11 +766,18 @@ class AscendBackend(Backend):
 
     def worker_env(self) -> dict[str, str]:
         """CANN's environment, and the SoC discovery found (the job reads it rather than asking torch_npu's
-        get_device_name, which MultiKernelBench's Ascend backend avoids: "causes crash")."""
-        env = dict(self.findings.env)
+        get_device_name, which MultiKernelBench's Ascend backend avoids: "causes crash"), and CANN's log printed to
+        the job's stdout at the error level (``LOG_VARIABLES``), where the harness reads it (``log_tail``)."""
+        env = {**dict(self.findings.env), **LOG_VARIABLES}
         if self.findings.soc:
             env[SOC_VARIABLE] = self.findings.soc
         return env
+
+    @staticmethod
+    def log_tail(job_dir: Path) -> str:
+        """The job's CANN log tail (``cann_log_tail``), labelled, attached to any failure of its job; "" without one."""
+        tail = cann_log_tail(job_dir)
+        return f"CANN log: {tail}" if tail else ""
 
     def memory_limit(self) -> bool:
         return False

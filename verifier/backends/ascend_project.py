@@ -29,8 +29,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from verifier.toolchain.cann import CannInstall
-from verifier.toolchain.csource import scan, splice
+from verifier.toolchain.cann import CannInstall, soc_family
+from verifier.toolchain.csource import scan, splice, split_top_level
 
 FORM_CUSTOM_OP = "custom-op"
 HOST_DIR = "op_host"
@@ -353,10 +353,125 @@ def read_project(files: dict[str, str], *, binding: bool = True) -> OpProject:
                      "CMakeLists.txt" if "CMakeLists.txt" in files else None, spec)
 
 
-def check_project_layout(files: dict[str, str]) -> str | None:
+# Where CANN states each rule the format gate holds a project to (before a build of minutes would find it).
+WRAPPER_SOURCE = ("CANN's generated kernel wrapper calls it by position: asc-devkit "
+                  "tools/build/asc_op_compile_base/asc_op_compiler/ascendc_compile_gen_code.py, "
+                  "gen_usr_origin_kernel_function_call")
+DTYPE_SOURCE = "asc-devkit cmake/asc/fwk_modules/util/ascendc_impl_build.py, get_dtype_fmt_options"
+TILING_SOURCE = ("the tiling data is found by the op type it is registered for: Ascend C API reference, "
+                 "REGISTER_TILING_DATA_CLASS(op_type, class_name)")
+CONFIG_SOURCE = ("msopgen's SOC_VERSION_TYPE (Ascend/msopgen msopgen/config/transform.json) names each SoC's "
+                 "AddConfig; the op is built only for the SoCs its OpDef adds")
+_GM = re.compile(r"\bGM_ADDR\b|__gm__")
+_DTYPE_USE = re.compile(r"\b(?:ORIG_)?DTYPE_([A-Za-z0-9_]+)")
+
+
+def _unique(ios: tuple[OpIO, ...]) -> list[str]:
+    """The names of ``ios`` in order, each once (an OpDef may declare its inputs again per AICore config)."""
+    return list(dict.fromkeys(io.name for io in ios))
+
+
+def kernel_parameters(project: OpProject, files: dict[str, str]) -> list[str]:
+    """The parameters of the kernel entry ``void <snake>(...)`` in op_kernel/<snake>.cpp, as written."""
+    code = _code(files[f"{KERNEL_DIR}/{project.snake}.cpp"])
+    m = re.search(rf"(?<!\w)void\s+{project.snake}\s*\(", code)
+    if not m:
+        return []
+    depth, i = 1, m.end()
+    while i < len(code) and depth:
+        depth += code[i] == "("
+        depth -= code[i] == ")"
+        i += 1
+    inside = code[m.end():i - 1]
+    return [p.strip() for p in split_top_level(inside)] if inside.strip() and inside.strip() != "void" else []
+
+
+def entry_problem(project: OpProject, files: dict[str, str]) -> str | None:
+    """The kernel entry against the call CANN makes: global-memory addresses only (``GM_ADDR``), one per input and
+    output of the OpDef in its order (``nullptr`` for an absent optional input), then workspace and tiling."""
+    entry = f"{KERNEL_DIR}/{project.snake}.cpp"
+    params = kernel_parameters(project, files)
+    inputs, outputs = _unique(project.spec.inputs), _unique(project.spec.outputs)
+    want = [*inputs, *outputs, "workspace", "tiling"]
+    for param in params:
+        if not _GM.search(param):
+            return (f"{entry}: parameter '{param}' of {project.snake} is not a global-memory address: "
+                    f"{WRAPPER_SOURCE}, with GM_ADDR arguments only ({', '.join(want)}); pass a scalar through the "
+                    "tiling data")
+    shape_out = "OutputShapeDependOnCompute" in _code(files[project.definition])   # one more: the output shape
+    if len(params) != len(want) and not (shape_out and len(params) == len(want) + 1):
+        return (f"{entry}: {project.snake} takes {len(params)} parameters, and CANN passes {len(want)}: "
+                f"{', '.join(want)} (inputs, then outputs, in the OpDef's order; nullptr for an absent optional "
+                f"input); {WRAPPER_SOURCE}")
+    names = [p.split()[-1].lstrip("*&") if p.split() else "" for p in params[:len(inputs) + len(outputs)]]
+    ios = [*inputs, *outputs]
+    if len(set(ios)) == len(ios) and sorted(names) == sorted(ios) and names != ios:
+        return (f"{entry}: {project.snake} names the OpDef's inputs and outputs in another order ({', '.join(names)}); "
+                f"CANN passes them by position as {', '.join(want)}; {WRAPPER_SOURCE}")
+    return None
+
+
+def dtype_problem(project: OpProject, files: dict[str, str]) -> str | None:
+    """``DTYPE_<NAME>`` (and ``ORIG_DTYPE_<NAME>``) in the kernel entry's source name an input or output of the OpDef:
+    CANN's kernel compile defines them for those alone (``<NAME>_REF`` for an output named like an input). Headers
+    are not held to it: a header may serve sibling ops (NPUKernelBench's Foreach*ScalarList golden answers use
+    DTYPE_SCALAR in a header their entry includes), and a refusal here must never stop what CANN builds."""
+    inputs = [n.upper() for n in _unique(project.spec.inputs)]
+    outputs = [n.upper() for n in _unique(project.spec.outputs)]
+    known = {*inputs, *outputs, *(f"{n}_REF" for n in outputs if n in inputs)}
+    for name in [f"{KERNEL_DIR}/{project.snake}.cpp"]:
+        code = _code(files[name])
+        own = set(re.findall(r"#\s*define\s+(?:ORIG_)?DTYPE_(\w+)", code))
+        for line in code.splitlines():
+            if line.lstrip().startswith("#"):
+                continue             # #ifdef DTYPE_X asks whether CANN defined it
+            for m in _DTYPE_USE.finditer(line):
+                if m.group(1) not in known and m.group(1) not in own:
+                    return (f"{name}: DTYPE_{m.group(1)} names no input or output of {project.op} "
+                            f"({', '.join(sorted(known))}): CANN's kernel compile defines DTYPE_<NAME> only for the "
+                            f"OpDef's inputs and outputs ({DTYPE_SOURCE})")
+    return None
+
+
+def tiling_problem(project: OpProject, files: dict[str, str]) -> str | None:
+    """The tiling data is registered for the op type ``OP_ADD`` registers (``<Op>`` or ``<Op>_<tiling key>``)."""
+    code = _code(files[project.tiling])
+    names = re.findall(r"\bREGISTER_TILING_DATA_CLASS\s*\(\s*(\w+)", code)
+    if not names:
+        return (f"{project.tiling}: no REGISTER_TILING_DATA_CLASS({project.op}, <TilingData>): {TILING_SOURCE}")
+    if not any(n == project.op or re.fullmatch(rf"{project.op}_\d+", n) for n in names):
+        # other names are structs the op's tiling data holds (TILING_DATA_FIELD_DEF_STRUCT registers them too)
+        return (f"{project.tiling}: the tiling data is registered for {', '.join(names)}, never for {project.op}, the "
+                f"op type OP_ADD registers: {TILING_SOURCE} (REGISTER_TILING_DATA_CLASS({project.op}, <TilingData>), "
+                "or <Op>_<tiling key>)")
+    return None
+
+
+def config_problem(project: OpProject, files: dict[str, str], soc: str) -> str | None:
+    """The OpDef's ``AICore().AddConfig(...)`` covers the SoC the build targets (its family: ``soc_family``)."""
+    family = soc_family(soc)
+    configs = re.findall(r"\.\s*AddConfig\s*\(\s*\"([^\"]+)\"", _code(files[project.definition]))
+    if family in [c.lower() for c in configs]:
+        return None
+    added = ", ".join(f'AddConfig("{c}")' for c in configs) or "no AddConfig"
+    return (f"{project.definition}: the OpDef of {project.op} has {added}, none for this machine's {soc} "
+            f'(this->AICore().AddConfig("{family}")): no kernel would be built for it; {CONFIG_SOURCE}')
+
+
+def project_problem(files: dict[str, str], target: str | None = None) -> str | None:
+    """What CANN would refuse, or call wrongly, in a project that ``read_project`` reads: the kernel entry's
+    positional contract, the DTYPE_ names, the tiling data's op type and (with ``target``, the SoC the build
+    targets) the OpDef's AddConfig. None when all hold."""
+    project = read_project(files)
+    return (entry_problem(project, files) or dtype_problem(project, files) or tiling_problem(project, files)
+            or (config_problem(project, files, target) if target else None))
+
+
+def check_project_layout(files: dict[str, str], target: str | None = None) -> str | None:
     """The format rules of the custom-op form beyond the common ones (sizes, NUL bytes, model.py): names
-    under op_host/ and op_kernel/ (at most MAX_DEPTH deep), the kinds of file each place holds, then the
-    pieces (``read_project``). None when well-formed."""
+    under op_host/ and op_kernel/ (at most MAX_DEPTH deep), the kinds of file each place holds, the pieces
+    (``read_project``), then what CANN would refuse or call wrongly (``project_problem``; ``target``: the SoC
+    the build targets). None when well-formed."""
     if len(files) > MAX_PROJECT_FILES:
         return f"{len(files)} files; a custom-op project may hold at most {MAX_PROJECT_FILES}"
     part = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
@@ -388,10 +503,9 @@ def check_project_layout(files: dict[str, str]) -> str | None:
             except ValueError as exc:
                 return f"{name}: not valid JSON ({exc})"
     try:
-        read_project(files)
+        return project_problem(files, target)
     except ProjectError as exc:
         return str(exc)
-    return None
 
 
 _ACLNN_CALL = re.compile(r"(?<![\w.])(aclnn\w+)\s*\(")

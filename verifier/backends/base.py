@@ -64,6 +64,9 @@ class BuildPlan:
     files: dict[str, str] = field(default_factory=dict)  # extra generated files (e.g. CMakeLists.txt)
     keep: list[str] = field(default_factory=list)  # folders kept beside the library (a custom op's private vendor)
     min_timeout_s: float = 0.0   # the least time each command gets, whatever the build timeout (a custom op's build)
+    readable: list[str] = field(default_factory=list)   # what the commands read besides the sandbox's view (the
+    #                                                     toolkit Python's prefix and user site)
+    env: dict[str, str] = field(default_factory=dict)   # variables the commands need (PYTHONUSERBASE)
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ class DeviceRuntime:
     entry_prefix: ClassVar[str] = ""           # launch entries named prefix + kernel (callable by the kernel's
                                                # name); a non-void return of one is a status: non-zero fails
     modules: ClassVar[tuple[str, ...]] = ()    # imported before the device is used (torch_npu)
+    status_returns: ClassVar[bool] = False     # every integer return of a launcher is a status, not only a launch
+                                               # entry's (Ascend's bindings return what aclnn<Op> returned)
 
     def prepare(self) -> None:
         """Once per job, before any tensor is made (select the device)."""
@@ -121,6 +126,11 @@ class DeviceRuntime:
     def flush_bytes(self, requested: int) -> int:
         """Bytes to overwrite before each timed call; ``requested`` is twice the host's last-level cache."""
         return requested
+
+    def status_failure(self, name: str, status: int) -> str:
+        """What launcher ``name`` returning the non-zero status ``status`` means, in words (raised to ``model.py``
+        as ``verifier.runtime.KernelCallError``)."""
+        return f"{name}() returned {status}: the kernel launch failed"
 
     def launch_check(self, library: Any) -> Callable[[str], None] | None:
         """A check run after each launch of ``library`` (a ctypes CDLL) that raises on a failed launch."""
@@ -285,4 +295,10 @@ class Backend(abc.ABC):
 
     def explain(self, text: str) -> str:
         """A one-line meaning of a device error found in ``text`` (a worker's error or stderr), or ""."""
+        return ""
+
+    @staticmethod
+    def log_tail(job_dir: Path) -> str:
+        """The device runtime's own log of the job in ``job_dir`` (its last error lines, labelled), attached to any
+        failure of that job; "" where the runtime keeps none (the host's)."""
         return ""

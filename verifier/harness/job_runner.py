@@ -195,10 +195,13 @@ class JobRunner:
         return "", ""
 
     def explained(self, message: str, job_dir: Path) -> str:
-        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows."""
+        """``message`` plus what a device error in it (or in the job's stderr) means, if the backend knows, and the
+        device runtime's own log of the job (CANN's error lines), where the backend reads one (``log_tail``)."""
         explain = self.backend.explain
         meaning = explain(message) or explain(_tail(job_dir / "stderr.txt", limit=4000))
-        return f"{message}\n{meaning}" if meaning and meaning not in message else message
+        message = f"{message}\n{meaning}" if meaning and meaning not in message else message
+        tail = self.backend.log_tail(job_dir)
+        return f"{message}\n{tail}" if tail else message
 
     def window(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference, out: Outcome,
                best: tuple[dict[str, str], BuildResult] | None, case: int | None = None,

@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from verifier.backends import Backend, runtime_target
+from verifier.errors import NondeterministicReference, ReferenceFailed
 from verifier.inputs import INPUTS_VERSION, Trial
 from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch, read_result, write_job
 from verifier.machine.facts import fingerprint
 from verifier.machine.lock import MachineLock
 from verifier.priority import BACKGROUND_NICENESS
-from verifier.reference import NondeterministicReference, Reference, ReferenceFailed
+from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer, JobLimits
 from verifier.task import TaskSpec
 

@@ -73,3 +73,27 @@ def spoil(tensors: list[torch.Tensor], avoid: tuple[int, int] = (0, 0)) -> None:
             continue
         done.add(address)
         memset(ctypes.c_void_p(address), SPOILED, ctypes.c_size_t(size))
+
+
+def spoil_device(tensors: list[torch.Tensor], *, host_too: bool = False) -> None:
+    """Overwrite the device memory of a call's outputs with ``SPOILED``, each storage once (host tensors left alone
+    unless ``host_too``): a device's caching allocator (torch_npu's, CUDA's) hands a freed output block back to the
+    next call as it is, so a kernel that wrote only part of its outputs would find the last result there and pass.
+    Called by an untrusted side where the harness stages its next call (``verifier.window.side``, ``Stage``), never
+    while it settles: the harness holds every other thread of the side then, and torch_npu's queue thread, which
+    runs device work, would block the fill (and the side) for good. Not timed; the staging synchronises after."""
+    done: set[tuple[str, int]] = set()
+    for t in tensors:
+        if t.device.type == "cpu" and not host_too:
+            continue
+        storage = t.untyped_storage()
+        key = (str(t.device), storage.data_ptr())
+        if not storage.nbytes() or key in done:
+            continue
+        done.add(key)
+        try:
+            raw = torch.empty(0, dtype=torch.uint8, device=t.device)
+            raw.set_(storage)
+            raw.fill_(SPOILED)
+        except (RuntimeError, TypeError):   # a device without set_ on raw storage: the tensor's own elements
+            t.detach().fill_(float("nan") if t.is_floating_point() or t.is_complex() else -1)

@@ -102,6 +102,19 @@ def compiler_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) 
     return {"arch": arch, "isa": isa, "all": sorted(set(found))}
 
 
+def usable_target(compiler: str, flags: tuple[str, ...] = ("-march=native",)) -> dict[str, Any]:
+    """``compiler_target`` with only the extensions that run here (``verifier.machine.features``: those a probe
+    runs once, AMX and AVX-512 FP16), and ``refused``: the others, with why, which the compiler enables but
+    a kernel must not use ("amx-tile: why")."""
+    from verifier.machine.features import runnable
+
+    target = dict(compiler_target(compiler, flags))
+    runs, failed = runnable(compiler, tuple(target["isa"]))
+    target["isa"] = runs
+    target["refused"] = [f"{p.feature}: {p.why}" for p in failed]
+    return target
+
+
 def vector_bits(isa: list[str]) -> int:
     """Widest SIMD register the compiler may use (bits): 512 with AVX-512, 256 with AVX, 128 else."""
     if "avx512f" in isa:
@@ -128,10 +141,11 @@ def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
     compiler = backend.compiler
     if backend.device == "cpu" and compiler:
         all_flags = backend.build_flags()
-        target = compiler_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
+        target = usable_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),
-                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]))
+                     arch=target["arch"], isa=target["isa"], vector_bits=vector_bits(target["isa"]),
+                     isa_refused=target["refused"])
     else:
         try:
             tc = backend.toolchain()

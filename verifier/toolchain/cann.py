@@ -266,6 +266,19 @@ def soc_from_smi_name(name: str) -> tuple[str | None, str]:
     return soc_from_name(name), ""
 
 
+def soc_family(soc: str) -> str:
+    """The SoC family an OpDef's ``AddConfig`` names for SoC version ``soc`` (msopgen's SOC_VERSION_TYPE):
+    ``Ascend910B2`` -> ``ascend910b``, ``Ascend910_9382`` -> ``ascend910_93`` (A3), ``Ascend310P3`` ->
+    ``ascend310p``, ``Ascend910ProB`` -> ``ascend910``, ``Ascend950PR`` -> ``ascend950``; else the version itself."""
+    low = soc.strip().lower()
+    for pattern, family in ((r"ascend910_93\d*", "ascend910_93"), (r"ascend910b\d.*", "ascend910b"),
+                            (r"ascend910(a|proa|b|prob|premiuma)?", "ascend910"), (r"ascend950(dt|pr)", "ascend950"),
+                            (r"ascend310p\d.*", "ascend310p"), (r"ascend310b\d", "ascend310b")):
+        if re.fullmatch(pattern, low):
+            return family
+    return low
+
+
 def npu_arch(soc: str) -> str | None:
     """bisheng ``--npu-arch`` for a SoC version (CANN 9's ASC flow)."""
     for prefix, arch in NPU_ARCH:
@@ -281,6 +294,25 @@ def soc_supported(install: CannInstall, soc: str) -> bool | None:
         if folder.is_dir():
             return (folder / f"{soc}.ini").is_file()
     return None
+
+
+def opp_kernel_problem(install: CannInstall, env: Mapping[str, str], soc: str) -> str:
+    """"" when CANN's binary operator package for ``soc``'s family is installed
+    (``<opp>/built-in/op_impl/ai_core/tbe/kernel/<family>``, ``<opp>`` being ``ASCEND_OPP_PATH`` or ``<root>/opp``);
+    else the problem with its fix. Without it the toolkit builds kernels but no built-in NPU op runs: torch's NPU ops
+    and every aclnn call find no kernel (ACLNN_ERR_INNER_FIND_KERNEL_ERROR 561003, ...OPP_KERNEL_PKG_NOT_FOUND
+    561112)."""
+    opp = Path(env.get("ASCEND_OPP_PATH") or install.root / "opp")
+    family = soc_family(soc)
+    kernels = opp / "built-in/op_impl/ai_core/tbe/kernel" / family
+    try:
+        if kernels.is_dir() and any(kernels.iterdir()):
+            return ""
+    except OSError:
+        pass
+    return (f"CANN's binary operator package for {family} is not installed ({kernels} is missing or empty): no "
+            f"built-in NPU op would run (torch's NPU ops, every aclnn call: 561003 / 561112); install CANN "
+            f"{install.version}'s operator package for this SoC (Ascend-cann-kernels-*)")
 
 
 def query_npu_smi(env: Mapping[str, str], system_root: str | Path = "/") -> tuple[list[str], str]:
@@ -391,8 +423,10 @@ CANN_PYTHON_REQUIREMENTS = (("numpy", "numpy"), ("decorator", "decorator"), ("sy
 TOOLKIT_PYTHON_VARIABLE = "EVOKERNEL_ASCEND_PYTHON"
 
 PROBE_CANN_PYTHON = f"""
-import importlib, json, sys
-out = {{"python": "%d.%d" % sys.version_info[:2], "modules": {{}}}}
+import importlib, json, site, sys
+out = {{"python": "%d.%d" % sys.version_info[:2], "modules": {{}},
+       "prefix": [sys.prefix, sys.base_prefix], "user_base": site.getuserbase(),
+       "user_site": site.getusersitepackages()}}
 for pip_name, module in {CANN_PYTHON_REQUIREMENTS!r}:
     try:
         imported = importlib.import_module(module)
@@ -423,11 +457,39 @@ def toolkit_python(env: Mapping[str, str]) -> tuple[str | None, str]:
     return None, f"no python3 on PATH outside a virtual environment: set {TOOLKIT_PYTHON_VARIABLE}"
 
 
-def cann_python_problem(python: str, env: Mapping[str, str]) -> str:
-    """What ``python`` lacks of CANN's Python requirements, in one line with its fix; "" when nothing."""
+@dataclass(frozen=True)
+class ToolkitPython:
+    """Where the toolkit's Python finds its packages, so a build with HOME set to its own folder and a view of the
+    system's files still finds them: its prefixes and its user site (``pip install --user``: under the user's home,
+    which the build sandbox hides, at a base found from HOME, which the build replaces)."""
+
+    prefixes: tuple[str, ...] = ()
+    user_base: str = ""
+    user_site: str = ""
+
+    def readable(self) -> list[str]:
+        return [p for p in (*self.prefixes, self.user_site) if p and os.path.isdir(p)]
+
+    def env(self) -> dict[str, str]:
+        """PYTHONUSERBASE: the user site where the user's HOME put it, whatever HOME the build has."""
+        return {"PYTHONUSERBASE": self.user_base} if self.user_base and os.path.isdir(self.user_site) else {}
+
+
+def cann_python(python: str, env: Mapping[str, str]) -> tuple[str, ToolkitPython]:
+    """What ``python`` lacks of CANN's Python requirements, in one line with its fix ("" when nothing), and where
+    it finds its packages."""
     found = probe_python(PROBE_CANN_PYTHON, python=python, env=env, timeout=60)
     if found.get("error"):
-        return f"the toolkit Python {python} could not be asked for CANN's requirements: {found['error']}"
+        return f"the toolkit Python {python} could not be asked for CANN's requirements: {found['error']}", \
+            ToolkitPython()
+    paths = ToolkitPython(tuple(dict.fromkeys(str(p) for p in found.get("prefix", []) if p)),
+                          str(found.get("user_base") or ""), str(found.get("user_site") or ""))
+    return cann_python_problem(python, found), paths
+
+
+def cann_python_problem(python: str, found: dict[str, Any]) -> str:
+    """What ``python`` lacks of CANN's Python requirements (its probe: ``found``), in one line with its fix; ""
+    when nothing."""
     modules = found.get("modules", {})
     missing = [name for name, version in modules.items() if version is None]
     wrong = []
@@ -462,6 +524,7 @@ class AscendFindings:
     python: str | None = None          # the toolkit's Python, for CANN's build steps
     python_note: str = ""              # how it was found, or why none was
     python_problem: str = ""           # what it lacks of CANN's Python requirements (the custom-op form's build)
+    python_paths: ToolkitPython = field(default_factory=ToolkitPython)   # where it finds its packages
     versions: dict[str, str] = field(default_factory=dict)   # torch, torch_npu, cann as installed
     device: str = ""
     toolchain_problems: list[str] = field(default_factory=list)
@@ -486,8 +549,10 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
             f.toolchain_problems.append(f.install.problem)
         f.env = cann_env(f.install, env)
         f.python, f.python_note = toolkit_python({**env, **f.env})
-        f.python_problem = (cann_python_problem(f.python, {**env, **f.env}) if f.python
-                            else f"no toolkit Python for CANN's build steps: {f.python_note}")
+        if f.python:
+            f.python_problem, f.python_paths = cann_python(f.python, {**env, **f.env})
+        else:
+            f.python_problem = f"no toolkit Python for CANN's build steps: {f.python_note}"
     f.cmake = shutil.which("cmake", path=env.get("PATH", ""))
     if f.cmake is None:
         f.toolchain_problems.append("cmake not found: install CMake 3.16 or newer (Debian/Ubuntu: apt install cmake)")
@@ -538,6 +603,10 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
     if f.soc:
         f.device = f.soc
         if f.install is not None:
+            if detected:   # a device to run on: its operator package must be there
+                opp_problem = opp_kernel_problem(f.install, {**env, **f.env}, f.soc)
+                if opp_problem:
+                    f.device_problems.append(opp_problem)
             supported = soc_supported(f.install, f.soc)
             if supported is False:
                 f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no "

@@ -9,17 +9,18 @@ from pathlib import Path
 
 from verifier.toolchain.probe import run
 
-# torch_npu releases pin torch exactly (the wheel's torch==X requirement) and are built against one CANN
-# release. From Ascend/pytorch's release notes (TorchNPU 26.2.0): torch_npu 2.13.0 is for torch 2.13.0
-# and CANN 9.2.0, and works with CANN 8.5.x-9.2.x. EvoKernel pins torch 2.13.0 (Makefile, [npu] extra).
+# torch_npu releases pin torch exactly (the wheel's torch==X requirement) and each is released for exactly one
+# CANN line (Ascend/pytorch COMPATIBILITY.md, "TorchNPU 版本配套表": one CANN version per TorchNPU version; e.g.
+# 2.12.0 with CANN 9.1.0, 2.9.0.post2 with 9.0.0, 2.9.0 with 8.5.0); torch_npu 2.13.0 is TorchNPU 26.2.0's, for
+# CANN 9.2.0 (Ascend/pytorch release notes). EvoKernel pins torch 2.13.0 (Makefile, [npu] extra).
 PROJECT_TORCH = "2.13.0"
 TORCH_NPU_PAIRING = {
-    # torch_npu package version -> (torch it requires, CANN it is built for, oldest CANN it supports)
-    "2.14.0": ("2.14.0", "9.2.0", "8.5.0"),         # TorchNPU 26.2.0
-    "2.13.0": ("2.13.0", "9.2.0", "8.5.0"),         # TorchNPU 26.2.0: the project's
-    "2.12.0.post3": ("2.12.0", "9.2.0", "8.5.0"),   # TorchNPU 26.2.0
-    "2.12.0": ("2.12.0", "9.1.0", "8.5.0"),         # TorchNPU 26.1.0
-    "2.11.0": ("2.11.0", "9.1.0", "8.5.0"),         # TorchNPU 26.1.0
+    # torch_npu package version -> (torch it requires, the CANN release it is released for)
+    "2.14.0": ("2.14.0", "9.2.0"),         # TorchNPU 26.2.0
+    "2.13.0": ("2.13.0", "9.2.0"),         # TorchNPU 26.2.0: the project's
+    "2.12.0.post3": ("2.12.0", "9.2.0"),   # TorchNPU 26.2.0
+    "2.12.0": ("2.12.0", "9.1.0"),         # TorchNPU 26.1.0 (COMPATIBILITY.md)
+    "2.11.0": ("2.11.0", "9.1.0"),         # TorchNPU 26.1.0 (COMPATIBILITY.md)
 }
 
 
@@ -54,20 +55,20 @@ def version_pairing(torch_version: str, torch_npu_version: str, cann_version: st
             f"install torch=={PROJECT_TORCH} and torch_npu=={PROJECT_TORCH} (pip install 'evokernel[npu]'), "
             f"with CANN {want[1]}")
     cann = _cann_tuple(cann_version)
-    # Only an older CANN is refused: Ascend's compatibility table marks every current TorchNPU release
-    # (7.3.x to 26.2.x) as working with CANN 8.5.x up to the newest, 9.2.x.
-    floor = _cann_tuple(pairing[2]) if pairing else None
-    if pairing and cann is not None and floor is not None and cann < floor:
+    # One CANN line per torch_npu release (COMPATIBILITY.md): another line, older or newer, is refused
+    paired = _cann_tuple(pairing[1]) if pairing else None
+    if pairing and cann is not None and paired is not None and cann[:2] != paired[:2]:
         problems.append(
-            f"version mismatch: CANN {cann_version} is older than torch_npu {torch_npu_version} supports "
-            f"({pairing[2]} or newer; built for CANN {pairing[1]}): install CANN {pairing[1]}")
+            f"version mismatch: torch_npu {torch_npu_version} is released for CANN {pairing[1]} alone (Ascend/pytorch "
+            f"COMPATIBILITY.md pairs each torch_npu with one CANN release) and this machine has CANN {cann_version}: "
+            f"install CANN {pairing[1]}, or the torch_npu released for CANN {cann_version}")
     return problems
 
 
 def explain_torch_npu_error(error: str, torch_version: str = "") -> str:
     """One line with the fix for a failed ``import torch_npu``."""
     if "No module named 'torch_npu'" in error:
-        torch_npu, _, cann, _ = (PROJECT_TORCH, *TORCH_NPU_PAIRING[PROJECT_TORCH])
+        torch_npu, _, cann = (PROJECT_TORCH, *TORCH_NPU_PAIRING[PROJECT_TORCH])
         if torch_version and _release(torch_version) != PROJECT_TORCH:
             return (f"torch_npu not importable: it is not installed, and torch is {torch_version}, not the project's "
                     f"{PROJECT_TORCH}; install torch=={PROJECT_TORCH} (on x86: torch=={PROJECT_TORCH}+cpu), then "

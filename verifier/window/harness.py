@@ -33,7 +33,9 @@ clock and reads and compares the outputs; it never takes a side's word for anyth
 * **the outputs are spoiled here**: once a side has settled and is stopped again, the harness writes
   ``SPOILED`` over its last call's outputs (``verifier.sandbox.procs.write_memory``), so a later call handed that
   block finds neither that result nor anything a thread of the candidate's own wrote there while the side settled
-  (the side spoils them itself only where the harness cannot write its memory). Memory the side's allocator holds
+  (the side spoils them itself only where the harness cannot write its memory; a device's outputs, which the harness
+  never reaches, the side spoils when the harness next stages it, ``stage``, never in its ``settle``: issue #50).
+  Memory the side's allocator holds
   free is beyond this (nothing outside the allocator can overwrite it safely): the side fills the heap's top with
   ``SPOILED`` as it settles, its other threads held; what its own thread runs then is the side's code, or what
   native code patched into it (a "can still" row of docs/verifier.md).

@@ -33,7 +33,7 @@ import torch
 from verifier import runtime
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.allocator import spoil, warm_heap_top
+from verifier.job.allocator import spoil, spoil_device, warm_heap_top
 from verifier.job.candidate import CandidateFailure, _describe, _load_candidate, _save
 from verifier.job.op_trace import OpTrace
 from verifier.job.signals import signal_changes, signal_dispositions
@@ -291,6 +291,11 @@ def _side(job: dict[str, Any], job_dir: Path, device_runtime: DeviceRuntime) -> 
             channel.reply(Ok())
         elif isinstance(command, Stage):
             current = command.instance % len(models)
+            if not trusted and last is not None:
+                # the last call's device outputs, read already (picked after its done): spoiled here, where the side
+                # runs with its threads free (never in ``settle``, where the harness holds them and the device's
+                # queue thread would block the fill); freed at the next ``go``, the block handed back holds SPOILED
+                spoil_device(last[2])
             if device != "cpu":
                 for buf, view in zip(buffers, source):
                     for dst, src in zip(_tensors(buf), _tensors(view)):

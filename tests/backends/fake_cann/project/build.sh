@@ -9,7 +9,9 @@
 #      opbuild does: a missing header, a compile error or a symbol defined twice fails here;
 #   4. the kernel build: for each op type the sources register (OP_ADD), compiles op_kernel/<snake>.cpp with
 #      the ASCEND_PYTHON_EXECUTABLE of the presets (python3), whose CANN packages (tbe) need CANN's Python
-#      requirements; nothing is compiled for the device here, the step only checks the file and the Python;
+#      requirements, for the presets' ASCEND_COMPUTE_UNIT; nothing is compiled for the device here: the step checks
+#      the file, the Python, the kernel entry against the call CANN's generated wrapper makes, the DTYPE_<NAME>
+#      macros it defines, the tiling data's op type and the OpDef's AddConfig (tools/fake_compile_kernel.py);
 #   5. packs build_out/custom_opp_<os>_<arch>.run, whose op API (libcust_opapi.so) runs AddCustom on the host.
 if [ -z "$ASCEND_HOME_PATH" ]; then
   echo "please set env."
@@ -40,7 +42,8 @@ if ! g++ -g -fPIC -shared -std=c++14 $srcs -D_GLIBCXX_USE_CXX11_ABI=0 -fvisibili
   exit 1
 fi
 ops=$(cat $srcs | tr -d '\r' | sed -n 's/.*OP_ADD *( *\([A-Za-z0-9_]*\).*/\1/p' | sort -u)
-"$pyexe" "$cann/tools/fake_compile_kernel.py" "$script_path/op_kernel" $ops || exit 1
+unit=$(printf '%s\n' $opts | sed -n 's/^-DASCEND_COMPUTE_UNIT=//p')
+"$pyexe" "$cann/tools/fake_compile_kernel.py" "$script_path/op_kernel" "$script_path/op_host" "$unit" $ops || exit 1
 cat > build_out/custom_opp_ubuntu_x86_64.run <<EOR
 #!/bin/bash
 set -e
