@@ -715,8 +715,8 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
         left_out = untimed_dtypes(cases, range(len(cases)), timed)
         head = (f"## Cases: {len(cases)}, every one checked for correctness; {len(timed)} timed, the same ones in "
                 f"every verification ({', '.join(f'#{case_number(cases, k)}' for k in sorted(timed))}: first the "
-                "cases that bring a dtype not timed yet, then the largest others"
-                + (f"; {', '.join(left_out)} not timed for lack of slots" if left_out else "")
+                "cases that bring a new dtype, then the largest others"
+                + (f"; no slot left to time {', '.join(left_out)}" if left_out else "")
                 + "); the speedup is the geometric mean over the timed cases")
     else:
         head = (f"## Cases: {len(cases)}, every one checked for correctness and timed (the speedup is the geometric "

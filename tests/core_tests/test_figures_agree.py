@@ -39,7 +39,7 @@ def test_the_timed_cases_cover_every_dtype_the_slots_allow_and_name_the_rest():
     left = untimed_dtypes(cases, range(len(cases)), chosen)
     assert sorted(left) == sorted({canonical_dtype(d) for d in DTYPES} - set(dtypes)) and len(left) == 5
     said = timed_words(chosen, len(cases), 8, cases, left)
-    assert "not timed for lack of slots: " + ", ".join(left) in said
+    assert "no slot left to time " + ", ".join(left) in said
     # with a slot per dtype every dtype is timed, and the message says so
     every = timing_order(cases, range(len(cases)))[:13]
     assert not untimed_dtypes(cases, range(len(cases)), every)

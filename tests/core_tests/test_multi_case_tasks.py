@@ -557,12 +557,13 @@ def test_verify_json_gives_each_cases_verdict_the_failing_cases_shapes_and_dtype
                                                    "x float16[16, 3, 40]"]
     assert "case 2 (x float16[32, 48])" in bad["message"] and "2 of 4 cases failed" in bad["message"], bad["message"]
     assert "case 4 (x float16[16, 3, 40])" in bad["message"]
-    assert all(c["message"].startswith(f"case {c['case'] + 1} (") for c in bad["cases"] if not c["correct"])
+    # --json names a case by its number, as the text does (#51: 0-based there, 1-based here)
+    assert all(c["message"].startswith(f"case {c['case']} (") for c in bad["cases"] if not c["correct"])
 
     proc = evokernel("verify", "good", "--task", "unary", "--suite", str(suite), "--json", cwd=tmp_path)
     good = json.loads(proc.stdout)
     assert good["feasible"] is True, good["message"]
-    assert [c["case"] for c in good["cases"]] == [0, 1, 2, 3]
+    assert [c["case"] for c in good["cases"]] == [1, 2, 3, 4]
     for c in good["cases"]:
         assert c["correct"] and c["trials"] > 0 and c["latency_ms"] > 0 and c["reference_ms"] > 0, c
         assert c["speedup"] > 0 and c["rounds"] >= 3, c
@@ -662,7 +663,7 @@ def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_b
     assert good["feasible"] is True, (good["message"], proc.stderr[-2000:])
     assert all(c["correct"] for c in good["cases"]) and len(good["cases"]) == 12
     timed = [c["case"] for c in good["cases"] if c.get("latency_ms") is not None]
-    assert timed == [0, 3, 5, 8], timed     # float32's largest (#3), float16's (#5), then the largest others
+    assert timed == [1, 4, 6, 9], timed     # float32's largest (#4), float16's (#6), then the largest others
     assert [c["case"] for c in good["cases"] if c["timed"]] == timed
     perf = next(g for g in good["gates"] if g["name"] == "performance")
     assert perf["details"]["timed_cases"] == [0, 3, 5, 8]
@@ -672,6 +673,6 @@ def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_b
     once = json.loads(evokernel("verify", str(tmp_path / "good"), "--task", "unary", "--suite", str(suite), "--json",
                                 cwd=ws).stdout)
     assert once["feasible"] is True, once["message"]
-    assert [c["case"] for c in once["cases"] if c["timed"]] == [0, 3, 5, 8]
+    assert [c["case"] for c in once["cases"] if c["timed"]] == [1, 4, 6, 9]
     perf = next(g for g in once["gates"] if g["name"] == "performance")
     assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"] and "not timed" not in perf["message"]

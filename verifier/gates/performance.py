@@ -4,7 +4,7 @@ The harness (``verifier.window.harness``, run by ``verifier.harness.job_runner``
 candidate and, when refining, the task's best interleaved in one window, each in its own process, on the
 same fresh inputs per round. ``check`` is the whole gate, in this order:
 
-1. windows: one for a task, one per timed case for a multi-case task (the largest of each dtype first,
+1. windows: one for a task, one per timed case for a multi-case task (the cases that bring a new dtype first,
    at most ``timed_cases``, every one timed, their rounds sharing the cases' budget), each read by ``measured``:
    - every timed round's candidate output is compared with the reference's output *on the same
      inputs* at random positions, and the two calls after timing at every position (a kernel that
@@ -331,10 +331,10 @@ def timed_words(timed: list[int], total: int, most: int, cases: Sequence[dict[st
 
     numbers = ", ".join(f"#{case_number(cases, k)}" for k in sorted(timed))
     dtypes = ("every dtype timed at least once" if not left_out else
-              f"not timed for lack of slots: {', '.join(left_out)} (raise [verifier] timed_cases to time them)")
-    return (f"timed {len(timed)} of {total} cases ({numbers}): first the cases that bring a dtype not timed yet, "
-            f"then the largest others, at most {most} ([verifier] timed_cases); {dtypes}; the others were checked "
-            "for correctness only")
+              f"no slot left to time {', '.join(left_out)} (raise [verifier] timed_cases to time them)")
+    return (f"timed {len(timed)} of {total} cases ({numbers}): first the cases that bring a new dtype, then the "
+            f"largest others, at most {most} ([verifier] timed_cases); {dtypes}; the others were checked for "
+            "correctness only")
 
 
 def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:
