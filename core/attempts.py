@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
@@ -20,7 +20,8 @@ from verifier import GATES, Outcome, numbered_entry
 # and a verdict's case as JSON shows it (numbered_entry: by its number, as every table names it).
 __all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome", "RunRecord", "TaskRow",
            "attempt_lines", "attempt_numbers", "attempt_with_parent", "closest_version", "default_attempt",
-           "gate_states", "numbered_attempts", "numbered_entry", "outcome_of", "recorded_best", "task_rows"]
+           "gate_states", "numbered_attempts", "numbered_entry", "outcome_json", "outcome_of", "recorded_best",
+           "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
@@ -78,6 +79,24 @@ def outcome_of(exp: Experience) -> Outcome:
     """The verifier's Outcome stored with an experience (the store keeps it as plain data), read back in
     the one shape the verifier wrote; knowledge and attempts never verified read as unverified."""
     return Outcome.from_dict(exp.outcome)
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as ``verify --json`` prints it: every case named by its number, as the text names it (the
+    per-case verdicts, and the cases in the gates' details: ``timed_cases``, ``not_timed``); the stored record keeps
+    each case's index."""
+    data = outcome.to_dict()
+    numbers = {int(c["case"]): int(c.get("number") or int(c["case"]) + 1) for c in data.get("cases") or []
+               if "case" in c}
+    data["cases"] = [numbered_entry(c) for c in data.get("cases") or []]
+    for gate in data.get("gates") or []:
+        details = gate.get("details") or {}
+        if isinstance(details.get("cases"), list):
+            details["cases"] = [numbered_entry(c) if isinstance(c, dict) else c for c in details["cases"]]
+        for name in ("timed_cases", "not_timed"):
+            if isinstance(details.get(name), list):
+                details[name] = [numbers.get(int(k), int(k) + 1) for k in details[name]]
+    return data
 
 
 def gate_states(outcome: Outcome) -> tuple[tuple[str, str], ...]:

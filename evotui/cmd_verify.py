@@ -76,6 +76,8 @@ def _verify(args: argparse.Namespace) -> int:
     with open_verifier(ws, args.backend, vconfig) as verifier:
         outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh, on_gate=_say_waits)
         isolation = verifier.isolation
+    if args.case is not None:
+        not_reused = ""   # one case alone is another verification than the workbench's of the whole task
     return _said(args, task, outcome, not_reused, isolation)
 
 
@@ -116,11 +118,10 @@ def candidate_task(args: argparse.Namespace) -> tuple[Path, Any, Any, Any]:
 
 def _said(args: argparse.Namespace, task: Any, outcome: Any, not_reused: str, isolation: str) -> int:
     """The verdict printed: one JSON object with ``--json``, else the gates, the cases and the verdict."""
-    data = outcome.to_dict()
-    if args.json:
-        from core.attempts import numbered_entry
+    from core.attempts import outcome_json
 
-        data["cases"] = [numbered_entry(c) for c in data.get("cases") or []]   # "case": its number, as the text says
+    data = outcome_json(outcome)   # every case by its number, as the text says it
+    if args.json:
         data["scaled"] = task.scale_note() or None
         print(json.dumps(data, indent=1))
         return 0
