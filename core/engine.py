@@ -39,6 +39,7 @@ from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import (
+    SAME,
     GateResult,
     Outcome,
     ReferenceFailed,
@@ -580,7 +581,7 @@ class Engine:
                              speedup_ci=out.speedup_ci, vs_reference=out.vs_reference, first_ms=out.best_ms,
                              gain=out.gain, gain_ci=out.gain_ci, vs_first=out.vs_best)
                 if alone:    # the same kernel: best/first is 1 by definition, its time is the first's
-                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first="same")
+                    final.update(first_ms=out.latency_ms, gain=1.0, gain_ci=[1.0, 1.0], vs_first=SAME)
                 over_first = ("is the first feasible kernel" if alone else
                               policy.speed_words(out.vs_best, out.gain, out.gain_ci, "the first feasible kernel"))
                 over_ref = policy.speed_words(out.vs_reference, out.speedup, out.speedup_ci, "PyTorch")

@@ -33,8 +33,8 @@ from typing import Any
 from core.attempts import outcome_of
 from core.kinship import KernelKind, kind_of_signature, relevance
 from store import Experience
+from verifier import FASTER, JUDGED, Outcome, judge_unpaired, speed_note, speed_reason, speed_word
 from verifier import UNJUDGED as UNJUDGED  # the workbench reads the verdict's words from here (evotui -> core)
-from verifier import Outcome, judge_unpaired, speed_note, speed_reason, speed_word
 from verifier import speed_words as speed_words
 
 # verifier.verdict's words, never the workbench's own
@@ -193,7 +193,7 @@ def refine_reward_raw(feasible: bool, gain: float | None, verdict: str) -> float
     """-1 if infeasible; 0 inside the noise (or with nothing to compare); else tanh(log gain)."""
     if not feasible:
         return -1.0
-    if not gain or gain <= 0 or verdict not in ("faster", "slower"):
+    if not gain or gain <= 0 or verdict not in JUDGED:
         return 0.0
     return math.tanh(math.log(gain))
 
@@ -219,7 +219,7 @@ def scale(raw: float, stats: dict[str, Any]) -> float:
 def is_new_best(feasible: bool, has_best: bool, verdict: str) -> bool:
     """A feasible attempt is the new best when there is none yet (whatever its window said: a refine
     needs a start), or when it is significantly faster: never on "same" or "noisy"."""
-    return feasible and (not has_best or verdict == "faster")
+    return feasible and (not has_best or verdict == FASTER)
 
 
 def credit_weights(context_ids: Sequence[str], cited: Sequence[str], adopted: float,

@@ -101,7 +101,7 @@ class PromptFacts:
     backend: str
     machine: dict[str, Any] = field(default_factory=dict)
     ceilings: dict[str, Any] | None = None
-    config: VerifyConfig = field(default_factory=VerifyConfig)   # a bare one's settings (the tolerance's)
+    config: VerifyConfig = field(default_factory=VerifyConfig)   # the verifier's settings (a bare one's: defaults)
     tolerance: Callable[[TaskSpec], Tolerance] | None = None   # the verifier's tolerance_for
     meter: RooflineMeter | None = None   # for cached task profiles
     form: str = "kernel-launch"          # the candidate form the workspace asks for (Config.form)
@@ -115,6 +115,7 @@ class PromptFacts:
         config = getattr(verifier, "config", None)
         if vb is None or config is None:
             return facts
+        facts.config = config     # the workspace's [verifier] settings: how an old case's interval is judged
         try:
             from verifier import machine_facts
 
@@ -414,14 +415,14 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     cases = task.spec().cases
     profile = facts.profile(task) if facts is not None else None
     counted = (profile or {}).get("cases") or []
-    config = VerifyConfig()
+    config = facts.config if facts is not None else VerifyConfig()   # the workspace's rule, as the gate judged
     rows = []
     for c in timed:
         k = int(c.get("case", 0))
         verdict, ci = str(c.get("vs_reference") or ""), c.get("speedup_ci")
         if not verdict and ci and len(ci) == 2:
             verdict = judge_ratio(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
-                            config.noise_limit)
+                                  config.noise_limit)
         said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
         point = (assess_roofline(counted[k], c.get("latency_ms"), facts.ceilings if facts else None)
                  if k < len(counted) else None)

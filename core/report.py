@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.attempts import outcome_of
 from store import Experience, RunRecord, Store, TaskProgress
-from verifier import Outcome
+from verifier import FASTER, Outcome
 
 if TYPE_CHECKING:
     from core.workspace import Workspace
@@ -147,7 +147,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                        speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
             over_first.append(final["gain"])
             over_ref.append(final["speedup"])
-            fast += final["vs_reference"] == "faster"
+            fast += final["vs_reference"] == FASTER
         elif best is not None and first is not None:
             gain = over_first_paired(best, first)
             if gain is None:
@@ -161,7 +161,7 @@ def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
                 row["speedup"], row["speedup_ci"] = best.speedup, best.speedup_ci
                 row["vs_reference"] = best.vs_reference
                 over_ref.append(best.speedup)
-                fast += best.vs_reference == "faster"
+                fast += best.vs_reference == FASTER
         if roofline and roofline.get("fraction") is not None:
             roof_fraction.append(roofline["fraction"])
         per_task[task_id] = row

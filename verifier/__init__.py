@@ -43,7 +43,7 @@ from verifier.npu_source import NpuOnly, neutralise_npu, torch_npu_available
 from verifier.outcome import GATES, GateResult, Outcome
 from verifier.task import MIN_SIZE, TaskSpec, load_task_module, module_constants, size_constants
 from verifier.tolerance import Tolerance, tolerance_for
-from verifier.verdict import NOISE_LIMIT, UNJUDGED, Ratio, judge_unpaired
+from verifier.verdict import FASTER, JUDGED, NOISE_LIMIT, SAME, UNJUDGED, Ratio, Verdict, judge_unpaired
 from verifier.verdict import judge as judge_ratio
 from verifier.verdict import legend as speed_legend
 from verifier.verdict import note as speed_note
@@ -151,12 +151,13 @@ _LAZY: dict[str, tuple[str, str]] = {
 __all__ = [
     # the bottom layer
     "cache_dir", "canonical_dtype", "case_dtypes", "case_file_name", "case_number", "CaseError", "crash_dir",
-    "default_threads", "describe_case", "describe_groups", "entry_shapes", "FLOAT_DTYPES", "GateResult", "GATES",
-    "judge_ratio", "judge_unpaired", "load_task_module", "MIN_SIZE", "module_constants", "neutralise_npu",
-    "NOISE_LIMIT", "NpuOnly", "numbered_entry", "Outcome", "parse_case_file", "Ratio", "ReferenceFailed",
-    "SandboxError", "size_constants", "speed_legend", "speed_note", "speed_reason", "speed_word", "speed_words",
-    "TaskSpec", "tensor_dtypes", "timing_order", "Tolerance", "tolerance_for", "ToolchainMissing",
-    "torch_npu_available", "UNJUDGED", "UnknownBackend", "untimed_dtypes", "VerifierError", "VerifyConfig",
+    "default_threads", "describe_case", "describe_groups", "entry_shapes", "FASTER", "FLOAT_DTYPES", "GateResult",
+    "GATES", "judge_ratio", "judge_unpaired", "JUDGED", "load_task_module", "MIN_SIZE", "module_constants",
+    "neutralise_npu", "NOISE_LIMIT", "NpuOnly", "numbered_entry", "Outcome", "parse_case_file", "Ratio",
+    "ReferenceFailed", "SAME", "SandboxError", "size_constants", "speed_legend", "speed_note", "speed_reason",
+    "speed_word", "speed_words", "TaskSpec", "tensor_dtypes", "timing_order", "Tolerance", "tolerance_for",
+    "ToolchainMissing", "torch_npu_available", "UNJUDGED", "UnknownBackend", "untimed_dtypes", "Verdict",
+    "VerifierError", "VerifyConfig",
     # above it, on first use (_LAZY)
     "assess_roofline", "backend_device", "backend_names", "build_candidate", "bwrap_status", "CallCounts",
     "candidate_hash", "candidate_identity", "candidate_paths", "ClusterVerifier", "confined_device_op",

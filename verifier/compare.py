@@ -123,97 +123,132 @@ def compare_outputs(
 ) -> Mismatch | Agreement:
     """Compare one trial's outputs. ``tolerance(dtype_name) -> (atol, rtol)``; ``what`` names the trial.
     ``ignore``: per output, a mask of places not compared (None: all compared). ``undefined_ok``: places
-    where the reference is NaN or infinite are not compared (a widened trial)."""
+    where the reference is NaN or infinite are not compared (a widened trial). Each output in turn: its kind,
+    shape and dtype; an integer or boolean output exactly; a floating one by ``_compare_floats``."""
     msg = _compare_structure(expected["structure"], got["structure"], "")
     if msg:
         return Mismatch(f"{what}: {msg}")
     max_abs = max_rel = max_norm = 0.0
     for i, (e, g) in enumerate(zip(expected["leaves"], got["leaves"])):
         name = "the output" if len(expected["leaves"]) == 1 else f"output {i}"
-        if not isinstance(g, torch.Tensor):
-            return Mismatch(f"{what}: {name} is not a tensor")
-        if g.shape != e.shape:
-            return Mismatch(f"{what}: {name} has shape {tuple(g.shape)}, expected {tuple(e.shape)}")
-        if g.dtype != e.dtype:
-            return Mismatch(f"{what}: {name} has dtype {str(g.dtype)[6:]}, expected {str(e.dtype)[6:]}")
         skip = ignore[i] if ignore is not None and i < len(ignore) else None
         if skip is not None and (skip.shape != e.shape or not bool(skip.any())):
             skip = None
-        if not e.is_floating_point():
-            differ = e != g
-            if skip is not None:
-                differ &= ~skip
-            if bool(differ.any()):
-                bad = int(differ.sum())
-                return Mismatch(f"{what}: {name}: {bad} of {e.numel()} values differ (exact match required)")
-            continue
-        if not e.numel() or (skip is None and torch.equal(e, g)):   # identical (NaN never equals itself)
-            continue
-        dtype = str(e.dtype)[6:]        # the output's own dtype decides its tolerance, not the widened one
-        if e.dtype in (torch.float16, torch.bfloat16):
-            e, g = e.float(), g.float()
-        if undefined_ok:
-            undefined = ~torch.isfinite(e)
-            if bool(undefined.any()):
-                skip = undefined if skip is None else skip | undefined
-        if skip is not None:  # places nobody can judge: both sides set equal there
-            e = e.masked_fill(skip, 0.0)
-            g = g.masked_fill(skip, 0.0)
-        diff = (g - e).abs_()
-        peak = float(diff.max())
-        # Any NaN or infinity in either side shows in the difference: check their masks only then.
-        finite_e = None
-        if not math.isfinite(peak):
-            nan_e, nan_g = torch.isnan(e), torch.isnan(g)
-            if not torch.equal(nan_e, nan_g):
-                extra, missing = int((nan_g & ~nan_e).sum()), int((nan_e & ~nan_g).sum())
-                return Mismatch(f"{what}: {name} has NaN where the reference has none ({extra} places)"
-                                if extra else f"{what}: {name} lacks NaN the reference has ({missing} places)")
-            inf_e, inf_g = torch.isinf(e), torch.isinf(g)
-            if not torch.equal(inf_e, inf_g) or not torch.equal(e[inf_e], g[inf_g]):
-                return Mismatch(f"{what}: {name} has infinities in other places or signs than the reference "
-                                f"({int(inf_g.sum())} vs {int(inf_e.sum())})")
-            finite_e = torch.isfinite(e)
-            diff.masked_fill_(~finite_e, 0.0)
-            peak = float(diff.max())
-        atol, rtol = tolerance(dtype)
-        max_abs = max(max_abs, peak)
-        max_rel = max(max_rel, _max_rel_sampled(diff, e))
-        # The norms now: the differences are turned into excesses in place below.
-        e_fin = e if finite_e is None else e.masked_fill(~finite_e, 0.0)
-        n = e.numel() - (int(skip.sum()) if skip is not None else 0)
-        e_norm, d_norm = _norm(e_fin), _norm(diff)
-        leaf_noise = noise[i] if i < len(noise) else 0.0
-        noise_allowance = noise_allowed(leaf_noise, e_norm / math.sqrt(max(n, 1)))
-        allowance = atol + noise_allowance
-        noise_text = (f" + {noise_allowance / leaf_noise:.0f} x reference noise {leaf_noise:.1e}" if leaf_noise
-                      else "")
-        excess = diff.sub_(e.abs().mul_(rtol))           # |got - expected| - rtol |expected|, in place
-        if finite_e is not None:
-            excess.masked_fill_(~finite_e, float("-inf"))
-        if float(excess.max()) > allowance:
-            bad = excess > allowance
-            n_bad = int(bad.sum())
-            worst = int(torch.argmax(excess))
-            at = _index_text(worst, e.shape)
-            return Mismatch(
-                f"{what}: {name}: {n_bad} of {e.numel()} values differ; worst at {at}: got "
-                f"{float(g.reshape(-1)[worst]):.6g}, expected {float(e.reshape(-1)[worst]):.6g} "
-                f"(tolerance |got - expected| <= atol + rtol * |expected|{noise_text}, atol {atol:g}, rtol {rtol:g})",
-                max_abs, max_rel,
-            )
-        if e_norm > 0:
-            bound = norm_rtol(rtol) * e_norm + noise_allowance * math.sqrt(max(n, 1))
-            relative = d_norm / e_norm
-            max_norm = max(max_norm, relative)
-            if d_norm > bound:
-                return Mismatch(
-                    f"{what}: {name}: norm-wise relative error ||got - expected|| / ||expected|| = {relative:.3g} "
-                    f"exceeds {norm_rtol(rtol):g}{noise_text} (the values are small, |expected| up to "
-                    f"{float(e_fin.abs().max()):.3g}, so the element-wise atol {atol:g} alone would not see it)",
-                    max_abs, max_rel,
-                )
+        problem = _leaf_problem(name, e, g) or (_exact_problem(name, e, g, skip) if not e.is_floating_point()
+                                                 else None)
+        if problem:
+            return Mismatch(f"{what}: {problem}")
+        if not e.is_floating_point() or not e.numel() or (skip is None and torch.equal(e, g)):
+            continue   # an exact output that matched, or identical values (NaN never equals itself)
+        leaf = _compare_floats(e, g, name, skip, undefined_ok, tolerance, noise[i] if i < len(noise) else 0.0)
+        if leaf.peak is not None:
+            max_abs, max_rel = max(max_abs, leaf.peak), max(max_rel, leaf.rel)
+        if leaf.problem:
+            return Mismatch(f"{what}: {leaf.problem}", *((max_abs, max_rel) if leaf.peak is not None else ()))
+        max_norm = max(max_norm, leaf.norm)
     return Agreement(max_abs, max_rel, max_norm)
+
+
+def _leaf_problem(name: str, e: torch.Tensor, g: Any) -> str | None:
+    """What is wrong with an output's kind, shape or dtype, or None."""
+    if not isinstance(g, torch.Tensor):
+        return f"{name} is not a tensor"
+    if g.shape != e.shape:
+        return f"{name} has shape {tuple(g.shape)}, expected {tuple(e.shape)}"
+    if g.dtype != e.dtype:
+        return f"{name} has dtype {str(g.dtype)[6:]}, expected {str(e.dtype)[6:]}"
+    return None
+
+
+def _exact_problem(name: str, e: torch.Tensor, g: torch.Tensor, skip: torch.Tensor | None) -> str | None:
+    """An integer or boolean output, compared exactly outside ``skip``."""
+    differ = e != g
+    if skip is not None:
+        differ &= ~skip
+    if bool(differ.any()):
+        return f"{name}: {int(differ.sum())} of {e.numel()} values differ (exact match required)"
+    return None
+
+
+@dataclass
+class _Leaf:
+    """One floating output compared: what is wrong (or ""), its largest absolute and (sampled) relative error
+    (None when a NaN or infinity mask already differs), and its norm-wise relative error."""
+
+    problem: str = ""
+    peak: float | None = None
+    rel: float = 0.0
+    norm: float = 0.0
+
+
+def _compare_floats(e: torch.Tensor, g: torch.Tensor, name: str, skip: torch.Tensor | None, undefined_ok: bool,
+                    tolerance: Tolerance, leaf_noise: float) -> _Leaf:
+    """A floating output: NaN and infinity masks (``_nonfinite_problem``), then element-wise and norm-wise (see
+    the module's docstring), in the tolerance of the output's own dtype."""
+    dtype = str(e.dtype)[6:]        # the output's own dtype decides its tolerance, not the widened one
+    if e.dtype in (torch.float16, torch.bfloat16):
+        e, g = e.float(), g.float()
+    if undefined_ok:
+        undefined = ~torch.isfinite(e)
+        if bool(undefined.any()):
+            skip = undefined if skip is None else skip | undefined
+    if skip is not None:  # places nobody can judge: both sides set equal there
+        e = e.masked_fill(skip, 0.0)
+        g = g.masked_fill(skip, 0.0)
+    diff = (g - e).abs_()
+    peak = float(diff.max())
+    # Any NaN or infinity in either side shows in the difference: check their masks only then.
+    finite_e = None
+    if not math.isfinite(peak):
+        problem = _nonfinite_problem(name, e, g)
+        if problem:
+            return _Leaf(problem)
+        finite_e = torch.isfinite(e)
+        diff.masked_fill_(~finite_e, 0.0)
+        peak = float(diff.max())
+    atol, rtol = tolerance(dtype)
+    leaf = _Leaf(peak=peak, rel=_max_rel_sampled(diff, e))
+    # The norms now: the differences are turned into excesses in place below.
+    e_fin = e if finite_e is None else e.masked_fill(~finite_e, 0.0)
+    n = e.numel() - (int(skip.sum()) if skip is not None else 0)
+    e_norm, d_norm = _norm(e_fin), _norm(diff)
+    noise_allowance = noise_allowed(leaf_noise, e_norm / math.sqrt(max(n, 1)))
+    allowance = atol + noise_allowance
+    noise_text = f" + {noise_allowance / leaf_noise:.0f} x reference noise {leaf_noise:.1e}" if leaf_noise else ""
+    excess = diff.sub_(e.abs().mul_(rtol))           # |got - expected| - rtol |expected|, in place
+    if finite_e is not None:
+        excess.masked_fill_(~finite_e, float("-inf"))
+    if float(excess.max()) > allowance:
+        n_bad = int((excess > allowance).sum())
+        worst = int(torch.argmax(excess))
+        leaf.problem = (
+            f"{name}: {n_bad} of {e.numel()} values differ; worst at {_index_text(worst, e.shape)}: got "
+            f"{float(g.reshape(-1)[worst]):.6g}, expected {float(e.reshape(-1)[worst]):.6g} "
+            f"(tolerance |got - expected| <= atol + rtol * |expected|{noise_text}, atol {atol:g}, rtol {rtol:g})")
+        return leaf
+    if e_norm > 0:
+        bound = norm_rtol(rtol) * e_norm + noise_allowance * math.sqrt(max(n, 1))
+        leaf.norm = d_norm / e_norm
+        if d_norm > bound:
+            leaf.problem = (
+                f"{name}: norm-wise relative error ||got - expected|| / ||expected|| = {leaf.norm:.3g} "
+                f"exceeds {norm_rtol(rtol):g}{noise_text} (the values are small, |expected| up to "
+                f"{float(e_fin.abs().max()):.3g}, so the element-wise atol {atol:g} alone would not see it)")
+    return leaf
+
+
+def _nonfinite_problem(name: str, e: torch.Tensor, g: torch.Tensor) -> str | None:
+    """NaN and infinities in the same places (and signs) on both sides, or what differs."""
+    nan_e, nan_g = torch.isnan(e), torch.isnan(g)
+    if not torch.equal(nan_e, nan_g):
+        extra, missing = int((nan_g & ~nan_e).sum()), int((nan_e & ~nan_g).sum())
+        return (f"{name} has NaN where the reference has none ({extra} places)" if extra
+                else f"{name} lacks NaN the reference has ({missing} places)")
+    inf_e, inf_g = torch.isinf(e), torch.isinf(g)
+    if not torch.equal(inf_e, inf_g) or not torch.equal(e[inf_e], g[inf_g]):
+        return (f"{name} has infinities in other places or signs than the reference "
+                f"({int(inf_g.sum())} vs {int(inf_e.sum())})")
+    return None
 
 
 def compare_picked(expected: dict[str, Any], got: dict[str, Any], seed: int, limit: int | None, noise: list[float],

@@ -142,72 +142,102 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
     trials are compared, the verdict's ``details["cases"]`` holds each case's own verdict (its inputs, correct
     or not, its largest error, the first failure's words), and a failure names its case with its shapes and
     dtypes."""
-    from verifier.cases import case_number, describe_case
-
-    max_abs = max_rel = 0.0
     said = notes(ref)
     suffix = ("; " + "; ".join(said)) if said else ""
-    per_case: dict[int, dict[str, Any]] = {}
-    first_failure: Verdict | None = None
     repeats = [(i, seed) for i, seed in (schedule or []) if seed]
     if len(result.trials) < len(ref.trials) or len(result.repeats) != len(repeats):
         return Verdict(False, f"the candidate's job reported {len(result.trials)} of {len(ref.trials)} trials and "
                               f"{len(result.repeats)} of {len(repeats)} repeated calls")
-    calls = [(i, 0, report, outputs["trials"][i]) for i, report in enumerate(result.trials[:len(ref.trials)])]
-    calls += [(i, seed, report, got) for (i, seed), report, got in zip(repeats, result.repeats, outputs["repeats"])]
-    nth: dict[tuple[int, int], int] = {}     # each call's number among its instance's calls
-    counted: dict[Any, int] = {}
-    for i, seed in schedule or []:
-        counted[ref.trials[i].instance] = nth[(i, seed)] = counted.get(ref.trials[i].instance, 0) + 1
-    for i, seed, report, got in calls:
-        trial = ref.trials[i]
-        what = f"trial {i + 1} ({trial.describe(case=not cases)})"   # a case is named once, by its number
-        if nth.get((i, seed), 1) > 1:
-            what += f", the same instance's call {nth[(i, seed)]}" + (" (called again)" if seed else "")
+    max_abs = max_rel = 0.0
+    per_case: dict[int, dict[str, Any]] = {}
+    first_failure: Verdict | None = None
+    for i, seed, report, got, what in _numbered_calls(ref, result, outputs, schedule or [], repeats, bool(cases)):
         if seed and report.trial != i:
             return Verdict(False, f"the candidate's job called trial {report.trial + 1} where the harness asked for "
                                   f"trial {i + 1}", trial=i)
         problem = _run_time_problem(report, what, i)
         if problem is not None:
             return problem
-        k = trial.case if cases and trial.case is not None and 0 <= trial.case < len(cases) else None
-        if k is not None and k not in per_case:
-            per_case[k] = {"case": k, "number": case_number(cases, k), "inputs": describe_case(cases[k]),
-                           "correct": True, "max_abs_error": 0.0, "max_rel_error": 0.0, "trials": 0}
-        entry = per_case.get(k) if k is not None else None
+        entry = _case_entry(per_case, cases, ref.trials[i].case)
         if entry is not None and not entry["correct"]:
             continue   # this case has failed already: its first failure is what it says
-        where = f"case {per_case[k]['number']} ({per_case[k]['inputs']}), " if k is not None else ""
-        failure: Verdict | None = None
-        if report.inputs_changed:
-            failure = Verdict(False, f"{where}{what}: forward modified input {report.inputs_changed[0]} in place; "
-                                     "inputs must be left unchanged", trial=i)
-        else:
-            ignore = ref.ignore[i] if i < len(ref.ignore) else None
-            if seed:
-                verdict = compare_picked(ref.outputs[i], got, seed, REPEAT_SAMPLES, ref.noise[i], tolerance,
-                                         what=what, ignore=ignore, undefined_ok=trial.widened)
-            else:
-                verdict = compare_outputs(ref.outputs[i], got, ref.noise[i], tolerance, what=what,
-                                          ignore=ignore, undefined_ok=trial.widened)
-            if isinstance(verdict, Agreement):
-                max_abs, max_rel = max(max_abs, verdict.max_abs_error), max(max_rel, verdict.max_rel_error)
-                if entry is not None and not seed:
-                    entry["trials"] += 1
-                    entry["max_abs_error"] = max(entry["max_abs_error"], verdict.max_abs_error)
-                    entry["max_rel_error"] = max(entry["max_rel_error"], verdict.max_rel_error)
-            else:
-                failure = Verdict(False, where + verdict.message, trial=i, max_abs_error=verdict.max_abs_error,
-                                  max_rel_error=verdict.max_rel_error)
-        if failure is None:
+        where = f"case {entry['number']} ({entry['inputs']}), " if entry is not None else ""
+        found = _check_call(ref, i, seed, report, got, what, where, tolerance)
+        if isinstance(found, Agreement):
+            max_abs, max_rel = max(max_abs, found.max_abs_error), max(max_rel, found.max_rel_error)
+            if entry is not None and not seed:
+                entry["trials"] += 1
+                entry["max_abs_error"] = max(entry["max_abs_error"], found.max_abs_error)
+                entry["max_rel_error"] = max(entry["max_rel_error"], found.max_rel_error)
             continue
         if entry is None:
-            failure.message += suffix
-            return failure
-        entry.update(correct=False, message=failure.message, max_abs_error=failure.max_abs_error,
-                     max_rel_error=failure.max_rel_error, trial=i)
-        first_failure = first_failure or failure
-    verdicts = [per_case[k] for k in sorted(per_case)]
+            found.message += suffix
+            return found
+        entry.update(correct=False, message=found.message, max_abs_error=found.max_abs_error,
+                     max_rel_error=found.max_rel_error, trial=i)
+        first_failure = first_failure or found
+    return _overall(ref, [per_case[k] for k in sorted(per_case)], first_failure, len(repeats), said, suffix,
+                    max_abs, max_rel)
+
+
+def _numbered_calls(ref: Reference, result: CandidateResult, outputs: dict[str, Any], schedule: list[tuple[int, int]],
+                    repeats: list[tuple[int, int]], cases: bool = False
+                    ) -> list[tuple[int, int, TrialReport, Any, str]]:
+    """Every call to judge, (trial, seed, its report, its outputs, how a verdict names it): each trial's first
+    call, then the repeated ones; a call after an instance's first says which of its calls it was. With ``cases``
+    the verdict names the case (by its number, ``verifier.cases.case_number``), the trial does not again."""
+    calls = [(i, 0, report, outputs["trials"][i]) for i, report in enumerate(result.trials[:len(ref.trials)])]
+    calls += [(i, seed, report, got) for (i, seed), report, got in zip(repeats, result.repeats, outputs["repeats"])]
+    nth: dict[tuple[int, int], int] = {}     # each call's number among its instance's calls
+    counted: dict[Any, int] = {}
+    for i, seed in schedule:
+        counted[ref.trials[i].instance] = nth[(i, seed)] = counted.get(ref.trials[i].instance, 0) + 1
+    named = []
+    for i, seed, report, got in calls:
+        what = f"trial {i + 1} ({ref.trials[i].describe(case=not cases)})"
+        if nth.get((i, seed), 1) > 1:
+            what += f", the same instance's call {nth[(i, seed)]}" + (" (called again)" if seed else "")
+        named.append((i, seed, report, got, what))
+    return named
+
+
+def _case_entry(per_case: dict[int, dict[str, Any]], cases: tuple[dict[str, Any], ...], case: int | None
+                ) -> dict[str, Any] | None:
+    """The verdict of the trial's case of a multi-case task (made at its first trial), None for a task of one."""
+    from verifier.cases import case_number, describe_case
+
+    if not cases or case is None or not 0 <= case < len(cases):
+        return None
+    if case not in per_case:
+        per_case[case] = {"case": case, "number": case_number(cases, case), "inputs": describe_case(cases[case]),
+                          "correct": True, "max_abs_error": 0.0, "max_rel_error": 0.0, "trials": 0}
+    return per_case[case]
+
+
+def _check_call(ref: Reference, i: int, seed: int, report: TrialReport, got: Any, what: str, where: str,
+                tolerance: Tolerance) -> Verdict | Agreement:
+    """One call's outputs against the reference's (at the positions its seed draws, for a repeated call), once
+    its inputs are seen unchanged."""
+    trial = ref.trials[i]
+    if report.inputs_changed:
+        return Verdict(False, f"{where}{what}: forward modified input {report.inputs_changed[0]} in place; "
+                              "inputs must be left unchanged", trial=i)
+    ignore = ref.ignore[i] if i < len(ref.ignore) else None
+    if seed:
+        found = compare_picked(ref.outputs[i], got, seed, REPEAT_SAMPLES, ref.noise[i], tolerance,
+                               what=what, ignore=ignore, undefined_ok=trial.widened)
+    else:
+        found = compare_outputs(ref.outputs[i], got, ref.noise[i], tolerance, what=what,
+                                ignore=ignore, undefined_ok=trial.widened)
+    if isinstance(found, Agreement):
+        return found
+    return Verdict(False, where + found.message, trial=i, max_abs_error=found.max_abs_error,
+                   max_rel_error=found.max_rel_error)
+
+
+def _overall(ref: Reference, verdicts: list[dict[str, Any]], first_failure: Verdict | None, repeats: int,
+             said: list[str], suffix: str, max_abs: float, max_rel: float) -> Verdict:
+    """The gate's verdict: a multi-case task's first failure with every failed case named, else all agree."""
     if first_failure is not None:
         bad = [c for c in verdicts if not c["correct"]]
         first_failure.message += (f"; {len(bad)} of {len(verdicts)} cases failed: "
@@ -215,9 +245,9 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
                                   + (", ..." if len(bad) > 6 else "") + suffix)
         first_failure.details = {"cases": verdicts}
         return first_failure
-    details: dict[str, Any] = {"trials": len(ref.trials), "repeated_calls": len(repeats), "reference_notes": said}
+    details: dict[str, Any] = {"trials": len(ref.trials), "repeated_calls": repeats, "reference_notes": said}
     if verdicts:
         details["cases"] = verdicts
-    again = f" (and {len(repeats)} repeated calls)" if repeats else ""
+    again = f" (and {repeats} repeated calls)" if repeats else ""
     return Verdict(True, f"{len(ref.trials)} trials agree{again}; max abs error {max_abs:.2e}{suffix}",
                    max_abs_error=max_abs, max_rel_error=max_rel, details=details)

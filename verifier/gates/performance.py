@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -228,84 +229,110 @@ def check(task: TaskSpec, ref: Reference, out: Outcome, *, measure: Measure, roo
     first was too noisy or the kernel above the ceiling, and the verdicts, decided once, at the end.
     ``measure`` runs one window; ``with_best``: the best is timed beside the candidate (its share of the
     cases' budget counts)."""
-    from verifier.cases import timing_order, untimed_dtypes
-
-    cfg = config
     cases = sorted({t.case for t in ref.trials if t.case is not None})
+    flags = len(out.flags)
+    window = partial(_timed, task, ref, out, cases, measure=measure, roofline=roofline, tolerance=tolerance,
+                     config=config, best_hash=best_hash, with_best=with_best)
+    got = window(first=True)
+    if got is None:
+        return
     again = ""
-    notes: list[str] = []
-    m: Measured | None = None
-    plausible = True
-    for attempt in (1, 2):
-        flags = len(out.flags)
-        notes = []
-        if len(cases) > 1:
-            chosen = timing_order(task.cases, cases)[:cfg.timed_cases] if task.cases else cases
-            left_out = untimed_dtypes(task.cases, cases, chosen) if task.cases else []
-            # the windows' timed rounds share the cases' budget; a side never gets more than on its own
-            budget_s = min(cfg.timing_budget_s, cfg.cases_timing_budget_s / (len(chosen) * (2 + bool(with_best))))
-            windows: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
-            # every chosen case is timed, whatever the machine's load: which cases a task's speedup is the
-            # mean of depends on its cases alone (8 of 44 in one run, 6 in the other for the same kernel)
-            for k in chosen:
-                sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
-                                      and not t.widened][:3])
-                got = measure(sub, k, budget_s)
-                if got is None:
-                    return
-                windows.append((k, *got, sub))
-            windows.sort(key=lambda w: w[0])
-            m = measured_cases(windows, tolerance, out, best_hash=best_hash,
-                               implausible_speedup=cfg.implausible_speedup, named=task.cases)
-            if m is None:
-                return
-            timed = [w[0] for w in windows]
-            if len(timed) < len(cases):
-                notes.append(timed_words(timed, len(cases), cfg.timed_cases, task.cases, left_out))
-                m.details.update(timed_cases=timed, not_timed=sorted(set(cases) - set(timed)))
-        else:
-            base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])
-            got = measure(base, None, None)
-            if got is None:
-                return
-            m = measured(*got, base, tolerance, out, best_hash=best_hash, implausible_speedup=cfg.implausible_speedup)
-            if m is None:
-                return
-        out.roofline = roofline.point(task, out.latency_ms) if len(cases) <= 1 and out.latency_ms else None
-        if attempt == 1 and under_memory_floor(out, roofline):
-            # the kernel or PyTorch beside it ran faster than the memory roofline's floor: the triad,
-            # perhaps measured under load, is measured again (the best of all measurements is kept)
+    if got.noisy or not got.plausible:
+        fraction = float((out.roofline or {}).get("fraction") or 0.0)
+        again = ("the first window was too noisy to judge" if got.noisy else
+                 f"the first window put it at {100 * fraction:.0f} % of this machine's FMA ceiling")
+        if not got.plausible:
             roofline.ceilings(remeasure=True)
-            out.roofline = roofline.point(task, out.latency_ms)
-        plausible = verdict.plausible(out.roofline)
-        noisy = verdict.NOISY in verdicts(m, min_speed_change=cfg.min_speed_change, noise_limit=cfg.noise_limit)
-        if attempt == 1 and (noisy or not plausible):
-            fraction = float((out.roofline or {}).get("fraction") or 0.0)
-            again = ("the first window was too noisy to judge" if noisy else
-                     f"the first window put it at {100 * fraction:.0f} % of this machine's FMA ceiling")
-            if not plausible:
-                roofline.ceilings(remeasure=True)
-            del out.flags[flags:]
-            continue
-        break
-    assert m is not None
-    if again:
-        notes.append(f"measured twice ({again})")
+        del out.flags[flags:]   # what the first window flagged: the second's words are the verdict's
+        got = window(first=False)
+        if got is None:
+            return
+    notes = got.notes + ([f"measured twice ({again})"] if again else [])
     if out.roofline:
         notes.append(str(out.roofline["summary"]))
         if below_floor(out.roofline):
             out.flags.append(below_floor(out.roofline))
-        if not plausible:
+        if not got.plausible:
             out.flags.append(f"{100 * float(out.roofline.get('fraction') or 0.0):.0f} % of this machine's FMA ceiling "
                              "after measuring the ceilings and the kernel again: impossible without skipping "
                              "work; review before trusting")
-    settle(out, m, min_speed_change=cfg.min_speed_change, noise_limit=cfg.noise_limit, plausible=plausible,
-           notes=tuple(notes))
+    settle(out, got.m, min_speed_change=config.min_speed_change, noise_limit=config.noise_limit,
+           plausible=got.plausible, notes=tuple(notes))
     if len(cases) > 1:   # each case's times and verdicts beside its correctness (settle said the verdicts)
-        out.add_case_times(m.details.get("cases") or [])
-        timed_cases = {int(c["case"]) for c in m.details.get("cases") or []}
+        out.add_case_times(got.m.details.get("cases") or [])
+        timed_cases = {int(c["case"]) for c in got.m.details.get("cases") or []}
         for c in out.cases:
             c["timed"] = int(c.get("case", -1)) in timed_cases
+
+
+@dataclass
+class _Timed:
+    """One window's measurement as the gate weighs it: what it measured, what it adds to the verdict's words,
+    whether the kernel is possible on this machine's roofline and whether the window was too noisy."""
+
+    m: Measured
+    notes: list[str]
+    plausible: bool
+    noisy: bool
+
+
+def _timed(task: TaskSpec, ref: Reference, out: Outcome, cases: list[int], *, measure: Measure,
+           roofline: RooflineMeter, tolerance: Tolerance, config: VerifyConfig, best_hash: str, with_best: bool,
+           first: bool) -> _Timed | None:
+    """One window (each chosen case's of a multi-case task), its place on the roofline (the ceilings measured
+    again after a first window under the memory floor), and whether it judges; None when a side failed (``out``
+    says why)."""
+    notes: list[str] = []
+    if len(cases) > 1:
+        m = _measured_cases(task, ref, out, cases, measure, tolerance, config, best_hash, with_best, notes)
+    else:
+        base = ref.restricted([i for i, t in enumerate(ref.trials) if not t.overrides][:3])
+        got = measure(base, None, None)
+        m = None if got is None else measured(*got, base, tolerance, out, best_hash=best_hash,
+                                              implausible_speedup=config.implausible_speedup)
+    if m is None:
+        return None
+    out.roofline = roofline.point(task, out.latency_ms) if len(cases) <= 1 and out.latency_ms else None
+    if first and under_memory_floor(out, roofline):
+        # the kernel or PyTorch beside it ran faster than the memory roofline's floor: the triad,
+        # perhaps measured under load, is measured again (the best of all measurements is kept)
+        roofline.ceilings(remeasure=True)
+        out.roofline = roofline.point(task, out.latency_ms)
+    noisy = verdict.NOISY in verdicts(m, min_speed_change=config.min_speed_change, noise_limit=config.noise_limit)
+    return _Timed(m, notes, verdict.plausible(out.roofline), noisy)
+
+
+def _measured_cases(task: TaskSpec, ref: Reference, out: Outcome, cases: list[int], measure: Measure,
+                    tolerance: Tolerance, config: VerifyConfig, best_hash: str, with_best: bool, notes: list[str]
+                    ) -> Measured | None:
+    """A multi-case task's windows, one per chosen case (``[verifier] timed_cases``, in ``timing_order``), their
+    timed rounds sharing the cases' budget; ``notes`` says which cases were not timed."""
+    from verifier.cases import timing_order, untimed_dtypes
+
+    chosen = timing_order(task.cases, cases)[:config.timed_cases] if task.cases else cases
+    left_out = untimed_dtypes(task.cases, cases, chosen) if task.cases else []
+    # the windows' timed rounds share the cases' budget; a side never gets more than on its own
+    budget_s = min(config.timing_budget_s, config.cases_timing_budget_s / (len(chosen) * (2 + bool(with_best))))
+    windows: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
+    # every chosen case is timed, whatever the machine's load: which cases a task's speedup is the
+    # mean of depends on its cases alone (8 of 44 in one run, 6 in the other for the same kernel)
+    for k in chosen:
+        sub = ref.restricted([i for i, t in enumerate(ref.trials) if t.case == k and not t.overrides
+                              and not t.widened][:3])
+        got = measure(sub, k, budget_s)
+        if got is None:
+            return None
+        windows.append((k, *got, sub))
+    windows.sort(key=lambda w: w[0])
+    m = measured_cases(windows, tolerance, out, best_hash=best_hash, implausible_speedup=config.implausible_speedup,
+                       named=task.cases)
+    if m is None:
+        return None
+    timed = [w[0] for w in windows]
+    if len(timed) < len(cases):
+        notes.append(timed_words(timed, len(cases), config.timed_cases, task.cases, left_out))
+        m.details.update(timed_cases=timed, not_timed=sorted(set(cases) - set(timed)))
+    return m
 
 
 def under_memory_floor(out: Outcome, roofline: RooflineMeter) -> bool:

@@ -19,7 +19,7 @@ from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
 from verifier.job.candidate import _describe, _progress, _save
 from verifier.job.tensors import _identical, _snapshot, _to_device, flatten
-from verifier.jobs import ReferenceJob, ReferenceResult
+from verifier.jobs import ReferenceJob, ReferenceResult, ShapeSearch
 from verifier.machine.lock import held
 from verifier.task import LARGER_MAX_ELEMENTS, LARGER_MAX_RATIO, load_task_module
 
@@ -124,139 +124,173 @@ def _reference_outputs(job_dir: Path, job: ReferenceJob, module: ModuleType, res
     """The reference's outputs at every trial it is defined on, then at the first smaller and the first
     larger second shape it accepts; run twice where that can show nondeterminism. Fills ``result``;
     returns the payload of ``outputs.pt``."""
-    spec = job.task
-    payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
-    eval_mode = False
-    causes: dict[int, str] = {}
-    notes: dict[int, str] = {}
-    spreads: dict[int, float] = {}
+    outputs = _Outputs(job_dir, job, result, device)
+    for i, trial in enumerate(job.trials):
+        _progress(job_dir, f"reference trial {i}")
+        if trial.widened:
+            outputs.widened(module, trial)
+        else:
+            outputs.own_range(module, trial, first=i == 0)
+    base_numel = _input_numel(module)
+    for search in job.shapes:
+        outputs.second_shape(search, base_numel)
+    result.nondeterministic = [outputs.notes[k] for k in sorted(outputs.notes)]
+    return outputs.payload
 
-    def run(mod: ModuleType, trial: Trial, twice: bool
-            ) -> tuple[torch.nn.Module, list[Any], Any, list[torch.Tensor], list[torch.Tensor | None]]:
+
+_Run = tuple[torch.nn.Module, list[Any], Any, list[torch.Tensor], list[torch.Tensor | None]]
+"""One run of the reference at a trial: the model, its inputs, the result's structure and leaves, and per leaf
+the places two runs differ (None: none)."""
+
+
+class _Outputs:
+    """The reference job's outputs as they are gathered: the payload of ``outputs.pt``, and what two runs of the
+    reference on the same inputs showed (which outputs differ where, why, by how much)."""
+
+    def __init__(self, job_dir: Path, job: ReferenceJob, result: ReferenceResult, device: str):
+        self.job_dir, self.job, self.result, self.device = job_dir, job, result, device
+        self.payload: dict[str, Any] = {"trials": [], "noise": [], "ignore": []}
+        self.eval_mode = False
+        self.causes: dict[int, str] = {}
+        self.notes: dict[int, str] = {}
+        self.spreads: dict[int, float] = {}
+
+    def run(self, mod: ModuleType, trial: Trial, twice: bool) -> _Run:
+        """The reference at ``trial``; run again on the same inputs (order-dependent writes reversed) when
+        ``twice`` or when it wrote through duplicate indices."""
         torch.manual_seed(trial.model_seed)
-        model = mod.Model(*mod.get_init_inputs()).to(device)
-        if eval_mode:
+        model = mod.Model(*mod.get_init_inputs()).to(self.device)
+        if self.eval_mode:
             model.eval()
-        inputs = _to_device(make_inputs(mod.get_inputs, trial), device)
+        inputs = _to_device(make_inputs(mod.get_inputs, trial), self.device)
         pristine = _snapshot(inputs) if twice else None
         watch = WriteOrder()
         with torch.no_grad(), watch:
             out = model(*inputs)
         structure, leaves = flatten(out, copy=False)
-        kept = inputs
         ignore: list[torch.Tensor | None] = [None] * len(leaves)
         if twice or watch.seen:  # again on the same inputs, with order-dependent writes reversed
             again = WriteOrder(reverse=True)
             with torch.no_grad(), again:
                 again_inputs = (pristine if pristine is not None
-                                else _to_device(make_inputs(mod.get_inputs, trial), device))
+                                else _to_device(make_inputs(mod.get_inputs, trial), self.device))
                 structure2, leaves2 = flatten(model(*again_inputs), copy=False)
             if structure2 != structure or len(leaves2) != len(leaves):
-                raise TaskProblem(f"the reference of task {spec.id} is nondeterministic: two runs on the same inputs "
-                                  "return results of different structure; it cannot judge a candidate")
+                raise TaskProblem(f"the reference of task {self.job.task.id} is nondeterministic: two runs on the "
+                                  "same inputs return results of different structure; it cannot judge a candidate")
             ignore = _differing(leaves, leaves2)
-            for k, mask in enumerate(ignore):
-                if mask is not None:
-                    spreads[k] = max(spreads.get(k, 0.0), _spread(leaves[k], leaves2[k], mask))
-                if mask is not None and k not in causes:
-                    ops = sorted(watch.seen)
-                    causes[k] = (f"duplicate indices in {', '.join('aten.' + o for o in ops)}: which write wins is "
-                                 "unspecified" if ops else "random or order-dependent computation")
-        return model, kept, structure, leaves, ignore
+            self._note_causes(ignore, leaves, leaves2, sorted(watch.seen))
+        return model, inputs, structure, leaves, ignore
 
-    def keep(trial: Trial, kept: list[Any], model: torch.nn.Module, structure: Any, leaves: list[torch.Tensor],
-             ignore: list[torch.Tensor | None]) -> None:
-        result.trials.append(trial)
-        payload["trials"].append({"structure": structure, "leaves": leaves})
+    def _note_causes(self, ignore: list[torch.Tensor | None], leaves: list[torch.Tensor],
+                     leaves2: list[torch.Tensor], ops: list[str]) -> None:
+        for k, mask in enumerate(ignore):
+            if mask is not None:
+                self.spreads[k] = max(self.spreads.get(k, 0.0), _spread(leaves[k], leaves2[k], mask))
+            if mask is not None and k not in self.causes:
+                self.causes[k] = (f"duplicate indices in {', '.join('aten.' + o for o in ops)}: which write wins is "
+                                  "unspecified" if ops else "random or order-dependent computation")
+
+    def keep(self, trial: Trial, run: _Run) -> None:
+        """A trial's outputs into the payload, with their rounding noise (measured, or scaled from the ratios
+        measured before) and the places not compared; a reference that differs at most places fails the task."""
+        model, kept, structure, leaves, ignore = run
+        self.result.trials.append(trial)
+        self.payload["trials"].append({"structure": structure, "leaves": leaves})
         slot = f"{trial.distribution}|{trial.shape}|{trial.case}"   # a multi-case task's cases differ
-        ratios = job.noise_ratios.get(slot)
+        ratios = self.job.noise_ratios.get(slot)
         if ratios is not None and len(ratios) == len(leaves):   # measured before for this task: scale it
             noise = [r * _rms(leaf) for r, leaf in zip(ratios, leaves)]
         else:
             noise = _noise(model, kept, leaves)
-            result.noise_ratios[slot] = [n / r if (r := _rms(leaf)) > 0 else 0.0 for n, leaf in zip(noise, leaves)]
-        payload["noise"].append(noise)
-        payload["ignore"].append(ignore)
+            self.result.noise_ratios[slot] = [n / r if (r := _rms(leaf)) > 0 else 0.0
+                                              for n, leaf in zip(noise, leaves)]
+        self.payload["noise"].append(noise)
+        self.payload["ignore"].append(ignore)
         for k, mask in enumerate(ignore):
-            if mask is None:
-                continue
-            n, total = int(mask.sum()), mask.numel()
-            spread = spreads.get(k, 0.0)
-            if n * 2 > total:
-                raise TaskProblem(
-                    f"the reference of task {spec.id} is nondeterministic: output {k} differs between two runs on the "
-                    f"same inputs at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)})"
-                    + (" in training and in eval mode" if eval_mode else "")
-                    + "; it cannot judge a candidate: make the reference deterministic")
-            if k not in notes:
-                notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same "
-                            f"inputs at {n} of {total} places (by up to {spread:.3g}; {causes.get(k)}); "
-                            "those places are not compared")
+            if mask is not None:
+                self._note_differing(k, int(mask.sum()), mask.numel())
 
-    for i, trial in enumerate(job.trials):
-        _progress(job_dir, f"reference trial {i}")
-        if trial.widened:
-            try:
-                model, kept, structure, leaves, ignore = run(module, trial, twice=False)
-            except TaskProblem:
-                raise
-            except Exception as exc:  # the operator is not defined there: the task's precondition
-                result.dropped.append(f"{_named(trial, spec.cases)}: dropped, the reference refuses them "
-                                      f"({_describe(exc)})")
-                continue
-            undefined = _undefined_fraction(leaves)
-            if undefined > UNDEFINED_LIMIT:
-                result.dropped.append(f"{_named(trial, spec.cases)}: dropped, the reference is NaN or infinite at "
-                                      f"{undefined:.0%} of its output there (a precondition of the task)")
-                continue
-            keep(trial, kept, model, structure, leaves, ignore)
-            continue
-        model, kept, structure, leaves, ignore = run(module, trial, twice=i == 0)
-        if i == 0 and any(m is not None for m in ignore):
+    def _note_differing(self, k: int, n: int, total: int) -> None:
+        spread = self.spreads.get(k, 0.0)
+        if n * 2 > total:
+            raise TaskProblem(
+                f"the reference of task {self.job.task.id} is nondeterministic: output {k} differs between two runs "
+                f"on the same inputs at {n} of {total} places (by up to {spread:.3g}; {self.causes.get(k)})"
+                + (" in training and in eval mode" if self.eval_mode else "")
+                + "; it cannot judge a candidate: make the reference deterministic")
+        if k not in self.notes:
+            self.notes[k] = (f"the reference is nondeterministic: output {k} differs between two runs on the same "
+                             f"inputs at {n} of {total} places (by up to {spread:.3g}; {self.causes.get(k)}); "
+                             "those places are not compared")
+
+    def widened(self, module: ModuleType, trial: Trial) -> None:
+        """A widened trial, kept unless the reference refuses it or is undefined at most of its output there."""
+        try:
+            run = self.run(module, trial, twice=False)
+        except TaskProblem:
+            raise
+        except Exception as exc:  # the operator is not defined there: the task's precondition
+            self.result.dropped.append(f"{_named(trial, self.job.task.cases)}: dropped, the reference refuses them "
+                                       f"({_describe(exc)})")
+            return
+        undefined = _undefined_fraction(run[3])
+        if undefined > UNDEFINED_LIMIT:
+            self.result.dropped.append(f"{_named(trial, self.job.task.cases)}: dropped, the reference is NaN or "
+                                       "infinite at "
+                                       f"{undefined:.0%} of its output there (a precondition of the task)")
+            return
+        self.keep(trial, run)
+
+    def own_range(self, module: ModuleType, trial: Trial, first: bool) -> None:
+        """A trial over the task's own range; the first runs twice, and a reference random in training mode
+        (dropout) is compared in eval mode from then on when that makes it deterministic."""
+        run = self.run(module, trial, twice=first)
+        if first and any(m is not None for m in run[4]):
             # Random in the mode it was built in (training): try eval mode, deterministic for dropout.
-            eval_mode = True
-            model_e, kept_e, structure_e, leaves_e, ignore_e = run(module, trial, twice=True)
-            if all(m is None for m in ignore_e):
-                layers = _training_modules(model_e)
-                result.eval_mode = (f"compared in eval mode: in training mode the reference is random "
-                                    f"({', '.join(layers) if layers else 'randomness tied to self.training'}); "
-                                    "eval mode makes it deterministic")
-                causes.clear()
-                model, kept, structure, leaves, ignore = model_e, kept_e, structure_e, leaves_e, ignore_e
+            self.eval_mode = True
+            in_eval = self.run(module, trial, twice=True)
+            if all(m is None for m in in_eval[4]):
+                layers = _training_modules(in_eval[0])
+                self.result.eval_mode = (f"compared in eval mode: in training mode the reference is random "
+                                         f"({', '.join(layers) if layers else 'randomness tied to self.training'}); "
+                                         "eval mode makes it deterministic")
+                self.causes.clear()
+                run = in_eval
             else:
-                eval_mode = False
-        keep(trial, kept, model, structure, leaves, ignore)
+                self.eval_mode = False
+        self.keep(trial, run)
 
-    base_numel = _input_numel(module)
-    for search in job.shapes:
+    def second_shape(self, search: ShapeSearch, base_numel: int | None) -> None:
+        """The first of ``search``'s candidate sizes the reference accepts (within the larger shape's limit, and
+        judging at most of its places), kept; the others said why not."""
         for overrides in search.candidates:
-            _progress(job_dir, f"reference second shape ({search.kind}) {overrides}")
+            _progress(self.job_dir, f"reference second shape ({search.kind}) {overrides}")
             try:
-                alt_module = load_task_module(spec, overrides)
+                alt_module = load_task_module(self.job.task, overrides)
                 if search.kind == "larger":
                     numel = _input_numel(alt_module)
                     limit = (min(LARGER_MAX_RATIO * base_numel, LARGER_MAX_ELEMENTS) if base_numel
                              else LARGER_MAX_ELEMENTS)
                     if numel is not None and numel > limit:
-                        result.alt_rejected.append(f"{overrides}: {numel} input elements, over the limit {int(limit)}")
+                        self.result.alt_rejected.append(f"{overrides}: {numel} input elements, over the limit "
+                                                        f"{int(limit)}")
                         continue
                 trial = Trial(search.trial.seed, search.trial.distribution, tuple(sorted(overrides.items())),
                               search.trial.init_seed, search.kind)
-                model, kept, structure, leaves, ignore = run(alt_module, trial, twice=False)
+                run = self.run(alt_module, trial, twice=False)
             except TaskProblem:
                 raise
             except Exception as exc:  # the reference does not accept this shape: try the next
-                result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
+                self.result.alt_rejected.append(f"{overrides}: {_describe(exc)}")
                 continue
-            if any(mask is not None and int(mask.sum()) * 2 > mask.numel() for mask in ignore):
+            if any(mask is not None and int(mask.sum()) * 2 > mask.numel() for mask in run[4]):
                 # a few places at a tiny shape, most of them written twice by a duplicate-index scatter: the
                 # reference cannot judge there (at the task's own shape it can), so try the next
-                result.alt_rejected.append(f"{overrides}: two runs of the reference differ at most places")
+                self.result.alt_rejected.append(f"{overrides}: two runs of the reference differ at most places")
                 continue
-            keep(trial, kept, model, structure, leaves, ignore)
-            break
-    result.nondeterministic = [notes[k] for k in sorted(notes)]
-    return payload
+            self.keep(trial, run)
+            return
 
 
 def _named(trial: Trial, cases: tuple[dict[str, Any], ...]) -> str:

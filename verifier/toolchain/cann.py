@@ -539,6 +539,26 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
     ask, and must then match the device when there is one."""
     env = dict(os.environ if env is None else env)
     f = AscendFindings()
+    _find_toolkit(f, env, home, system_root, machine)
+    explicit = soc or env.get("EVOKERNEL_ASCEND_SOC") or None
+    detected = _probe_torch_npu(f, env, python) if probe_torch else None
+    if detected is None:
+        detected = _ask_the_device(f, env, system_root, explicit)
+    if explicit and detected and explicit != detected:
+        f.device_problems.append(f"SoC mismatch: EVOKERNEL_ASCEND_SOC is {explicit} but the device is {detected} "
+                                 f"({f.soc_source}); unset it or build for {detected}")
+    f.soc = explicit or detected
+    if explicit and not detected:
+        f.soc_source = "EVOKERNEL_ASCEND_SOC" if not soc else "configured"
+    if f.soc:
+        f.device = f.soc
+        _check_soc(f, env, f.soc, bool(detected))
+    return f
+
+
+def _find_toolkit(f: AscendFindings, env: dict[str, str], home: str | Path | None, system_root: str | Path,
+                  machine: str | None) -> None:
+    """The CANN install, its environment and its toolkit Python (for the custom-op build), and cmake."""
     f.install, f.tried = find_cann(env, home, system_root, machine)
     if f.install is None:
         f.toolchain_problems.append(
@@ -557,60 +577,67 @@ def discover_ascend(env: Mapping[str, str] | None = None, *, home: str | Path | 
     if f.cmake is None:
         f.toolchain_problems.append("cmake not found: install CMake 3.16 or newer (Debian/Ubuntu: apt install cmake)")
 
-    explicit = soc or env.get("EVOKERNEL_ASCEND_SOC") or None
+
+def _probe_torch_npu(f: AscendFindings, env: dict[str, str], python: str | None) -> str | None:
+    """torch_npu probed in a subprocess: its versions against torch's and CANN's, the device it sees; the SoC
+    its device name says (the runtime's aclrtGetSocName()), or None."""
+    if not torch_npu_installed(python):
+        f.torch = {"error": "No module named 'torch_npu'", "torch": _distribution_version("torch", python)}
+    else:
+        f.torch = probe_python(PROBE_TORCH_NPU, python=python, env=probe_env(env, f.env))
+    # when the import failed, the installed version still says whether it matches torch
+    f.versions = {"torch": f.torch.get("torch", ""),
+                  "torch_npu": f.torch.get("torch_npu") or f.torch.get("torch_npu_dist") or "",
+                  "cann": f.install.version if f.install else ""}
+    pairing = version_pairing(f.versions["torch"], f.versions["torch_npu"], f.versions["cann"])
     detected: str | None = None
-    if probe_torch:
-        if not torch_npu_installed(python):
-            f.torch = {"error": "No module named 'torch_npu'", "torch": _distribution_version("torch", python)}
-        else:
-            f.torch = probe_python(PROBE_TORCH_NPU, python=python, env=probe_env(env, f.env))
-        # when the import failed, the installed version still says whether it matches torch
-        f.versions = {"torch": f.torch.get("torch", ""),
-                      "torch_npu": f.torch.get("torch_npu") or f.torch.get("torch_npu_dist") or "",
-                      "cann": f.install.version if f.install else ""}
-        pairing = version_pairing(f.versions["torch"], f.versions["torch_npu"], f.versions["cann"])
-        if f.torch.get("error"):
-            f.device_problems.append(explain_torch_npu_error(f.torch["error"], f.torch.get("torch", "")))
-        elif f.torch.get("device_error"):
-            f.device_problems.append(f"no NPU device: {f.torch['device_error']}")
-        elif not f.torch.get("count"):
-            f.device_problems.append("no NPU device: torch.npu.device_count() is 0 (driver not loaded, or "
-                                     "ASCEND_RT_VISIBLE_DEVICES hides it)")
-        elif f.torch.get("name"):
-            # torch_npu's device name is the runtime's aclrtGetSocName()
-            detected, f.soc_source = soc_from_name(f.torch["name"]), "torch.npu.get_device_name(0)"
-        f.device_problems += [p for p in pairing if p not in f.device_problems]
-    if detected is None and f.install is not None:
+    if f.torch.get("error"):
+        f.device_problems.append(explain_torch_npu_error(f.torch["error"], f.torch.get("torch", "")))
+    elif f.torch.get("device_error"):
+        f.device_problems.append(f"no NPU device: {f.torch['device_error']}")
+    elif not f.torch.get("count"):
+        f.device_problems.append("no NPU device: torch.npu.device_count() is 0 (driver not loaded, or "
+                                 "ASCEND_RT_VISIBLE_DEVICES hides it)")
+    elif f.torch.get("name"):
+        # torch_npu's device name is the runtime's aclrtGetSocName()
+        detected, f.soc_source = soc_from_name(f.torch["name"]), "torch.npu.get_device_name(0)"
+    f.device_problems += [p for p in pairing if p not in f.device_problems]
+    return detected
+
+
+def _ask_the_device(f: AscendFindings, env: dict[str, str], system_root: str | Path, explicit: str | None
+                    ) -> str | None:
+    """The SoC from ACL (aclrtGetSocName()), else from npu-smi; None, with why, when neither names one."""
+    detected: str | None = None
+    if f.install is not None:
         detected, f.acl_note = probe_acl_soc(f.install, {**env, **f.env})
         if detected:
             f.soc_source = "aclrtGetSocName()"
-    if detected is None:
-        f.smi_names, f.smi_note = query_npu_smi(env, system_root)
-        if f.smi_names:
-            detected, why = soc_from_smi_name(f.smi_names[0])
-            if detected:
-                f.soc_source = "npu-smi info"
-            elif not explicit:
-                f.device_problems.append(why)
-        else:
-            f.device_problems.append(f"no NPU device: {f.smi_note}")
-    if explicit and detected and explicit != detected:
-        f.device_problems.append(f"SoC mismatch: EVOKERNEL_ASCEND_SOC is {explicit} but the device is {detected} "
-                                 f"({f.soc_source}); unset it or build for {detected}")
-    f.soc = explicit or detected
-    if explicit and not detected:
-        f.soc_source = "EVOKERNEL_ASCEND_SOC" if not soc else "configured"
-    if f.soc:
-        f.device = f.soc
-        if f.install is not None:
-            if detected:   # a device to run on: its operator package must be there
-                opp_problem = opp_kernel_problem(f.install, {**env, **f.env}, f.soc)
-                if opp_problem:
-                    f.device_problems.append(opp_problem)
-            supported = soc_supported(f.install, f.soc)
-            if supported is False:
-                f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no "
-                                            f"platform config for {f.soc}; install a CANN release that supports it")
-            if f.install.flow == "asc" and npu_arch(f.soc) is None:
-                f.toolchain_problems.append(f"no --npu-arch known for SoC {f.soc} (the ASC flow needs one)")
-    return f
+            return detected
+    f.smi_names, f.smi_note = query_npu_smi(env, system_root)
+    if f.smi_names:
+        detected, why = soc_from_smi_name(f.smi_names[0])
+        if detected:
+            f.soc_source = "npu-smi info"
+        elif not explicit:
+            f.device_problems.append(why)
+    else:
+        f.device_problems.append(f"no NPU device: {f.smi_note}")
+    return detected
+
+
+def _check_soc(f: AscendFindings, env: dict[str, str], soc: str, on_device: bool) -> None:
+    """What the SoC needs of the install: its operator package (with a device to run on), a platform config,
+    and for the ASC flow an --npu-arch."""
+    if f.install is None:
+        return
+    if on_device:   # a device to run on: its operator package must be there
+        opp_problem = opp_kernel_problem(f.install, {**env, **f.env}, soc)
+        if opp_problem:
+            f.device_problems.append(opp_problem)
+    supported = soc_supported(f.install, soc)
+    if supported is False:
+        f.toolchain_problems.append(f"SoC mismatch: CANN {f.install.version} at {f.install.root} has no "
+                                    f"platform config for {soc}; install a CANN release that supports it")
+    if f.install.flow == "asc" and npu_arch(soc) is None:
+        f.toolchain_problems.append(f"no --npu-arch known for SoC {soc} (the ASC flow needs one)")
