@@ -666,7 +666,7 @@ def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_b
     assert timed == [1, 4, 6, 9], timed     # float32's largest (#4), float16's (#6), then the largest others
     assert [c["case"] for c in good["cases"] if c["timed"]] == timed
     perf = next(g for g in good["gates"] if g["name"] == "performance")
-    assert perf["details"]["timed_cases"] == [0, 3, 5, 8]
+    assert perf["details"]["timed_cases"] == [1, 4, 6, 9]   # numbers in --json, as everywhere
     assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"], perf["message"]
 
     ws = verifier_workspace(tmp_path / "ws2", timed_cases=4, cases_timing_budget_s=0.01)
