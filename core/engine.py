@@ -190,10 +190,14 @@ class Engine:
         return exp, attempt.outcome
 
     def same_code(self, task: Task, files: dict[str, str]) -> Experience | None:
-        """The task's judged attempt with this code, comments and spacing aside (``candidate_identity``), or
-        None: a person's save of it gets that attempt's verdict without a verification."""
+        """The task's judged attempt with exactly these files (every byte, comments included), or None: a person's
+        save of it gets that attempt's verdict without a verification. The store finds it by the code's identity
+        (comments and spacing aside, ``candidate_identity``), which only names it: a comment can change what the
+        compiler or Python reads (``__LINE__``, a coding declaration), so a save that differs in any byte is
+        verified, and said to be the same code as that attempt when it is stored as its repeat."""
         found = self.store.same_code(task.id, SAME_CODE_KINDS, self.backend, candidate_identity(files), files)
-        return self.store.get(found) if found is not None else None
+        same = self.store.get(found) if found is not None else None
+        return same if same is not None and same.files == files else None
 
     def summary(self, run: RunRecord) -> dict[str, Any]:
         feasible = sum(1 for p in run.progress.values() if p.feasible)

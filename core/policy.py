@@ -300,7 +300,7 @@ def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = Fals
     if probe:
         return f"a probe ({PROBE_MARK} in its files): recorded, teaches nothing (no value moved)"
     if ours:
-        return "not judged: the tool failed, not the kernel (no value moved)"
+        return "not judged: the tool failed, or could not fully check it (no value moved)"
     if not feasible:
         return "a failed draft" if stage == "draft" else "a failed refinement"
     if stage == "draft":

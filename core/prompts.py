@@ -346,7 +346,7 @@ def verdict(outcome: Outcome, best_name: str = "the best then") -> str:
             text += f" ({speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, 'PyTorch')})"
         if outcome.gain is not None and outcome.vs_best:
             text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name)}"
-        return text
+        return text + _unchecked(outcome)
     message = " ".join(str(outcome.message).split())
     if message.startswith(f"{outcome.failed_gate}: "):   # the gate is named once
         message = message[len(str(outcome.failed_gate)) + 2:]
@@ -366,7 +366,14 @@ def in_window(outcome: Outcome, best_name: str = "the best then") -> str:
         said.append(speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, "PyTorch"))
     if outcome.gain is not None and outcome.vs_best:
         said.append(speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name))
-    return "feasible" + (": " + "; ".join(said) if said else "")
+    return "feasible" + (": " + "; ".join(said) if said else "") + _unchecked(outcome)
+
+
+def _unchecked(outcome: Outcome) -> str:
+    """What a feasible verdict the harness could not fully check says beside its figures (``Outcome.not_judged``: a
+    review flag): that it counts for nothing, and why."""
+    why = outcome.not_judged
+    return f"; not judged: {why}: no reward, never a best or a start point" if why else ""
 
 
 def own_time(outcome: Outcome) -> str:

@@ -150,6 +150,9 @@ def _said(args: argparse.Namespace, task: Any, outcome: Any, not_reused: str, is
     console.print(f"{verdict} {escape(outcome.message)}")
     for flag in outcome.flags:
         console.print(f"[yellow]flag:[/] {escape(flag)}")
+    if outcome.feasible and outcome.not_judged:   # a flag is no verdict: never a best, a reward or a parent
+        console.print("[yellow]not judged:[/] the harness could not fully check this verdict; the workbench and runs "
+                      "give it no reward and never make it a best or a start point")
     console.print(f"[dim]sandbox: {escape(isolation)}[/]")
     return 0
 

@@ -500,11 +500,11 @@ class MainScreen(Screen[None]):
         verdict = marks.verdict(out)
         self.verdicts = [*self.verdicts[-49:], (e.at, f"{e.task} {label}: {marks.short_verdict(out)}"
                                                        + (" (the same code)" if e.duplicate else ""))]
-        table.set_status(e.task, f"{label} {verdict}", "ok" if out.feasible else "dim" if out.not_judged else "fail")
+        table.set_status(e.task, f"{label} {verdict}", "dim" if out.not_judged else "ok" if out.feasible else "fail")
         changes: dict[str, Any] = {}
         if not human:
             changes["used"] = e.iteration + 1
-        if out.feasible:
+        if out.feasible and not out.not_judged:
             changes["stage"] = "refine"
         if e.new_best:
             changes.update(best_speedup=out.speedup, best_ms=out.latency_ms)
@@ -529,7 +529,7 @@ class MainScreen(Screen[None]):
         if e.not_judged:
             stays = (f"; the next save's parent stays {self._index_of(e.task, e.parent_id) if e.parent_id else 'none'}"
                      if human else "")
-            self.note(f"{e.task} {who}: {marks.verdict(out)}: verified twice, the tool failed both times; no verdict, "
+            self.note(f"{e.task} {who}: {marks.verdict(out)}: verified twice, judged neither time; no verdict, "
                       f"no reward, no value moved, never a parent or a start point{stays}", "warn", e.at)
             self._attempt_shown(e)
             return

@@ -31,6 +31,7 @@ from verifier.candidate_files import (  # noqa: F401  (re-exported)
     MAX_READ_BYTES,
     candidate_hash,
     candidate_identity,
+    exact_digest,
     read_candidate,
 )
 from verifier.config import VerifyConfig
@@ -184,10 +185,10 @@ class Verifier:
         """Run every gate; always returns an Outcome (raises only for a broken task or our own bugs).
         ``on_gate`` is called (from this thread) as each gate gets its verdict. ``best``: the files of
         the task's best so far, timed in the same window as the candidate (``Outcome.gain``,
-        ``vs_best``). A candidate with the same code (``candidate_identity``: comments and spacing aside)
-        verified before on this machine with the same settings (and the same best) returns its recorded
-        Outcome (``from_cache``) unless ``fresh``: every gate is deterministic but the timing, which was
-        measured here."""
+        ``vs_best``). A candidate of the same bytes (``exact_digest``: every file as the build and the import
+        read it, comments included) verified before on this machine with the same settings (and the same best)
+        returns its recorded Outcome (``from_cache``) unless ``fresh``: every gate is deterministic but the
+        timing, which was measured here."""
         started = time.perf_counter()
         out = Outcome.start(task.id, self.backend.name)
         out.size_overrides, out.threads, out.created_at = dict(task.size_overrides), self.config.threads, time.time()
@@ -196,8 +197,8 @@ class Verifier:
         except OSError as exc:
             return out.fail("format", f"cannot read the candidate: {exc}").finish()
         out.candidate_hash = candidate_hash(files)
-        key = self.outcomes.key(task, candidate_identity(files), candidate_identity(best) if best else "",
-                                self.backend, self.config)
+        key = self.outcomes.key(task, exact_digest(files), exact_digest(best) if best else "", self.backend,
+                                self.config)
         if not fresh:
             cached = self.outcomes.get(key)
             if cached is not None:

@@ -28,7 +28,7 @@ from verifier.sandbox.isolation import (
     device_refusal,
     sandbox_view,
 )
-from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
+from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe, phase_filters
 
 # ----------------------------------------------------------------------------- fork server client
 
@@ -208,6 +208,34 @@ class JobHandle:
     def kill(self) -> None:
         self._server._send({"id": self.id, "kill": True})
 
+    def check_phase(self, filters: int) -> str:
+        """Wait for the job to stop itself at its candidate phase (``verifier.sandbox.seccomp.enter_candidate_phase``,
+        before any of the candidate's code runs), count every thread's seccomp filters from ``/proc`` and continue it
+        when each has ``filters`` (``ForkServer.phase_filters``): "" then; "ended" when the job ended first (its own
+        failure in its set-up, or a job that never entered its phase: the caller refuses what it left); else why it is
+        refused, the job killed. The count is the harness's own reading: the job's word about its phase decides
+        nothing (issue #48: load-time Python replaced the function that enters it)."""
+        while True:
+            if self.done:
+                return "ended"
+            pid = self.host_pid()
+            if pid is not None and procs.stopped_alive(pid) and not self.done:
+                break
+            if time.perf_counter() > self._deadline:
+                self.kill()
+                return "did not reach its candidate phase within its time limit"
+            time.sleep(0.0005)
+        counts = procs.seccomp_filters(pid)
+        if not counts or any(n != filters for n in counts.values()):
+            self.kill()
+            seen = sorted({"unknown" if n is None else str(n) for n in counts.values()}) or ["none"]
+            return (f"had {' and '.join(seen)} seccomp filter(s) where its candidate phase has {filters} on every "
+                    "thread: something in the job kept the phase off (load-time code?), so none of its code may run")
+        assert self._host is not None
+        if not procs.resume(self._host[1]):
+            return "ended"
+        return ""
+
     def wait(self, timeout: float | None = None) -> JobExit:
         """How the job ended; a job still running at its deadline (or ``timeout``) is killed."""
         if self._exit is not None:
@@ -301,6 +329,8 @@ class ForkServer:
         self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
         self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
         self._closes = 0        # how many times close() began: a job running across one was ended by it
+        self.memory = "not started"   # "" where the harness reads and writes its jobs' memory, else why not
+        self._filters: int | None = None   # the server's own seccomp filters, as the harness reads them
         self._device_groups: list[int] = []   # the device nodes' groups given to the server and its jobs
 
     @property
@@ -392,6 +422,31 @@ class ForkServer:
             found = self.host_pid()
             server = procs.settings(found) if found is not None else None
             self._limits = dict(server.limits) if server is not None else {}
+            # decided here, from how the jobs are started, before any job runs (procs.memory_access)
+            self.memory = (procs.memory_access(found, self._info.get("probe"), self.user_namespace)
+                           if found is not None else "the harness cannot find its fork server's process")
+            self._filters = procs.seccomp_filters(found).get(found) if found is not None else None
+
+    @property
+    def user_namespace(self) -> bool:
+        """Whether this process started the server in a user namespace of its own (bubblewrap's ``--unshare-user``),
+        whose owner holds every capability in it: its jobs' memory among them."""
+        return self._use_bwrap and "--unshare-user" in bwrap_hardening()
+
+    @property
+    def probe(self) -> dict[str, Any] | None:
+        """The server's probe page (``verifier.sandbox.forkserver.probe_page``): every job has it at this address from
+        its start, before any candidate code runs."""
+        probe = self._info.get("probe")
+        return probe if isinstance(probe, dict) else None
+
+    def phase_filters(self) -> int | None:
+        """How many seccomp filters a candidate job of this server has on every thread once it entered its phase
+        (``verifier.sandbox.seccomp.phase_filters``, from the server's own count as the harness reads it), None where
+        no phase is asked (the trusted reference's jobs, or the filter off or unavailable)."""
+        if not (self._confine and self._info.get("seccomp")) or self._filters is None:
+            return None
+        return phase_filters(self._filters, self.needs)
 
     def _job_groups(self) -> dict[str, Any]:
         """What the server's start adds so its confined jobs, with no capability, open the device nodes: the nodes'
