@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
         for problem in retime(ws, args.runs) if metrics else []:
             print(problem, file=sys.stderr)
+        if metrics:   # read again: the rows come from the windows just timed
+            metrics = load_metrics(ws, args.runs)
         if not metrics:   # never silently ignored
             print("report --retime: no run in this workspace to time again (it times each run's best beside its "
                   "first kernel and PyTorch in one window); a hand edit is timed again with `evokernel verify --fresh "
