@@ -133,15 +133,7 @@ class JobRunner:
         counted its seccomp filters from outside (``JobHandle.check_phase``): a job with another count, or one that
         ends without stopping there and says it succeeded, left nothing that counts."""
         limits = self.limits(background, data_bytes)
-        handle = self.server.submit(job_dir, limits, self.config.run_timeout_s, env)
-        refused = ""
-        if isinstance(handle, JobExit):
-            exit_ = handle
-        else:
-            filters = self.server.phase_filters()
-            if filters is not None:
-                refused = handle.check_phase(filters)
-            exit_ = handle.wait()
+        exit_, refused = self.server.run_candidate(job_dir, limits, self.config.run_timeout_s, env)
         plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
         if exit_.over_disk_mb or exit_.over_tasks:   # over a limit the fork server watches: nothing it left counts

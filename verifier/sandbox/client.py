@@ -152,6 +152,7 @@ class _Pending:
     exit: JobExit | None = None
     paused: threading.Event = field(default_factory=threading.Event)   # a pause/continue was answered
     pause_ok: bool = False
+    server: Any = None    # the fork server's process it was sent to: only that server's end loses it
 
 
 class JobHandle:
@@ -372,7 +373,10 @@ class ForkServer:
                 raise SandboxError("the sandbox worker was closed: the verifier is closing")
             if self._proc is not None and self._proc.poll() is None:
                 return
-            self._ready.clear()
+            # a new server's own ready flag and message: the last server's reader, which sets its flag at that
+            # server's end, must not pass its old message (its probe page's address, its pid) off as this one's
+            ready = self._ready = threading.Event()
+            self._info = {}
             groups = self._job_groups()     # before anything changes: it may refuse
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine, "entry": self._entry,
@@ -412,8 +416,9 @@ class ForkServer:
                 raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
             finally:
                 stderr.close()
-            threading.Thread(target=self._read, args=(self._proc,), name="forkserver-reader", daemon=True).start()
-        if not self._ready.wait(120) or not self._info.get("ready"):
+            threading.Thread(target=self._read, args=(self._proc, ready), name="forkserver-reader",
+                             daemon=True).start()
+        if not ready.wait(120) or not self._info.get("ready"):
             tail = self._stderr_tail()
             self.close()
             raise SandboxError(f"the sandbox worker did not start: {tail or 'no output'}")
@@ -502,7 +507,7 @@ class ForkServer:
             return ""
         return text[-1] if text else ""
 
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+    def _read(self, proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             try:
@@ -510,8 +515,9 @@ class ForkServer:
             except ValueError:
                 continue
             if msg.get("ready"):
-                self._info = msg
-                self._ready.set()
+                if self._proc is proc:
+                    self._info = msg
+                ready.set()
                 continue
             pending = self._pending.get(msg.get("id"))
             if pending is None:
@@ -531,9 +537,9 @@ class ForkServer:
                 pending.exit = JobExit("lost", detail=msg["error"])
                 pending.event.set()
         # EOF: the server died; everything in flight is lost.
-        self._ready.set()
+        ready.set()
         for pending in list(self._pending.values()):
-            if not pending.event.is_set():
+            if pending.server is proc and not pending.event.is_set():
                 pending.exit = JobExit("lost", detail="the fork server exited")
                 pending.event.set()
 
@@ -554,6 +560,19 @@ class ForkServer:
         handle = self.submit(job_dir, limits, timeout, env)
         return handle if isinstance(handle, JobExit) else handle.wait()
 
+    def run_candidate(self, job_dir: Path, limits: JobLimits, timeout: float, env: dict[str, str] | None = None,
+                      ) -> tuple[JobExit, str]:
+        """Run a candidate's job (one that enters its candidate phase) and wait for it: (how it ended, "" or why its
+        phase refused it). The job stops at its candidate phase, before any of the candidate's code runs, and goes on
+        only once the harness has counted its seccomp filters from outside (``JobHandle.check_phase``); "ended": it
+        ended without stopping there, so what it left does not count."""
+        handle = self.submit(job_dir, limits, timeout, env)
+        if isinstance(handle, JobExit):
+            return handle, ""
+        filters = self.phase_filters()
+        refused = handle.check_phase(filters) if filters is not None else ""
+        return handle.wait(), refused
+
     def submit(self, job_dir: Path, limits: JobLimits, timeout: float,
                env: dict[str, str] | None = None) -> JobHandle | JobExit:
         """Start the job in ``job_dir`` and return at once: a ``JobHandle``, or the ``JobExit`` of a job
@@ -567,7 +586,7 @@ class ForkServer:
         with self._lock:
             self._next_id += 1
             job_id = self._next_id
-            pending = self._pending[job_id] = _Pending()
+            pending = self._pending[job_id] = _Pending(server=self._proc)
             closes = self._closes
         msg: dict[str, Any] = {"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}
         if env:
