@@ -44,9 +44,9 @@ class Asking:
 
     async def know_the_model(self, tasks: list[Task]) -> str:
         """Read what the endpoint says of the model (its context, requests at once; ``LLMClient.server``, which
-        also refuses a model it does not serve) and check that each task's shortest prompt leaves an answer its
-        budget (``core.budget``): a task that cannot fit is refused here, before anything is sent or recorded,
-        naming the setting to change. Returns the limits in words for the run's start line."""
+        also refuses a model it does not serve) and check that the tasks' shortest prompts leave an answer its budget
+        (``core.budget``): when none can fit the run is refused here, before anything is sent or recorded, naming
+        the setting to change. Returns the limits in words for the run's start line."""
         assert self.llm is not None
         server = await self.llm.server()
         if server.context_tokens:
@@ -57,10 +57,12 @@ class Asking:
                 smallest = prompts.draft_prompt(task, self.backend, [], [], [], facts=self.facts, budget=0)
                 if not self.budget.fits(smallest.chars):
                     too_long.append((task, smallest.chars))
-            if too_long:
-                task, chars = max(too_long, key=lambda tc: tc[1])
-                others = f" ({len(too_long)} of {len(tasks)} tasks do not fit)" if len(too_long) > 1 else ""
+            if too_long and len(too_long) == len(tasks):     # none can be asked: nothing starts
+                task, chars = min(too_long, key=lambda tc: tc[1])
+                others = f" (the shortest of {len(tasks)} tasks' prompts)" if len(tasks) > 1 else ""
                 raise LLMError(self.budget.too_long(f"{task.id}{others}", chars))
+            # a task among others that does not fit ends early when its turn comes (``ask``), by then with the
+            # server's own count of a prompt, which may let it fit after all
         words = [self.budget.words()]
         concurrency = getattr(self.llm, "concurrency", None)
         if concurrency:

@@ -2,7 +2,7 @@
 answer may take (``max_tokens``), from the context the server serves.
 
 The prompt is counted in characters (prompts are built as text) and turned into tokens at a rate of characters
-per token that starts cautious (``CHARS_PER_TOKEN``: code and markdown run 3-4 characters a token) and becomes the
+per token that starts cautious (``CHARS_PER_TOKEN``) and becomes the
 server's own once it has counted a prompt (``learn``: the answer's ``prompt_tokens``, or the numbers of its "too
 long" answer). A prompt first aims to leave the whole ``[llm] max_tokens`` for the answer; a prompt that cannot
 shrink that far (its reference, the machine and the rules are never cut, ``core.prompts``) leaves what is left,
@@ -15,7 +15,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-CHARS_PER_TOKEN = 3.0      # before the server has counted one of our prompts (cautious: more tokens than usual)
+CHARS_PER_TOKEN = 3.2      # before the server has counted one of our prompts: cautious (SmolLM2's tokenizer counted
+#                            3.23 characters a token for a full draft prompt, 4.0 for a fitted one; code runs 3-4)
 ANSWER_FLOOR = 512         # the fewest answer tokens a request is sent with: a model.py and a kernel source (the
 #                            shipped demo's relu answer is 654 characters, about 200 tokens; a tiled or fused
 #                            kernel two to three times that)

@@ -156,8 +156,9 @@ class _NoStreaming(Exception):
 
 
 class _EmptyStream(Exception):
-    """A stream that ended with nothing in it: llama-cpp-python's way of failing a streamed request it cannot take
-    (a prompt longer than its context); the same request unstreamed gets its reason in words (a 400 with numbers)."""
+    """A stream that ended, or a streamed request whose connection dropped, before anything came: llama-cpp-python's
+    ways of failing a streamed request it cannot take (a prompt longer than its context); the same request
+    unstreamed gets its reason in words (a 400 with numbers), or fails as a connection would."""
 
 
 class OpenAIClient:
@@ -283,7 +284,7 @@ class OpenAIClient:
                     f"needs a larger [llm] timeout_s (now {self.config.timeout_s:g}) or a smaller [llm] concurrency "
                     f"(now {self.concurrency})")
         elif last.startswith("connection failed"):
-            hint = "; is the server still running?"
+            hint = "; check that the server is still running"
         raise LLMError(f"the LLM endpoint at {self._where()} kept failing after {tries} tries: {last}{hint}")
 
     def _where(self) -> str:
@@ -315,6 +316,10 @@ class OpenAIClient:
                 # Nothing ever answered at this address: retrying will not make a server appear.
                 raise LLMError(f"cannot reach the LLM endpoint at {self._where()} ({exc.__cause__ or exc}): "
                                "is the server running? Check OPENAI_BASE_URL or `base_url` under [llm]") from None
+            if streamed and not _refused(exc):
+                # llama-cpp-python closes a streamed request it cannot take (a prompt over its context) before it
+                # answers, or after an empty 200: the same try unstreamed hears why (a 400 with the numbers)
+                raise _EmptyStream() from None
             cause = exc.__cause__ or exc
             raise _Retryable(f"connection failed ({str(cause) or type(cause).__name__})") from None
         except openai.AuthenticationError:
@@ -354,9 +359,11 @@ class OpenAIClient:
         connection is closed however the try ends (a timeout, a stop), so a server that watches for it stops
         generating."""
         extra: dict[str, Any] = {"stream_options": {"include_usage": True}} if self._stream_usage else {}
+        # a streamed answer's connection is not kept for the next request: llama-cpp-python ends a stream it fails
+        # with a complete, empty 200 on a connection it then closes, which a pool would hand the next request
         stream = await self._sdk().chat.completions.create(
             model=request.model, messages=messages, temperature=request.temperature,
-            max_tokens=request.max_tokens, stream=True, **extra)
+            max_tokens=request.max_tokens, stream=True, extra_headers={"Connection": "close"}, **extra)
         parts: list[str] = []
         chunks = 0
         finish: str | None = None
@@ -447,9 +454,10 @@ async def _or_empty(stream: AsyncIterator[Any], started: Callable[[], bool]) -> 
             yield chunk
     except openai.APITimeoutError:
         raise      # a silence past timeout_s: a retry, not a refusal
-    except openai.APIConnectionError:
-        if started():
-            raise
+    except openai.APIConnectionError as exc:
+        if started():   # dropped mid-answer: the server went away (a retry), it did not refuse the request
+            cause = exc.__cause__ or exc
+            raise _Retryable(f"connection failed mid-answer ({str(cause) or type(cause).__name__})") from None
         raise _EmptyStream() from None
 
 

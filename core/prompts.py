@@ -346,7 +346,7 @@ def verdict(outcome: Outcome, best_name: str = "the best then") -> str:
             text += f" ({speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, 'PyTorch')})"
         if outcome.gain is not None and outcome.vs_best:
             text += f"; {speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name)}"
-        return text
+        return text + _unchecked(outcome)
     message = " ".join(str(outcome.message).split())
     if message.startswith(f"{outcome.failed_gate}: "):   # the gate is named once
         message = message[len(str(outcome.failed_gate)) + 2:]
@@ -366,7 +366,14 @@ def in_window(outcome: Outcome, best_name: str = "the best then") -> str:
         said.append(speed_words(outcome.vs_reference, outcome.speedup, outcome.speedup_ci, "PyTorch"))
     if outcome.gain is not None and outcome.vs_best:
         said.append(speed_words(outcome.vs_best, outcome.gain, outcome.gain_ci, best_name))
-    return "feasible" + (": " + "; ".join(said) if said else "")
+    return "feasible" + (": " + "; ".join(said) if said else "") + _unchecked(outcome)
+
+
+def _unchecked(outcome: Outcome) -> str:
+    """What a feasible verdict the harness could not fully check says beside its figures (``Outcome.not_judged``: a
+    review flag): that it counts for nothing, and why."""
+    why = outcome.not_judged
+    return f"; not judged: {why}: no reward, never a best or a start point" if why else ""
 
 
 def own_time(outcome: Outcome) -> str:
@@ -407,7 +414,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
     single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
     fp16 column sums 1.11x, and no prompt said so."""
-    from verifier import Ratio, assess_roofline, describe_case, judge_ratio
+    from verifier import Ratio, assess_roofline, case_number, describe_case, judge_ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:
@@ -428,7 +435,8 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
                  if k < len(counted) else None)
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
                 if point and point.get("fraction") else "")
-        rows.append(f"- #{k + 1} ({describe_case(cases[k]) if k < len(cases) else 'case'}): {said}{roof}")
+        inputs = describe_case(cases[k]) if k < len(cases) else "case"
+        rows.append(f"- #{case_number(cases, k)} ({inputs}): {said}{roof}")
     return "Each timed case in its own window, beside PyTorch:\n" + "\n".join(rows)
 
 

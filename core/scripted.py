@@ -83,6 +83,7 @@ class Canned:
     internal: bool = False      # the verifier's own failure (a lost node, a harness error), not the kernel's
     noisy: bool = False         # timed in a window disturbed by other load (see NOISY_SPAN)
     span: float | None = None   # the interval's factor either side of each ratio (None: exact, or NOISY_SPAN)
+    flags: tuple[str, ...] = ()  # what the harness could not fully check (a review flag: Outcome.not_judged)
 
 
 NOISY_SPAN = 1.6  # a disturbed window's interval: [ratio / 1.6, ratio * 1.6], far wider than any noise limit
@@ -153,6 +154,7 @@ class CannedVerifier:
             best_ms = (self.judge(out.task, best).latency_ms or self.reference_ms) * factor
             out.best_ms, out.gain, out.best_hash = best_ms, best_ms / latency, candidate_hash(best)
             out.gain_ci, out.vs_best = self._verdict(out.gain, span)
+        out.flags = list(verdict.flags)
         out.pass_gate("performance", f"{latency:.3f} ms (canned)")
 
     def _verdict(self, ratio: float, span: float) -> tuple[list[float], str]:

@@ -143,7 +143,9 @@ class EditWatcher:
             except ValueError:
                 continue
             name = rel.parts[0] if rel.parts else ""
-            if (len(rel.parts) < 2 or not name or name.startswith(".") or name in self.task_ids
+            # a file in it, or the folder itself: one that arrives with its files is heard only as the folder
+            heard = len(rel.parts) > 1 or (self.kernels_dir / name).is_dir()
+            if (not heard or not name or name.startswith(".") or name in self.task_ids
                     or name in self._strangers_told or rel.parts[-1].startswith(".")):
                 continue
             self._strangers_told.add(name)

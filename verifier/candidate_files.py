@@ -74,20 +74,30 @@ def read_candidate(folder: Path) -> dict[str, str]:
 
 
 def candidate_hash(files: dict[str, str]) -> str:
-    """The candidate's files, byte for byte (the record of what was verified)."""
+    """The candidate's files, byte for byte (the record of what was verified): ``exact_digest``'s first 16 digits."""
+    return exact_digest(files)[:16]
+
+
+def exact_digest(files: dict[str, str]) -> str:
+    """The whole SHA-256 of the candidate's files exactly as the build and the import read them (every name and every
+    byte, each length-prefixed so no two sets of files share a digest): what a recorded verdict or build is served
+    to. A comment can change what the compiler or Python reads (``__LINE__``, a coding declaration on model.py's
+    first line), so nothing that drops comments (``candidate_identity``) may serve a verdict."""
     h = hashlib.sha256()
     for name in sorted(files):
-        h.update(name.encode() + b"\0" + files[name].encode() + b"\0")
-    return h.hexdigest()[:16]
+        for part in (name.encode(), files[name].encode()):
+            h.update(len(part).to_bytes(8, "little") + part)
+    return h.hexdigest()
 
 
 C_LIKE = (".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".h", ".hh", ".hpp", ".hxx", ".inl")
 
 
 def candidate_identity(files: dict[str, str]) -> str:
-    """The candidate's code, comments and spacing aside (``code_text``): two candidates with one identity
-    compile and run alike, so they get the same verdict (the recorded one, at once: ``Verifier.verify``'s
-    cache, the workbench's "the same code as #N")."""
+    """The candidate's code, comments and spacing aside (``code_text``): for display only (the workbench's "the
+    same code as #N", the memory's near-duplicates), never to serve a verdict: a comment can change what a compiler
+    or Python reads (``__LINE__``, a coding declaration), so a recorded verdict goes only to the same bytes
+    (``exact_digest``)."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(name.encode() + b"\0" + code_text(name, files[name]).encode() + b"\0")

@@ -26,7 +26,14 @@ TOOL = "tool"
 """A failed gate's ``details[TOOL]``: why the failure is the tool's and not the kernel's (a sandbox or timing
 process lost, the machine out of memory, the verifier closing or failing itself). Such an outcome judges
 nothing (``Outcome.not_judged``): it is never cached, the engine verifies again, and what still fails is
-recorded as not judged, with no reward, no value moved, never a parent or a start point."""
+recorded as not judged, with no reward, no value moved, never a parent or a start point. A feasible outcome with
+a review flag (``Outcome.flags``: what the harness could not fully check) judges nothing the same way (#48: a flag
+that nothing downstream read let a forged speed through)."""
+
+
+WAITING = "waiting"
+"""A gate's status while it waits for the machine's timing lock (told to the listener, never stored): its message
+says who holds the lock."""
 
 
 @dataclass
@@ -79,7 +86,8 @@ class Outcome:
     created_at: float = 0.0
     from_cache: bool = False
     node: dict[str, Any] = field(default_factory=dict)  # the cluster node that verified it (empty: this machine)
-    # a multi-case task's verdict per case, in case order: {"case" (0-based), "inputs" (shapes, dtypes,
+    # a multi-case task's verdict per case, in case order: {"case" (its index in the task's cases), "number" (what
+    # every surface names it: verifier.cases.case_number; --json's "case"), "inputs" (shapes, dtypes,
     # attributes in words), "correct", "max_abs_error", "max_rel_error", "trials", "message" (its first
     # failure), and once timed "latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds"}
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -129,7 +137,7 @@ class Outcome:
             if self.vs_best:
                 parts.append(words(self.vs_best, self.gain, self.gain_ci, "the best"))
             if self.flags:
-                parts.append("flagged: " + "; ".join(self.flags))
+                parts.append("flagged, so no verdict (the harness could not fully check it): " + "; ".join(self.flags))
             self.message = ", ".join(parts)
         return self
 
@@ -145,22 +153,28 @@ class Outcome:
             if entry is None:
                 entry = by_case[int(t["case"])] = {"case": int(t["case"])}
                 self.cases.append(entry)
+            if "number" in t:
+                entry.setdefault("number", t["number"])
             entry.update({k: t[k] for k in self.CASE_TIMES if k in t})
         self.cases.sort(key=lambda c: int(c.get("case", 0)))
 
     @property
     def not_judged(self) -> str:
         """Why this outcome says nothing of the kernel (a failure of the tool's own, ``TOOL``; a gate of the
-        verifier's own failure, ``internal``), or "" when it is the kernel's verdict."""
+        verifier's own failure, ``internal``; a review flag on an outcome that passed every gate: what the harness
+        could not fully check, ``flags``), or "" when it is the kernel's verdict. Such an outcome is never cached,
+        never a best, a reward or a parent."""
         for g in self.gates:
             if g.status == FAILED and (g.details.get(TOOL) or g.details.get("internal")):
                 return str(g.details.get(TOOL) or g.message)
+        if self.failed_gate is None and self.flags:
+            return "the harness could not fully check this verdict (" + "; ".join(self.flags) + ")"
         return ""
 
     @property
     def timed(self) -> bool:
-        """Feasible with a latency: a kernel that counts for speed."""
-        return self.feasible and self.latency_ms is not None
+        """Feasible with a latency, and judged (``not_judged``): a kernel that counts for speed."""
+        return self.feasible and self.latency_ms is not None and not self.not_judged
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

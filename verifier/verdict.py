@@ -262,4 +262,5 @@ def legend() -> str:
     slower = words(SLOWER, 1 / 1.2, None, "X")
     return (f"Kernels are compared by ratios timed together in one window, each with its 95 % interval: \"{faster}\" "
             f"is this kernel's speedup over X, \"{slower}\" X's speedup over this one, a \"speedup interval\" this "
-            "kernel's (above 1 = faster).")
+            "kernel's (above 1 = faster). A verdict the harness could not fully check (\"flagged\", \"not judged\") "
+            "counts for nothing: no reward, never a best or a start point.")

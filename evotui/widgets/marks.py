@@ -58,6 +58,8 @@ def verdict(r: Outcome) -> str:
     the best that judged nothing says so (``verifier.verdict.note``: "timing too noisy to judge")."""
     from core.policy import verdict_note, verdict_word
 
+    if r.not_judged:    # the tool failed, or a feasible verdict it could not fully check (a review flag)
+        return f"{NOT_JUDGED} not judged: {' '.join(r.not_judged.split())}"
     if r.feasible:
         parts = [f"✓ {ms(r.latency_ms)} ms"]
         word = verdict_word(r.vs_reference, r.speedup_ci) if r.vs_reference else ""
@@ -69,8 +71,6 @@ def verdict(r: Outcome) -> str:
         if roof.get("fraction") is not None:   # #12: share of this machine's roofline (verifier.machine.roofline)
             parts.append(f"{100 * roof['fraction']:.0f}% of roofline ({roof.get('bound')}-bound)")
         return ", ".join(parts)
-    if r.not_judged:
-        return f"{NOT_JUDGED} not judged: {' '.join(r.not_judged.split())}"
     message = " ".join(r.message.split())   # one line: compiler output has many
     prefix = f"{r.failed_gate or '?'}: "
     return f"✗ {message if message.startswith(prefix) else prefix + message}".strip()
@@ -80,7 +80,7 @@ def full_verdict(r: Outcome) -> str:
     """The verdict in the core's words (the same as the prompts and the CLI): the latency with its
     spread, the speed against PyTorch with its interval and the reference's time in the same window,
     the gain over the best with its interval; a failure as ``verdict`` writes it."""
-    if not r.feasible:
+    if not r.feasible or r.not_judged:
         return verdict(r)
     text = "✓ " + core_verdict(r).removeprefix("feasible, ")
     if r.reference_ms:     # a person reads PyTorch's own time too; prompts give only the ratio

@@ -1,7 +1,8 @@
 """Hand-edit lineage follows the working version (#37, finding 3): a save's parent is the last version that
 passed correctness, so a wrong result the person then reverted is recorded (and rewarded) but never takes the
-credit of the speed-up saved after it; a save of the same code, comments and spacing aside, gets the verdict of
-the attempt it repeats without a verification (finding 4). The session's own watcher callback, on a canned
+credit of the speed-up saved after it; a save of exactly the same files gets the verdict of the attempt it repeats
+without a verification (finding 4), and one that differs only in comments or spacing is verified (a comment can
+change what the compiler reads: #48) and kept as a repeat of it. The session's own watcher callback, on a canned
 verifier and a real store."""
 
 from __future__ import annotations
@@ -67,8 +68,13 @@ def test_saves_descend_from_the_last_working_version_and_credit_goes_where_it_be
         assert by_q2[0].id == fast.id and fast.q2 > broken.q2   # the wrong edit never ranks above the best
 
         calls = len(verifier.calls)
-        d = save(kernel("5.0", comment="\n// only a comment, and   spacing"), c)   # the same code as c
+        d = save(kernel("5.0"), c)                      # exactly c's files
         assert len(verifier.calls) == calls             # answered without a verification
         same = [e for e in seen if type(e).__name__ == "AttemptRecorded"][-1]
         assert same.duplicate and same.experience_id == c and same.outcome.latency_ms == 5.0 and same.number == 3
         assert d == c
+        e = save(kernel("5.0", comment="\n// only a comment, and   spacing"), c)   # the same code as c, other bytes
+        assert len(verifier.calls) == calls + 1         # verified: its bytes were never judged
+        repeat = [e for e in seen if type(e).__name__ == "AttemptRecorded"][-1]
+        assert repeat.duplicate and repeat.experience_id == c and repeat.number == 3   # kept as a repeat of c
+        assert e == c

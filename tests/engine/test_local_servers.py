@@ -50,13 +50,17 @@ def _run(workspace, monkeypatch, server, *, iterations=1, tasks=("relu",), **llm
             setattr(session.config.llm, key, value)
         session._verifier = CannedVerifier(_judge)
         session.bus.subscribe(events.append)
+        async def go():
+            try:
+                return await session.run(session.tasks(list(tasks)), method="evokernel", iterations=iterations,
+                                         suite=None, scale=None)
+            finally:
+                await session.close_async()   # in the loop its connections were made in
+
         try:
-            result = asyncio.run(session.run(session.tasks(list(tasks)), method="evokernel", iterations=iterations,
-                                             suite=None, scale=None))
+            result = asyncio.run(go())
         except LLMError as exc:
             result = exc
-        finally:
-            asyncio.run(session.close_async())
         runs = session.store.list_runs()
     return result, events, runs
 
@@ -77,17 +81,19 @@ def test_the_context_llama_cpp_says_bounds_every_request_and_its_slots_the_concu
     assert "6,000 tokens (llama.cpp's /props" in started.limits and "1 request at once" in started.limits
 
 
-def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(workspace, monkeypatch):
+@pytest.mark.parametrize("refusal", ["empty_stream", "drop"])
+def test_a_too_long_answer_teaches_the_context_and_the_prompt_is_fitted_once(workspace, monkeypatch, refusal):
     """llama-cpp-python says nothing of its context until a request is too long, and as it does: a streamed request
-    whose prompt is over its context gets a 200 and an empty stream, the same request unstreamed a 400 with the
-    numbers. The prompt is fitted to them (knowledge cut by rank, a smaller answer budget) and sent once more; the
-    run completes (main: the run failed on the first request, its message cut at 200 characters)."""
+    whose prompt is over its context gets a 200 and an empty stream, or its connection closed with no answer (both
+    seen against the real server); the same request unstreamed gets a 400 with the numbers. The prompt is fitted to
+    them (knowledge cut by rank, a smaller answer budget) and sent once more; the run completes (main: the run
+    failed on the first request, its message cut at 200 characters)."""
     context = 1900
 
     def script(req, n):
         prompt, completion = _tokens(req), req.get("max_tokens", 4096)
         if req.get("stream") and prompt > context:
-            return Reply(empty_stream=True)
+            return Reply(**{refusal: True})
         if not req.get("stream") and prompt + completion > context:
             return Reply(status=400, text=TOO_LONG.format(ctx=context, total=prompt + completion, prompt=prompt,
                                                           completion=completion))
@@ -112,6 +118,22 @@ def test_a_request_that_cannot_fit_is_refused_before_it_is_sent_naming_the_setti
     message = str(error)
     assert "700-token context (llama.cpp's /props" in message and "the request was not sent" in message
     assert "--ctx-size" in message and "[llm] context_tokens" in message and "[llm] max_tokens" in message
+
+
+def test_a_task_whose_prompt_cannot_fit_what_the_server_says_ends_early_saying_why(workspace, monkeypatch):
+    """A server that says nothing of its context until its 400 says 900 tokens: the fitted prompt still cannot leave
+    an answer its 512 tokens, so the task ends early with the settings to change, and nothing more is sent."""
+    def script(req, n):
+        prompt, completion = _tokens(req), req.get("max_tokens", 4096)
+        return Reply(status=400, text=TOO_LONG.format(ctx=900, total=prompt + completion, prompt=prompt,
+                                                      completion=completion))
+
+    with ScriptedLLM(script) as server:
+        record, events, _ = _run(workspace, monkeypatch, server, iterations=2)
+    assert len(server.requests) == 1
+    broken = record.progress["relu"].broken
+    assert broken.startswith("relu ended early: the shortest prompt") and "900-token context (the server's 400" in broken
+    assert "--ctx-size" in broken and record.status == "finished" and not record.progress["relu"].attempts
 
 
 def test_the_prompt_log_shows_what_was_left_out_to_fit(workspace, monkeypatch):

@@ -32,6 +32,9 @@ def judge(task_id: str, files: dict[str, str]):
         return Canned(failed_gate="build", message="verification lost with 3 nodes", internal=True)
     if said.startswith("noisy:"):   # timed in a window disturbed by other load
         return Canned(latency_ms=float(said.split(":")[1]), noisy=True)
+    if said.startswith("flagged:"):   # a verdict the harness could not fully check
+        return Canned(latency_ms=float(said.split(":")[1]), flags=("the harness could not read the candidate's "
+                                                                   "memory: review before trusting",))
     try:
         return Canned(latency_ms=float(said))
     except ValueError:
@@ -155,3 +158,30 @@ def test_fast_1_never_counts_a_speedup_a_noisy_window_gave(loop, said, fast):
     record, store, _verifier, _events = loop(["relu"], {"relu": [kernel(said, 1)]}, iterations=1)
     metrics = run_metrics(store, record)
     assert metrics.per_task["relu"]["speedup"] == pytest.approx(1.25) and metrics.fast_1 == fast
+
+
+def test_a_flagged_verdict_is_no_verdict(loop):
+    """#48: a review flag that nothing downstream read let a forged "2.04x faster" through. A verdict the harness could
+    not fully check is not judged: verified again, then recorded with no reward, never the best, a parent or a start
+    point, nor counted by the report; the prompts say that such a verdict counts for nothing."""
+    from core.report import run_metrics
+
+    answers = {"relu": [kernel("flagged:2.0", 1), kernel(10.0, 2), kernel(8.0, 3)]}
+    record, store, verifier, events = loop(["relu"], answers, iterations=3)
+    flagged, draft, refined = _attempts(store, record, "relu")
+    assert flagged.kind == "not_judged" and flagged.reward is None and "not judged" in flagged.title
+    assert verifier.calls[:2] == [("relu", False), ("relu", False)]      # verified twice: flagged both times
+    assert draft.stage == "draft" and draft.reward == 1.0                # the task was still drafting
+    assert store.get_task("relu").best_id == refined.id and refined.parent_id == draft.id
+    assert flagged.id not in store.get_task("relu").start_points
+    recorded = [e for e in events if type(e).__name__ == "AttemptRecorded"]
+    assert recorded[0].not_judged and not recorded[0].new_best
+    assert "could not fully check" in recorded[0].not_judged
+    # what a prompt says of it, and the legend every prompt that compares kernels carries
+    from core.attempts import outcome_of
+    from core.prompts import verdict, windows
+
+    assert "not judged: the harness could not fully check" in verdict(outcome_of(flagged))
+    assert "could not fully check" in windows("x") and "counts for nothing" in windows("x")
+    metrics = run_metrics(store, record)
+    assert metrics.per_task["relu"]["feasible_at"] == 1                  # the flagged one was not the first feasible

@@ -52,7 +52,8 @@ def test_what_core_reads_of_a_stored_attempt_is_every_field_the_verifier_wrote(t
     for f in dataclasses.fields(out):
         if f.name != "listener":
             assert getattr(read, f.name) == getattr(out, f.name), f.name
-    assert read.verified and read.timed and read.gate("build").details == {"note": "build"}
+    assert read.verified and read.gate("build").details == {"note": "build"}
+    assert read.not_judged == out.not_judged and not read.timed     # flagged: no verdict, as written (#48)
 
 
 def test_records_of_an_earlier_version_read_back_and_nothing_reads_as_unverified():

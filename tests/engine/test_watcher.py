@@ -35,7 +35,9 @@ def test_saves_coalesce_and_engine_writes_are_ignored(tmp_path):
     async def scenario():
         watcher = EditWatcher(kernels, {"relu", "softmax"}, verify, EventBus())
         runner = asyncio.create_task(watcher.run())
-        await asyncio.sleep(0.5)
+        # the watch in place first: its first wake-up compares every folder, and one that fell inside the burst
+        # below (a slow start under load: importing watchfiles, the thread) verified the burst's middle ('edit 3')
+        await asyncio.wait_for(watcher.ready.wait(), 30)
         folder = kernels / "relu"
         write_candidate(folder, {"kernel.cpp": "// engine\n", "model.py": "x = 1\n"}, "a1")   # the engine's write
         await asyncio.sleep(0.8)

@@ -97,3 +97,32 @@ def test_quiet_lines_written_to_a_file_are_one_line_each(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 1 and len(lines[0]) > 120, lines
     assert "1.15x slower than the best [1.12, 1.18] reward" in lines[0]
+
+
+def test_a_call_in_flight_says_its_wait_and_tokens_and_its_retries():
+    """#52: piped output was silent for minutes while a model answered, and retries were never said. The live table's
+    `now` column says the wait; piped, a line every 30 s, each retry, the model's limits and each answer's time."""
+    from core import events as ev
+    from evotui.cmd_run import Reporter
+
+    live = Reporter(quiet=False)
+    live.on_event(ev.RunStarted("r1", "evokernel", ("relu",), 2, "smollm2", "cpu",
+                                limits="context 2,048 tokens (llama.cpp's /props (n_ctx of a slot))"))
+    live.on_event(ev.PromptSent("relu", 0, "draft", ()))
+    live.on_event(ev.AnswerProgress("relu", 0, 4.0, 0, sent=False))
+    assert live.rows["relu"]["now"] == "queued 4 s"
+    live.on_event(ev.AnswerProgress("relu", 0, 42.0, 310))
+    assert live.rows["relu"]["now"] == "answering 42 s · 310 tok"
+    assert live.lines[0] == "model: context 2,048 tokens (llama.cpp's /props (n_ctx of a slot))"
+
+    piped = Reporter(quiet=True)
+    piped.console.file = __import__("io").StringIO()
+    for seconds in (1.0, 12.0, 31.0, 45.0, 61.5):
+        piped.on_event(ev.AnswerProgress("relu", 0, seconds, int(10 * seconds)))
+    piped.on_event(ev.CallRetried("relu", 0, "no answer for 300 s ([llm] timeout_s: ...)", 2, 5, 3.2))
+    piped.on_event(ev.ResponseReceived("relu", 0, 900, 650, 0.0, 95.3, False))
+    lines = piped.console.file.getvalue().splitlines()
+    assert [line.split(" ", 1)[1] for line in lines[:2]] == ["relu answering 31 s · 310 tok",
+                                                               "relu answering 62 s · 615 tok"]
+    assert "relu retry: no answer for 300 s ([llm] timeout_s: ...); try 2 of 5 in 3 s" in lines[2]
+    assert lines[3].endswith("relu answered in 95 s: 650 tokens (900 in the prompt)")

@@ -59,10 +59,14 @@ async def test_the_log_says_what_happened_and_why(workspace, canned_app):
 
 
 def test_the_log_line_shows_the_verifiers_flags():
-    """#37 finding 8: a flag showed in the CLI and the memory, never in the workbench's log line."""
+    """#37 finding 8: a flag showed in the CLI and the memory, never in the workbench's log line. #48: a flag is a
+    verdict: the line says the attempt was not judged, and why, in the task table's cell as in the log."""
     from core.attempts import Outcome
     from evotui.widgets import marks
 
     out = Outcome(feasible=True, latency_ms=1.5, speedup=2.0, reference_ms=3.0,
                   flags=["1.500 ms is under half the roofline floor 4.000 ms: review before trusting"])
-    assert "flagged: 1.500 ms is under half the roofline floor 4.000 ms" in marks.full_verdict(out)
+    for line in (marks.full_verdict(out), marks.verdict(out)):
+        assert line.startswith(f"{marks.NOT_JUDGED} not judged: the harness could not fully check"), line
+        assert "1.500 ms is under half the roofline floor 4.000 ms" in line, line
+    assert marks.short_verdict(out) == f"{marks.NOT_JUDGED} not judged"

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from verifier.candidate_files import candidate_identity
+from verifier.candidate_files import exact_digest
 
 import candidates as C
 
@@ -76,23 +76,24 @@ def test_reverification_uses_the_caches(verifier, suite, make_candidate):
     assert not first.build_cached and fresh.build_cached     # a fresh run still reuses the build
 
 
-def test_a_comment_or_spacing_change_gets_the_recorded_verdict(verifier, suite, make_candidate):
-    """#37 finding 4: the CLI's recorded verdicts were keyed on the raw text, so a comment-only change cost a
-    full verification (9-32 s). They are keyed on the code's identity (comments and spacing aside)."""
+def test_only_the_same_bytes_get_the_recorded_verdict(verifier, suite, make_candidate):
+    """#37 finding 4 keyed the recorded verdicts on the code's identity (comments and spacing aside), so a comment-only
+    change cost no verification; #48 found that a comment can change what the compiler or Python reads (``__LINE__``,
+    a coding declaration: tests/verification/test_out_of_reach.py), so a verdict is served only to the exact bytes it
+    was made from. The same files again get it at once; a comment or spacing change is verified (its build is new too)."""
     files = C.elementwise(C.RELU.replace("schedule(static)", "schedule(static) // identity"))
     task = suite.get("relu").spec()
     first = verifier.verify(task, make_candidate(files))
+    same = verifier.verify(task, make_candidate(dict(files)))
     tidied = {**files, "kernel.cpp": "// tidied\n" + files["kernel.cpp"].replace("; ++i)", ";  ++i )"),
               "model.py": files["model.py"].replace("lib = load()", "lib = load()   # the library")}
     again = verifier.verify(task, make_candidate(tidied))
-    changed = {**files, "kernel.cpp": files["kernel.cpp"].replace("0.f ? x[i]", "0.f ? 1.0f * x[i]")}
-    other = verifier.verify(task, make_candidate(changed))
-    assert first.feasible and again.from_cache and again.latency_ms == first.latency_ms
-    # kept under the code's identity
-    assert verifier.outcomes.get(verifier.outcomes.key(task, candidate_identity(tidied), "", verifier.backend,
+    assert first.feasible and same.from_cache and same.latency_ms == first.latency_ms
+    assert again.feasible and not again.from_cache
+    # kept under the files' exact digest
+    assert verifier.outcomes.get(verifier.outcomes.key(task, exact_digest(tidied), "", verifier.backend,
                                                        verifier.config)) is not None
     assert again.candidate_hash != first.candidate_hash      # the record names these files
-    assert not other.from_cache                               # a change of code is verified
 
 
 # ----------------------------------------------------------------------------- rejected
@@ -145,8 +146,8 @@ def test_hanging_kernel_is_killed(suite, make_candidate, fast_config, tmp_path):
         assert "did not finish within 3 s" in out.message
         assert out.gate("correctness").seconds < short.run_timeout_s + 15
         # a timeout may be the machine's load: it is not recorded as the candidate's verdict (the key the
-        # verifier keeps outcomes under: the code's identity)
-        key = verifier.outcomes.key(suite.get("relu").spec(), candidate_identity(files), "", verifier.backend,
+        # verifier keeps outcomes under: the files' exact digest)
+        key = verifier.outcomes.key(suite.get("relu").spec(), exact_digest(files), "", verifier.backend,
                                     verifier.config)
         assert verifier.outcomes.get(key) is None
     finally:

@@ -35,9 +35,11 @@ def confined_device_op(backend: Any, *, use_bwrap: bool = True, seccomp: bool = 
         (job / "job.json").write_text(json.dumps({"runtime": runtime_target(backend)}))
         try:
             limits = JobLimits(cpu_seconds=None, address_space_mb=None, file_size_mb=16, open_files=1024)
-            ended = server.run(job, limits, timeout)
+            ended, refused = server.run_candidate(job, limits, timeout)
         except SandboxError as exc:
             return False, f"the sandbox did not start for a candidate's job: {exc}"
+        if refused and refused != "ended":
+            return False, f"a candidate's confined job was refused at its candidate phase: it {refused}"
         try:
             result = json.loads((job / "result.json").read_text())
         except (OSError, ValueError):

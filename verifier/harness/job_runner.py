@@ -127,20 +127,28 @@ class JobRunner:
 
     def run(self, job_dir: Path, background: bool = False, env: dict[str, str] | None = None, data_bytes: int = 0,
             ) -> tuple[JobExit, dict[str, Any] | None, dict[str, Any] | None]:
-        """Run one job; ``background``: it is not timed, so at lower priority (verifier.priority);
-        ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``)."""
+        """Run one candidate job; ``background``: it is not timed, so at lower priority (verifier.priority);
+        ``env``: what its library's call needs (``job_env``); ``data_bytes``: its task's tensors (``limits``). The job
+        stops at its candidate phase, before any of the candidate's code runs, and goes on only once the harness has
+        counted its seccomp filters from outside (``JobHandle.check_phase``): a job with another count, or one that
+        ends without stopping there and says it succeeded, left nothing that counts."""
         limits = self.limits(background, data_bytes)
-        exit_ = self.server.run(job_dir, limits, self.config.run_timeout_s, env)
+        exit_, refused = self.server.run_candidate(job_dir, limits, self.config.run_timeout_s, env)
         plain_files_only(job_dir)   # the job is over; what it left is the candidate's
         result = outputs = None
         if exit_.over_disk_mb or exit_.over_tasks:   # over a limit the fork server watches: nothing it left counts
             return exit_, None, None
+        if refused and refused != "ended":
+            return exit_, {"ok": False, "error": f"the candidate's job {refused}"}, None
         try:
             result = json.loads((job_dir / "result.json").read_text())
         except (OSError, ValueError):
             pass
         if not isinstance(result, dict):
             result = None
+        if refused == "ended" and result and result.get("ok"):
+            result = {"ok": False, "error": "the candidate's job ended without stopping at its candidate phase (where "
+                                            "the harness counts its filters): what it left does not count"}
         path = job_dir / "outputs.pt"
         if result and result.get("ok") and path.exists():
             if path.stat().st_size > limits.file_size_mb << 20:
@@ -249,6 +257,13 @@ class JobRunner:
             sides["best"] = Side("best", self.new_job("side", best_files, best_build, {**base, "role": "best"}),
                                  trusted=False)
         on_host = backend_device(self.backend.name) in ("cpu", "")
+        self.server.start()
+        if on_host and self.server.memory:
+            # on the CPU the harness reads every timed call's outputs itself: never the side's own report
+            out.fail("performance", f"{self.server.memory}; on the CPU every timed call's outputs are read by the "
+                                    "harness, so there is no speed verdict without that (run the verifier as root, or "
+                                    "where bubblewrap can make a user namespace)", 0.0, **{TOOL: self.server.memory})
+            return None
         settings = WindowSettings(warmup=cfg.warmup_calls, max_rounds=cfg.timing_calls,
                                   budget_s=cfg.timing_budget_s if budget_s is None else budget_s,
                                   precision=cfg.timing_precision, samples=cfg.check_samples, case=case, clock=clock,
@@ -265,9 +280,12 @@ class JobRunner:
                     server = self.server
                     timeout = cfg.reference_timeout_s if side.trusted else cfg.run_timeout_s
                     # the reference's draw and every side's inputs hold up to MAX_SETS_BYTES of input sets
-                    side.start(server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes + MAX_SETS_BYTES),
-                                             timeout,
-                                             self.job_env(side.job_dir, builds.get(side.name))))
+                    handle = server.submit(side.job_dir, self.limits(data_bytes=ref.nbytes + MAX_SETS_BYTES), timeout,
+                                           self.job_env(side.job_dir, builds.get(side.name)))
+                    # what the harness decided from how the job was started, not from the job; every side's memory
+                    # is read the same way, the reference's too; only the candidates' jobs enter a candidate phase
+                    side.start(handle, memory=server.memory, probe=server.probe,
+                               phase=None if side.trusted else server.phase_filters())
                 try:
                     # looked up at each call (tests record the windows: test_timing_method.py)
                     result = timing_window.run_window(sides, settings, flush, observer)

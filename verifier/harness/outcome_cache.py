@@ -1,10 +1,11 @@
-"""The outcome cache: a candidate with the same code (``candidate_identity``: comments and spacing aside)
-verified before on this machine, with the same settings and the same best, gets its recorded Outcome back
-(``Outcome.from_cache``) unless the caller asks for a fresh verification. Every gate is deterministic but the
-timing, which was measured here.
+"""The outcome cache: a candidate of the same bytes (``exact_digest``: every file exactly as the build and the import
+read it; never the comment-blind ``candidate_identity``, since a comment can change what they read: ``__LINE__``, a
+coding declaration) verified before on this machine, with the same settings and the same best, gets its recorded
+Outcome back (``Outcome.from_cache``) unless the caller asks for a fresh verification. Every gate is deterministic
+but the timing, which was measured here.
 
 Keys hash what decides a verdict: ``OUTCOME_FORMAT`` (bumped when the gates change what they decide), the
-candidate's and the best's code, the task (its source, sizes and tolerances), the backend's build key,
+candidate's and the best's bytes, the task (its source, sizes and tolerances), the backend's build key,
 every verifier setting, and this machine's fingerprint. Outcomes whose failure may be the machine's load
 (a timeout, a lost job: ``transient``) or the verifier's own are never stored, nor is an outcome that judges
 nothing (``Outcome.not_judged``: the tool's failure).
@@ -24,12 +25,13 @@ from verifier.machine.facts import fingerprint
 from verifier.outcome import Outcome
 from verifier.task import TaskSpec
 
-OUTCOME_FORMAT = 8  # bump when the gates change what they decide (3: the link check, the allow-list view;
+OUTCOME_FORMAT = 9  # bump when the gates change what they decide (3: the link check, the allow-list view;
 #                     4: fresh seeds, widened trials, a larger second shape;
 #                     5: paired timing, speed verdicts within the noise, every timed call checked;
 #                     6: every side in its own process, the clock in the harness, fresh draws every round;
 #                     7: one verdict rule: an interval reaching beyond the noise limit from equal speed is noisy;
-#                     8: drawn tail remainders and a tiny shape, repeated calls, outputs read by the harness)
+#                     8: drawn tail remainders and a tiny shape, repeated calls, outputs read by the harness;
+#                     9: keyed by the files' exact bytes, no longer by their comment-blind identity)
 
 
 class OutcomeCache:
@@ -40,8 +42,8 @@ class OutcomeCache:
 
     @staticmethod
     def key(task: TaskSpec, candidate: str, best: str, backend: Any, config: VerifyConfig) -> str:
-        """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the code's
-        identities (``verifier.candidate_files.candidate_identity``; "" for no best)."""
+        """What a verdict depends on, hashed (see the module's docstring); ``candidate`` and ``best``: the files'
+        exact digests (``verifier.candidate_files.exact_digest``; "" for no best)."""
         text = json.dumps([OUTCOME_FORMAT, candidate, best, task.key, task.atol, task.rtol,
                            backend.build_key(), config.model_dump(mode="json"),
                            fingerprint(config.threads, backend.name)],

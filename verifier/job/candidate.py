@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import io
+import linecache
 import os
 import sys
 import traceback
@@ -96,7 +97,11 @@ def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, modu
     """The ``ModelNew`` class the job's ``model.py`` defines, with the runtime set up for its library. The
     last step of a job's set-up: the library is loaded and ``model.py`` read, then the sandbox's filter is
     narrowed for the candidate's phase (``verifier.sandbox.seccomp.enter_candidate_phase``: no file opened
-    from here on), then ``model.py`` runs."""
+    from here on) and the job stops for the harness to count its filters from outside, then ``model.py`` runs.
+    Loading the library runs none of its code (the build's link check refuses load-time code), and the phase is
+    entered through a name bound before it is loaded: nothing of the candidate's runs before the phase, and
+    whether it was entered is the harness's reading, not this process's word."""
+    enter_phase = enter_candidate_phase
     try:
         runtime.configure(str(job_dir / _field(job, "library")), _field(job, "signatures"), device_runtime)
     except OSError as exc:
@@ -106,7 +111,7 @@ def _load_candidate(job: Any, job_dir: Path, device_runtime: DeviceRuntime, modu
         source = path.read_bytes()
     except OSError as exc:
         raise CandidateFailure("correctness", f"{path.name} cannot be read: {exc}") from exc
-    problem = enter_candidate_phase()
+    problem = enter_phase()
     if problem:   # the sandbox asked for the candidate's phase and it could not be had: nothing of it runs
         raise CandidateFailure("correctness", f"the sandbox could not narrow the job's filter for the candidate's "
                                               f"code ({problem}): a thread of the library's load-time code may "
@@ -137,6 +142,9 @@ class _SourceLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         module.__file__ = self._path
+        # its lines known to tracebacks: the file is never read again (#51: "(model.py line 8: )", no excerpt)
+        text = self._source.decode(errors="replace")
+        linecache.cache[self._path] = (len(text), None, text.splitlines(keepends=True), self._path)
         exec(compile(self._source, self._path, "exec"), module.__dict__)  # noqa: S102 - the sandboxed candidate
 
 

@@ -28,7 +28,7 @@ from verifier.sandbox.isolation import (
     device_refusal,
     sandbox_view,
 )
-from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe
+from verifier.sandbox.seccomp import CPU_NEEDS, RuntimeNeeds, describe, phase_filters
 
 # ----------------------------------------------------------------------------- fork server client
 
@@ -152,6 +152,7 @@ class _Pending:
     exit: JobExit | None = None
     paused: threading.Event = field(default_factory=threading.Event)   # a pause/continue was answered
     pause_ok: bool = False
+    server: Any = None    # the fork server's process it was sent to: only that server's end loses it
 
 
 class JobHandle:
@@ -207,6 +208,34 @@ class JobHandle:
 
     def kill(self) -> None:
         self._server._send({"id": self.id, "kill": True})
+
+    def check_phase(self, filters: int) -> str:
+        """Wait for the job to stop itself at its candidate phase (``verifier.sandbox.seccomp.enter_candidate_phase``,
+        before any of the candidate's code runs), count every thread's seccomp filters from ``/proc`` and continue it
+        when each has ``filters`` (``ForkServer.phase_filters``): "" then; "ended" when the job ended first (its own
+        failure in its set-up, or a job that never entered its phase: the caller refuses what it left); else why it is
+        refused, the job killed. The count is the harness's own reading: the job's word about its phase decides
+        nothing (issue #48: load-time Python replaced the function that enters it)."""
+        while True:
+            if self.done:
+                return "ended"
+            pid = self.host_pid()
+            if pid is not None and procs.stopped_alive(pid) and not self.done:
+                break
+            if time.perf_counter() > self._deadline:
+                self.kill()
+                return "did not reach its candidate phase within its time limit"
+            time.sleep(0.0005)
+        counts = procs.seccomp_filters(pid)
+        if not counts or any(n != filters for n in counts.values()):
+            self.kill()
+            seen = sorted({"unknown" if n is None else str(n) for n in counts.values()}) or ["none"]
+            return (f"had {' and '.join(seen)} seccomp filter(s) where its candidate phase has {filters} on every "
+                    "thread: something in the job kept the phase off (load-time code?), so none of its code may run")
+        assert self._host is not None
+        if not procs.resume(self._host[1]):
+            return "ended"
+        return ""
 
     def wait(self, timeout: float | None = None) -> JobExit:
         """How the job ended; a job still running at its deadline (or ``timeout``) is killed."""
@@ -301,6 +330,8 @@ class ForkServer:
         self._limits: dict[str, tuple[str, str]] = {}  # the server's own resource limits at start
         self._closed = False    # closed for good: nothing starts it again (a pool thread finishing late)
         self._closes = 0        # how many times close() began: a job running across one was ended by it
+        self.memory = "not started"   # "" where the harness reads and writes its jobs' memory, else why not
+        self._filters: int | None = None   # the server's own seccomp filters, as the harness reads them
         self._device_groups: list[int] = []   # the device nodes' groups given to the server and its jobs
 
     @property
@@ -342,7 +373,10 @@ class ForkServer:
                 raise SandboxError("the sandbox worker was closed: the verifier is closing")
             if self._proc is not None and self._proc.poll() is None:
                 return
-            self._ready.clear()
+            # a new server's own ready flag and message: the last server's reader, which sets its flag at that
+            # server's end, must not pass its old message (its probe page's address, its pid) off as this one's
+            ready = self._ready = threading.Event()
+            self._info = {}
             groups = self._job_groups()     # before anything changes: it may refuse
             config = {"preload": self._preload, "spawn": self._spawn, "job_preload": self._job_preload,
                       "confine": self._confine, "entry": self._entry,
@@ -382,8 +416,9 @@ class ForkServer:
                 raise SandboxError(f"could not start the sandbox worker: {exc}") from exc
             finally:
                 stderr.close()
-            threading.Thread(target=self._read, args=(self._proc,), name="forkserver-reader", daemon=True).start()
-        if not self._ready.wait(120) or not self._info.get("ready"):
+            threading.Thread(target=self._read, args=(self._proc, ready), name="forkserver-reader",
+                             daemon=True).start()
+        if not ready.wait(120) or not self._info.get("ready"):
             tail = self._stderr_tail()
             self.close()
             raise SandboxError(f"the sandbox worker did not start: {tail or 'no output'}")
@@ -392,6 +427,31 @@ class ForkServer:
             found = self.host_pid()
             server = procs.settings(found) if found is not None else None
             self._limits = dict(server.limits) if server is not None else {}
+            # decided here, from how the jobs are started, before any job runs (procs.memory_access)
+            self.memory = (procs.memory_access(found, self._info.get("probe"), self.user_namespace)
+                           if found is not None else "the harness cannot find its fork server's process")
+            self._filters = procs.seccomp_filters(found).get(found) if found is not None else None
+
+    @property
+    def user_namespace(self) -> bool:
+        """Whether this process started the server in a user namespace of its own (bubblewrap's ``--unshare-user``),
+        whose owner holds every capability in it: its jobs' memory among them."""
+        return self._use_bwrap and "--unshare-user" in bwrap_hardening()
+
+    @property
+    def probe(self) -> dict[str, Any] | None:
+        """The server's probe page (``verifier.sandbox.forkserver.probe_page``): every job has it at this address from
+        its start, before any candidate code runs."""
+        probe = self._info.get("probe")
+        return probe if isinstance(probe, dict) else None
+
+    def phase_filters(self) -> int | None:
+        """How many seccomp filters a candidate job of this server has on every thread once it entered its phase
+        (``verifier.sandbox.seccomp.phase_filters``, from the server's own count as the harness reads it), None where
+        no phase is asked (the trusted reference's jobs, or the filter off or unavailable)."""
+        if not (self._confine and self._info.get("seccomp")) or self._filters is None:
+            return None
+        return phase_filters(self._filters, self.needs)
 
     def _job_groups(self) -> dict[str, Any]:
         """What the server's start adds so its confined jobs, with no capability, open the device nodes: the nodes'
@@ -447,7 +507,7 @@ class ForkServer:
             return ""
         return text[-1] if text else ""
 
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+    def _read(self, proc: subprocess.Popen[bytes], ready: threading.Event) -> None:
         assert proc.stdout is not None
         for raw in proc.stdout:
             try:
@@ -455,8 +515,9 @@ class ForkServer:
             except ValueError:
                 continue
             if msg.get("ready"):
-                self._info = msg
-                self._ready.set()
+                if self._proc is proc:
+                    self._info = msg
+                ready.set()
                 continue
             pending = self._pending.get(msg.get("id"))
             if pending is None:
@@ -476,9 +537,9 @@ class ForkServer:
                 pending.exit = JobExit("lost", detail=msg["error"])
                 pending.event.set()
         # EOF: the server died; everything in flight is lost.
-        self._ready.set()
+        ready.set()
         for pending in list(self._pending.values()):
-            if not pending.event.is_set():
+            if pending.server is proc and not pending.event.is_set():
                 pending.exit = JobExit("lost", detail="the fork server exited")
                 pending.event.set()
 
@@ -499,6 +560,19 @@ class ForkServer:
         handle = self.submit(job_dir, limits, timeout, env)
         return handle if isinstance(handle, JobExit) else handle.wait()
 
+    def run_candidate(self, job_dir: Path, limits: JobLimits, timeout: float, env: dict[str, str] | None = None,
+                      ) -> tuple[JobExit, str]:
+        """Run a candidate's job (one that enters its candidate phase) and wait for it: (how it ended, "" or why its
+        phase refused it). The job stops at its candidate phase, before any of the candidate's code runs, and goes on
+        only once the harness has counted its seccomp filters from outside (``JobHandle.check_phase``); "ended": it
+        ended without stopping there, so what it left does not count."""
+        handle = self.submit(job_dir, limits, timeout, env)
+        if isinstance(handle, JobExit):
+            return handle, ""
+        filters = self.phase_filters()
+        refused = handle.check_phase(filters) if filters is not None else ""
+        return handle.wait(), refused
+
     def submit(self, job_dir: Path, limits: JobLimits, timeout: float,
                env: dict[str, str] | None = None) -> JobHandle | JobExit:
         """Start the job in ``job_dir`` and return at once: a ``JobHandle``, or the ``JobExit`` of a job
@@ -512,7 +586,7 @@ class ForkServer:
         with self._lock:
             self._next_id += 1
             job_id = self._next_id
-            pending = self._pending[job_id] = _Pending()
+            pending = self._pending[job_id] = _Pending(server=self._proc)
             closes = self._closes
         msg: dict[str, Any] = {"id": job_id, "job": str(job_dir), "limits": limits.to_dict()}
         if env:

@@ -274,11 +274,41 @@ def _send(msg: dict[str, Any]) -> None:
         data = data[n:]
 
 
+_PROBE_BYTES = 4096
+_probe: list[int] = []   # the page's address (never unmapped): every job forked from the server has its copy
+
+
+def probe_page(address: int = 0, token: str = "") -> dict[str, Any] | None:
+    """One page of this process's memory holding a random token, made before any job runs (the server's; a spawned
+    job makes it again at the server's address, ``address``, with its ``token``, before the job's code runs): every
+    job has it at the same address from its start, before any candidate code. The harness reads it there to see that
+    it can read the job's memory (``verifier.window.harness.Side.probe_memory``), where how the jobs were started says
+    it should (``verifier.sandbox.procs.memory_access``). Returns ``{"address", "token"}``, or None where it could not
+    be made."""
+    import ctypes
+    import mmap
+
+    token = token or os.urandom(16).hex()
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | (0x100000 if address else 0)   # MAP_FIXED_NOREPLACE
+    at = libc.mmap(ctypes.c_void_p(address or None), _PROBE_BYTES, mmap.PROT_READ | mmap.PROT_WRITE, flags, -1, 0)
+    if at in (None, ctypes.c_void_p(-1).value) or (address and at != address):
+        return None
+    ctypes.memmove(at, bytes.fromhex(token), 16)
+    _probe.append(at)
+    return {"address": int(at), "token": token}
+
+
 def _spawned(job_dir: str, config: dict[str, Any]) -> int:
     """A spawned job's process: trusted imports, the seccomp filter on every thread, then the job."""
     harden_process()  # the exec made this process dumpable again
     if job_dir == ".":
         job_dir = os.getcwd()
+    probe = config.get("probe") or {}
+    if probe:   # the server's probe page, at its address, before anything of the job runs (no fork to inherit it)
+        probe_page(int(probe["address"]), str(probe["token"]))
     run_job = _entry(config["entry"])
     for name in config.get("job_preload", []):
         importlib.import_module(name)
@@ -312,8 +342,9 @@ class Server:
     def __init__(self, config: dict[str, Any]):
         self.entry: str = config["entry"]
         self.filter_config = {"seccomp": config.get("seccomp", True), "needs": config.get("needs")}
-        self.spawn = ({"job_preload": config.get("job_preload", []), "entry": self.entry, **self.filter_config}
-                      if config.get("spawn") else None)
+        self.probe = probe_page()   # before any job: every job has it from its start (verifier.window.harness reads it)
+        self.spawn = ({"job_preload": config.get("job_preload", []), "entry": self.entry, **self.filter_config,
+                       "probe": self.probe} if config.get("spawn") else None)
         self.landlock, self.landlock_error = landlock_abi()
         self.confine = ({"writable": config.get("writable", []), "readable": config.get("readable"),
                          "landlock": self.landlock} if config.get("confine") else None)
@@ -349,7 +380,7 @@ class Server:
         return {"ready": True, "pid": os.getpid(), "threads": len(os.listdir("/proc/self/task")),
                 "seccomp": seccomp_ok, "seccomp_error": seccomp_error, "landlock": self.landlock,
                 "landlock_error": self.landlock_error, "pid_namespace": self.pid_namespace,
-                "pid_namespace_error": self.pid_namespace_error, "watch_tasks": self.watch_tasks}
+                "pid_namespace_error": self.pid_namespace_error, "watch_tasks": self.watch_tasks, "probe": self.probe}
 
     def run(self) -> int:
         """The loop, until stdin is closed and every job ended: wait, watch, reap, answer."""

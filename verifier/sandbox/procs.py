@@ -17,9 +17,14 @@ never takes a job's word for what it can see itself.
   bookkeeping between calls with no thread of the candidate's running beside it.
 
 Reading or writing another process's memory, or holding its threads, needs ptrace access to it: the harness has it
-over its jobs when it runs as root, or when bubblewrap put the jobs in a user namespace the harness owns;
-``memory_readable`` says whether it works here, and the window falls back to the job's own report of its outputs (and
-lets its threads run while it settles) where it does not.
+over its jobs when it runs as root (with ``CAP_SYS_PTRACE``), or when it started them in a user namespace of its own
+(bubblewrap's ``--unshare-user``). ``memory_access`` decides it from that, from the harness's side only, and confirms
+it on the fork server's probe page (made before any job ran); a job's own memory is then read as a matter of course,
+and a read that fails is the job's failure (issue #48: a candidate that made the first page of its own maps unreadable
+had the harness take its word for its outputs).
+
+* ``seccomp_filters``: how many seccomp filters each thread of a job has, read from ``/proc`` while it is stopped at its
+  candidate phase (``verifier.sandbox.seccomp.enter_candidate_phase``), never the job's own count.
 """
 
 from __future__ import annotations
@@ -37,11 +42,7 @@ from verifier.sandbox.lockdown import wait_stopped
 
 
 def _status(pid: int) -> dict[str, str]:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
-    except OSError:
-        return {}
+    return _status_of(f"/proc/{pid}/status")
 
 
 def _children(pid: int) -> list[int]:
@@ -300,27 +301,64 @@ def file_mappings(pid: int, device: int, inode: int) -> list[tuple[int, int]]:
     return out
 
 
-def first_mapping(pid: int) -> int | None:
-    """The start of ``pid``'s first readable mapping (from ``/proc/PID/maps``), or None."""
-    try:
-        with open(f"/proc/{pid}/maps") as f:
-            for line in f:
-                span, perms = line.split()[:2]
-                if perms.startswith("r"):
-                    return int(span.split("-")[0], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+_CAP_SYS_PTRACE = 19
 
 
-def memory_readable(pid: int, address: int) -> tuple[bool, str]:
-    """Whether this process may read ``pid``'s memory (tried at ``address``, one byte), and why not."""
+def _yama_scope() -> int:
     try:
-        read_memory(pid, [(address, 1)])
+        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return 0       # no Yama: the ordinary ptrace rules
+
+
+def memory_access(server: int, probe: dict[str, Any] | None, user_namespace: bool) -> str:
+    """Whether this process can read and write the memory of the jobs of the fork server ``server`` (its host pid):
+    "" when it can, else why not, in words. Decided from how the jobs were started, never from anything a job does:
+    this process is root with ``CAP_SYS_PTRACE``, or it started the server in a user namespace of its own
+    (``user_namespace``: bubblewrap's ``--unshare-user``; the jobs' memory belongs to that namespace, whose owner
+    holds every capability in it), and Yama does not forbid every attach (``ptrace_scope`` 3). Then confirmed on the
+    server's probe page (``probe``: ``{"address", "token"}``, made before any job ran): a failure there is the
+    tool's, never a job's."""
+    if _yama_scope() >= 3:
+        return "the harness cannot read a job's memory here (Yama's ptrace_scope is 3: no process may)"
+    try:
+        root = os.geteuid() == 0 and bool(int(_status(os.getpid()).get("CapEff", "0"), 16) >> _CAP_SYS_PTRACE & 1)
+    except ValueError:
+        root = False
+    if not (root or user_namespace):
+        return ("the harness cannot read a job's memory here: it is neither root (with CAP_SYS_PTRACE) nor the owner "
+                "of the jobs' user namespace (bubblewrap's --unshare-user)")
+    if not probe:
+        return "the harness cannot read a job's memory here: the fork server made no probe page"
+    try:
+        got = read_memory(server, [(int(probe["address"]), 16)])
     except OSError as exc:
-        return False, (f"the harness cannot read a job's memory here ({exc.strerror}): each timed call's outputs "
-                       "are the job's own report, and its threads run while it settles")
-    return True, ""
+        return f"the harness cannot read a job's memory here (its fork server's: {exc.strerror})"
+    if got.hex() != probe.get("token"):
+        return "the harness cannot read a job's memory here (its fork server's probe page holds another token)"
+    return ""
+
+
+def seccomp_filters(pid: int) -> dict[int, int | None]:
+    """How many seccomp filters each thread of ``pid`` has (``Seccomp_filters`` of ``/proc/PID/task/TID/status``;
+    None where the kernel does not say); empty if it is gone."""
+    found: dict[int, int | None] = {}
+    for tid in threads(pid):
+        value = _status_of(f"/proc/{pid}/task/{tid}/status").get("Seccomp_filters")
+        try:
+            found[tid] = int(value) if value is not None else None
+        except ValueError:
+            found[tid] = None
+    return found
+
+
+def _status_of(path: str) -> dict[str, str]:
+    try:
+        with open(path) as f:
+            return {k: v.strip() for k, _, v in (line.partition(":") for line in f)}
+    except OSError:
+        return {}
 
 
 # ----------------------------------------------------------------------------- threads held while a side settles
@@ -374,6 +412,11 @@ def _thread_state(tid: int) -> bytes | None:
 def ended(tid: int) -> bool:
     """Whether the thread ``tid`` has ended (a zombie, or gone)."""
     return _thread_state(tid) in (None, b"Z", b"X")
+
+
+def stopped_alive(pid: int) -> bool:
+    """Whether ``pid`` is stopped now (its own thread in state ``T``, every other stopped or gone), not ended."""
+    return _thread_state(pid) == b"T" and stopped(pid, 0.0)
 
 
 def stopped(pid: int, wait_s: float = 0.5) -> bool:

@@ -21,8 +21,10 @@ What a job may ask of the kernel is decided here and nowhere else:
   which the candidate's code runs: an allow-list (``candidate_allow``: ``CANDIDATE_ALLOW`` and what the
   runtime's needs add), everything else EPERM (no open, create, link, rename, no descriptor duplicated, no
   pipe, no socket, no new filter), unless the runtime declares it opens files after set-up
-  (``RuntimeNeeds.opens_files_after_setup``: a device runtime loading kernels on first launch). The job
-  counts its filters around it, so load-time code that swallows the ``seccomp`` call is caught.
+  (``RuntimeNeeds.opens_files_after_setup``: a device runtime loading kernels on first launch). The job then stops
+  itself (``SIGSTOP``) before any candidate code runs, and the harness counts its filters from outside
+  (``phase_filters``, ``verifier.sandbox.procs.seccomp_filters``) before it lets it go on: the job's own word about
+  its phase decides nothing (issue #48: load-time Python replaced the function that enters it with a no-op).
 
 Both filters keep scheduling, priority and resource-limit calls to the caller itself (``SELF_ONLY``; the
 PID namespace of its own that each candidate job gets keeps ``sched_setaffinity`` to the job's threads).
@@ -32,7 +34,7 @@ Seccomp filters stack: a later filter can only narrow what an earlier one allows
 from __future__ import annotations
 
 import errno
-import os
+import signal
 import socket
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -284,65 +286,38 @@ def _allow(f: Any, seccomp: Any, name: str, *args: Any) -> None:
 _phase: dict[str, Any] = {}
 
 
-def _filters(fd: int) -> int | None:
-    """How many seccomp filters this process has (``Seccomp_filters`` of ``/proc/self/status``, read through
-    ``fd``, opened before: the candidate's phase opens nothing), or None where the kernel does not say."""
-    try:
-        text = os.pread(fd, 1 << 16, 0).decode(errors="replace")
-    except OSError:
-        return None
-    for line in text.splitlines():
-        if line.startswith("Seccomp_filters:"):
-            try:
-                return int(line.split()[1])
-            except (IndexError, ValueError):
-                return None
-    return None
+def phase_filters(base: int, needs: RuntimeNeeds) -> int:
+    """How many seccomp filters every thread of a candidate job has once it entered its phase, for a job forked
+    from a fork server with ``base`` filters of its own: the job's filter (``lock_down``), then the phase's marker
+    and its allow-list (``enter_candidate_phase``), none of those two where the runtime opens files after set-up.
+    The harness compares it with ``/proc/PID/task/*/status`` while the job is stopped at its phase."""
+    return base + 1 + (0 if needs.opens_files_after_setup else 2)
 
 
 def phase_filter(needs: RuntimeNeeds) -> None:
-    """Called by the fork server in a candidate job's process before the job runs: the job must narrow its
-    filter with ``enter_candidate_phase`` before any candidate code runs. Counts the filters the process has
-    now, before any candidate code (a library's load-time code) could add one of its own."""
+    """Called by the fork server in a candidate job's process before the job runs: the job must enter its phase with
+    ``enter_candidate_phase`` before any candidate code runs, and stop there for the harness to look."""
     _phase["needs"] = needs
-    try:
-        fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    _phase["status"], _phase["filters"] = fd, _filters(fd)
 
 
 def enter_candidate_phase() -> str | None:
     """The job's set-up is done and the candidate's code is about to run (its ``model.py``, ``ModelNew()``,
-    every call): install the candidate phase's filter if the sandbox asked for one. Returns None, or why the
-    filter could not be installed (the job must then not run the candidate: a thread the library's load-time
-    code started with a filter of its own makes the filter fail on every thread).
-
-    Installing it is not taken on its word: load-time code may have installed, on every thread, a filter that
-    answers the ``seccomp`` call itself with success and installs nothing. So an empty filter goes on first,
-    the phase's own (which refuses ``seccomp``) after it, and the process must then have exactly two filters
-    more than before any candidate code ran (a swallowed call adds none; a filter of the library's own adds
-    one too many)."""
+    every call): install the candidate phase's filter if the sandbox asked for one, then stop (``SIGSTOP``) until the
+    harness has counted this process's filters from outside and continued it. Returns None, or why the filter could
+    not be installed (the job must then not run the candidate: a thread with a filter of its own makes it fail on
+    every thread). An empty filter goes on first, the phase's own (which refuses ``seccomp``) after it, so a filter
+    that answered ``seccomp`` with success and installed nothing would leave the count short (``phase_filters``)."""
     needs = _phase.pop("needs", None)
-    fd, before = _phase.pop("status", None), _phase.pop("filters", None)
     if needs is None:
         return None
-    try:
-        if needs.opens_files_after_setup:
-            return candidate_filter(needs)
+    if needs.opens_files_after_setup:
+        problem = candidate_filter(needs)
+    else:
         problem = _marker() or candidate_filter(needs)    # the phase's own refuses any filter after it
-        if problem:
-            return problem
-        after = _filters(fd) if fd is not None else None
-        if before is None or after is None:
-            return "the kernel does not count a process's seccomp filters (/proc/self/status), so the " \
-                   "candidate phase's filter cannot be seen in place"
-        if after != before + 2:
-            return f"{after - before} seccomp filters were added where the job installed 2"
-        return None
-    finally:
-        if fd is not None:
-            os.close(fd)
+    if problem:
+        return problem
+    signal.raise_signal(signal.SIGSTOP)    # the harness counts the filters, then continues the job
+    return None
 
 
 def _marker() -> str | None:

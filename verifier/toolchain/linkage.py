@@ -15,9 +15,20 @@ Where the backend links no runtime statically (the CPU backend), the loader's ow
 (``dlsym``, ``dlopen``, ``dl_iterate_phdr``, ``getauxval``...) are refused too: they find the same
 symbols by name at run time.
 
+And a built library may run no code of its own when it is loaded (issue #48): a C++ dynamic initializer
+(``static int booted = boot();``, a namespace-scope object with a constructor) is code in ``.init_array`` with no
+attribute, section or "constructor" word for the source rules to see, and at ``dlopen`` it ran before the candidate
+phase and reached Python. So whatever the source spells, the library's load-time code (``parse_load_time``: what
+``DT_INIT`` and ``DT_INIT_ARRAY`` run, the ``.init``/``.ctors`` sections, the ``.fini`` side too, IFUNC resolvers,
+which the loader or the first lookup of a symbol calls) must be no more than the toolchain's own: that of a library
+built the same way from the same files, each empty (``load_time_problem``; the baseline is built by the build gate,
+``verifier.build``). A backend whose toolkit registers each kernel at load says so instead
+(``LinkPolicy.load_time_unchecked``).
+
 What this does not stop: native code can still find the interpreter by walking memory (return
-addresses, the loader's link map read through ``/proc/self/maps``); docs/verifier.md's threat model says
-what is decided outside the candidate's process for that reason.
+addresses, the loader's link map read through ``/proc/self/maps``, libc's in-memory symbol table) once its code
+runs, in a call; docs/verifier.md's threat model says what is decided outside the candidate's process for that
+reason.
 """
 
 from __future__ import annotations
@@ -56,6 +67,8 @@ class LinkPolicy:
     runtime_dirs: tuple[str, ...] = ()        # any library found inside these folders (a toolkit)
     loader_lookups: bool = False              # True where a statically linked runtime itself uses dlopen/dlsym
     runtime_names: str = ""                   # in words, for the message
+    load_time_unchecked: str = ""             # why a library's load-time code is not compared with the toolchain's
+    #                                           own on this backend ("": it is, ``load_time_problem``)
 
 
 def link_check_status() -> tuple[bool, str]:
@@ -196,3 +209,68 @@ def check_links(needed: list[str], undefined: list[tuple[str, bool]], policy: Li
         return (f"the library needs {shown}, which none of the libraries kernels may use ({allowed_words}) "
                 "defines: a kernel may not call into Python, PyTorch or anything else of the process that loads it")
     return None
+
+
+# ----------------------------------------------------------------------------- load-time code
+
+# Sections whose contents run when a library is loaded or unloaded: ``_init``'s code (``DT_INIT`` points at the start
+# of ``.init``; code put in that section runs as part of it), the arrays of functions the loader calls
+# (``.ctors``/``.dtors`` are merged into the arrays by the linker), and their ends.
+LOAD_TIME_SECTIONS = (".init", ".init_array", ".preinit_array", ".ctors", ".fini", ".fini_array", ".dtors")
+_ARRAY_TAGS = {"INIT_ARRAYSZ": ".init_array", "PREINIT_ARRAYSZ": ".preinit_array", "FINI_ARRAYSZ": ".fini_array"}
+
+
+def parse_load_time(readelf_output: str) -> dict[str, int]:
+    """What of a library runs when it is loaded, unloaded or first looked up, from ``readelf -W -d -S -r
+    --dyn-syms``: the bytes of each of ``LOAD_TIME_SECTIONS``, the dynamic section's array sizes (``INIT_ARRAYSZ``...:
+    what the loader reads, whatever the sections are called), ``DT_INIT``/``DT_FINI`` pointing anywhere but the start
+    of ``.init``/``.fini`` (``INIT_ELSEWHERE``), and the IFUNC resolvers (``IRELATIVE`` relocations, ``IFUNC``
+    symbols: the loader or the first lookup of the symbol calls them)."""
+    found: dict[str, int] = {}
+    starts: dict[str, int] = {}
+    # a section header line: name, type, address, offset, size
+    section = r"^\s*\[\s*\d+\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s"
+    for m in re.finditer(section, readelf_output, re.M):
+        name, address, size = m.group(1), int(m.group(2), 16), int(m.group(3), 16)
+        if name in LOAD_TIME_SECTIONS:
+            found[name] = found.get(name, 0) + size
+            starts.setdefault(name, address)
+    for m in re.finditer(r"^\s*0x[0-9a-f]+\s+\((\w+)\)\s+(0x[0-9a-f]+|\d+)", readelf_output, re.M):
+        tag, value = m.group(1), int(m.group(2), 0)
+        if tag in _ARRAY_TAGS:
+            found[tag] = value
+        elif tag in ("INIT", "FINI") and value != starts.get(f".{tag.lower()}"):
+            found["INIT_ELSEWHERE"] = found.get("INIT_ELSEWHERE", 0) + 1
+    found["IRELATIVE"] = len(re.findall(r"_IRELATIV", readelf_output))
+    found["IFUNC"] = len(re.findall(r"\sIFUNC\s", readelf_output))
+    return found
+
+
+_LOAD_TIME_WORDS = {
+    ".init_array": "functions the loader calls (.init_array)",
+    "INIT_ARRAYSZ": "functions the loader calls (DT_INIT_ARRAY)",
+    ".ctors": "constructors (.ctors)", ".preinit_array": "functions run before the program (.preinit_array)",
+    "PREINIT_ARRAYSZ": "functions run before the program (DT_PREINIT_ARRAY)", ".init": "bytes of _init's code (.init)",
+    ".fini_array": "functions run at unload (.fini_array)", "FINI_ARRAYSZ": "functions run at unload (DT_FINI_ARRAY)",
+    ".dtors": "destructors (.dtors)", ".fini": "bytes of _fini's code (.fini)",
+    "INIT_ELSEWHERE": "load or unload entries pointing outside _init and _fini", "IRELATIVE": "IFUNC relocations",
+    "IFUNC": "IFUNC symbols (resolvers the loader calls)"}
+
+
+def load_time_problem(library: dict[str, int], baseline: dict[str, int]) -> str | None:
+    """None when the library runs no more at load (or unload) than ``baseline``, the toolchain's own (a library built
+    the same way from the same files, each empty; both from ``parse_load_time``), else a message naming what more."""
+    more = []
+    said = {_ARRAY_TAGS[k] for k in _ARRAY_TAGS if library.get(k, 0) > baseline.get(k, 0)}   # one line, not two
+    for key, value in library.items():
+        own = baseline.get(key, 0)
+        if value > own and key not in said:
+            per = 8 if key.endswith(("array", "ARRAYSZ")) or key in (".ctors", ".dtors") else 1   # 8-byte entries
+            more.append(f"{value // per} {_LOAD_TIME_WORDS.get(key, key)} where the toolchain's own have {own // per}")
+    if not more:
+        return None
+    return ("the library runs code of its own when it is loaded: " + "; ".join(more[:3]) + " (a library built the "
+            "same way from empty files). Kernels may not run code at load time, however it is spelled: no "
+            "namespace-scope object with a constructor or destructor, no `static T x = f();` outside a function, no "
+            "constructor attribute or section, no ifunc. Keep such state as a `static` local of the launcher that "
+            "uses it (made at its first call) or a plain array")

@@ -27,8 +27,14 @@ not was in every ratio (an OpenMP relu equal to ``torch.relu`` in a plain proces
   at positions drawn here and never told to the side, and checks its inputs unchanged; those values are
   compared with the reference's on the same inputs. A ``done`` written before the work is finished (by
   a thread of the candidate's own, which can read the channel as well as the side can) finds outputs
-  that are not the reference's. Where the harness cannot read a job's memory (a device's, or no ptrace
-  access) the side picks the positions itself, after the stop.
+  that are not the reference's. Whether the harness can read a job's memory is decided from how the job was
+  started (``verifier.sandbox.client.ForkServer.memory``), never from the side; where it can, each side's copy of
+  the fork server's probe page must read back before its first command (``Side.probe_memory``) and any failed read
+  is the side's failure. Only on a device (whose memory the harness never reads) does the side pick the positions
+  itself, after the stop; on the CPU the job runner runs no window where the harness cannot read a job's memory.
+* **the candidate phase is checked here**: before any command, each untrusted side's job has stopped itself at its
+  candidate phase, before any candidate code ran; the harness counts its seccomp filters from ``/proc`` and
+  continues it (``Side.enter_phase``).
 * **every side is stopped** (SIGSTOP, every thread seen in state ``T``) except while its own call is timed
   or its last call's bookkeeping (``settle``) runs: a candidate's signal handlers, timers, threads or spinning
   cannot take a core from the reference or the best, nor compute outside its clock.
@@ -141,13 +147,32 @@ class Side:
         self._inputs_fd = os.open(job_dir / "inputs.bin", os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o400)
         self.stopped = False
         self.watch: procs.SettingsWatch | None = None
-        self.memory = ""           # why the harness cannot read this side's memory ("" : it can, or unknown)
+        self.memory = ""           # why the harness cannot read this side's memory ("": it can)
+        self.probe: dict[str, Any] | None = None   # the fork server's probe page, which the job has from its start
+        self.phase: int | None = None   # the seccomp filters of its candidate phase (None: no phase is asked)
         self._held: list[int] = []   # its threads the harness holds while it settles (``settle``)
 
-    def start(self, handle: JobHandle | JobExit) -> None:
+    def start(self, handle: JobHandle | JobExit, *, memory: str = "", probe: dict[str, Any] | None = None,
+              phase: int | None = None) -> None:
+        """The side's job, started: ``memory``, why the harness cannot read its memory ("": it can: decided from how
+        the job was started, ``verifier.sandbox.client.ForkServer.memory``), ``probe`` where the job has the server's
+        probe page, ``phase`` the seccomp filters of its candidate phase (``ForkServer.phase_filters``)."""
         if isinstance(handle, JobExit):
             raise SideFailed(self.name, f"could not start: {handle.describe()}", handle)
-        self.handle = handle
+        self.handle, self.memory, self.probe, self.phase = handle, memory, probe, phase
+
+    def enter_phase(self) -> None:
+        """Before any command: the side's job stops itself at its candidate phase, before any of the candidate's code
+        runs; the harness counts its seccomp filters from ``/proc`` and continues it
+        (``verifier.sandbox.client.JobHandle.check_phase``). A side that ends first, or has another count, fails."""
+        if self.trusted or self.phase is None:
+            return
+        assert self.handle is not None
+        why = self.handle.check_phase(self.phase)
+        if why == "ended":
+            raise SideFailed(self.name, "ended", self.handle.wait(0))
+        if why:
+            raise SideFailed(self.name, why)
 
     def send(self, command: Command) -> None:
         data = (command.line() + "\n").encode()
@@ -300,17 +325,24 @@ class Side:
                              + "; ".join(changed[:3]) + "): no side may change how fast another runs, or itself")
 
     def probe_memory(self) -> None:
-        """Whether the harness can read this side's memory here (``memory``: why not), decided once, before
-        any call, from what the environment allows (ptrace access to the job): never from anything the
-        side does later, so a side cannot turn the harness's reading off."""
+        """Where the harness reads this side's memory (``memory`` is "": decided from how the job was started, never
+        from anything the side does), its copy of the fork server's probe page, made before any candidate code ran,
+        must read back now: a side that made it unreadable fails, as does any later read of its memory that fails.
+        Where the harness cannot read a job's memory (``memory`` says why) nothing is probed: on a device the side's
+        own picks are its report, flagged (no verdict); on the CPU the window does not run at all."""
         assert self.handle is not None
+        if self.memory or self.probe is None:
+            return
         pid = self.handle.host_pid()
         if pid is None:
-            self.memory = "the harness cannot find the job's process from here"
-            return
-        address = procs.first_mapping(pid)
-        readable, why = procs.memory_readable(pid, address) if address is not None else (False, "no mapping")
-        self.memory = "" if readable else why
+            raise SideFailed(self.name, "could no longer be found")
+        try:
+            got = procs.read_memory(pid, [(int(self.probe["address"]), 16)])
+        except OSError as exc:
+            raise SideFailed(self.name, f"made memory it had from its start unreadable to the harness "
+                                        f"({exc.strerror}): a side's memory is the harness's to read") from exc
+        if got.hex() != self.probe.get("token"):
+            raise SideFailed(self.name, "changed memory it had from its start (the harness's probe page)")
 
     def read_outputs(self, outputs: Outputs | None, seed: int, limit: int | None, max_bytes: int,
                      on_device: bool) -> dict[str, Any] | None:
@@ -670,6 +702,8 @@ class _Run:
     def all_rounds(self) -> dict[str, Any]:
         """The warm-up, the timed rounds and the two calls after them."""
         settings, names = self.settings, self.names
+        for s in self.untrusted:
+            s.enter_phase()     # stopped at its candidate phase, before any candidate code: its filters counted here
         for s in self.sides.values():
             answer = s.read()   # "ready": the model is loaded
             if not isinstance(answer, Ready):
