@@ -169,12 +169,13 @@ class Engine:
         """Whether a failed run is kept: a resumed one always, a new one once it recorded an attempt."""
         return resume is not None or any(p.attempts for p in run.progress.values())
 
-    async def record_human(self, task: Task, files: dict[str, str],
-                           parent_id: str | None) -> tuple[Experience, Outcome]:
+    async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None,
+                           lineage: str = "") -> tuple[Experience, Outcome]:
         """Verify a person's edit and log it as a human experience, through the same commit as the
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
+        # ``lineage``: why ``parent_id`` is its parent, in words (core.attempts.closest_version), kept with it
         same = await asyncio.to_thread(self.same_code, task, files)
         if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
             out = outcome_of(same)
@@ -188,7 +189,7 @@ class Engine:
         best = self.store.get(state.best_id) if state.best_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
         attempt = Attempt(task, -1, stage, start=parent, files=files,
-                          best=best if best is not None and best.files else None, source="human")
+                          best=best if best is not None and best.files else None, source="human", lineage=lineage)
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
         return exp, attempt.outcome

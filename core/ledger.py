@@ -41,6 +41,7 @@ class Judged:
     human: bool               # a person's edit (no run, no budget)
     unjudged: str             # why the tool's own failure makes it judge nothing ("" when it judges)
     slip: bool                # a person's typo: failed before it could say anything of the kernel
+    probe: bool               # a person's save marked as a probe (``policy.is_probe``): it teaches nothing
 
     @classmethod
     def of(cls, attempt: Attempt) -> Judged:
@@ -50,12 +51,13 @@ class Judged:
         human = attempt.source == "human"
         unjudged = attempt.not_judged     # the tool failed it (twice): recorded as such, judging nothing
         slip = human and not out.feasible and not unjudged and policy.is_slip(out.failed_gate)
-        return cls(out, best, gain, verdict, human, unjudged, slip)
+        probe = human and not slip and not unjudged and policy.is_probe(attempt.files)
+        return cls(out, best, gain, verdict, human, unjudged, slip, probe)
 
     @property
     def teaches(self) -> bool:
-        """Whether it says anything of the kernel (a typo or the tool's failure does not)."""
-        return not self.slip and not self.unjudged
+        """Whether it says anything of the kernel (a typo, a person's probe or the tool's failure does not)."""
+        return not self.slip and not self.unjudged and not self.probe
 
 
 class Ledger:
@@ -84,8 +86,10 @@ class Ledger:
             changes: list[tuple[str, float, float]] = []
             if teaching.credits and not repeat and judged.teaches:
                 changes = self.credit(run, attempt, judged, exp, created, reward, state.start_points)
-            new_best = (False if repeat or judged.unjudged
+            new_best = (False if repeat or judged.unjudged or judged.probe
                         else self.update_state(run, state, attempt, judged, exp, teaching.shared))
+            if created:   # what it decided, kept with it for the memory browser (core.memory.decisions)
+                self.decided(attempt, exp, new_best, changes)
             self.count(run, attempt.task, exp.id)
         self.announce(attempt, judged, exp, created, reward, reason, new_best, changes, teaching)
         return exp, reward, new_best
@@ -97,8 +101,8 @@ class Ledger:
         the gain over the task's best in the same timing window, scaled without a mean shift (see
         core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
         out = judged.out
-        if not judged.teaches:   # a typo, or the tool's own failure: says nothing about the kernel
-            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=judged.slip,
+        if not judged.teaches:   # a typo, a person's probe, or the tool's own failure: says nothing of the kernel
+            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=judged.slip, probe=judged.probe,
                                              ours=bool(judged.unjudged))
         if attempt.stage == "draft":
             return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
@@ -122,6 +126,10 @@ class Ledger:
                  "change": attempt.change, "reason": reason}
         if judged.slip:
             extra["slip"] = True
+        if judged.probe:
+            extra["probe"] = True
+        if attempt.lineage:
+            extra["lineage"] = attempt.lineage   # why its parent is its parent (core.attempts.closest_version)
         if judged.unjudged:
             extra["not_judged"] = judged.unjudged
         if run is not None:
@@ -168,7 +176,7 @@ class Ledger:
             weights[attempt.start.id] = 1.0
         before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
         after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights, cited=attempt.cited)
+                                         weights=weights, cited=attempt.cited, by=exp.id)
         self.store.record_retrieval(task.id, [e.id for e in attempt.context])
         adopted = [i for i in attempt.cited if i in set(ids)]
         if adopted:
@@ -177,7 +185,8 @@ class Ledger:
             memory.learn_refusal(self.store, self.backend, task.id, judged.out.message, run.id if run else "")
         if created and attempt.stage == "refine" and judged.out.feasible:
             # A start point slower than the best starts below it, a faster one above, a same-speed one at zero.
-            self.store.update_values([exp.id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
+            self.store.update_values([exp.id], stage="refine", reward=reward, alpha=1.0, task_id=task.id,
+                                     by=exp.id)
         return [(i, before.get(i, 0.0), q) for i, q in after.items()]
 
     def update_state(self, run: RunRecord | None, state: TaskState, attempt: Attempt, judged: Judged,
@@ -215,6 +224,15 @@ class Ledger:
             self.store.put_task(state)
         return new_best
 
+    def decided(self, attempt: Attempt, exp: Experience, new_best: bool, changes: list[tuple[str, float, float]]
+                ) -> None:
+        """What the commit decided, kept with the attempt's record for the memory browser (``core.memory.decisions``):
+        whether it became the best, and each value it moved, by the moved attempt's number."""
+        numbers = attempt_numbers(self.store, [attempt.task.id])
+        self.store.update_extra(exp.id, {"new_best": new_best, "moved": [
+            {"id": i, "number": numbers.get(i), "stage": attempt.stage, "before": b, "after": a}
+            for i, b, a in changes]})
+
     def count(self, run: RunRecord | None, task: Task, exp_id: str) -> None:
         """The run's progress: one more attempt of its budget (a person's edit has no run)."""
         if run is None:
@@ -238,7 +256,7 @@ class Ledger:
                                          attempt.source, judged.out, reward, new_best, duplicate=not created,
                                          replaced_ms=judged.best.latency_ms if judged.best is not None else None,
                                          slip=judged.slip, number=attempt_numbers(self.store, [task.id]).get(exp.id),
-                                         reason=reason, not_judged=judged.unjudged))
+                                         reason=reason, not_judged=judged.unjudged, probe=judged.probe))
         if new_best and teaching.shared and not judged.human:
             self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
         if new_best and self.kernels_dir is not None:

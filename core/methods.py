@@ -83,6 +83,7 @@ class Attempt:
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
+    lineage: str = ""         # a person's edit: why its parent is its parent (core.attempts.closest_version)
     max_tokens: int = 0       # the answer budget its request was sent with (0: not sent)
     answer_model: str = ""    # the model the server said answered (its answer's ``model``)
     compose: Callable[[int], prompts.Prompt] | None = None

@@ -231,16 +231,19 @@ CASE_FIELDS = ("case", "inputs", "correct", "max_abs_error", "max_rel_error", "m
 def case_summary(result: Outcome, of: str) -> dict[str, Any]:
     """A multi-case verdict per case for the report: ``of`` ("best": the task's best kernel; "closest": no
     kernel was feasible, this is the attempt with the most cases correct), ``total``, ``passed``,
-    ``failed`` (cases whose correctness was judged), ``failing`` (each failing case's index, inputs and first
+    ``failed`` (cases whose correctness was judged), ``failing`` (each failing case's number, inputs and first
     failure), ``timed`` (cases with a time of their own) and ``per_case`` (the verdict's fields as stored:
-    a case's time, the reference's and the speedup come from that case's own window)."""
+    a case's time, the reference's and the speedup come from that case's own window). A case is named by its
+    number here, in text and JSON alike (``verifier.cases.numbered_entry``), as ``verify`` names it."""
+    from verifier import numbered_entry
+
     judged = [c for c in result.cases if c.get("correct") is not None]
-    failing = [c for c in judged if c.get("correct") is False]
+    failing = [numbered_entry(c) for c in judged if c.get("correct") is False]
     return {"of": of, "total": len(result.cases), "passed": len(judged) - len(failing), "failed": len(failing),
-            "failing": [{"case": int(c.get("case", 0)), "inputs": str(c.get("inputs", "")),
+            "failing": [{"case": c.get("case", 0), "inputs": str(c.get("inputs", "")),
                          "message": str(c.get("message", ""))} for c in failing],
             "timed": sum(1 for c in result.cases if c.get("latency_ms") is not None),
-            "per_case": [{k: c[k] for k in CASE_FIELDS if k in c} for c in result.cases]}
+            "per_case": [{k: v for k, v in numbered_entry(c).items() if k in CASE_FIELDS} for c in result.cases]}
 
 
 def over_first_paired(best: Outcome, first: Outcome) -> tuple[float, list[float] | None] | None:
@@ -430,7 +433,18 @@ def hand_rows(workspace: Workspace) -> dict[str, dict[str, Any]]:
                 result = outcome_of(chosen) if chosen is not None else None
                 row[f"{name}_ms"] = result.latency_ms if result else None
                 row[f"{name}_speedup"] = result.speedup if result else None
-            paired = over_first_paired(outcome_of(best), outcome_of(first)) if best and first else None
+                # the window's word with its figure: a "too noisy" 0.87x judged nothing, and says so
+                row[f"{name}_vs_reference"] = result.vs_reference if result else ""
+                row[f"{name}_speedup_ci"] = result.speedup_ci if result else None
+            shown = outcome_of(best) if best is not None else None
+            closest = max((outcome_of(e) for e in exps if outcome_of(e).cases), key=_cases_correct, default=None)
+            if shown is not None and shown.cases:
+                row["cases"] = case_summary(shown, "best")
+            elif shown is None and closest is not None:
+                row["cases"] = case_summary(closest, "closest")
+            # one edit that is both the first and the best is 1x itself, never "not measured together"
+            paired = (None if not (best and first) else (1.0, [1.0, 1.0]) if best.id == first.id
+                      else over_first_paired(outcome_of(best), outcome_of(first)))
             row["best_over_first"] = paired[0] if paired else None
             row["best_over_first_ci"] = paired[1] if paired else None
             row["over_first"] = ("" if paired or not (best and first) else "not measured together")
