@@ -377,8 +377,12 @@ def in_window(outcome: Outcome, best_name: str = "the best then") -> str:
 
 
 def own_time(outcome: Outcome) -> str:
-    """The kernel's own median and spread, said with the window it comes from (or "" when untimed)."""
-    return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
+    """The kernel's own median and spread, said with the window it comes from (or "" when untimed). The spread
+    is the IQR, a width: "10.206 ms ± 4.728 (IQR)" read as a half-width said twice the spread there was."""
+    if not outcome.timed:
+        return ""
+    spread = f" (IQR {outcome.latency_spread_ms:.3f})" if outcome.latency_spread_ms is not None else ""
+    return f"{outcome.latency_ms or 0:.3f} ms{spread}, its median in the window it was verified in"
 
 
 NOISY_SPREAD = 0.10    # a time whose IQR is more than this share of its median gives its roofline share as a range

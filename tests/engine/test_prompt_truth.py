@@ -366,7 +366,7 @@ def test_a_feedback_prompt_never_sets_a_latency_from_another_window_beside_the_p
                                            load=[1.0, 0.8, 1.0], changes=changes)
     third = prompts["relu"][2][1]
     assert TIME.findall(third) == ["10.000 ms"], TIME.findall(third)      # 8.400 ms never beside it
-    assert "10.000 ms ± 0.000 (IQR), its median in the window it was verified in" in third
+    assert "10.000 ms (IQR 0.000), its median in the window it was verified in" in third
     tried = third.split("### Ideas already tried on this task", 1)[-1].split("## Your answer")[0]
     assert "Change: one parallel simd loop (a first version; it is the start point, the best so far)" in tried
     assert "Change: unroll by 4 (from the start point)" in tried
@@ -637,3 +637,22 @@ def test_a_prompt_states_one_set_of_ceilings_the_latest_for_every_kernel_it_show
     share = round(100 * assess(profile, 4.0, new)["fraction"])
     assert f"memory-bound: {share} % of the 24.1 GB/s triad ceiling" in user
     assert f"at {share} % of the triad ceiling" in user.split("## Your answer")[1]   # the ask says the same share
+
+
+def test_the_start_point_s_spread_is_said_as_the_width_it_is():
+    """A model-played softmax refine prompt: "Its own time: 10.206 ms ± 4.728 (IQR)" beside "IQR 46 % of its
+    median" in the roofline line: the IQR is the width of the middle half of the times, and "±" made it a
+    half-width, twice the spread there was."""
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(SUITE).get("relu")
+    start = Experience(task_id="relu", kind="draft_trace", backend="cpu", stage="draft", title="relu draft",
+                       files=C.elementwise(C.RELU), extra={"change": "first"},
+                       outcome={"verified": True, "feasible": True, "latency_ms": 10.206, "latency_spread_ms": 4.728,
+                                "speedup": 1.1, "speedup_ci": [0.73, 2.12], "vs_reference": "noisy"})
+    start.id = "s" * 20
+    user = prompts.refine_prompt(task, "cpu", [], [], [], start, [start], best=start)[1][1]
+    assert "Its own time: 10.206 ms (IQR 4.728), its median in the window it was verified in." in user
+    assert "±" not in user
