@@ -167,3 +167,56 @@ def test_two_markers_past_the_link_check_do_not_pass_for_the_phase(tmp_path, fas
     finally:
         v.close()
     assert "got 1000" not in out.message, out.message
+
+
+# ----------------------------------------------------------------------------- 3. the tool blamed for the side's own thread
+
+# A thread of the kernel's own (``pthread_create`` found through libc's in-memory symbol table) that maps 2 GiB with
+# ``MAP_POPULATE`` and unmaps it, over and over: a thread inside that one system call does not enter the group stop
+# until the call returns (only a fatal signal cuts a populate short), so the harness's SIGSTOP after a timed call
+# does not find every thread stopped within its wait, and the window calls that "lost with the sandbox worker": the
+# tool's failure (not judged: no reward, never cached), where the thread is the candidate's own. The relu itself is
+# right. What it gains: a verdict it would have earned (slower, refused) becomes no verdict.
+STAYS_IN_THE_KERNEL = R.LIBC_SYMBOL + r'''
+typedef void* (*Mapper)(void*, size_t, int, int, int, long);
+typedef int (*Unmapper)(void*, size_t);
+typedef int (*Starter)(unsigned long*, const void*, void* (*)(void*), void*);
+static void* busy(void*) {
+    Mapper mapper = (Mapper)libc_symbol("mmap");
+    Unmapper unmapper = (Unmapper)libc_symbol("munmap");
+    const size_t size = (size_t)2048 << 20;
+    for (;;) {
+        void* p = mapper(nullptr, size, 3, 0x22 | 0x8000, -1, 0);   // PROT_READ|WRITE; PRIVATE|ANONYMOUS|POPULATE
+        if (p != (void*)-1) unmapper(p, size);
+    }
+    return nullptr;
+}
+static int started = 0;
+extern "C" void relu_forward(const float* x, float* out, int64_t n) {
+    if (!started) {
+        started = 1;
+        unsigned long t;
+        Starter starter = (Starter)libc_symbol("pthread_create");
+        if (starter) starter(&t, nullptr, busy, nullptr);
+    }
+    #pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) out[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="a side whose thread stays in a system call past the stop's wait is called lost (the tool's)")
+def test_a_side_whose_thread_will_not_stop_is_its_own_failure(tmp_path, fast_config, suite, make_candidate):
+    """On dfd7ef0 (``evokernel verify``, default settings, load 5.7): "performance: the candidate was lost with the
+    sandbox worker (the sandbox worker did not stop the timing process)", its gate's ``tool`` set: not judged."""
+    from verifier.harness.verify import Verifier
+
+    v = Verifier("cpu", fast_config.model_copy(update={"memory_limit_mb": 8192, "run_timeout_s": 60}), cache_dir=tmp_path / "cache")
+    try:
+        out = v.verify(suite.get("relu").spec(), make_candidate(C.elementwise(STAYS_IN_THE_KERNEL)), fresh=True)
+    finally:
+        v.close()
+    assert out.gate("correctness").passed, out.message
+    assert out.failed_gate == "performance" and not out.not_judged, (out.not_judged, out.message)
