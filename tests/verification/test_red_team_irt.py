@@ -220,3 +220,118 @@ def test_a_side_whose_thread_will_not_stop_is_its_own_failure(tmp_path, fast_con
         v.close()
     assert out.gate("correctness").passed, out.message
     assert out.failed_gate == "performance" and not out.not_judged, (out.not_judged, out.message)
+
+
+# ----------------------------------------------------------------------------- 4. work finished after done
+
+# A copy (``x.clone()``, a data-movement task written here) whose timed calls copy nothing themselves: the first call
+# starts a thread of its own (bound off the calling thread's CPU) and every call hands it the output and returns once
+# it has entered ``preadv`` on the side's own input file (the side keeps it open; ``readlink`` finds it), one system
+# call that copies the whole input into the output. A thread inside a system call enters the group stop only when the
+# call returns, so the harness's SIGSTOP after ``done`` waits for the copy to finish (up to its 0.5 s wait) before it
+# reads the outputs, which are then right. In the correctness job (no input file) the kernel copies with memcpy.
+# On dfd7ef0 (load 6-8, this 2-core machine): "feasible; 9.715 ms, 1.42x slower than the reference". A scratch variant
+# that counted the calls whose copy ended after the kernel's call had returned, and said so by spoiling one value after
+# the window, read "got 12356": 11 calls' copies ended after their call returned, and their outputs passed. No speed
+# was gained here (8.6-17 ms against the honest OpenMP copy's 6.2-9.7 ms: the copying thread shared two loaded cores
+# with everything else); whether the copy ends past the harness's clock needs a machine with a free core.
+COPY_TASK = '''"""A copy of a (batch, dim) tensor: a data-movement operator (red team irt)."""
+import torch
+import torch.nn as nn
+
+CATEGORY = "memory"
+
+
+class Model(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+
+batch_size = 2048
+dim = 4096
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+COPIES_AFTER_DONE = R.LIBC_SYMBOL + "#include <cstdio>\n" + r'''
+struct Span { void* base; size_t len; };
+typedef long (*Reader)(int, const Span*, int, long);
+typedef long (*Linker)(const char*, char*, unsigned long);
+typedef int (*Yielder)(void);
+typedef int (*Binder)(int, unsigned long, const unsigned long*);
+typedef int (*Starter)(unsigned long*, const void*, void* (*)(void*), void*);
+static volatile int ticket = 0;
+static volatile int entered = 0;
+static int served = 0;
+static float* late_out = nullptr;
+static long late_bytes = 0;
+static int late_fd = -1;
+static unsigned main_cpu = 0;
+static void* copier(void*) {
+    Reader reader = (Reader)libc_symbol("preadv");
+    unsigned long everywhere[16] = {~(1ul << main_cpu)};
+    ((Binder)libc_symbol("sched_setaffinity"))(0, sizeof everywhere, everywhere);
+    for (;;) {
+        int t;
+        static Yielder yielder = (Yielder)libc_symbol("sched_yield");
+        while ((t = ticket) == served) yielder();
+        Span v = {late_out, (size_t)late_bytes};
+        entered = t;
+        reader(late_fd, &v, 1, 0);      // the whole copy, in one system call the group stop waits for
+        served = t;
+    }
+    return nullptr;
+}
+static int looked = 0;
+typedef int (*CpuOf)(unsigned*, unsigned*, void*);
+static int find_inputs(void) {
+    Linker linker = (Linker)libc_symbol("readlink");
+    char path[64], target[256];
+    for (int fd = 3; fd < 512; ++fd) {
+        std::snprintf(path, sizeof path, "/%s/self/fd/%d", "pr" "oc", fd);
+        long n = linker(path, target, sizeof target - 1);
+        if (n > 10) { target[n] = 0; if (!std::strcmp(target + n - 10, "inputs.bin")) return fd; }
+    }
+    return -1;
+}
+extern "C" void copy_forward(const float* x, float* out, int64_t n) {
+    if (!looked) {
+        looked = 1;
+        late_fd = find_inputs();
+        if (late_fd >= 0) {
+            ((CpuOf)libc_symbol("getcpu"))(&main_cpu, nullptr, nullptr);
+            unsigned long t;
+            ((Starter)libc_symbol("pthread_create"))(&t, nullptr, copier, nullptr);
+        }
+    }
+    if (late_fd < 0) { std::memcpy(out, x, (size_t)n * sizeof(float)); return; }
+    const int64_t early = 0;     // nothing copied inside the clock
+    std::memcpy(out, x, (size_t)early * sizeof(float));
+    late_out = out; late_bytes = (long)(n * sizeof(float));
+    const int t = ticket + 1;
+    ticket = t;
+    static Yielder yielder = (Yielder)libc_symbol("sched_yield");
+    while (entered != t) yielder();
+}
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="the harness reads the outputs once every thread stopped, which waits for a system call "
+                          "a thread of the candidate's entered before done")
+def test_work_finished_after_done_inside_one_system_call_is_refused(tmp_path, verifier, make_candidate):
+    from core.tasks import load_suite
+
+    (tmp_path / "suite" / "level1").mkdir(parents=True)
+    (tmp_path / "suite" / "level1" / "copy.py").write_text(COPY_TASK)
+    task = load_suite(tmp_path / "suite").get("copy").spec()
+    out = verifier.verify(task, make_candidate(C.elementwise(COPIES_AFTER_DONE, fn="copy_forward")), fresh=True)
+    assert out.gate("correctness").passed, out.message
+    assert out.failed_gate == "performance" and "reported done" in out.message, out.message
