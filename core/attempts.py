@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from store import Experience, RunRecord, Store, TaskState
 from store.protocol import Memory
-from verifier import GATES, Outcome
+from verifier import GATES, Outcome, numbered_entry
 
-# Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here.
+# Experience and RunRecord (store/) are what an attempt and a run are stored as: the workbench names them from here,
+# and a verdict's case as JSON shows it (numbered_entry: by its number, as every table names it).
 __all__ = ["ATTEMPT_KINDS", "NOT_JUDGED", "AttemptLine", "Experience", "Outcome", "RunRecord", "TaskRow",
-           "attempt_lines", "attempt_numbers", "attempt_with_parent", "default_attempt", "gate_states",
-           "numbered_attempts", "outcome_of", "recorded_best", "task_rows"]
+           "attempt_lines", "attempt_numbers", "attempt_with_parent", "closest_version", "default_attempt",
+           "gate_states", "numbered_attempts", "numbered_entry", "outcome_json", "outcome_of", "recorded_best",
+           "task_rows"]
 
 if TYPE_CHECKING:
     from core.tasks import Task
@@ -77,6 +79,24 @@ def outcome_of(exp: Experience) -> Outcome:
     """The verifier's Outcome stored with an experience (the store keeps it as plain data), read back in
     the one shape the verifier wrote; knowledge and attempts never verified read as unverified."""
     return Outcome.from_dict(exp.outcome)
+
+
+def outcome_json(outcome: Outcome) -> dict[str, Any]:
+    """An outcome as ``verify --json`` prints it: every case named by its number, as the text names it (the
+    per-case verdicts, and the cases in the gates' details: ``timed_cases``, ``not_timed``); the stored record keeps
+    each case's index."""
+    data = outcome.to_dict()
+    numbers = {int(c["case"]): int(c.get("number") or int(c["case"]) + 1) for c in data.get("cases") or []
+               if "case" in c}
+    data["cases"] = [numbered_entry(c) for c in data.get("cases") or []]
+    for gate in data.get("gates") or []:
+        details = gate.get("details") or {}
+        if isinstance(details.get("cases"), list):
+            details["cases"] = [numbered_entry(c) if isinstance(c, dict) else c for c in details["cases"]]
+        for name in ("timed_cases", "not_timed"):
+            if isinstance(details.get(name), list):
+                details[name] = [numbers.get(int(k), int(k) + 1) for k in details[name]]
+    return data
 
 
 def gate_states(outcome: Outcome) -> tuple[tuple[str, str], ...]:
@@ -194,6 +214,54 @@ def first_change(before: dict[str, str], after: dict[str, str], limit: int = 60)
             sign, text = ("+", added[0]) if added else ("-", removed[0])
             return f"{name}: {sign} {text}"[:limit]
     return ""
+
+
+LINEAGE_SCAN = 60
+"""How many of a task's latest working versions a save is compared with to find where it came from."""
+
+
+def closest_version(store: Memory, task_id: str, files: dict[str, str], hint: str | None = None
+                    ) -> tuple[str | None, str]:
+    """Where a person's save came from: the task's attempt whose code is closest to ``files`` among those a save
+    may descend from (correctness passed and judged, not a probe or a typo), by the share
+    of lines the two have alike; ``hint`` (the last working version the folder noted, or what the engine put
+    there) wins a tie, then the latest. Returns (its id, why, in words), or (None, "") when the task has none.
+    (#51: parented on the last passing save, a v1-plus-``simd`` save hung under v3, its diff rewriting the file.)"""
+    import difflib
+
+    candidates = [e for e in numbered_attempts(store, task_id) if _may_parent(e)][-LINEAGE_SCAN:]
+    if not candidates:
+        return None, ""
+    numbers = {e.id: n for n, e in enumerate(numbered_attempts(store, task_id), 1)}
+    saved = _lines(files)
+
+    def alike(exp: Experience) -> float:
+        theirs = _lines(exp.files)
+        return difflib.SequenceMatcher(None, theirs, saved, autojunk=False).ratio() if theirs or saved else 1.0
+
+    scored = [(alike(e), e.id == hint, e.created_at, e) for e in candidates]
+    share, _, _, chosen = max(scored, key=lambda s: (round(s[0], 6), s[1], s[2]))
+    label = f"#{numbers.get(chosen.id, '?')}"
+    if hint and chosen.id != hint and hint in numbers:
+        why = (f"the closest earlier version, {label} ({100 * share:.0f} % of lines alike; the last working version "
+               f"#{numbers[hint]} is further)")
+    else:
+        why = f"the closest earlier version, {label} ({100 * share:.0f} % of lines alike)"
+    return chosen.id, why
+
+
+def _may_parent(exp: Experience) -> bool:
+    """Whether a later save may descend from ``exp``: it passed correctness, was judged, and teaches."""
+    if exp.kind == NOT_JUDGED or (exp.extra or {}).get("probe") or (exp.extra or {}).get("slip") or not exp.files:
+        return False
+    found = outcome_of(exp).gate_or_none("correctness")
+    return found is not None and found.passed
+
+
+def _lines(files: dict[str, str]) -> list[str]:
+    """A candidate's lines, each with its file's name, spacing aside: what two versions are compared by."""
+    return [f"{name}:{' '.join(line.split())}" for name in sorted(files) for line in files[name].splitlines()
+            if line.strip()]
 
 
 def recorded_best(ws: Workspace, task_id: str, folder: Path, backend: str) -> tuple[str, dict[str, str]] | None:

@@ -41,6 +41,7 @@ def backend_report(name: str) -> dict[str, Any]:
         "reason": tc.reason,
         "problems": problems,
         "warnings": list(getattr(tc, "warnings", [])),
+        "notes": list(getattr(tc, "notes", [])),
         "details": dict(tc.details),
         "confined_device_op": confined,
     }

@@ -4,8 +4,11 @@ Per iteration every active task prepares its prompt first (so what any task lear
 is visible to all in t + 1, and none sees another's iteration-t writes), then the LLM calls run
 concurrently under the client's limit, verifications in a small pool (timing is exclusive inside
 the verifier), and each attempt is committed to the store in one transaction as soon as it is
-verified: the experience, the value updates, the task state and the run's progress. A kill loses
-at most the attempts in flight; ``run(resume=...)`` continues from the store.
+verified (``core.ledger``: the experience, its reward, the value updates, the task state and the run's
+progress). A kill loses at most the attempts in flight; ``run(resume=...)`` continues from the store.
+
+The loop (``_loop``) prepares each active task's attempt (its method drafts or refines: ``_prepare``), then runs
+them together (``_execute``: ask the model, verify its answer, commit).
 
 Methods: ``evokernel`` (the paper's), and the baselines ``passk`` (independent samples, no memory)
 and ``refinement`` (feedback from the last attempt only, no shared memory).
@@ -20,22 +23,21 @@ import os
 import random
 import socket
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from core import events as ev
 from core import memory, policy, prompts
 from core.asking import Asking
-from core.attempts import NOT_JUDGED, attempt_numbers, first_change, outcome_of
+from core.attempts import attempt_numbers, outcome_of
 from core.config import Config
 from core.errors import EvoKernelError, LLMError
+from core.ledger import Ledger, teaching_of
 from core.llm import BudgetExceeded, LLMClient
-from core.methods import HAND_EDIT, METHODS, Attempt, Teaching
-from core.responses import parse_answer
+from core.methods import METHODS, Attempt
+from core.responses import Parsed, parse_answer
 from core.seeds import ensure_seeded
 from core.tasks import Task
-from core.workspace_files import write_best, write_best_only
 from store import Experience, RunRecord, TaskProgress, TaskState
 from store.protocol import Memory
 from verifier import (
@@ -81,6 +83,9 @@ class Engine:
         self.facts.form = config.form                                            # and the form they ask for
         self._facts_ready: asyncio.Future[None] | None = None
         self.asking = Asking(config, llm, self.bus, self.facts, self.backend, prompt_log, self.timings)
+        self.ledger = Ledger(config, store, self.bus, self.backend,
+                             signature=lambda task: {**task.signature(), **self.facts.kind(task).signature()},
+                             model=lambda: self.llm.model if self.llm is not None else None, kernels_dir=kernels_dir)
 
     @property
     def prompt_chars(self) -> int:
@@ -164,12 +169,13 @@ class Engine:
         """Whether a failed run is kept: a resumed one always, a new one once it recorded an attempt."""
         return resume is not None or any(p.attempts for p in run.progress.values())
 
-    async def record_human(self, task: Task, files: dict[str, str],
-                           parent_id: str | None) -> tuple[Experience, Outcome]:
+    async def record_human(self, task: Task, files: dict[str, str], parent_id: str | None,
+                           lineage: str = "") -> tuple[Experience, Outcome]:
         """Verify a person's edit and log it as a human experience, through the same commit as the
         model's attempts: the same reward (against the task's best, timed in the same window), the
         same value updates (the parent's Q2 when it refines one) and the same records; a feasible,
         significantly faster edit becomes the new best."""
+        # ``lineage``: why ``parent_id`` is its parent, in words (core.attempts.closest_version), kept with it
         same = await asyncio.to_thread(self.same_code, task, files)
         if same is not None:   # the same code as a judged attempt: its verdict, at once, nothing stored again
             out = outcome_of(same)
@@ -183,7 +189,7 @@ class Engine:
         best = self.store.get(state.best_id) if state.best_id else None
         stage = "refine" if state.feasible and parent is not None else "draft"
         attempt = Attempt(task, -1, stage, start=parent, files=files,
-                          best=best if best is not None and best.files else None, source="human")
+                          best=best if best is not None and best.files else None, source="human", lineage=lineage)
         attempt.outcome = await self._verify(task, -1, files, attempt.best)
         exp, _reward, _new_best = self._commit(None, attempt)
         return exp, attempt.outcome
@@ -274,13 +280,30 @@ class Engine:
     # -- running an attempt ---------------------------------------------------------------------
 
     async def _execute(self, run: RunRecord, attempt: Attempt) -> None:
-        task, progress = attempt.task, run.progress[attempt.task.id]
+        """One attempt, prepared (drafted or refined: ``_prepare``), in its steps: ask the model, verify its
+        answer, commit what it left; then the task's budget or a streak of unusable answers may end it."""
         if self.llm is None:
             raise RuntimeError("a run needs a model: this engine was made without one")
-        answer = await self.asking.ask(run, attempt)
-        if answer is None:     # it cannot fit the model's context: the task ended early, saying why
+        parsed = await self._ask(run, attempt)
+        if parsed is None:     # it cannot fit the model's context: the task ended early, saying why
             self.store.put_run(run)
             return
+        attempt.outcome = await self._verify_answer(attempt, parsed)
+        t0 = time.perf_counter()
+        self._commit(run, attempt)
+        self.timings["engine"] += time.perf_counter() - t0
+        progress = run.progress[attempt.task.id]
+        if progress.iterations_used >= run.config["iterations"]:
+            self.bus.emit(ev.BudgetSpent(attempt.task.id, progress.iterations_used))
+        else:
+            self._end_on_unusable_streak(run, attempt)
+
+    async def _ask(self, run: RunRecord, attempt: Attempt) -> Parsed | None:
+        """The model's answer to the attempt's prompt, read into files, citations and its change (None: the
+        prompt cannot fit the model's context); its tokens and cost counted."""
+        answer = await self.asking.ask(run, attempt)
+        if answer is None:
+            return None
         parsed = parse_answer(answer.text, source_suffix=source_suffix(self.backend),
                               truncated=answer.finish_reason == "length", max_tokens=attempt.max_tokens or None)
         attempt.files, attempt.cited, attempt.problem = parsed.files, parsed.cited, parsed.problem
@@ -290,21 +313,20 @@ class Engine:
         run.tokens_in += answer.tokens_in if not answer.cached else 0
         run.tokens_out += answer.tokens_out if not answer.cached else 0
         run.cost += answer.cost
-        self.bus.emit(ev.ResponseReceived(task.id, attempt.iteration, answer.tokens_in, answer.tokens_out, answer.cost,
-                                          answer.seconds, answer.cached, tuple(parsed.files), parsed.problem))
+        self.bus.emit(ev.ResponseReceived(attempt.task.id, attempt.iteration, answer.tokens_in, answer.tokens_out,
+                                          answer.cost, answer.seconds, answer.cached, tuple(parsed.files),
+                                          parsed.problem))
         self.bus.emit(ev.UsageUpdated(run.tokens_in, run.tokens_out, run.cost))
+        return parsed
+
+    async def _verify_answer(self, attempt: Attempt, parsed: Parsed) -> Outcome:
+        """The answer's files verified (beside the task's best when refining), or a format failure when it
+        held no usable code."""
+        task = attempt.task
         if parsed.ok:
-            attempt.outcome = await self._verify(task, attempt.iteration, parsed.files, attempt.best)
-        else:
-            attempt.outcome = Outcome.start(task.id, self.backend).fail("format", parsed.problem).finish()
-            self.bus.emit(ev.GateChecked(task.id, attempt.iteration, "format", "failed", parsed.problem))
-        t0 = time.perf_counter()
-        self._commit(run, attempt)
-        self.timings["engine"] += time.perf_counter() - t0
-        if progress.iterations_used >= run.config["iterations"]:
-            self.bus.emit(ev.BudgetSpent(task.id, progress.iterations_used))
-        else:
-            self._end_on_unusable_streak(run, attempt)
+            return await self._verify(task, attempt.iteration, parsed.files, attempt.best)
+        self.bus.emit(ev.GateChecked(task.id, attempt.iteration, "format", "failed", parsed.problem))
+        return Outcome.start(task.id, self.backend).fail("format", parsed.problem).finish()
 
     def _end_on_unusable_streak(self, run: RunRecord, attempt: Attempt) -> None:
         """A model that refuses an operator (or answers without code) keeps doing so: after
@@ -349,196 +371,12 @@ class Engine:
             finally:
                 self.timings["verify"] += time.perf_counter() - t0
 
-    # -- committing -----------------------------------------------------------------------------
-
-    def _reward(self, attempt: Attempt, slip: bool = False) -> tuple[float, str]:
-        """The reward and why, in words (``policy.reward_reason``): r1 for drafts; r2 for refinements, from
-        the gain over the task's best in the same timing window, scaled without a mean shift (see
-        core.policy). Both come from one verdict, so the reason said is the one the reward was given for."""
-        out = attempt.verified
-        if slip or attempt.not_judged:   # a typo, or the tool's own failure: says nothing about the kernel
-            return 0.0, policy.reward_reason(attempt.stage, out.feasible, "", slip=slip,
-                                             ours=bool(attempt.not_judged))
-        if attempt.stage == "draft":
-            return policy.draft_reward(out.feasible), policy.reward_reason("draft", out.feasible, "")
-        gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
-        paired = policy.paired(out)
-        reason = policy.reward_reason("refine", out.feasible, verdict, has_gain=gain is not None,
-                                      gain_ci=out.gain_ci if paired else None, paired=paired)
-        raw = policy.refine_reward_raw(out.feasible, gain, verdict)
-        if not out.feasible or raw == 0.0:
-            return raw, reason
-        key = f"refine-gain:{self.backend}"
-        reward = policy.scale(raw, self.store.reward_stats(key))
-        self.store.update_reward_stats(key, raw)
-        return reward, reason
+    # -- committing: the ledger -----------------------------------------------------------------
 
     def _commit(self, run: RunRecord | None, attempt: Attempt) -> tuple[Experience, float, bool]:
-        """The one commit path of every attempt, the model's (``run``) and a person's (``run`` None,
-        ``attempt.source == "human"``): the experience, its reward, the value updates, the task state
-        and the run's progress, in one transaction; then the events and the workspace's best."""
-        task, out = attempt.task, attempt.verified
-        progress = run.progress[task.id] if run is not None else None
-        teaching = self._teaching(run)
-        human = attempt.source == "human"
-        unjudged = attempt.not_judged     # the tool failed it (twice): recorded as such, judging nothing
-        slip = human and not out.feasible and not unjudged and policy.is_slip(out.failed_gate)   # a typo
-        with self.store.transaction():
-            state = self.store.get_task(task.id) or TaskState(task.id)
-            reward, reason = self._reward(attempt, slip)
-            kind = NOT_JUDGED if unjudged else teaching.kind(attempt.stage)
-            # no number in the title: the workbench numbers a task's attempts #n (tree, memory browser),
-            # and the run's iteration here would give the same attempt a second, different one
-            what = "hand edit" if human else attempt.stage
-            extra = {"context": [e.id for e in attempt.context], "cited": attempt.cited, "tokens": list(attempt.tokens),
-                     "problem": attempt.problem, "best": attempt.best.id if attempt.best else None,
-                     "change": attempt.change, "reason": reason}
-            if slip:
-                extra["slip"] = True
-            if unjudged:
-                extra["not_judged"] = unjudged
-            if run is not None:
-                extra["method"] = run.method
-            if attempt.answer_model and self.llm is not None and attempt.answer_model != self.llm.model:
-                extra["answered_by"] = attempt.answer_model   # the server's own name for the model that answered
-            exp = Experience(
-                task_id=task.id, kind=kind, backend=self.backend, stage=attempt.stage,
-                title=f"{task.id} {what}: {self._verdict_words(out)}"
-                      + (f" · {change}" if (change := self._change_words(attempt)) else ""),
-                text=prompts.attempt_text(out), files=attempt.files, outcome=out.to_dict(),
-                reward=None if unjudged else reward,
-                # a person's edit keeps the attempt it was made from as its parent, at either stage
-                parent_id=(attempt.start.id if attempt.start is not None and (attempt.stage == "refine" or human)
-                           else None),
-                source=attempt.source, model="" if human or self.llm is None else self.llm.model,
-                run_id=run.id if run is not None else None, iteration=attempt.iteration if run is not None else None,
-                signature={**task.signature(), **self.facts.kind(task).signature()}, extra=extra,
-                code_id=candidate_identity(attempt.files) if attempt.files else "",
-            )
-            # an answer without code is an attempt of its own: two such answers are two attempts, never "the same
-            # code" (no-code attempts used to share one record and so one number, #1 again and again)
-            exp_id, created = self.store.add_experience(exp, dedupe=bool(attempt.files))
-            exp.id = exp_id
-            changes: list[tuple[str, float, float]] = []
-            # A person's near-duplicate of a stored attempt (the same code up to comments and spacing) is
-            # not stored again: nothing is credited and the task's state is left as it was (the event
-            # says it was a repeat of exp.id). A model's repeat still credits what it was shown.
-            repeat = human and not created
-            if teaching.credits and not repeat and not slip and not unjudged:
-                changes = self._credit(task, attempt, reward, state.start_points)
-                if out.failed_gate == "anti_hack":     # learned once, for every later prompt of this backend
-                    memory.learn_refusal(self.store, self.backend, task.id, out.message, run.id if run else "")
-                if created and attempt.stage == "refine" and out.feasible:
-                    # A variant's own measured reward is its first Q2 sample: a start point slower than
-                    # the best starts below it, a faster one above, a same-speed one at zero.
-                    self.store.update_values([exp_id], stage="refine", reward=reward, alpha=1.0, task_id=task.id)
-            new_best = (False if repeat or unjudged
-                        else self._update_state(run, state, progress, attempt, exp, teaching.shared))
-            if progress is not None and run is not None:
-                progress.iterations_used += 1
-                progress.attempts.append(exp_id)
-                progress.stage = "refine" if progress.feasible else "draft"
-                self._account(run)
-                self.store.put_run(run)
-        if changes:
-            self.bus.emit(ev.ValuesUpdated(task.id, attempt.stage, reward, tuple(changes)))
-        self.bus.emit(ev.AttemptRecorded(task.id, attempt.iteration, exp_id, exp.parent_id, attempt.stage,
-                                         attempt.source, out, reward, new_best, duplicate=not created,
-                                         replaced_ms=outcome_of(attempt.best).latency_ms if attempt.best else None,
-                                         slip=slip, number=attempt_numbers(self.store, [task.id]).get(exp_id),
-                                         reason=reason, not_judged=unjudged))
-        if new_best and teaching.shared and not human:
-            self.bus.emit(ev.TaskStageChanged(task.id, "refine"))
-        if new_best and self.kernels_dir is not None:
-            if human:
-                write_best_only(self.kernels_dir / task.id, attempt.files)  # their own folder already holds it
-            else:
-                self._write_workspace(task, attempt.files, exp_id)
-        return exp, reward, new_best
-
-    @staticmethod
-    def _teaching(run: RunRecord | None) -> Teaching:
-        """What the attempt does to the memory: its run's method decides (core.methods.Teaching); a person's
-        edit (no run) always teaches."""
-        return METHODS[run.method].teaching if run is not None else HAND_EDIT
-
-    @staticmethod
-    def _verdict_words(out: Outcome) -> str:
-        """An attempt's verdict in its title: feasible, failed at a gate, or not judged (the tool failed)."""
-        if out.not_judged:
-            return "not judged"
-        return "feasible" if out.feasible else f"failed at {out.failed_gate}"
-
-    @staticmethod
-    def _change_words(attempt: Attempt) -> str:
-        """What the attempt changed, for its title: the answer's ``Change:`` line, or for a person's edit
-        the first changed line of its diff against the attempt it was made from."""
-        if attempt.change:
-            return " ".join(str(attempt.change).split())[:60]
-        if attempt.source == "human" and attempt.start is not None and attempt.start.files:
-            return first_change(dict(attempt.start.files), attempt.files)
-        return ""
-
-    def _credit(self, task: Task, attempt: Attempt, reward: float,
-                start_points: Sequence[str] = ()) -> list[tuple[str, float, float]]:
-        """Q <- Q + alpha w (r - Q) for the context and the start point. When refining, the task's own
-        start points in the context are left out: a start point's Q2 is learned from its own role (its
-        reward, then its children's), so that it says how good a place it is to refine from, not how
-        the variants refined beside it happened to do."""
-        cfg = self.config.engine
-        own = set(start_points) if attempt.stage == "refine" else set()
-        ids = [e.id for e in attempt.context if e.id not in own]
-        weights = policy.credit_weights(ids, attempt.cited, cfg.adoption_weight, cfg.ignored_weight)
-        if attempt.start is not None and attempt.stage == "refine":
-            ids.append(attempt.start.id)
-            weights[attempt.start.id] = 1.0
-        before = {e.id: e.q(attempt.stage) for e in [*attempt.context, *([attempt.start] if attempt.start else [])]}
-        after = self.store.update_values(ids, stage=attempt.stage, reward=reward, alpha=cfg.alpha, task_id=task.id,
-                                         weights=weights, cited=attempt.cited)
-        self.store.record_retrieval(task.id, [e.id for e in attempt.context])
-        adopted = [i for i in attempt.cited if i in set(ids)]
-        if adopted:
-            self.store.record_adoption(task.id, adopted)
-        return [(i, before.get(i, 0.0), q) for i, q in after.items()]
-
-    def _update_state(self, run: RunRecord | None, state: TaskState, progress: TaskProgress | None, attempt: Attempt,
-                      exp: Experience, shared: bool) -> bool:
-        """Task state and run progress after an attempt; returns whether it is the new best (feasible,
-        and significantly faster than the best it was timed beside, or the first feasible one). ``shared``
-        (the method's teaching): the task's state across runs keeps the attempt and holds the best it is
-        judged against; otherwise the best is the run's own and the task's state is left as it was."""
-        out = attempt.verified
-        counts = attempt.source != "human"   # a person's edit spends no budget
-        if progress is not None and out.reference_ms:
-            progress.reference_ms = out.reference_ms
-        if not out.feasible or out.latency_ms is None:
-            if shared and counts:
-                state.iterations_used += 1
-                self.store.put_task(state)
-            return False
-        _gain, verdict = policy.gain_over_best(out, outcome_of(attempt.best) if attempt.best else None)
-        had_best = state.best_id is not None if shared else bool(progress and progress.best_id)
-        new_best = policy.is_new_best(True, had_best, verdict)
-        if progress is not None:
-            progress.feasible = True
-            if progress.first_ms is None:
-                progress.first_ms = out.latency_ms
-            if new_best or progress.best_ms is None:
-                progress.best_ms, progress.best_id = out.latency_ms, exp.id
-        if shared:
-            state.iterations_used += 1 if counts else 0
-            state.feasible = True
-            state.stage = "refine"
-            if exp.id not in state.start_points:
-                state.start_points.append(exp.id)
-            if state.first_feasible_latency_ms is None:
-                state.first_feasible_latency_ms = out.latency_ms
-            if new_best:
-                state.best_latency_ms, state.best_id = out.latency_ms, exp.id
-            elif out.best_ms and attempt.best is not None and attempt.best.id == state.best_id:
-                state.best_latency_ms = out.best_ms   # the best as timed in the latest window
-            self.store.put_task(state)
-        return new_best
+        """The one commit path of every attempt, the model's and a person's (``core.ledger.Ledger.commit``): its
+        record, reward, values, the task's state and the run's progress, then the events."""
+        return self.ledger.commit(run, attempt)
 
     def _account(self, run: RunRecord) -> None:
         run.updated_at = time.time()
@@ -589,12 +427,5 @@ class Engine:
 
     def _consolidate_rules(self, run: RunRecord) -> None:
         """Items adopted with positive value by several operators become short resident rules (core.memory)."""
-        if self._teaching(run).credits:
+        if teaching_of(run).credits:
             memory.consolidate_rules(self.store, self.backend, run.id)
-
-    # -- the workspace ----------------------------------------------------------------------------
-
-    def _write_workspace(self, task: Task, files: dict[str, str], attempt_id: str) -> None:
-        """A new best goes to kernels/<task>/best/, and to kernels/<task>/ unless a person changed it."""
-        if self.kernels_dir is not None:
-            write_best(self.kernels_dir / task.id, files, attempt_id)

@@ -142,6 +142,7 @@ class AttemptRecorded(Event):
                                 # attempt it repeats); the iteration is the run's, a different count
     reason: str = ""          # why the reward is what it is, in words (core.policy.reward_reason), said once here
     not_judged: str = ""      # why the tool, not the kernel, failed its verification (twice): no verdict, no reward
+    probe: bool = False       # a person's save marked as a probe (core.policy.PROBE_MARK): recorded, teaches nothing
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "outcome": self.outcome.to_dict()}
@@ -157,6 +158,19 @@ class EditDetected(Event):
     files: tuple[str, ...]
     resumed: bool = False
     suite: str = ""
+
+
+@dataclass(frozen=True)
+class SizingProgress(Event):
+    """``--size-scale auto`` sizing the suite's tasks in the background (``Session.size_unsized``): ``done`` of
+    ``total`` sized so far, the last one ``task`` and what it came to (``said``: its reference's time, or why it
+    could not be sized), its category from the operators its forward ran. ``total`` 0: nothing left to size."""
+
+    done: int
+    total: int
+    task: str = ""
+    said: str = ""
+    category: str = ""
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _KEPT = 8   # paths and contents a claim keeps (a task seen from a few checkouts)
-__all__ = ["keyed", "qualified", "resolve_key", "suite_label", "task_keys", "workspace_keys"]
+__all__ = ["keyed", "qualified", "resolve_key", "suite_label", "suite_of_key", "task_keys", "workspace_keys"]
 
 Merged = Callable[[str, str, int], None]
 """``merged(source, into, moved)``: two keys of one task were merged, ``moved`` experiences moved."""
@@ -243,6 +243,23 @@ def _candidates(name: str, label: str) -> Iterable[str]:
 def keyed(tasks: Iterable[Task], keys: dict[str, str]) -> list[Task]:
     """The tasks under their workspace keys (``Task.id``), each keeping its id in its suite (``Task.name``)."""
     return [replace(t, id=keys.get(t.name, t.id), name=t.name) for t in tasks]
+
+
+def suite_of_key(memory_path: Path, key: str) -> str:
+    """What loads the suite of the workspace's task ``key`` (``builtin`` or its folder), read-only; "" when the
+    memory has no such key or does not say (a key claimed before suites were kept)."""
+    from store import Store, StoreError
+
+    if not memory_path.exists():
+        return ""
+    try:
+        with Store.open(memory_path, readonly=True) as store:
+            claims = store.task_claims()
+    except StoreError:
+        return ""
+    claim = claims.get(resolve_key(claims, key)) or {}
+    spec = claim.get("suite_spec") or ("builtin" if claim.get("suite") == "builtin" else "")
+    return str(spec) if not claim.get("legacy") else ""
 
 
 def workspace_keys(memory_path: Path, label: str, tasks: Iterable[Task | str]) -> dict[str, str]:

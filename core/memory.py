@@ -13,14 +13,14 @@ import re
 from pathlib import Path
 from typing import Any
 
-from core.attempts import ATTEMPT_KINDS, attempt_numbers, outcome_of
+from core.attempts import ATTEMPT_KINDS, NOT_JUDGED, attempt_numbers, outcome_of
 from store import Experience, Store, StoreError
 from store.experiences import FILTERS, SORTS
 from store.protocol import Memory
 from store.records import KINDS, SOURCES
 
 STAGES = ("draft", "refine")
-__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "earned", "export_memory", "family",
+__all__ = ["KINDS", "SOURCES", "SORTS", "STAGES", "consolidate_rules", "decisions", "earned", "export_memory", "family",
            "import_memory",
            "is_refusal", "learn_refusal", "refusal_words",
            "list_experiences", "memory_stats", "numbered_summaries", "resident_rules", "show_experience",
@@ -78,6 +78,61 @@ def family(store: Store, exp: Experience) -> tuple[int | None, dict[str, Any] | 
     return numbered[0]["number"], numbered[1] if parent else None, numbered[2 if parent else 1:]
 
 
+def decisions(store: Memory, exp: Experience) -> list[tuple[str, str]]:
+    """What was decided about an attempt, and why, one line each, for the memory browser and ``memory show``
+    (#51): why its parent is its parent, why its reward is what it is, whose values it moved and by how much,
+    whether it became the best, whether a later save may descend from it; and, for any item, which attempts'
+    rewards moved its own values. Read from what the engine kept with it (``extra``: reason, lineage, moved,
+    new_best, probe, slip, not_judged) and the values' history (``by``); an attempt stored before #51 says less."""
+    extra = exp.extra or {}
+    numbers = attempt_numbers(store, {exp.task_id, *(str(h.get("task")) for h in exp.q_history if h.get("task"))})
+
+    def named(exp_id: str | None) -> str:
+        return f"#{numbers[exp_id]}" if exp_id in numbers else (exp_id or "?")[:10]
+
+    said: list[tuple[str, str]] = []
+    if exp.kind in ATTEMPT_KINDS:
+        if extra.get("lineage"):
+            said.append(("parent", str(extra["lineage"])))
+        elif exp.parent_id:
+            said.append(("parent", f"{named(exp.parent_id)}: "
+                         + ("the start point the model was shown" if exp.source == "llm" else
+                            "the last working version (kept before lineage followed the code)")))
+        else:
+            said.append(("parent", "none: a draft from nothing the memory holds"))
+        if extra.get("reason"):
+            said.append(("reward", f"{'–' if exp.reward is None else f'{exp.reward:+.2f}'}: {extra['reason']}"))
+        moved = extra.get("moved")
+        if moved:
+            said.append(("moved", "; ".join(
+                f"{'#' + str(m['number']) if m.get('number') else str(m.get('id', '?'))[:10]}'s "
+                f"{'Q1' if m.get('stage') == 'draft' else 'Q2'} {float(m['before']):+.2f} -> {float(m['after']):+.2f}"
+                for m in moved[:6]) + (" ..." if len(moved) > 6 else "")))
+        elif "moved" in extra or extra.get("probe") or extra.get("slip") or extra.get("not_judged"):
+            said.append(("moved", "no value: " + ("a probe teaches nothing" if extra.get("probe") else
+                                                  "a typo is not an experiment" if extra.get("slip") else
+                                                  "the tool failed, not the kernel" if extra.get("not_judged") else
+                                                  "nothing was credited")))
+        out = outcome_of(exp) if exp.outcome else None
+        if "new_best" in extra:
+            said.append(("best", "it became the task's best" if extra["new_best"] else
+                         "not the best: " + ("a probe is never the best" if extra.get("probe") else
+                                             "not feasible" if out is not None and not out.feasible else
+                                             "not significantly faster than the best in one window")))
+        may = (out is not None and (g := out.gate_or_none("correctness")) is not None and g.passed
+               and not extra.get("probe") and not extra.get("slip") and exp.kind != NOT_JUDGED)
+        said.append(("later saves", "may descend from it (it passed correctness)" if may else
+                     "never descend from it (" + ("a probe" if extra.get("probe") else "a typo" if extra.get("slip")
+                                                 else "not judged" if exp.kind == NOT_JUDGED else
+                                                 "it did not pass correctness") + ")"))
+    by = [h for h in exp.q_history if h.get("by")]
+    if by:
+        said.append(("its values", "; ".join(
+            f"{'Q1' if h.get('stage') == 'draft' else 'Q2'} {float(h.get('q', 0)):+.2f} after {named(h['by'])} "
+            f"(reward {float(h.get('reward', 0)):+.2f})" for h in by[-6:])))
+    return said
+
+
 def memory_stats(path: Path) -> dict[str, Any]:
     """Counts by kind, stage, backend and source, sizes and running reward statistics."""
     with Store.open(path, readonly=True) as store:
@@ -104,8 +159,10 @@ def show_experience(path: Path, exp_id: str) -> dict[str, Any]:
         if exp is None:   # resolve_id found it a moment ago: removed since
             raise StoreError(f"no experience {exp_id}")
         number, parent, children = family(store, exp)
+        why = decisions(store, exp)
     data = exp.to_dict()
-    data.update(number=number, parent=parent, children=children, earned=earned(exp))
+    data.update(number=number, parent=parent, children=children, earned=earned(exp),
+                decisions=[{"what": w, "why": y} for w, y in why])
     return data
 
 

@@ -40,7 +40,7 @@ BASELINE_KIND = "baseline_trace"
 @dataclass(frozen=True)
 class Teaching:
     """What a method's committed attempts do to the memory. The method decides it; the engine's one
-    commit (core.engine.Engine._commit) applies it for every attempt of the method's runs."""
+    commit (core.ledger.Ledger.commit) applies it for every attempt of the method's runs."""
 
     stored_as: str = ""
     """The kind its attempts are stored as; "" for ``<stage>_trace``, the kinds retrieval shows as memory."""
@@ -83,6 +83,7 @@ class Attempt:
     best: Experience | None = None     # the task's best, timed in the same window as this attempt
     source: str = "llm"                # "llm", or "human" for a person's edit
     change: str = ""          # the answer's one-line "Change:" summary
+    lineage: str = ""         # a person's edit: why its parent is its parent (core.attempts.closest_version)
     max_tokens: int = 0       # the answer budget its request was sent with (0: not sent)
     answer_model: str = ""    # the model the server said answered (its answer's ``model``)
     compose: Callable[[int], prompts.Prompt] | None = None

@@ -273,8 +273,22 @@ def is_slip(failed_gate: str | None) -> bool:
     return failed_gate in SLIP_GATES
 
 
+PROBE_MARK = "evokernel: probe"
+"""A person marks a save as a probe by writing this anywhere in its files, in a comment (``// evokernel: probe``,
+``# evokernel: probe``): a check of the verifier or of an idea (a copy without the arithmetic, a deliberately
+wrong tail) that is verified and recorded, but teaches nothing: no reward, no value moved, never the parent
+of a later save, a start point or the best. Without the mark a failed save is an experiment like the model's
+(#51: a tuner's eleven deliberately broken saves had pulled 10_relu's best to Q2 -0.21)."""
+
+
+def is_probe(files: dict[str, str]) -> bool:
+    """Whether a person's save carries the probe mark (``PROBE_MARK``) in any of its files."""
+    return any(PROBE_MARK in text for text in files.values())
+
+
 def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = False, has_gain: bool = True,
-                  gain_ci: list[float] | None = None, paired: bool = True, ours: bool = False) -> str:
+                  gain_ci: list[float] | None = None, paired: bool = True, ours: bool = False,
+                  probe: bool = False) -> str:
     """Why an attempt's reward is what it is, in a few words after "reward r: " (the verdict lines of
     the workbench and ``evokernel run``): "a correct draft", "the same speed as the best", "faster than
     the best", "too noisy to judge against the best: measure again", "a typo, not an experiment"...
@@ -283,6 +297,8 @@ def reward_reason(stage: str, feasible: bool, vs_best: str, *, slip: bool = Fals
     uses. The engine says it once, with the reward (``AttemptRecorded.reason``); screens show that."""
     if slip:
         return "a typo, not an experiment (no value moved)"
+    if probe:
+        return f"a probe ({PROBE_MARK} in its files): recorded, teaches nothing (no value moved)"
     if ours:
         return "not judged: the tool failed, or could not fully check it (no value moved)"
     if not feasible:

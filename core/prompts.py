@@ -414,7 +414,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
     outcome stored before cases kept their verdicts) and its share of that case's roofline floor. "" for a
     single-case kernel. 7_sum's refinements were guesses: its fp32 [64, 64, 64] case ran 0.74-0.79x and its
     fp16 column sums 1.11x, and no prompt said so."""
-    from verifier import Ratio, assess_roofline, describe_case, judge_ratio
+    from verifier import Ratio, assess_roofline, case_number, describe_case, judge_ratio
 
     timed = sorted((c for c in outcome.cases if c.get("speedup") is not None), key=lambda c: int(c.get("case", 0)))
     if not timed:
@@ -435,7 +435,8 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
                  if k < len(counted) else None)
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
                 if point and point.get("fraction") else "")
-        rows.append(f"- #{k + 1} ({describe_case(cases[k]) if k < len(cases) else 'case'}): {said}{roof}")
+        inputs = describe_case(cases[k]) if k < len(cases) else "case"
+        rows.append(f"- #{case_number(cases, k)} ({inputs}): {said}{roof}")
     return "Each timed case in its own window, beside PyTorch:\n" + "\n".join(rows)
 
 

@@ -93,95 +93,119 @@ def _gate_passed(exp: Experience, gate: str) -> bool:
     return found is not None and found.status == "passed"
 
 
-def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
-    budget = int(run.config.get("iterations", 0))
-    attempts = generated = built = 0
-    feasible_at: dict[str, int] = {}
-    per_task: dict[str, dict[str, Any]] = {}
-    over_first: list[float] = []
-    over_ref: list[float] = []
-    roof_fraction: list[float] = []
-    fast = apart = 0
-    failures: dict[str, int] = {}
-    for task_id in run.tasks:
-        progress = run.progress.get(task_id) or TaskProgress()
-        exps = [e for e in store.get_many(progress.attempts) if e is not None]
+@dataclass
+class _Tally:
+    """What a run's attempts add up to, task by task (``run_metrics``)."""
+
+    attempts: int = 0
+    generated: int = 0
+    built: int = 0
+    fast: int = 0
+    apart: int = 0
+    feasible_at: dict[str, int] = field(default_factory=dict)
+    over_first: list[float] = field(default_factory=list)
+    over_ref: list[float] = field(default_factory=list)
+    roof_fraction: list[float] = field(default_factory=list)
+    failures: dict[str, int] = field(default_factory=dict)
+
+    def count(self, task_id: str, exps: list[Experience], best_id: str | None
+              ) -> tuple[Outcome | None, Outcome | None, Outcome | None]:
+        """Count a task's attempts; its first timed kernel, its best (significantly faster in its own window, not
+        the lowest time), and the attempt with the most cases correct (the later on a tie)."""
         first = best = closest = None
         for i, e in enumerate(exps):
-            attempts += 1
+            self.attempts += 1
             if e.files:
-                generated += 1
-                built += _gate_passed(e, "build")
+                self.generated += 1
+                self.built += _gate_passed(e, "build")
             result = outcome_of(e)
             why = ("not judged" if result.not_judged else "no code" if not e.files else
                    result.failed_gate if not result.feasible else None)
             if why:
-                failures[why] = failures.get(why, 0) + 1
+                self.failures[why] = self.failures.get(why, 0) + 1
             if result.cases and (closest is None or _cases_correct(result) >= _cases_correct(closest)):
-                closest = result   # the most cases correct; the later on a tie
+                closest = result
             if result.timed:
-                feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
+                self.feasible_at.setdefault(task_id, e.iteration if e.iteration is not None else i)
                 first = first or result
-                if e.id == progress.best_id or (best is None and not progress.best_id):
-                    best = result      # the run's best: significantly faster in its own window, not the lowest time
-        if best is None and first is not None:
-            best = first
-        roofline = best.roofline if best else None
-        row: dict[str, Any] = {"attempts": len(exps), "first_ms": first.latency_ms if first else None,
-                               "best_ms": best.latency_ms if best else None,
-                               "reference_ms": best.reference_ms if best else None,   # the best's own window
-                               "feasible_at": feasible_at.get(task_id), "roofline": roofline}
-        if best is not None and best.cases:
-            row["cases"] = case_summary(best, "best")
-        elif best is None and closest is not None:
-            row["cases"] = case_summary(closest, "closest")
-        final = progress.extra.get("final") or {}
-        if final.get("feasible") and final.get("best") == progress.best_id:
-            # the best, the first and the reference timed together at the end of the run: every time in the
-            # row from that window (never the first's and the best's own windows beside its reference)
-            roofline = _roofline_at(roofline, final.get("latency_ms"))
-            row.update(first_ms=final.get("first_ms") or row["first_ms"],
-                       best_ms=final.get("latency_ms") or row["best_ms"], roofline=roofline)
-            row.update(reference_ms=final["reference_ms"], speedup=final["speedup"], speedup_ci=final["speedup_ci"],
-                       vs_reference=final["vs_reference"], speedup_over_first=final["gain"],
-                       speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
-            over_first.append(final["gain"])
-            over_ref.append(final["speedup"])
-            fast += final["vs_reference"] == FASTER
-        elif best is not None and first is not None:
-            gain = over_first_paired(best, first)
-            if gain is None:
-                row["speedup_over_first"] = None
-                row["over_first"] = "not measured together"
-                apart += 1
-            else:
-                row["speedup_over_first"], row["speedup_over_first_ci"] = gain
-                over_first.append(gain[0])
-            if best.speedup:
-                row["speedup"], row["speedup_ci"] = best.speedup, best.speedup_ci
-                row["vs_reference"] = best.vs_reference
-                over_ref.append(best.speedup)
-                fast += best.vs_reference == FASTER
-        if roofline and roofline.get("fraction") is not None:
-            roof_fraction.append(roofline["fraction"])
-        per_task[task_id] = row
+                if e.id == best_id or (best is None and not best_id):
+                    best = result
+        return first, best if best is not None else first, closest
+
+
+def run_metrics(store: Store, run: RunRecord) -> RunMetrics:
+    budget = int(run.config.get("iterations", 0))
+    tally = _Tally()
+    per_task: dict[str, dict[str, Any]] = {}
+    for task_id in run.tasks:
+        progress = run.progress.get(task_id) or TaskProgress()
+        exps = [e for e in store.get_many(progress.attempts) if e is not None]
+        first, best, closest = tally.count(task_id, exps, progress.best_id)
+        per_task[task_id] = _task_row(tally, progress, len(exps), first, best, closest,
+                                      tally.feasible_at.get(task_id))
     n = max(1, len(run.tasks))
-    curve = [sum(1 for at in feasible_at.values() if at <= t) / n for t in range(budget)]
-    tried = attempts > 0    # a run that recorded no attempt measured nothing: n/a, not 0 %
+    curve = [sum(1 for at in tally.feasible_at.values() if at <= t) / n for t in range(budget)]
+    tried = tally.attempts > 0    # a run that recorded no attempt measured nothing: n/a, not 0 %
     seconds = run.extra.get("seconds")
     return RunMetrics(
         run_id=run.id, method=run.method, model=str(run.config.get("model", "")), tasks=len(run.tasks),
-        iterations=budget, attempts=attempts, generated=generated, built=built, feasible_tasks=len(feasible_at),
-        fast_tasks=fast, cr=built / attempts if tried else None, acc=len(feasible_at) / n if tried else None,
-        fast_1=fast / n if tried else None,
-        speedup_over_first=over_first, speedup_over_reference=over_ref, curve=curve, per_task=per_task,
-        status=run.status, roofline_fraction=roof_fraction, not_measured_together=apart,
+        iterations=budget, attempts=tally.attempts, generated=tally.generated, built=tally.built,
+        feasible_tasks=len(tally.feasible_at), fast_tasks=tally.fast,
+        cr=tally.built / tally.attempts if tried else None, acc=len(tally.feasible_at) / n if tried else None,
+        fast_1=tally.fast / n if tried else None,
+        speedup_over_first=tally.over_first, speedup_over_reference=tally.over_ref, curve=curve, per_task=per_task,
+        status=run.status, roofline_fraction=tally.roof_fraction, not_measured_together=tally.apart,
         done=max((p.iterations_used for p in run.progress.values()), default=0),
         tokens=run.tokens_in + run.tokens_out,
         seconds=float(seconds) if isinstance(seconds, (int, float)) else max(0.0, run.updated_at - run.started_at),
-        failures=dict(sorted(failures.items(), key=lambda kv: -kv[1])),
+        failures=dict(sorted(tally.failures.items(), key=lambda kv: -kv[1])),
         ended_early=[f"{t}: {p.broken}" for t, p in run.progress.items() if p.broken],
     )
+
+
+def _task_row(tally: _Tally, progress: TaskProgress, attempts: int, first: Outcome | None, best: Outcome | None,
+              closest: Outcome | None, feasible_at: int | None) -> dict[str, Any]:
+    """A task's row of the report: its first and best times, its best's speedups (from the final window when the
+    run ended with one, else from the best's own), its cases and its roofline; the tally's speedups and fast_1."""
+    roofline = best.roofline if best else None
+    row: dict[str, Any] = {"attempts": attempts, "first_ms": first.latency_ms if first else None,
+                           "best_ms": best.latency_ms if best else None,
+                           "reference_ms": best.reference_ms if best else None,   # the best's own window
+                           "feasible_at": feasible_at, "roofline": roofline}
+    if best is not None and best.cases:
+        row["cases"] = case_summary(best, "best")
+    elif best is None and closest is not None:
+        row["cases"] = case_summary(closest, "closest")
+    final = progress.extra.get("final") or {}
+    if final.get("feasible") and final.get("best") == progress.best_id:
+        # the best, the first and the reference timed together at the end of the run: every time in the
+        # row from that window (never the first's and the best's own windows beside its reference)
+        roofline = _roofline_at(roofline, final.get("latency_ms"))
+        row.update(first_ms=final.get("first_ms") or row["first_ms"],
+                   best_ms=final.get("latency_ms") or row["best_ms"], roofline=roofline)
+        row.update(reference_ms=final["reference_ms"], speedup=final["speedup"], speedup_ci=final["speedup_ci"],
+                   vs_reference=final["vs_reference"], speedup_over_first=final["gain"],
+                   speedup_over_first_ci=final["gain_ci"], over_first=final["vs_first"], window="final")
+        tally.over_first.append(final["gain"])
+        tally.over_ref.append(final["speedup"])
+        tally.fast += final["vs_reference"] == FASTER
+    elif best is not None and first is not None:
+        gain = over_first_paired(best, first)
+        if gain is None:
+            row["speedup_over_first"] = None
+            row["over_first"] = "not measured together"
+            tally.apart += 1
+        else:
+            row["speedup_over_first"], row["speedup_over_first_ci"] = gain
+            tally.over_first.append(gain[0])
+        if best.speedup:
+            row["speedup"], row["speedup_ci"] = best.speedup, best.speedup_ci
+            row["vs_reference"] = best.vs_reference
+            tally.over_ref.append(best.speedup)
+            tally.fast += best.vs_reference == FASTER
+    if roofline and roofline.get("fraction") is not None:
+        tally.roof_fraction.append(roofline["fraction"])
+    return row
 
 
 def _roofline_at(roofline: dict[str, Any] | None, latency_ms: float | None) -> dict[str, Any] | None:
@@ -207,16 +231,19 @@ CASE_FIELDS = ("case", "inputs", "correct", "max_abs_error", "max_rel_error", "m
 def case_summary(result: Outcome, of: str) -> dict[str, Any]:
     """A multi-case verdict per case for the report: ``of`` ("best": the task's best kernel; "closest": no
     kernel was feasible, this is the attempt with the most cases correct), ``total``, ``passed``,
-    ``failed`` (cases whose correctness was judged), ``failing`` (each failing case's index, inputs and first
+    ``failed`` (cases whose correctness was judged), ``failing`` (each failing case's number, inputs and first
     failure), ``timed`` (cases with a time of their own) and ``per_case`` (the verdict's fields as stored:
-    a case's time, the reference's and the speedup come from that case's own window)."""
+    a case's time, the reference's and the speedup come from that case's own window). A case is named by its
+    number here, in text and JSON alike (``verifier.cases.numbered_entry``), as ``verify`` names it."""
+    from verifier import numbered_entry
+
     judged = [c for c in result.cases if c.get("correct") is not None]
-    failing = [c for c in judged if c.get("correct") is False]
+    failing = [numbered_entry(c) for c in judged if c.get("correct") is False]
     return {"of": of, "total": len(result.cases), "passed": len(judged) - len(failing), "failed": len(failing),
-            "failing": [{"case": int(c.get("case", 0)), "inputs": str(c.get("inputs", "")),
+            "failing": [{"case": c.get("case", 0), "inputs": str(c.get("inputs", "")),
                          "message": str(c.get("message", ""))} for c in failing],
             "timed": sum(1 for c in result.cases if c.get("latency_ms") is not None),
-            "per_case": [{k: c[k] for k in CASE_FIELDS if k in c} for c in result.cases]}
+            "per_case": [{k: v for k, v in numbered_entry(c).items() if k in CASE_FIELDS} for c in result.cases]}
 
 
 def over_first_paired(best: Outcome, first: Outcome) -> tuple[float, list[float] | None] | None:
@@ -406,7 +433,18 @@ def hand_rows(workspace: Workspace) -> dict[str, dict[str, Any]]:
                 result = outcome_of(chosen) if chosen is not None else None
                 row[f"{name}_ms"] = result.latency_ms if result else None
                 row[f"{name}_speedup"] = result.speedup if result else None
-            paired = over_first_paired(outcome_of(best), outcome_of(first)) if best and first else None
+                # the window's word with its figure: a "too noisy" 0.87x judged nothing, and says so
+                row[f"{name}_vs_reference"] = result.vs_reference if result else ""
+                row[f"{name}_speedup_ci"] = result.speedup_ci if result else None
+            shown = outcome_of(best) if best is not None else None
+            closest = max((outcome_of(e) for e in exps if outcome_of(e).cases), key=_cases_correct, default=None)
+            if shown is not None and shown.cases:
+                row["cases"] = case_summary(shown, "best")
+            elif shown is None and closest is not None:
+                row["cases"] = case_summary(closest, "closest")
+            # one edit that is both the first and the best is 1x itself, never "not measured together"
+            paired = (None if not (best and first) else (1.0, [1.0, 1.0]) if best.id == first.id
+                      else over_first_paired(outcome_of(best), outcome_of(first)))
             row["best_over_first"] = paired[0] if paired else None
             row["best_over_first_ci"] = paired[1] if paired else None
             row["over_first"] = ("" if paired or not (best and first) else "not measured together")

@@ -8,10 +8,12 @@ listing tasks or browsing memory stays instant.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
-from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, task_rows
+from core.attempts import AttemptLine, TaskRow, attempt_lines, attempt_with_parent, closest_version, task_rows
 from core.config import Config
 from core.demo import DEMO, DEMO_MODEL, demo_model
 from core.engine import Engine
@@ -19,7 +21,17 @@ from core.errors import LLMError, RunAlreadyFinished, TaskError, WorkspaceError
 from core.events import EventBus, Notice
 from core.identity import keyed, resolve_key, task_keys
 from core.llm import LLMClient, OpenAIClient
-from core.tasks import ProbeOptions, Suite, Task, load_suite, scale_task
+from core.tasks import (
+    ProbeOptions,
+    Suite,
+    Task,
+    apply_probe,
+    load_suite,
+    probe_task,
+    recorded_sizes,
+    scale_task,
+    within_budget,
+)
 from core.watcher import EditWatcher, SavedElsewhere
 from core.workspace import Workspace
 from core.workspace_files import read_candidate_files, starter_candidate, write_candidate
@@ -72,9 +84,10 @@ def leave(code: int) -> NoReturn:
     import os
     import sys
 
-    from verifier import end_started_by
+    from verifier import end_started_by, remove_scratch
 
     end_started_by("")
+    remove_scratch()   # os._exit runs no exit handler: the jobs' and probes' folders in /dev/shm go now
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
@@ -110,6 +123,7 @@ class Session:
         self._suite: Suite | None = None
         self._keys: dict[str, dict[str, str]] = {}   # suite name -> {task id in it: its key in the workspace}
         self._relay: StatusRelay | None = None     # cluster news -> events, when verification runs on a Ray cluster
+        self._sizing = threading.Lock()   # one probe of a task at a time: the background sizer's and a run's
 
     # -- parts, on first use -----------------------------------------------------------------------
 
@@ -262,7 +276,56 @@ class Session:
         with ProbeSandbox(vconfig.threads, use_bwrap=vconfig.use_bwrap, seccomp=vconfig.seccomp) as sandbox:
             probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": self.workspace.cache_dir,
                                    "sandbox": sandbox}
-            return keyed([scale_task(t, scale, **probe) for t in chosen.select(wanted, level)], keys)
+            sized = []
+            for t in chosen.select(wanted, level):
+                with self._sizing:   # the background sizer may be probing it now: then its record serves
+                    sized.append(scale_task(t, scale, **probe))
+            return keyed(sized, keys)
+
+    def listed_tasks(self) -> list[Task]:
+        """The suite's tasks at once, for what lists them (the task table, the folders the watcher knows, a
+        starter): never a probe. Under ``auto`` each at the sizes recorded in this workspace, else as written until
+        it is sized (``size_unsized`` in the background; a run, a save or a verification sizes its own task first).
+        #51: the workbench sized all 376 tasks of a suite before showing any (about 2 h), blocked at "opening"."""
+        if self.config.size_scale != "auto":
+            return self.tasks()
+        chosen = self.suite()
+        listed = []
+        for t in chosen.tasks:
+            probe = recorded_sizes(t, self.workspace.cache_dir)
+            listed.append(apply_probe(t, probe) if probe is not None and probe.ok else within_budget(t))
+        return keyed(listed, self.task_keys(chosen))
+
+    def size_unsized(self, progress: Callable[[int, int, str, str, str], None],
+                     stop: threading.Event | None = None) -> int:
+        """Size (``auto``) every task of the suite that this workspace has not sized yet, one at a time in one
+        probe sandbox, telling ``progress(done, total, task key, said, category)`` after each (and ``(0, 0, ...)``
+        when none is left); between tasks it stops when ``stop`` is set. A task whose sizing failed before is tried
+        again only by the run or save that needs it. Returns how many it sized. Blocking: run it in a thread."""
+        if self.config.size_scale != "auto":
+            return 0
+        chosen = self.suite()
+        keys = self.task_keys(chosen)
+        todo = [t for t in chosen.tasks if recorded_sizes(t, self.workspace.cache_dir) is None]
+        if not todo:
+            progress(0, 0, "", "", "")
+            return 0
+        vconfig = self.config.verifier
+        done = 0
+        with ProbeSandbox(vconfig.threads, use_bwrap=vconfig.use_bwrap, seccomp=vconfig.seccomp) as sandbox:
+            for k, t in enumerate(todo, 1):
+                if stop is not None and stop.is_set():
+                    break
+                with self._sizing:
+                    probe = (recorded_sizes(t, self.workspace.cache_dir)
+                             or probe_task(t, "auto", threads=vconfig.threads, cache_dir=self.workspace.cache_dir,
+                                           sandbox=sandbox))
+                done += 1
+                sized = apply_probe(t, probe) if probe.ok else t
+                said = (f"{probe.ms:.3g} ms" if probe.ok and probe.ms is not None else
+                        f"not sized: {probe.problem}" if not probe.ok else "sized")
+                progress(k, len(todo), keys.get(t.name, t.id), said, sized.category)
+        return done
 
     # -- runs -----------------------------------------------------------------------------------------
 
@@ -386,21 +449,28 @@ class Session:
         """A watcher that re-verifies saves in kernels/<task>/ and logs them as human experiences: the tasks of
         the suite shown and every other task this workspace's memory knows (another suite's folder is
         verified as that suite's task; ``task_elsewhere``)."""
-        tasks = {t.id: t for t in self.tasks()}
+        tasks = {t.id: t for t in self.listed_tasks()}
         claims = self.store.task_claims()
         elsewhere = {key: str(c.get("suite") or "") for key, c in claims.items()
                      if key not in tasks and not c.get("legacy") and "merged_into" not in c}
         found: dict[str, Task] = {}
 
         async def verify(task_id: str, files: dict[str, str], parent: str | None) -> str | None:
-            task = tasks.get(task_id) or found.get(task_id)
+            task = found.get(task_id)
+            if task is None and task_id in tasks:   # at its sizes (under auto, sized now if it is not yet)
+                task = found[task_id] = (await asyncio.to_thread(self.tasks, [task_id]))[0] \
+                    if self.config.size_scale == "auto" else tasks[task_id]
             if task is None:
                 task = found[task_id] = await asyncio.to_thread(self.task_elsewhere, task_id)
-            exp, out = await self.engine.record_human(task, files, parent)
-            # The next save descends from the last version that passed correctness: a typo, a wrong result
-            # or a verification the tool failed is recorded, but is no start point for the next edit.
+            # its parent is where its code came from: the closest earlier working version (the folder's last
+            # working version wins a tie), never merely the last save that passed
+            parent, lineage = await asyncio.to_thread(closest_version, self.store, task.id, files, parent)
+            exp, out = await self.engine.record_human(task, files, parent, lineage)
+            # A typo, a wrong result, a probe or a verification the tool failed is recorded, but is no start
+            # point for the next edit.
             correct = out.gate_or_none("correctness")
-            return exp.id if correct is not None and correct.passed and not out.not_judged else None
+            teaches = not (exp.extra or {}).get("probe")
+            return exp.id if correct is not None and correct.passed and not out.not_judged and teaches else None
 
         def stranger(name: str) -> str:
             import difflib
@@ -422,7 +492,7 @@ class Session:
             if best is not None and best.files:
                 write_candidate(folder, best.files, best.id)
             else:
-                task = next((t for t in self.tasks() if t.id == task_id), None)
+                task = next((t for t in self.listed_tasks() if t.id == task_id), None)
                 write_candidate(folder, starter_candidate(task.name, task.input_dtypes) if task is not None
                                 else starter_candidate(task_id))
         return folder
@@ -438,14 +508,14 @@ class Session:
 
     def verify_files(self, task_id: str, files: dict[str, str]) -> Outcome:
         """Verify files for a task without recording anything (the re-verify key)."""
-        task = next(t for t in self.tasks() if t.id == task_id)
+        [task] = self.tasks([task_id])
         return self.verifier.verify(task.spec(), files, fresh=True)
 
     # -- the workbench's views: read-only, quick, safe from any thread -----------------------------
 
     def task_rows(self) -> list[TaskRow]:
         """One row per task of the suite: stage, progress in its latest run, best speedup."""
-        return task_rows(self.store, self.tasks(), self.config.engine.iterations)
+        return task_rows(self.store, self.listed_tasks(), self.config.engine.iterations)
 
     def attempts(self, task_id: str) -> list[AttemptLine]:
         """The task's attempts as a tree, flattened for display."""
@@ -454,6 +524,16 @@ class Session:
     def attempt(self, exp_id: str) -> tuple[Experience | None, Experience | None]:
         """An experience with its files, and its parent (for a diff)."""
         return attempt_with_parent(self.store, exp_id)
+
+    def assembly(self, exp_id: str) -> str:
+        """The hot loops of attempt ``exp_id``'s kernel (``core.inspection.assembly``: built as the verifier built it,
+        from its cache), in words and instructions."""
+        from core.inspection import assembly
+
+        exp = self.store.get(exp_id)
+        if exp is None or not exp.files:
+            return "this attempt has no files to build"
+        return assembly(self.workspace, exp.backend or self.config.backend, exp.files)
 
     def raw_answer(self, exp_id: str) -> str | None:
         """The model's answer that gave attempt ``exp_id``, as it came (from the response cache), or
@@ -487,15 +567,16 @@ class Session:
         return numbered_summaries(self.store, hits[:limit] if limit is not None else hits), len(hits)
 
     def experience(self, exp_id: str) -> tuple[Experience | None, int | None, dict[str, Any] | None,
-                                                list[dict[str, Any]]]:
+                                                list[dict[str, Any]], list[tuple[str, str]]]:
         """One experience in full for the memory browser: it, its ``#n`` among its task's attempts (None
-        for knowledge), its parent's summary and its children's (numbered the same way)."""
-        from core.memory import family
+        for knowledge), its parent's summary and its children's (numbered the same way), and what was decided
+        about it and why (``core.memory.decisions``)."""
+        from core.memory import decisions, family
 
         exp = self.store.get(exp_id)
         if exp is None:
-            return None, None, None, []
-        return (exp, *family(self.store, exp))
+            return None, None, None, [], []
+        return (exp, *family(self.store, exp), decisions(self.store, exp))
 
     def memory_backends(self) -> list[str]:
         """The backends the memory holds experiences for ("" is backend-agnostic knowledge)."""

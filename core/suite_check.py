@@ -19,7 +19,7 @@ _OUTSIDE = {"at_floor": "over it at their smallest sizes", "no_sizes": "with not
             "memory_cap": "under it at the memory cap", "cliff": "at a time jump between sizes",
             "no_closer_size": "with no closer size", "steps": "out of sizing steps", "failed": "did not run",
             "timeout": "timed out", "busy": "slowed by the machine's other load",
-            "not_sized": "not sized (no auto)"}
+            "not_sized": "at the sizes given (only --size-scale auto sizes a task into the window)"}
 
 
 PROBE_TIME_MEANING = (

@@ -525,9 +525,9 @@ def probe_task(task: Task, scale: float | str | None = None, *, threads: int = 1
     return once(task)
 
 
-def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
-                window: tuple[float, float], bytes_cap: int, timeout_s: float, sandbox: ProbeSandbox | None,
-                use_bwrap: bool, seccomp: bool) -> Probe:
+def _probe_key(task: Task, scale: float | str | None, threads: int, window: tuple[float, float],
+               bytes_cap: int) -> tuple[str, TaskSpec, bool, float]:
+    """What a probe's record is kept under (``cache_dir/sizing.json``), the spec it runs, and its mode."""
     from verifier import machine_fingerprint
 
     auto = scale == "auto"
@@ -535,7 +535,10 @@ def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_di
     base = replace(task.spec(), size_overrides={}, cases=task.original_cases)
     key = json.dumps([_PROBE_FORMAT, base.key, auto, factor, list(window), bytes_cap, threads,
                       machine_fingerprint(threads, "cpu")])
-    cache_file = Path(cache_dir) / "sizing.json" if cache_dir else None
+    return key, base, auto, factor
+
+
+def _cached_probe(key: str, cache_file: Path | None) -> Probe | None:
     if key in _probes:
         return _probes[key]
     if cache_file is not None:
@@ -546,6 +549,33 @@ def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_di
         if isinstance(cached, dict):
             _probes[key] = Probe.from_dict(cached)
             return _probes[key]
+    return None
+
+
+def checked_probe(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
+                  window: tuple[float, float] = SIZING_WINDOW_MS, bytes_cap: int = SIZING_BYTES_CAP) -> Probe | None:
+    """What ``tasks --check`` recorded of ``task`` at ``scale`` in this workspace (its sizes, its time, the
+    operators its forward ran), or None; nothing runs. The listing reads it, so ``tasks`` and ``tasks --check``
+    show a task the same (#51: its category by name in one, by its traced operators in the other)."""
+    if cache_dir is None:
+        return None
+    if scale == "auto":
+        return recorded_sizes(task, cache_dir)
+    try:
+        key = _probe_key(task, scale, threads, window, bytes_cap)[0]
+    except TaskError:
+        return None
+    return _cached_probe(key, Path(cache_dir) / "sizing.json")
+
+
+def _probe_once(task: Task, scale: float | str | None, *, threads: int, cache_dir: Path | None,
+                window: tuple[float, float], bytes_cap: int, timeout_s: float, sandbox: ProbeSandbox | None,
+                use_bwrap: bool, seccomp: bool) -> Probe:
+    key, base, auto, factor = _probe_key(task, scale, threads, window, bytes_cap)
+    cache_file = Path(cache_dir) / "sizing.json" if cache_dir else None
+    cached = _cached_probe(key, cache_file)
+    if cached is not None:
+        return cached
     job = {"spec": base.to_dict(), "mode": "auto" if auto else "fixed", "factor": factor, "window": list(window),
            "bytes_cap": bytes_cap, "threads": threads, "trace": True}
     probe = run_probe(job, timeout_s, sandbox=sandbox, use_bwrap=use_bwrap, seccomp=seccomp)
@@ -655,7 +685,15 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
     case's inputs (shapes as they will run, dtypes, attributes), that one ``ModelNew`` serves them all,
     the C pointer types the runtime accepts for each dtype, and the tolerance per dtype (``tolerance``:
     dtype -> (atol, rtol), the task's as the verifier applies it: ``VerifierProtocol.tolerance_for``)."""
-    from verifier import FLOAT_DTYPES, POINTER_DTYPES, canonical_dtype, describe_case, entry_shapes
+    from verifier import (
+        FLOAT_DTYPES,
+        POINTER_DTYPES,
+        canonical_dtype,
+        case_number,
+        describe_case,
+        entry_shapes,
+        untimed_dtypes,
+    )
 
     cases = task.spec().cases
     if len(cases) < 2 and not task.case_file:
@@ -674,9 +712,12 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
                     dtypes.append(d)
     timed = timed_cases(task, most_timed) if most_timed is not None else list(range(len(cases)))
     if len(timed) < len(cases):
+        left_out = untimed_dtypes(cases, range(len(cases)), timed)
         head = (f"## Cases: {len(cases)}, every one checked for correctness; {len(timed)} timed, the same ones in "
-                f"every verification ({', '.join(f'#{k + 1}' for k in sorted(timed))}: the largest case of each "
-                f"dtype, then the largest others); the speedup is the geometric mean over the timed cases")
+                f"every verification ({', '.join(f'#{case_number(cases, k)}' for k in sorted(timed))}: first the "
+                "cases that bring a new dtype, then the largest others"
+                + (f"; no slot left to time {', '.join(left_out)}" if left_out else "")
+                + "); the speedup is the geometric mean over the timed cases")
     else:
         head = (f"## Cases: {len(cases)}, every one checked for correctness and timed (the speedup is the geometric "
                 "mean over them)")
@@ -688,13 +729,13 @@ def cases_section(task: Task, tolerance: Tolerance, most_timed: int | None = Non
              + ", and every shape below (read sizes from the tensors, never fix them)."]
     listed = sorted(set(range(min(len(cases), CASE_LINES))) | set(timed))
     for k in listed:
-        lines.append(f"- case #{k + 1}{' (timed)' if k in timed and len(timed) < len(cases) else ''}: "
+        lines.append(f"- case #{case_number(cases, k)}{' (timed)' if k in timed and len(timed) < len(cases) else ''}: "
                      f"{describe_case(cases[k])}")
     if len(cases) > len(listed):
         sizes = sorted((sum(_numel(s) for e in c.get("inputs", []) for s in entry_shapes(e)), k)
                        for k, c in enumerate(cases))
-        lines.append(f"- ... {len(cases) - len(listed)} more; the smallest is case #{sizes[0][1] + 1} "
-                     f"({describe_case(cases[sizes[0][1]])}), the largest case #{sizes[-1][1] + 1} "
+        lines.append(f"- ... {len(cases) - len(listed)} more; the smallest is case #{case_number(cases, sizes[0][1])} "
+                     f"({describe_case(cases[sizes[0][1]])}), the largest case #{case_number(cases, sizes[-1][1])} "
                      f"({describe_case(cases[sizes[-1][1]])})")
     for name, values in attributes.items():
         if len(values) > 1:

@@ -5,6 +5,7 @@ state hidden from candidates, its caches inside the workspace), and the referenc
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.workspace import Workspace
@@ -12,6 +13,7 @@ from verifier import Outcome, Verifier, VerifyConfig
 
 if TYPE_CHECKING:
     from core.tasks import Task
+    from verifier import VerifierProtocol
 
 
 def open_verifier(workspace: Workspace, backend: str | None = None, config: VerifyConfig | None = None) -> Verifier:
@@ -44,4 +46,25 @@ def time_references(workspace: Workspace, tasks: Sequence[Task],
     return out
 
 
-__all__ = ["Outcome", "Verifier", "open_verifier", "time_references"]
+def verify_folder(workspace: Workspace, task: Task, folder: Path, verifier: VerifierProtocol, *,
+                  fresh: bool = False, on_gate: Callable[[Any], None] | None = None) -> tuple[Outcome, str]:
+    """``evokernel verify``: the candidate in ``folder`` verified for ``task``, and what to say of the record it
+    was found in ("" when nothing). When the memory holds an attempt with this code timed beside a best, that
+    best is timed beside it again, ``--fresh`` or not: the recorded verdict of that window is found, and a fresh
+    one replaces it, so a later plain ``verify`` shows the verdict ``verify --fresh`` just measured (#51: a fresh
+    one without the best was recorded apart, and the next ``verify`` showed the older window's)."""
+    from core.attempts import recorded_best
+
+    recorded = recorded_best(workspace, task.id, folder, verifier.backend.name)
+    outcome = verifier.verify(task.spec(), folder, on_gate, fresh=fresh, best=recorded[1] if recorded else None)
+    said = ""
+    if recorded and fresh:
+        said = (f"timed beside the best that attempt {recorded[0]} of {task.id} was timed beside, as the workbench "
+                "did: this verdict replaces the recorded one")
+    elif recorded and not outcome.from_cache:
+        said = (f"the workbench's verdict for these files (attempt {recorded[0]} of {task.id}) was measured with "
+                "other settings (threads, sizes, verifier options or machine): verified again")
+    return outcome, said
+
+
+__all__ = ["Outcome", "Verifier", "open_verifier", "time_references", "verify_folder"]

@@ -165,6 +165,8 @@ class EvoKernelApp(RunControl, Readers, App[None]):
             self.run_status = self.run_status.but(cluster=e.address, nodes=e.nodes, cluster_waiting=e.waiting)
         elif isinstance(e, ev.UsageUpdated):
             self.run_status = self.run_status.but(tokens=e.tokens_in + e.tokens_out, cost=e.cost)
+        elif isinstance(e, ev.SizingProgress):
+            self.run_status = self.run_status.but(sizing=f"sizing {e.done}/{e.total}" if e.done < e.total else "")
         elif isinstance(e, ev.RunFinished):   # a forgotten run (nothing recorded) is no run for r to resume
             self.set_run_state(FINISHED_STATE.get(e.status, e.status), None if e.forgotten else e.run_id)
             self.load_task_rows(self.main)

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 # Subcommand modules, imported lazily so `evokernel tasks` never pays for Textual or torch.
-COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_run", "cmd_report", "cmd_memory", "cmd_doctor", "cmd_cluster",
-            "cmd_ui")
+COMMANDS = ("cmd_tasks", "cmd_verify", "cmd_inspect", "cmd_run", "cmd_report", "cmd_memory", "cmd_doctor",
+            "cmd_cluster", "cmd_ui")
 
 
 def build_parser() -> argparse.ArgumentParser:

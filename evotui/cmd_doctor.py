@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             console.print(f"[red]✗[/] {name}: {escape(problem)}")
         for warning in b.get("warnings", []):
             console.print(f"[yellow]![/] {name}: {escape(warning)}")
+        for note in b.get("notes", []):   # what works, and the flags a probe chose for it
+            console.print(f"[green]✓[/] {name}: {escape(note)}")
         confined = b.get("confined_device_op")
         if confined and confined.get("ok"):   # a failure is among the problems above
             console.print(f"[green]✓[/] {name}: {escape(confined['detail'])}")

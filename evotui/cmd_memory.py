@@ -200,6 +200,8 @@ def run_show(args: argparse.Namespace) -> int:
     for child in data["children"]:
         console.print(f"child:  {_number(child) or '–':>4} {child['id']} reward {_num(child['reward'])} "
                       f"{escape(child['title'])}")
+    for said in data.get("decisions") or []:   # what was decided about it, and why
+        console.print(f"why {said['what']}: {escape(said['why'])}")
     if data["q_history"]:
         hist = Table(title="value history", box=None, header_style="bold")
         for col in ("when", "stage", "reward", "Q", "task"):

@@ -73,11 +73,6 @@ def run(args: argparse.Namespace) -> int:
     from core.workspace import Workspace
 
     ws = Workspace.at(args.workspace)
-    if args.retime:
-        from core.report import retime
-
-        for problem in retime(ws, args.runs):
-            print(problem, file=sys.stderr)
     hand = {} if args.runs else hand_rows(ws)     # named runs: those only
     try:
         metrics = load_metrics(ws, args.runs)
@@ -85,6 +80,18 @@ def run(args: argparse.Namespace) -> int:
         if args.runs or not hand:
             raise
         metrics = []   # no run yet, but hand edits: their rows alone
+    if args.retime:
+        from core.report import retime
+
+        for problem in retime(ws, args.runs) if metrics else []:
+            print(problem, file=sys.stderr)
+        if not metrics:   # never silently ignored
+            print("report --retime: no run in this workspace to time again (it times each run's best beside its "
+                  "first kernel and PyTorch in one window); a hand edit is timed again with `evokernel verify --fresh "
+                  "kernels/<task>`", file=sys.stderr)
+    if not metrics and args.tasks:
+        print("report --tasks: no run in this workspace, so no per-run task table; the hand edits' table below has a "
+              "row per task", file=sys.stderr)
     out_dir = Path(args.out) if args.out else ws.state_dir / "reports"
     pngs = plot(metrics, out_dir) if metrics else []
     if args.json:
@@ -96,11 +103,17 @@ def run(args: argparse.Namespace) -> int:
     if metrics:
         _print_runs(metrics, args.tasks)
         if args.cases:
-            _print_cases(metrics)
+            _print_cases([(m.run_id, task, r.get("cases")) for m in metrics for task, r in m.per_task.items()])
     if hand:
         if metrics:
             print()
         _print_hand(hand)
+        if args.cases:
+            _print_cases([("hand", task, r.get("cases")) for task, r in hand.items()])
+    if args.cases and not any(r.get("cases") for m in metrics for r in m.per_task.values()) and \
+            not any(r.get("cases") for r in hand.values()):
+        print("report --cases: no multi-case task here has a verdict per case (a task of one case has no "
+              "per-case table)", file=sys.stderr)
     for p in pngs:
         print(f"wrote {p}", file=sys.stdout if to_terminal() else sys.stderr)
     return 0
@@ -110,6 +123,15 @@ def _x(value: float | None) -> str:
     return f"{value:.2f}x" if value else "-"
 
 
+def _said(value: float | None, verdict: str | None, ci: list[float] | None = None) -> str:
+    """A speedup with its window's word (``verifier.verdict.word``): "1.83x faster", "0.87x too noisy" (a figure
+    that judged nothing is never shown bare)."""
+    from core.policy import verdict_word as word
+
+    said = word(str(verdict or ""), ci)
+    return f"{value:.2f}x {said}" if value and said else _x(value)
+
+
 def _print_hand(hand: dict[str, Any]) -> None:
     """One row per task a person edited: edits (typos among them), the first correct and the best."""
     from evotui.table_output import Column, print_table
@@ -117,8 +139,9 @@ def _print_hand(hand: dict[str, Any]) -> None:
     columns = [Column("task"), *(Column(c, "right") for c in ("edits", "typos", "first ms", "first", "best ms",
                                                                "best", "best/first"))]
     print_table(columns, [[task, r["edits"], r["typos"], f"{r['first_ms']:.3f}" if r["first_ms"] else "-",
-                           _x(r["first_speedup"]), f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                           _x(r["best_speedup"]),
+                           _said(r["first_speedup"], r.get("first_vs_reference"), r.get("first_speedup_ci")),
+                           f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
+                           _said(r["best_speedup"], r.get("best_vs_reference"), r.get("best_speedup_ci")),
                            _x(r["best_over_first"]) if r["best_over_first"] else (r.get("over_first") or "-")]
                           for task, r in hand.items()],
                 title="hand edits (speedups over PyTorch, each from its own window)")
@@ -133,42 +156,42 @@ def _cases_cells(cases: dict[str, Any] | None) -> list[str]:
     if cases["of"] == "best" and 0 < cases.get("timed", 0) < cases["total"]:
         closest = f", {cases['timed']} timed"
     failing = cases["failing"]
-    first = f"case {failing[0]['case'] + 1}: {failing[0]['inputs']}" if failing else ""
+    first = f"case {failing[0]['case']}: {failing[0]['inputs']}" if failing else ""   # its number
     more = f" (+{len(failing) - 1} more)" if len(failing) > 1 else ""
     return [f"{cases['passed']}/{cases['total']}{closest}", first + more]
 
 
-def _print_cases(metrics: list[RunMetrics]) -> None:
-    """Every case of every multi-case task: its inputs, correct or not, and when timed its time, the
-    reference's in the same window and the speedup with its interval (each case's own window)."""
+def _print_cases(tables: list[tuple[str, str, dict[str, Any] | None]]) -> None:
+    """Every case of every multi-case task (``tables``: (run id or "hand", task, its case summary)): its number,
+    inputs, correct or not, and when timed its time, the reference's in the same window and the speedup with its
+    interval and verdict (each case's own window)."""
+    from core.policy import verdict_word as word
     from evotui.table_output import Column, print_table, to_terminal
 
     terminal = to_terminal()
     columns = [Column("case", "right"), Column("inputs"), Column("correct", cut=True),
-               *(Column(c, "right") for c in ("ms", "ref ms", "speedup"))]
+               *(Column(c, "right") for c in ("ms", "ref ms", "speedup")), Column("verdict")]
     every = []
-    for m in metrics:
-        for task, r in m.per_task.items():
-            cases = r.get("cases")
-            if not cases:
-                continue
-            rows = []
-            for c in cases["per_case"]:
-                ok = c.get("correct")
-                ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
-                ci = c.get("speedup_ci")
-                rows.append([int(c.get("case", 0)) + 1, c.get("inputs", ""),
-                             "yes" if ok else f"no: {c.get('message', '')}" if ok is False else "-",
-                             f"{ms:.3f}" if ms is not None else "not timed", f"{ref:.3f}" if ref is not None else "",
-                             (f"{speed:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""))
-                             if speed is not None else ""])
-            if terminal:
-                which = "best kernel" if cases["of"] == "best" else "closest attempt, not feasible"
-                print()
-                print_table(columns, rows, title=f"{m.run_id} {task}: {cases['passed']} of {cases['total']} cases "
-                                                 f"correct ({which})")
-            else:
-                every += [[m.run_id, task, *row] for row in rows]
+    for run_id, task, cases in tables:
+        if not cases:
+            continue
+        rows = []
+        for c in cases["per_case"]:
+            ok = c.get("correct")
+            ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
+            ci = c.get("speedup_ci")
+            rows.append([c.get("case", 0), c.get("inputs", ""),
+                         "yes" if ok else f"no: {c.get('message', '')}" if ok is False else "-",
+                         f"{ms:.3f}" if ms is not None else "not timed", f"{ref:.3f}" if ref is not None else "",
+                         (f"{speed:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and len(ci) == 2 else ""))
+                         if speed is not None else "", word(str(c.get("vs_reference") or ""), ci) if speed else ""])
+        if terminal:
+            which = "best kernel" if cases["of"] == "best" else "closest attempt, not feasible"
+            print()
+            print_table(columns, rows, title=f"{run_id} {task}: {cases['passed']} of {cases['total']} cases "
+                                             f"correct ({which})")
+        else:
+            every += [[run_id, task, *row] for row in rows]
     if not terminal and every:
         print()
         print_table([Column("run"), Column("task"), *columns], every)
@@ -195,7 +218,7 @@ def _print_runs(metrics: list[RunMetrics], with_tasks: bool) -> None:
         for m in metrics:
             rows = [[task, r["attempts"], str(r["feasible_at"] + 1) if r["feasible_at"] is not None else "-",
                      f"{r['first_ms']:.3f}" if r["first_ms"] else "-", f"{r['best_ms']:.3f}" if r["best_ms"] else "-",
-                     f"{r['speedup']:.2f}x" if r.get("speedup") else "-", _roof_task(r.get("roofline")),
+                     _said(r.get("speedup"), r.get("vs_reference"), r.get("speedup_ci")), _roof_task(r.get("roofline")),
                      *_cases_cells(r.get("cases"))]
                     for task, r in m.per_task.items()]
             if terminal:

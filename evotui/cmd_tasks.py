@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
                 tasks.append(sized)
             continue
         try:  # one task that cannot be sized is one line, not the end of the listing
-            tasks.append(scale_task(t, scale))
+            tasks.append(_as_checked(scale_task(t, scale), t, scale, probe_options))
         except TaskError as exc:
             failed.append(str(exc))
     if unsized:
@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         timings = _time_references(ws, tasks, quiet=args.json)
     # the key this workspace knows each task by (``relu@mysuite`` where another suite's relu holds ``relu``):
     # the name to give `run --tasks`, `memory list --task` and the one its kernels folder has
-    keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in tasks]) if ws.exists() else {}
+    keys = workspace_keys(ws.memory_path, suite.label, tasks) if ws.exists() else {}
     rows = []
     for t in tasks:
         row: dict[str, Any] = {"id": t.id, "key": keys.get(t.name, t.id), "level": t.level, "category": t.category,
@@ -117,6 +117,15 @@ def run(args: argparse.Namespace) -> int:
         if "scaled" in r:
             print(f"{r['id']}: {r['scaled']}", file=sys.stderr)
     return 0
+
+
+def _as_checked(sized: Any, task: Any, scale: Any, options: ProbeOptions) -> Any:
+    """``sized`` with its category from the operators ``tasks --check`` traced, when it recorded them here (one
+    record for both: the listing never says "activation" where the check said "elementwise")."""
+    from core.tasks import checked_probe, with_traced_category
+
+    probe = checked_probe(task, scale, threads=options.get("threads") or 1, cache_dir=options.get("cache_dir"))
+    return with_traced_category(sized, probe.ops) if probe is not None and probe.ok else sized
 
 
 def _recorded(task: Any, cache_dir: Any) -> tuple[Any, str]:
@@ -170,8 +179,10 @@ def _check(args: argparse.Namespace, suite: Any, scale: Any, probe_options: Prob
         notes = [*([f"sized by {r['sized_by']}"] if r.get("sized_by") else []), *r["notes"],
                  *([r["scaled"]] if r.get("scaled") else [])]
         level = "-" if r["level"] is None else str(r["level"])   # level 0 is a level (NPUKernelBench's)
+        # without auto a task is not sized into the window but run at the sizes given (the summary says so)
+        sized = ("yes" if r["sized"] else "no") if scale == "auto" else "as given" if r["loaded"] else "no"
         table.add_row(r["id"], level, r["category"] or "-", "yes" if r["loaded"] else "no",
-                      "yes" if r["sized"] else "no", ms, "; ".join(r["problems"]), "; ".join(notes))
+                      sized, ms, "; ".join(r["problems"]), "; ".join(notes))
     Console(width=max(Console().width, 160) if not sys.stdout.isatty() else None).print(table)
     print(report["line"])
     print(report["ms_meaning"])

@@ -38,6 +38,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--threads", type=int, default=None, help="threads for reference and candidate")
     p.add_argument("--fresh", action="store_true",
                    help="verify again even if this exact candidate was verified before (new timing)")
+    p.add_argument("--case", type=int, default=None, metavar="N",
+                   help="check and time only case N of a multi-case task (by its number, as the tables show it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -68,12 +70,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verify(args: argparse.Namespace) -> int:
-    from core.attempts import recorded_best
+    from core.workspace_verifier import open_verifier, verify_folder
+
+    folder, ws, task, vconfig = candidate_task(args)
+    with open_verifier(ws, args.backend, vconfig) as verifier:
+        outcome, not_reused = verify_folder(ws, task, folder, verifier, fresh=args.fresh, on_gate=_say_waits)
+        isolation = verifier.isolation
+    if args.case is not None:
+        not_reused = ""   # one case alone is another verification than the workbench's of the whole task
+    return _said(args, task, outcome, not_reused, isolation)
+
+
+def candidate_task(args: argparse.Namespace) -> tuple[Path, Any, Any, Any]:
+    """(the candidate's folder, the workspace, its task sized as this workspace sizes it, the verifier's settings)
+    from the command line (``--task`` or the folder's name, ``--suite``, ``--size-scale``, ``--threads``,
+    ``--case``): what ``verify`` and ``inspect`` verify."""
     from core.errors import WorkspaceError
     from core.identity import keyed, workspace_keys
     from core.tasks import ProbeOptions, load_suite, scale_task
     from core.workspace import Workspace
-    from core.workspace_verifier import open_verifier
 
     folder = Path(args.candidate)
     if not folder.is_dir():
@@ -90,19 +105,22 @@ def _verify(args: argparse.Namespace) -> int:
     vconfig = config.verifier.model_copy(update={"threads": args.threads} if args.threads else {})
     probe: ProbeOptions = {"threads": vconfig.threads, "cache_dir": ws.cache_dir if ws.exists() else None,
                            "use_bwrap": vconfig.use_bwrap, "seccomp": vconfig.seccomp} if scale == "auto" else {}
-    keys = workspace_keys(ws.memory_path, suite.label, [t.name for t in suite.tasks])
+    keys = workspace_keys(ws.memory_path, suite.label, suite.tasks)
     names = {key: name for name, key in keys.items()}   # kernels/relu@mysuite/ is mysuite's relu
-    wanted = args.task or task_of_folder(folder, suite, set(names))
+    wanted = args.task or task_of_folder(folder, suite, set(names), where_else(ws, folder))
     [task] = keyed([scale_task(suite.get(names.get(wanted, wanted)), scale, **probe)], keys)
-    with open_verifier(ws, args.backend, vconfig) as verifier:
-        recorded = None if args.fresh else recorded_best(ws, task.id, folder, verifier.backend.name)
-        outcome = verifier.verify(task.spec(), folder, fresh=args.fresh, best=recorded[1] if recorded else None)
-        isolation = verifier.isolation
-    not_reused = ""
-    if recorded and not outcome.from_cache:
-        not_reused = (f"the workbench's verdict for these files (attempt {recorded[0]} of {task.id}) was measured "
-                      "with other settings (threads, sizes, verifier options or machine): verified again")
-    data = outcome.to_dict()
+    if getattr(args, "case", None) is not None:   # one case, alone: checked and timed in a window of its own
+        from core.inspection import one_case
+
+        task = one_case(task, args.case)
+    return folder, ws, task, vconfig
+
+
+def _said(args: argparse.Namespace, task: Any, outcome: Any, not_reused: str, isolation: str) -> int:
+    """The verdict printed: one JSON object with ``--json``, else the gates, the cases and the verdict."""
+    from core.attempts import outcome_json
+
+    data = outcome_json(outcome)   # every case by its number, as the text says it
     if args.json:
         data["scaled"] = task.scale_note() or None
         print(json.dumps(data, indent=1))
@@ -139,32 +157,59 @@ def _verify(args: argparse.Namespace) -> int:
     return 0
 
 
+CASE_COLUMNS_MEANING = (
+    "ms, ref ms: the median call of each side in the case's own window; speedup: the median over the window's "
+    "rounds of the paired ratio (reference / kernel, both timed in one round), with its verdict: it need not "
+    "equal ref ms / ms")
+"""What a case row's figures are, said under the table (#51: 4.961 ms beside 16.041 ms read "2.36x")."""
+
+
+def _say_waits(gate: Any) -> None:
+    """A gate waiting for the machine's timing lock says so on stderr, with who holds it (nothing else is said
+    while verifying: the verdict follows)."""
+    import sys
+
+    if gate.status == "waiting":
+        print(f"evokernel: {gate.name}: {gate.message}", file=sys.stderr, flush=True)
+
+
 def case_table(cases: list[dict[str, Any]]) -> Table:
-    """A multi-case task's verdict per case: its inputs, correct or not (with the largest error or the first
-    failure), and once timed its time, the reference's in the same window and the speedup ("not timed": a
-    case beyond the cases a verification times, [verifier] timed_cases)."""
+    """A multi-case task's verdict per case: its number, its inputs, correct or not (with the largest error or the
+    first failure), and once timed its time, the reference's in the same window and the speedup with its verdict
+    ("not timed": a case beyond the cases a verification times, [verifier] timed_cases)."""
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title="per case", box=None, title_justify="left")
+    from core.policy import verdict_word as word
+
+    table = Table(title="per case", box=None, title_justify="left", caption=CASE_COLUMNS_MEANING,
+                  caption_justify="left")
+    against_best = any(c.get("gain") is not None for c in cases)   # timed beside the best: each case's gain too
     for name, justify in (("case", "right"), ("inputs", "left"), ("correct", "left"), ("ms", "right"),
-                          ("ref ms", "right"), ("speedup", "right")):
-        table.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+                          ("ref ms", "right"), ("speedup", "right"), ("verdict", "left"),
+                          *((("vs best", "right"),) if against_best else ())):
+        table.add_column(name, justify=justify, overflow="fold")
     for c in cases:
         correct = c.get("correct")
         mark = ("[green]✓[/]" + (f" {c['max_abs_error']:.1e}" if c.get("max_abs_error") is not None else "")
                 if correct else "[red]✗[/] " + escape(str(c.get("message", ""))[:160]) if correct is False else "")
         ms, ref, speed = c.get("latency_ms"), c.get("reference_ms"), c.get("speedup")
-        table.add_row(str(int(c.get("case", 0)) + 1), escape(str(c.get("inputs", ""))), mark,
+        number = c.get("number") or int(c.get("case", 0)) + 1
+        table.add_row(str(number), escape(str(c.get("inputs", ""))), mark,
                       f"{ms:.3f}" if ms is not None else "[dim]not timed[/]" if c.get("timed") is False else "",
                       f"{ref:.3f}" if ref is not None else "",
-                      f"{speed:.2f}x" if speed is not None else "")
+                      f"{speed:.2f}x" if speed is not None else "",
+                      word(str(c.get("vs_reference") or ""), c.get("speedup_ci")) if speed is not None else "",
+                      *(((f"{c['gain']:.2f}x {word(str(c.get('vs_best') or ''), c.get('gain_ci'))}".strip()
+                          if c.get("gain") is not None else ""),) if against_best else ()))
     return table
 
 
-def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = ()) -> str:
+def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = (), elsewhere: str = "") -> str:
     """The task a candidate folder is for, from its name: ``kernels/<task>/`` or ``kernels/<task>/best/``
-    (a task's id in the suite, or one of ``keys``, its key in the workspace)."""
+    (a task's id in the suite, or one of ``keys``, its key in the workspace). Otherwise the error names the fix:
+    ``--suite`` where the workspace knows the folder as another suite's task (``elsewhere``: that suite's spec),
+    else ``--task`` or ``--suite``."""
     from core.errors import TaskError
 
     path = folder.resolve()
@@ -172,5 +217,18 @@ def task_of_folder(folder: Path, suite: Suite, keys: Iterable[str] = ()) -> str:
     for name in (path.name, path.parent.name if path.name == "best" else ""):
         if name in ids:
             return name
-    raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --task ID "
-                    "(`evokernel tasks` lists them)")
+    if elsewhere:
+        raise TaskError(f"{path.name!r} is a task of suite {elsewhere}, not of suite {suite.name}: give --suite "
+                        f"{elsewhere}")
+    raise TaskError(f"the folder name {path.name!r} is not a task of suite {suite.name}: give --suite DIR when it is "
+                    "another suite's task, or --task ID (`evokernel tasks [--suite DIR]` lists them)")
+
+
+def where_else(ws: Any, folder: Path) -> str:
+    """The suite (what loads it: ``builtin`` or its folder) of the workspace's task whose key is the folder's name
+    (or its parent's, for ``best/``), "" when the workspace knows none."""
+    from core.identity import suite_of_key
+
+    path = folder.resolve()
+    name = path.parent.name if path.name == "best" else path.name
+    return suite_of_key(ws.memory_path, name) if ws.exists() else ""

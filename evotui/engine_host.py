@@ -84,6 +84,8 @@ class EngineHost:
         self._watcher: EditWatcher | None = None
         self._watch_task: asyncio.Task[None] | None = None
         self._run: concurrent.futures.Future[RunRecord] | None = None
+        self._stop_sizing = threading.Event()
+        self._sizer: threading.Thread | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -130,6 +132,25 @@ class EngineHost:
                                    resumable=resumable, recent=recent))
         if self._watcher is not None:
             self._watch_task = asyncio.create_task(self._watch_edits())
+        if config.size_scale == "auto":   # the tasks not sized yet, in the background: the workbench never waits
+            self._sizer = threading.Thread(target=self._size, name="evokernel-sizing", daemon=True)
+            self._sizer.start()
+
+    def _size(self) -> None:
+        """``Session.size_unsized`` on a thread of its own (a probe takes seconds to minutes), its progress posted
+        as events; stopped between tasks when the workbench closes (the probe in flight ends with the session)."""
+        session = self.session
+        if session is None:
+            return
+
+        def progress(done: int, total: int, task: str, said: str, category: str) -> None:
+            self._forward(ev.SizingProgress(done, total, task, said, category))
+
+        try:
+            session.size_unsized(progress, self._stop_sizing)
+        except Exception as exc:  # noqa: BLE001 - sizing stops, the workbench goes on; said in the log
+            if not self._stop_sizing.is_set():
+                self._forward(ev.EngineProblem(f"sizing the tasks in the background stopped: {exc}"))
 
     async def _watch_edits(self) -> None:
         assert self._watcher is not None, "started only with a watcher"
@@ -158,6 +179,7 @@ class EngineHost:
         nothing of it is recorded. A run stays resumable; a save being verified keeps its pending note and is
         verified at the next start (core.watcher). The verifier closes first, so the sandboxes and the
         timing processes end at once, and nothing records what their ending did to a verification."""
+        self._stop_sizing.set()
         if self._run is not None and not self._run.done():
             if self.session is not None:
                 self.session.stop_run()
@@ -212,7 +234,7 @@ class EngineHost:
         session.reset_engine()
         if resume_id is not None:
             return await session.resume(session.find_run(resume_id))
-        tasks = session.tasks(task_ids)
+        tasks = await asyncio.to_thread(session.tasks, task_ids)   # under auto, sized first: off this loop
         return await session.run(tasks, method="evokernel", iterations=None, suite=None, scale=None)
 
     def stop_run(self) -> None:

@@ -162,6 +162,13 @@ class ReadAnswer(ReadRequest):
 
 
 @dataclass(eq=False)
+class ReadAssembly(ReadRequest):
+    """The hot loops' assembly of attempt ``exp_id``, built as verified (answered by ``AssemblyLoaded``)."""
+
+    exp_id: str
+
+
+@dataclass(eq=False)
 class ReadMemory(ReadRequest):
     """A page of the memory browser's list: its filters, order and search (answered by ``MemoryLoaded``)."""
 
@@ -227,6 +234,17 @@ class AnswerLoaded(WorkbenchMessage):
 
 
 @dataclass(eq=False)
+class AssemblyLoaded(WorkbenchMessage):
+    """The hot loops of attempt ``exp_id`` in words and instructions (``core.inspection.assembly``)."""
+
+    exp_id: str
+    text: str
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, AssemblyLoaded)
+
+
+@dataclass(eq=False)
 class VerifyFinished(WorkbenchMessage):
     """A re-verification (nothing recorded) ended with ``outcome``."""
 
@@ -261,12 +279,14 @@ class MemoryLoaded(WorkbenchMessage):
 @dataclass(eq=False)
 class ExperienceLoaded(WorkbenchMessage):
     """One experience in full, for the memory browser's detail pane: with its ``#n`` among its task's
-    attempts (None for knowledge) and its parent's and children's summaries (``core.memory.summary``)."""
+    attempts (None for knowledge), its parent's and children's summaries (``core.memory.summary``) and what was
+    decided about it, and why (``core.memory.decisions``: its parent, reward, the values it moved, the best)."""
 
     exp: Any
     number: int | None = None
     parent: dict[str, Any] | None = None
     children: list[dict[str, Any]] = field(default_factory=list)
+    decisions: list[tuple[str, str]] = field(default_factory=list)
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ExperienceLoaded)

@@ -17,11 +17,13 @@ from core.attempts import default_attempt
 from evotui.app_parts import AppParts
 from evotui.messages import (
     AnswerLoaded,
+    AssemblyLoaded,
     AttemptLoaded,
     AttemptsLoaded,
     ExperienceLoaded,
     MemoryLoaded,
     ReadAnswer,
+    ReadAssembly,
     ReadAttempt,
     ReadAttempts,
     ReadExperience,
@@ -54,6 +56,9 @@ class Readers(AppParts):
 
     def on_read_answer(self, request: ReadAnswer) -> None:
         self.load_answer(request.exp_id, request.reply_to)
+
+    def on_read_assembly(self, request: ReadAssembly) -> None:
+        self.load_assembly(request.exp_id, request.reply_to)
 
     def on_read_memory(self, request: ReadMemory) -> None:
         self.load_memory(request.filters, request.sort, request.reply_to, request.search)
@@ -92,8 +97,12 @@ class Readers(AppParts):
 
     @work(thread=True, exclusive=True, group="experience", exit_on_error=False, name="reading an experience")
     def load_experience(self, exp_id: str, reply_to: MessagePump) -> None:
-        exp, number, parent, children = self._session().experience(exp_id)
-        self._reply(reply_to, ExperienceLoaded(exp, number, parent, children))
+        exp, number, parent, children, why = self._session().experience(exp_id)
+        self._reply(reply_to, ExperienceLoaded(exp, number, parent, children, why))
+
+    @work(thread=True, exclusive=True, group="assembly", exit_on_error=False, name="reading the assembly")
+    def load_assembly(self, exp_id: str, reply_to: MessagePump) -> None:
+        self._reply(reply_to, AssemblyLoaded(exp_id, self._session().assembly(exp_id)))
 
     @work(thread=True, exclusive=True, group="answer", exit_on_error=False, name="reading the model's answer")
     def load_answer(self, exp_id: str, reply_to: MessagePump) -> None:

@@ -56,10 +56,11 @@ class Memory(Protocol):
 
     def update_values(
         self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
-        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None,
+        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None, by: str | None = None,
     ) -> dict[str, float]:
         """In one transaction, Q ← Q + α·w·(r − Q) on Q1 ("draft") or Q2 ("refine"); the new values. Each
-        update's history entry keeps its weight and whether the answer cited the id (``cited``)."""
+        update's history entry keeps its weight, whether the answer cited the id (``cited``) and the attempt
+        whose reward it was (``by``)."""
 
     def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
         """Count one retrieval of each id for ``task_id``."""

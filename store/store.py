@@ -294,19 +294,19 @@ class Store:
 
     def update_values(
         self, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None = None,
-        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None,
+        weights: dict[str, float] | None = None, cited: Iterable[str] | None = None, by: str | None = None,
     ) -> dict[str, float]:
         """In one transaction, Q ← Q + α·w·(r − Q) on each id's Q1 (stage "draft") or Q2 ("refine").
 
         ``w`` is ``weights.get(id, 1.0)``; the update count grows by one and the history keeps the last
-        32 updates, each with its weight and (given ``cited``) whether the answer cited the id. Returns the
-        new values of the ids that exist.
+        32 updates, each with its weight, (given ``cited``) whether the answer cited the id and (given ``by``)
+        the attempt whose reward it was. Returns the new values of the ids that exist.
         """
         ids = list(ids)
         cited = list(cited) if cited is not None else None
         return self._write(lambda txn: values.update_values(
             txn, self._t, ids, stage=stage, reward=reward, alpha=alpha, task_id=task_id, weights=weights,
-            cited=cited))
+            cited=cited, by=by))
 
     def record_retrieval(self, task_id: str, ids: Iterable[str]) -> None:
         """Count one retrieval of each id for ``task_id``."""

@@ -19,7 +19,7 @@ VALUE_STAGES = {"draft": ("q1", "n1"), "refine": ("q2", "n2")}
 
 def update_values(
     txn: Txn, t: Tables, ids: Iterable[str], *, stage: str, reward: float, alpha: float, task_id: str | None,
-    weights: dict[str, float] | None, cited: Iterable[str] | None = None,
+    weights: dict[str, float] | None, cited: Iterable[str] | None = None, by: str | None = None,
 ) -> dict[str, float]:
     """Q ← Q + α·w·(r − Q) for the stage's value of each existing id; returns the new values.
 
@@ -49,6 +49,8 @@ def update_values(
         entry: dict[str, Any] = {"t": now, "stage": stage, "q": q, "reward": reward, "task": task_id, "w": w}
         if cited_set is not None:
             entry["cited"] = exp_id in cited_set
+        if by:
+            entry["by"] = by
         hist["q_history"] = (hist.get("q_history", []) + [entry])[-HISTORY_CAP:]
         txn.put(key, pack(hist), db=t.hist)
         out[exp_id] = q

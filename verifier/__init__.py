@@ -26,11 +26,15 @@ from verifier.cases import (
     canonical_dtype,
     case_dtypes,
     case_file_name,
+    case_number,
     describe_case,
     describe_groups,
     entry_shapes,
+    numbered_entry,
     parse_case_file,
+    tensor_dtypes,
     timing_order,
+    untimed_dtypes,
 )
 from verifier.config import VerifyConfig, default_threads
 from verifier.errors import ReferenceFailed, SandboxError, ToolchainMissing, UnknownBackend, VerifierError
@@ -58,6 +62,7 @@ if TYPE_CHECKING:
         knowledge_folder,
         source_suffix,
     )
+    from verifier.build import build_candidate, disassemble
     from verifier.candidate_files import candidate_hash, candidate_identity, candidate_paths, name_problem
     from verifier.gates.antihack.rules import contract_text
     from verifier.harness.cluster import ClusterVerifier, describe_cluster
@@ -65,6 +70,7 @@ if TYPE_CHECKING:
     from verifier.harness.protocol import VerificationCancelled, VerifierProtocol
     from verifier.harness.verify import Verifier
     from verifier.machine.caches import FLUSH_SHARED_SHARE, human_bytes
+    from verifier.machine.counters import CallCounts
     from verifier.machine.facts import fingerprint as machine_fingerprint
     from verifier.machine.facts import machine_facts
     from verifier.machine.roofline import RooflineMeter
@@ -73,6 +79,7 @@ if TYPE_CHECKING:
     from verifier.machine.roofline import describe_profile as describe_roofline_profile
     from verifier.priority import end_started_by
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
+    from verifier.scratch import remove_all as remove_scratch
     from verifier.sizing.case_limits import fit_cases
     from verifier.sizing.launch import ProbeSandbox, run_probe
     from verifier.sizing.limits import BYTES_CAP as SIZING_BYTES_CAP
@@ -102,6 +109,9 @@ _LAZY: dict[str, tuple[str, str]] = {
     "get_backend": ("verifier.backends", "get_backend"),
     "knowledge_folder": ("verifier.backends", "knowledge_folder"),
     "source_suffix": ("verifier.backends", "source_suffix"),
+    # a candidate built and read (a look inside: its hot loops' assembly)
+    "build_candidate": ("verifier.build", "build_candidate"),
+    "disassemble": ("verifier.build", "disassemble"),
     # a candidate as files; the anti-hack rules a prompt states
     "candidate_hash": ("verifier.candidate_files", "candidate_hash"),
     "candidate_identity": ("verifier.candidate_files", "candidate_identity"),
@@ -111,6 +121,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     # this machine: facts, caches, roofline; the processes this tool started; the sandbox's layers
     "FLUSH_SHARED_SHARE": ("verifier.machine.caches", "FLUSH_SHARED_SHARE"),
     "human_bytes": ("verifier.machine.caches", "human_bytes"),
+    "CallCounts": ("verifier.machine.counters", "CallCounts"),
+    "remove_scratch": ("verifier.scratch", "remove_all"),
     "machine_fingerprint": ("verifier.machine.facts", "fingerprint"),
     "machine_facts": ("verifier.machine.facts", "machine_facts"),
     "RooflineMeter": ("verifier.machine.roofline", "RooflineMeter"),
@@ -138,22 +150,24 @@ _LAZY: dict[str, tuple[str, str]] = {
 
 __all__ = [
     # the bottom layer
-    "cache_dir", "canonical_dtype", "case_dtypes", "case_file_name", "CaseError", "crash_dir",
-    "default_threads", "describe_case", "describe_groups", "entry_shapes", "FASTER", "FLOAT_DTYPES",
-    "GateResult", "GATES", "judge_ratio", "judge_unpaired", "JUDGED", "load_task_module", "MIN_SIZE",
-    "module_constants", "neutralise_npu", "NOISE_LIMIT", "NpuOnly", "Outcome", "parse_case_file", "Ratio",
+    "cache_dir", "canonical_dtype", "case_dtypes", "case_file_name", "case_number", "CaseError", "crash_dir",
+    "default_threads", "describe_case", "describe_groups", "entry_shapes", "FASTER", "FLOAT_DTYPES", "GateResult",
+    "GATES", "judge_ratio", "judge_unpaired", "JUDGED", "load_task_module", "MIN_SIZE", "module_constants",
+    "neutralise_npu", "NOISE_LIMIT", "NpuOnly", "numbered_entry", "Outcome", "parse_case_file", "Ratio",
     "ReferenceFailed", "SAME", "SandboxError", "size_constants", "speed_legend", "speed_note", "speed_reason",
-    "speed_word", "speed_words", "TaskSpec", "timing_order", "Tolerance", "tolerance_for", "ToolchainMissing",
-    "torch_npu_available", "UNJUDGED", "UnknownBackend", "Verdict", "VerifierError", "VerifyConfig",
+    "speed_word", "speed_words", "TaskSpec", "tensor_dtypes", "timing_order", "Tolerance", "tolerance_for",
+    "ToolchainMissing", "torch_npu_available", "UNJUDGED", "UnknownBackend", "untimed_dtypes", "Verdict",
+    "VerifierError", "VerifyConfig",
     # above it, on first use (_LAZY)
-    "assess_roofline", "backend_device", "backend_names", "bwrap_status", "candidate_hash",
-    "candidate_identity", "candidate_paths", "ClusterVerifier", "confined_device_op", "contract_text",
-    "declared_suffixes", "describe_cluster", "describe_roofline_cases", "describe_roofline_profile",
-    "display_name", "end_started_by", "fit_cases", "fixed_divisors", "FLUSH_SHARED_SHARE", "form_prompt",
-    "get_backend", "human_bytes", "knowledge_folder", "landlock_status", "link_check_status", "machine_facts",
-    "machine_fingerprint", "name_problem", "POINTER_DTYPES", "Probe", "PROBE_TIMEOUT_S", "ProbeSandbox",
-    "RooflineMeter", "run_probe", "scale_cases", "scale_values", "seccomp_status", "SIZING_BYTES_CAP",
-    "SIZING_WINDOW_MS", "source_suffix", "VerificationCancelled", "Verifier", "VerifierProtocol",
+    "assess_roofline", "backend_device", "backend_names", "build_candidate", "bwrap_status", "CallCounts",
+    "candidate_hash", "candidate_identity", "candidate_paths", "ClusterVerifier", "confined_device_op",
+    "contract_text", "declared_suffixes", "describe_cluster", "describe_roofline_cases",
+    "describe_roofline_profile", "disassemble", "display_name", "end_started_by", "fit_cases", "fixed_divisors",
+    "FLUSH_SHARED_SHARE", "form_prompt", "get_backend", "human_bytes", "knowledge_folder", "landlock_status",
+    "link_check_status", "machine_facts", "machine_fingerprint", "name_problem", "POINTER_DTYPES", "Probe",
+    "PROBE_TIMEOUT_S", "ProbeSandbox", "remove_scratch", "RooflineMeter", "run_probe", "scale_cases",
+    "scale_values", "seccomp_status", "SIZING_BYTES_CAP", "SIZING_WINDOW_MS", "source_suffix",
+    "VerificationCancelled", "Verifier", "VerifierProtocol",
 ]
 
 

@@ -10,6 +10,11 @@ worker never reads the task's folder and a scaled case is what the task builds.
 
 Every case is a correctness trial set (``verifier.inputs.case_trials``, in place of the second-shape
 trials); performance is the geometric mean over the cases (:func:`case_geomean`).
+
+A case is named by its number everywhere, in text and in JSON alike: 1 for the case file's first case
+(:func:`case_number`). Each case carries it (``"number"``, set when the file is read) through scaling and
+fitting, so a case keeps its number when the memory budget or sizing drops one before it; the number is no
+part of what runs (neither a task's key nor the file the task reads holds it).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ def parse_case_file(text: str, name: str = "cases") -> tuple[dict[str, Any], ...
     """The cases of a JSON-lines case file, each checked: an object with an ``inputs`` list whose
     entries have a ``name`` and either a ``value`` or a ``dtype`` (a known one, or its short name: ``bf16``)
     and a ``shape`` (or ``shapes``, a list of shapes, for an input that is a list of tensors)."""
-    cases = []
+    cases: list[dict[str, Any]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -81,10 +86,38 @@ def parse_case_file(text: str, name: str = "cases") -> tuple[dict[str, Any], ...
                     isinstance(shape, list) and all(isinstance(d, int) and d >= 0 for d in shape) for shape in shapes)):
                 raise CaseError(f"{name} line {lineno}: input {entry.get('name', k)!r} needs a \"shape\" list of "
                                 "non-negative integers (or \"shapes\", a list of them) or a \"value\"")
-        cases.append(case)
+        cases.append({**case, NUMBER: len(cases) + 1})
     if not cases:
         raise CaseError(f"{name}: no cases")
     return tuple(cases)
+
+
+NUMBER = "number"
+"""The key of a case's number in its record (:func:`case_number`): what names it, never what runs."""
+
+
+def case_number(cases: Sequence[dict[str, Any]], k: int) -> int:
+    """The number of case ``k`` of ``cases`` (its index there) as every surface names it: its place in the task's
+    case file, 1 for the first, kept when cases before it were dropped; ``k + 1`` for a case without one."""
+    if 0 <= k < len(cases):
+        n = cases[k].get(NUMBER)
+        if isinstance(n, int) and not isinstance(n, bool):
+            return n
+    return k + 1
+
+
+def unnumbered(case: dict[str, Any]) -> dict[str, Any]:
+    """A case as it runs and as its task reads it: without its number."""
+    return {k: v for k, v in case.items() if k != NUMBER} if NUMBER in case else case
+
+
+def numbered_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's per-case entry (``Outcome.cases``: ``"case"`` is the case's index) as a JSON reader gets it:
+    ``"case"`` is the case's number, as the text says it (``verify --json``, ``report --json``)."""
+    out = {k: v for k, v in entry.items() if k != NUMBER}
+    if "case" in entry:
+        out["case"] = int(entry.get(NUMBER) or int(entry["case"]) + 1)
+    return out
 
 
 _CASE_FILE_LITERAL = re.compile(r"""["']([\w.\-]+\.jsonl?)["']""")
@@ -134,17 +167,45 @@ def case_bytes(case: dict[str, Any]) -> int:
 
 def timing_order(cases: Sequence[dict[str, Any]], among: Iterable[int]) -> list[int]:
     """The order in which a multi-case task's cases ``among`` are timed when not all of them can be
-    (``[verifier] timed_cases``): the largest case of each dtype first (the floating dtypes of its inputs;
-    so every dtype is timed), largest first, then the others by size, largest first; equal sizes in case
-    order. It depends on the cases alone (their shapes and dtypes), so every candidate of a task, and the
-    best beside it, is timed on the same cases."""
+    (``[verifier] timed_cases``): first, in turn, the case that brings the most dtypes not timed yet (every
+    dtype of its tensor inputs: ints, unsigned, bool and complex as much as floats; the larger case on a tie),
+    until every dtype is in; then the others by size, largest first; equal sizes in case order. So the first
+    ``n`` cover as many dtypes as ``n`` cases can (``untimed_dtypes`` names those left out). It depends on the
+    cases alone (their shapes and dtypes), so every candidate of a task, and the best beside it, is timed on
+    the same cases. (Until #51 only floating dtypes counted, each combination of them apart: a 13-dtype task
+    timed fp16 and fp32 twice and never int8, int16, int32 or an unsigned one.)"""
     ks = sorted(set(among))
     by_size = sorted(ks, key=lambda k: (-case_bytes(cases[k]), k))
-    first: dict[tuple[str, ...], int] = {}
-    for k in by_size:
-        first.setdefault(tuple(case_dtypes(cases[k])), k)
-    leaders = [k for k in by_size if k in first.values()]
+    dtypes = {k: set(tensor_dtypes(cases[k])) for k in ks}
+    covered: set[str] = set()
+    leaders: list[int] = []
+    while True:
+        gains = [(len(dtypes[k] - covered), k) for k in by_size if k not in leaders]
+        best = max(gains, key=lambda g: g[0], default=(0, -1))   # max keeps the first (largest) on a tie
+        if best[0] == 0:
+            break
+        leaders.append(best[1])
+        covered |= dtypes[best[1]]
     return leaders + [k for k in by_size if k not in leaders]
+
+
+def untimed_dtypes(cases: Sequence[dict[str, Any]], among: Iterable[int], timed: Iterable[int]) -> list[str]:
+    """The dtypes of cases ``among`` that no case of ``timed`` has (the timed-case slots ran out first)."""
+    seen = {d for k in timed for d in tensor_dtypes(cases[k])}
+    every: list[str] = []
+    for k in sorted(set(among)):
+        every += [d for d in tensor_dtypes(cases[k]) if d not in every]
+    return [d for d in every if d not in seen]
+
+
+def tensor_dtypes(case: dict[str, Any]) -> list[str]:
+    """Every dtype of a case's tensor inputs (canonical names), in order, each once."""
+    seen: list[str] = []
+    for entry in case.get("inputs", []):
+        d = canonical_dtype(str(entry.get("dtype", "float32")))
+        if entry_shapes(entry) and d not in seen:
+            seen.append(d)
+    return seen
 
 
 def case_dtypes(case: dict[str, Any]) -> list[str]:
@@ -162,7 +223,7 @@ def describe_groups(groups: list[Any]) -> tuple[dict[str, Any], ...]:
     device): for a task that lists its cases in code instead of a file."""
     import torch
 
-    cases = []
+    cases: list[dict[str, Any]] = []
     for group in groups:
         inputs: list[dict[str, object]] = []
         for k, x in enumerate(group if isinstance(group, (list, tuple)) else [group]):
@@ -171,7 +232,7 @@ def describe_groups(groups: list[Any]) -> tuple[dict[str, Any], ...]:
             else:
                 inputs.append({"name": f"in{k}", "value": x if isinstance(x, (int, float, str, bool)) or x is None
                                else repr(x)})
-        cases.append({"inputs": inputs})
+        cases.append({"inputs": inputs, NUMBER: len(cases) + 1})
     return tuple(cases)
 
 
@@ -189,7 +250,7 @@ class CaseInputs:
     def _open(self, file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> IO[Any]:
         if isinstance(file, (str, os.PathLike)) and os.path.basename(os.fspath(file)) == self.case_file \
                 and "w" not in mode and "a" not in mode:
-            text = "".join(json.dumps(c) + "\n" for c in self._served)
+            text = "".join(json.dumps(unnumbered(c)) + "\n" for c in self._served)
             return io.BytesIO(text.encode()) if "b" in mode else io.StringIO(text)
         return builtins.open(file, mode, *args, **kwargs)
 

@@ -86,12 +86,13 @@ class Trial:
     def widened(self) -> bool:
         return self.distribution in WIDENED
 
-    def describe(self, seed: bool = True) -> str:
+    def describe(self, seed: bool = True, case: bool = True) -> str:
+        """The trial in words; ``case`` False leaves the case out (the caller names it by its number)."""
         text = DESCRIPTIONS[self.distribution] + (f", seed {self.seed}" if seed else "")
         if self.overrides:
             kind = f" ({self.shape})" if self.shape else ""
             text += f", second shape{kind} " + ", ".join(f"{k}={v}" for k, v in self.overrides)
-        if self.case is not None:
+        if self.case is not None and case:
             text += f", case {self.case + 1}"
         return text
 

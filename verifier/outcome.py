@@ -31,6 +31,11 @@ a review flag (``Outcome.flags``: what the harness could not fully check) judges
 that nothing downstream read let a forged speed through)."""
 
 
+WAITING = "waiting"
+"""A gate's status while it waits for the machine's timing lock (told to the listener, never stored): its message
+says who holds the lock."""
+
+
 @dataclass
 class GateResult:
     """One gate's result: its name, passed/failed/skipped, a message a person or an LLM can act on."""
@@ -81,7 +86,8 @@ class Outcome:
     created_at: float = 0.0
     from_cache: bool = False
     node: dict[str, Any] = field(default_factory=dict)  # the cluster node that verified it (empty: this machine)
-    # a multi-case task's verdict per case, in case order: {"case" (0-based), "inputs" (shapes, dtypes,
+    # a multi-case task's verdict per case, in case order: {"case" (its index in the task's cases), "number" (what
+    # every surface names it: verifier.cases.case_number; --json's "case"), "inputs" (shapes, dtypes,
     # attributes in words), "correct", "max_abs_error", "max_rel_error", "trials", "message" (its first
     # failure), and once timed "latency_ms", "reference_ms", "speedup", "speedup_ci", "rounds"}
     cases: list[dict[str, Any]] = field(default_factory=list)
@@ -147,6 +153,8 @@ class Outcome:
             if entry is None:
                 entry = by_case[int(t["case"])] = {"case": int(t["case"])}
                 self.cases.append(entry)
+            if "number" in t:
+                entry.setdefault("number", t["number"])
             entry.update({k: t[k] for k in self.CASE_TIMES if k in t})
         self.cases.sort(key=lambda c: int(c.get("case", 0)))
 

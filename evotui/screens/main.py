@@ -20,11 +20,13 @@ from core.attempts import AttemptLine, TaskRow, outcome_of
 from evotui import keys
 from evotui.messages import (
     AnswerLoaded,
+    AssemblyLoaded,
     AttemptHighlighted,
     AttemptLoaded,
     AttemptsLoaded,
     PanesDrawn,
     ReadAnswer,
+    ReadAssembly,
     ReadAttempt,
     ReadAttempts,
     StatusesDrawn,
@@ -68,8 +70,10 @@ class MainScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.task_id: str | None = None
-        self.mode = "code"                   # d: code, diff, answer
+        self.mode = "code"                   # d: code, diff, answer, assembly; c: compare
         self.answer: tuple[str, str | None] | None = None   # (attempt id, the model's answer) last read
+        self.assembly: tuple[str, str] | None = None       # (attempt id, its hot loops) last read
+        self.marked: tuple[str, str, dict[str, str]] | None = None   # c: (attempt id, "#n", files) to compare
         self.shown_exp = None
         self.parent_exp = None
         self.tasks: dict[str, TaskRow] = {}
@@ -290,7 +294,7 @@ class MainScreen(Screen[None]):
         self.show_tasks(message.rows)
         self._title_attempts()
 
-    MODES = ("code", "diff", "answer")
+    MODES = ("code", "diff", "answer", "assembly")
 
     @property
     def diff_mode(self) -> bool:
@@ -302,8 +306,32 @@ class MainScreen(Screen[None]):
             self.app.notify(f"{self.current_task or 'This task'} has no attempts yet: nothing to show a diff or "
                             "answer of (r runs, e edits).", severity="warning", markup=False)
             return
-        self.mode = self.MODES[(self.MODES.index(self.mode) + 1) % len(self.MODES)]
+        self.mode = self.MODES[(self.MODES.index(self.mode) + 1) % len(self.MODES)] if self.mode in self.MODES \
+            else "code"   # from the side by side (c), back to the code
         self._show_code()
+
+    def action_compare(self) -> None:
+        """c: mark the selected attempt; c on another attempt shows the two side by side (again: back to code)."""
+        line = self.current_attempt
+        if line is None or self.shown_exp is None or self.shown_exp.id != line.id:
+            self.app.notify("Select an attempt to compare (the attempt tree).", severity="warning", markup=False)
+            return
+        if self.mode == "compare" or self.marked is None or self.marked[0] == line.id:
+            if self.mode == "compare":
+                self.mode, self.marked = "code", None
+            else:
+                self.marked = (line.id, f"#{line.index}", dict(self.shown_exp.files))
+                self.app.notify(f"#{line.index} marked: c on another attempt shows both side by side",
+                                markup=False)
+            self._show_code()
+            return
+        self.mode = "compare"
+        self._show_code()
+
+    def on_assembly_loaded(self, message: AssemblyLoaded) -> None:
+        self.assembly = (message.exp_id, message.text)
+        if self.mode == "assembly" and self.shown_exp is not None and self.shown_exp.id == message.exp_id:
+            self._show_code()
 
     def on_answer_loaded(self, message: AnswerLoaded) -> None:
         if self.mode == "answer" and self.shown_exp is not None and self.shown_exp.id == message.exp_id:
@@ -326,6 +354,19 @@ class MainScreen(Screen[None]):
         elif self.mode == "diff":
             view.border_title = f"{here} {line.stage} · a root: no parent to diff against"
             view.show_files(self.shown_exp.files, failure)
+        elif self.mode == "compare" and self.marked is not None:
+            from core.inspection import side_by_side
+
+            view.border_title = f"{self.marked[1]} | {here} · side by side"
+            view.show_text(side_by_side(self.marked[2], self.shown_exp.files, self.marked[1], here,
+                                        max(80, view.size.width - 2)), "")
+        elif self.mode == "assembly":
+            view.border_title = f"{here} {line.stage} · its hot loops' assembly"
+            if self.assembly is None or self.assembly[0] != self.shown_exp.id:
+                view.show_text("", "building (from the cache) and disassembling…")
+                self.post_message(ReadAssembly(exp_id=self.shown_exp.id, reply_to=self))
+            else:
+                view.show_text(self.assembly[1], "")
         elif self.mode == "answer":
             view.border_title = f"{here} {line.stage} · the model's answer"
             if line.source != "llm":
@@ -380,6 +421,10 @@ class MainScreen(Screen[None]):
                 table.set_status(e.task, "answer unusable", "fail")
             else:
                 table.set_status(e.task, "verifying", "busy")
+        elif isinstance(e, ev.GateChecked) and e.status == "waiting":
+            # the machine's timing lock is held (another workspace's run, a verify): said as such, with who holds it
+            table.set_status(e.task, f"{'edit ' if e.iteration < 0 else ''}waiting: timing lock", "busy")
+            self.note(f"{e.task}: {marks.GATE_LABELS.get(e.gate, e.gate)} {e.message}", "dim", e.at)
         elif isinstance(e, ev.GateChecked):
             label = "edit " if e.iteration < 0 else ""
             failed = e.status == "failed"
@@ -404,6 +449,19 @@ class MainScreen(Screen[None]):
                 self.note(f"{e.task}{where}: hand edit saved ({', '.join(e.files)}), verifying", "", e.at)
         elif isinstance(e, ev.Notice):
             self.note(e.message, "warn", e.at)
+        elif isinstance(e, ev.SizingProgress):
+            if e.total == 0:
+                return
+            if e.done == 1:
+                self.note(f"sizing {e.total} tasks in the background (--size-scale auto, recorded once): the table "
+                          "shows the others as written meanwhile; a run or a save sizes its own task first", "dim",
+                          e.at)
+            self.note(f"sized {e.done}/{e.total}: {e.task} {e.said}", "dim", e.at)
+            table.set_status(e.task, "sized" if not e.said.startswith("not sized") else "not sized", "dim")
+            if e.category:
+                table.update_task(e.task, category=e.category)
+            if e.done == e.total:
+                self.note(f"every task sized ({e.total})", "ok", e.at)
         elif isinstance(e, ev.BudgetSpent):
             self.note(f"{e.task}: budget spent ({e.iterations} iterations)", "dim", e.at)
         elif isinstance(e, ev.EngineProblem):

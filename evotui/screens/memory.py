@@ -231,4 +231,5 @@ class MemoryScreen(Screen[None]):
         if message.exp is None or message.exp.id not in (self.query_one(MemoryList).current_id, self.opened_id):
             return
         self.shown_id = message.exp.id
-        self.query_one(ExperienceDetail).show(message.exp, message.number, message.parent, message.children)
+        self.query_one(ExperienceDetail).show(message.exp, message.number, message.parent, message.children,
+                                              message.decisions)

@@ -78,6 +78,7 @@ class ExperienceDetail(VerticalScroll):
         self.exp = None
         self.number: int | None = None
         self.relatives: list[tuple[str, dict[str, Any]]] = []    # ("parent" | "child", summary), in the list's order
+        self.decisions: list[tuple[str, str]] = []                # (what, why): core.memory.decisions
 
     def compose(self) -> ComposeResult:
         yield Static(Text("Select an experience.", style="dim"), id="detail")
@@ -92,9 +93,11 @@ class ExperienceDetail(VerticalScroll):
         self.query_one("#body", Static).update("")
 
     def show(self, exp: Any, number: int | None = None, parent: dict[str, Any] | None = None,
-             children: list[dict[str, Any]] | None = None) -> None:
-        """Show ``exp`` (``number``: its ``#n`` among its task's attempts) with its parent and children."""
+             children: list[dict[str, Any]] | None = None, decisions: list[tuple[str, str]] | None = None) -> None:
+        """Show ``exp`` (``number``: its ``#n`` among its task's attempts) with its parent and children, and what
+        was decided about it and why (``decisions``)."""
         self.exp, self.number = exp, number
+        self.decisions = list(decisions or [])
         self.relatives = [*((("parent", parent),) if parent else ()), *(("child", c) for c in children or [])]
         self.query_one("#detail", Static).update(self._head(exp))
         self._show_family()
@@ -104,7 +107,8 @@ class ExperienceDetail(VerticalScroll):
     def restyle(self) -> None:
         if self.exp is not None:
             family = dict(self.relatives)
-            self.show(self.exp, self.number, family.get("parent"), [s for r, s in self.relatives if r == "child"])
+            self.show(self.exp, self.number, family.get("parent"), [s for r, s in self.relatives if r == "child"],
+                      self.decisions)
 
     def _show_family(self) -> None:
         family = self.query_one("#family", OptionList)
@@ -161,6 +165,14 @@ class ExperienceDetail(VerticalScroll):
         facts.add_row("adopted by", ", ".join(exp.adopted_by) or "no task yet")
         facts.add_row("earned", earned(exp))
         parts.append(facts)
+        if self.decisions:   # what was decided about it, and why: its parent, its reward, the values it moved
+            parts.append(Rule("why", align="left", style=dim))
+            why = Table.grid(padding=(0, 1))
+            why.add_column(style=dim, no_wrap=True)
+            why.add_column()
+            for what, said in self.decisions:
+                why.add_row(what, said)
+            parts.append(why)
         return Group(*parts)
 
     def _body(self, exp: Any) -> RenderableType:

@@ -28,6 +28,7 @@ class RunStatus:
     cluster: str = ""              # the Ray cluster verification runs on ("" = this machine)
     nodes: int = 0                 # its nodes that can verify this backend
     cluster_waiting: bool = False  # no node can: the run waits for one
+    sizing: str = ""               # --size-scale auto sizing in the background: "sizing 7/376"
 
     def but(self, **changes: Any) -> RunStatus:
         return replace(self, **changes)
@@ -73,6 +74,8 @@ class RunHeader(Widget):
             parts.append((text + (" · waiting for workers" if s.cluster_waiting else ""),
                           "problem" if s.cluster_waiting or not s.nodes else "", 4))
         parts.append((label, "state", 0))
+        if s.sizing:
+            parts.append((s.sizing, "state", 3))
         if s.run_id:
             parts.append((f"run {s.run_id}", "state", 4))
         if s.iteration is not None and s.iterations:

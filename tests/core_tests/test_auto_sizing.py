@@ -534,8 +534,8 @@ def test_a_case_over_the_time_limit_is_shrunk_and_one_at_its_smallest_sizes_drop
     assert len(kept) == 3 and all(case_ms(c) <= limit for c in kept), kept
     assert [c["inputs"][1]["value"] for c in kept] == [1, 2, 5000]
     assert kept[2]["inputs"][0]["shape"][0] < 512
-    assert any(n.startswith("case 2 shrunk to the") for n in out["notes"]), out["notes"]
-    assert any(n.startswith("case 3 dropped: one call takes") for n in out["notes"]), out["notes"]
+    assert any(n.startswith("case #3 shrunk to the") for n in out["notes"]), out["notes"]   # by number, 1-based
+    assert any(n.startswith("case #4 dropped: one call takes") for n in out["notes"]), out["notes"]
 
 
 # ----------------------------------------------------------------------------- work the meta device cannot count
@@ -643,7 +643,7 @@ def test_a_case_kept_as_written_for_its_own_constraint_leaves_the_others_sized_b
 
         out = _probe(tmp_path, spec, measure)
         assert out["ok"] and "problem" not in out, out
-        assert any("case 2 kept as written" in n for n in out["notes"]), out["notes"]
+        assert any("case #3 kept as written" in n for n in out["notes"]), out["notes"]
         assert out["sized_by"].startswith("counted work"), out
         chosen.append([c["inputs"][0]["shape"] for c in out["cases"]])
     assert chosen[0] == chosen[1] and chosen[0][2] == [40, 8] and chosen[0][0] != [64, 64], chosen

@@ -12,7 +12,7 @@ from pathlib import Path
 from case_tasks import FLATTEN
 
 from core.tasks import load_suite
-from verifier.cases import case_bytes
+from verifier.cases import case_bytes, unnumbered
 from verifier.inputs import Trial, make_inputs
 from verifier.sizing.case_limits import fit_cases
 from verifier.sizing.limits import CASES_BYTES_BUDGET
@@ -35,7 +35,7 @@ def test_fit_cases_keeps_each_case_at_its_own_index_when_one_is_dropped():
     got, notes = fit_cases(cases, keep=frozenset({1, 4}))
     assert [c["id"] for c in got] == [0, 1, 3, 4, 5]             # each case in its own place, in order
     assert got[1] == cases[1] and got[3] == cases[4]             # the kept ones as written
-    assert any("(#2)" in n for n in notes), notes                # the dropped one named by its own index
+    assert any("(#3)" in n for n in notes), notes                # the dropped one named by its own number (1-based)
     from verifier.sizing.case_limits import fit_case_indices
 
     placed, notes = fit_case_indices(cases, keep=frozenset({1, 4}))
@@ -43,7 +43,7 @@ def test_fit_cases_keeps_each_case_at_its_own_index_when_one_is_dropped():
     # without cases to keep: the same, the note by index
     placed, notes = fit_case_indices(cases)
     assert [k for k, _ in placed] == [0, 1, 3, 4, 5] and all(c["id"] == k for k, c in placed)
-    assert any("(#2)" in n for n in notes), notes
+    assert any("(#3)" in n for n in notes), notes
 
 
 def test_auto_pins_and_drops_the_case_that_failed_after_the_budget_dropped_an_earlier_one(tmp_path):
@@ -79,12 +79,14 @@ def test_auto_pins_and_drops_the_case_that_failed_after_the_budget_dropped_an_ea
     assert out["ok"], out
     got = out["cases"]
     assert [c["id"] for c in got] == [0, 2, 3, 4, 6], (out["notes"], [c["id"] for c in got])
-    assert got[2] == cases[3]                                     # kept as written
+    assert unnumbered(got[2]) == cases[3]                         # kept as written (with its number, #4)
+    assert got[2]["number"] == 4
     for c in got:                                                 # the others scaled alike: their own sizes
         if c["id"] != 3:
             (r, w), (r0, w0) = c["inputs"][0]["shape"], cases[c["id"]]["inputs"][0]["shape"]
             assert abs(r / w - r0 / w0) < 0.1 * r0 / w0, (c, cases[c["id"]])
     notes = " ".join(out["notes"])
-    assert "case 3 kept as written" in notes and "case 5 dropped" in notes, out["notes"]
-    assert "case 1 dropped: over the cases' 48 MiB memory budget at its smallest sizes" in notes, out["notes"]
-    assert "case 2 " not in notes and "case 4 " not in notes and "case 6 " not in notes, out["notes"]
+    # each case named by its number (its index plus one; #51: one convention everywhere)
+    assert "case #4 kept as written" in notes and "case #6 dropped" in notes, out["notes"]
+    assert "case #2 dropped: over the cases' 48 MiB memory budget at its smallest sizes" in notes, out["notes"]
+    assert "case #3 " not in notes and "case #5 " not in notes and "case #7 " not in notes, out["notes"]

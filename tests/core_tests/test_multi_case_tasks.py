@@ -16,7 +16,7 @@ import torch
 from case_tasks import FLATTEN
 
 from core.tasks import load_suite, scale_task
-from verifier.cases import canonical_dtype, case_dtypes, describe_case, parse_case_file
+from verifier.cases import canonical_dtype, case_dtypes, describe_case, parse_case_file, unnumbered
 from verifier.inputs import Trial, make_inputs
 from verifier.task import load_task_module
 from verifier.tolerance import floored
@@ -105,7 +105,7 @@ def test_short_dtype_names_complex_and_unsigned_cases_load_and_build(tmp_path):
     suite = load_suite(write(tmp_path / "s", {"ne.py": SHORT_NAMES, "ne.json": jsonl(SHORT_CASES)}))
     assert suite.errors == []
     task = suite.get("ne")
-    assert task.cases == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
+    assert tuple(map(unnumbered, task.cases)) == tuple(SHORT_CASES)  # kept as written: the task's own code reads "bf16"
     assert canonical_dtype("bf16") == "bfloat16" and case_dtypes(task.cases[0]) == ["bfloat16"]
     assert floored("bf16", 1e-4, 1e-4) == floored("bfloat16", 1e-4, 1e-4)
     module = load_task_module(task.spec())
@@ -216,10 +216,11 @@ def test_oversized_cases_shrink_to_the_budget_and_an_unshrinkable_one_is_dropped
     task = scale_task(suite.get("unary"), None)   # as written: still within the budget
     kept = task.cases
     assert sum(case_bytes(c) for c in kept) <= CASES_BYTES_BUDGET
-    assert len(kept) == 4 and kept[0] == cases[0] and kept[-1] == cases[4]   # small cases as written
+    assert len(kept) == 4 and unnumbered(kept[0]) == cases[0] and unnumbered(kept[-1]) == cases[4]   # as written
+    assert [c["number"] for c in kept] == [1, 2, 3, 5]   # each keeps its number: #4 was dropped
     assert kept[1]["inputs"][0]["shape"][0] < 8192 and kept[2]["inputs"][0]["dtype"] == "float16"
     note = task.scale_note()
-    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#3)" in note
+    assert "2 of 5 cases shrunk" in note and "dropped 1 case (#4)" in note   # by its number, 1-based
     module = load_task_module(task.spec())
     x = make_inputs(module.get_inputs, Trial(seed=1, distribution="normal", case=1))[0]
     assert list(x.shape) == kept[1]["inputs"][0]["shape"]
@@ -481,10 +482,10 @@ def test_auto_learns_a_case_constraint_from_the_reference_failing_and_keeps_or_d
     out = probe(job, Progress(str(tmp_path / "progress.jsonl")), measure=measure)
     assert out["ok"], out
     got = out["cases"]
-    assert len(got) == 2 and got[1] == cases[1]            # kept as written; the third dropped
+    assert len(got) == 2 and unnumbered(got[1]) == cases[1]   # kept as written; the third dropped
     assert got[0]["inputs"][0]["shape"][1] > 96, out     # the other case still grown toward the window
     notes = " ".join(out["notes"])
-    assert "case 1 kept as written" in notes and "case 2 dropped" in notes and "shape '[5000]' is invalid" in notes
+    assert "case #2 kept as written" in notes and "case #3 dropped" in notes and "shape '[5000]' is invalid" in notes
 
 
 def test_auto_says_when_the_cases_memory_budget_stops_growth(tmp_path):
@@ -556,12 +557,13 @@ def test_verify_json_gives_each_cases_verdict_the_failing_cases_shapes_and_dtype
                                                    "x float16[16, 3, 40]"]
     assert "case 2 (x float16[32, 48])" in bad["message"] and "2 of 4 cases failed" in bad["message"], bad["message"]
     assert "case 4 (x float16[16, 3, 40])" in bad["message"]
-    assert all(c["message"].startswith(f"case {c['case'] + 1} (") for c in bad["cases"] if not c["correct"])
+    # --json names a case by its number, as the text does (#51: 0-based there, 1-based here)
+    assert all(c["message"].startswith(f"case {c['case']} (") for c in bad["cases"] if not c["correct"])
 
     proc = evokernel("verify", "good", "--task", "unary", "--suite", str(suite), "--json", cwd=tmp_path)
     good = json.loads(proc.stdout)
     assert good["feasible"] is True, good["message"]
-    assert [c["case"] for c in good["cases"]] == [0, 1, 2, 3]
+    assert [c["case"] for c in good["cases"]] == [1, 2, 3, 4]
     for c in good["cases"]:
         assert c["correct"] and c["trials"] > 0 and c["latency_ms"] > 0 and c["reference_ms"] > 0, c
         assert c["speedup"] > 0 and c["rounds"] >= 3, c
@@ -661,16 +663,16 @@ def test_a_task_with_many_cases_times_a_bounded_subset_within_the_cases_timing_b
     assert good["feasible"] is True, (good["message"], proc.stderr[-2000:])
     assert all(c["correct"] for c in good["cases"]) and len(good["cases"]) == 12
     timed = [c["case"] for c in good["cases"] if c.get("latency_ms") is not None]
-    assert timed == [0, 3, 5, 8], timed     # float32's largest (#3), float16's (#5), then the largest others
+    assert timed == [1, 4, 6, 9], timed     # float32's largest (#4), float16's (#6), then the largest others
     assert [c["case"] for c in good["cases"] if c["timed"]] == timed
     perf = next(g for g in good["gates"] if g["name"] == "performance")
-    assert perf["details"]["timed_cases"] == [0, 3, 5, 8]
+    assert perf["details"]["timed_cases"] == [1, 4, 6, 9]   # numbers in --json, as everywhere
     assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"], perf["message"]
 
     ws = verifier_workspace(tmp_path / "ws2", timed_cases=4, cases_timing_budget_s=0.01)
     once = json.loads(evokernel("verify", str(tmp_path / "good"), "--task", "unary", "--suite", str(suite), "--json",
                                 cwd=ws).stdout)
     assert once["feasible"] is True, once["message"]
-    assert [c["case"] for c in once["cases"] if c["timed"]] == [0, 3, 5, 8]
+    assert [c["case"] for c in once["cases"] if c["timed"]] == [1, 4, 6, 9]
     perf = next(g for g in once["gates"] if g["name"] == "performance")
     assert "timed 4 of 12 cases (#1, #4, #6, #9)" in perf["message"] and "not timed" not in perf["message"]

@@ -17,7 +17,7 @@ import torch
 
 from core.suite_check import check_tasks
 from core.tasks import apply_probe, category_from_ops, load_suite, probe_task, scale_task
-from verifier.cases import CaseError, case_geomean, case_performance, parse_case_file
+from verifier.cases import CaseError, case_geomean, case_performance, parse_case_file, unnumbered
 from verifier.inputs import Trial, case_trials, make_inputs, trial_plan
 from verifier.npu_source import neutralise_npu
 from verifier.sizing.scaling import scale_values
@@ -241,7 +241,8 @@ def test_multi_case_task_loads_with_its_cases_and_makes_each_case(tmp_path):
     assert suite.errors == []
     task = suite.get("7_LeakyRelu")
     spec = task.spec()
-    assert spec.cases == tuple(CASES) and spec.case_file == "7_LeakyRelu.json"
+    assert tuple(map(unnumbered, spec.cases)) == tuple(CASES) and spec.case_file == "7_LeakyRelu.json"
+    assert [c["number"] for c in spec.cases] == [1, 2, 3]   # what every surface names them by
     module = load_task_module(spec)
     for k, (dtype, shape) in enumerate([(torch.float32, (64, 96)), (torch.float16, (3, 5, 33)),
                                         (torch.bfloat16, (4096,))]):
@@ -607,3 +608,48 @@ def test_a_level_whose_every_task_is_refused_keeps_its_reasons(tmp_path, capsys)
         suite.select()
     with pytest.raises(TaskError, match="task '2_rms' of suite .* did not load: refused: it uses torch_npu"):
         suite.get("2_rms")
+
+
+SWISH = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    """Swish: x / (1 + exp(-beta * x))."""
+    def forward(self, x):
+        return x / (1 + torch.exp(-1.5 * x))
+
+batch = 64
+dim = 4096
+
+def get_inputs():
+    return [torch.randn(batch, dim)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+@pytest.mark.slow
+def test_the_check_table_and_the_listing_show_a_task_from_the_same_record(tmp_path, capsys):
+    """The findings (#51, 4): `tasks --check` showed level "-" for tasks the listing put at level 0, "19 not sized"
+    beside a "sized: yes" column, and 12_swish was "activation" (its name) in the listing, "elementwise" (its
+    traced operators) in the check. The listing now reads what the check recorded in the workspace."""
+    from evotui import cli
+
+    root = write(tmp_path / "reference", {"npukernelbench_level0/12_swish.py": SWISH})
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "evokernel.toml").write_text("")
+    base = ["--workspace", str(ws), "tasks", "--suite", str(root)]
+    assert cli.main([*base, "--check", "--json"]) == 0
+    [checked] = json.loads(capsys.readouterr().out)["rows"]
+    assert (checked["level"], checked["category"], checked["category_from"]) == (0, "elementwise", "ops"), checked
+    assert cli.main([*base, "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)["tasks"]
+    assert (listed["level"], listed["category"]) == (0, "elementwise"), listed
+    assert cli.main([*base, "--check"]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if line.strip().startswith("12_swish"))
+    assert row.split()[1:3] == ["0", "elementwise"] and "as given" in row, row
+    assert "not sized" not in text, text

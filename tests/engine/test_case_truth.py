@@ -77,7 +77,7 @@ def test_a_multi_case_prompt_says_which_cases_are_timed_each_one_s_speed_and_its
     user = prompts.refine_prompt(sum_task, "cpu", [], [], [], start, [start], best=start, facts=facts)[1][1]
     assert "every one checked and timed" not in user
     assert "## Cases: 5, every one checked for correctness; 2 timed, the same ones in every verification " \
-           "(#1, #4: the largest case of each dtype" in user
+           "(#1, #4: first the cases that bring a new dtype" in user
     per_case = user.split("Each timed case in its own window", 1)[1].split("\n\n")[0]
     assert "#1 (x float32[64, 64, 64], dim=1)" in per_case and "1.30x slower than PyTorch [1.27, 1.35]" in per_case
     assert "#4 (x float16[256, 512], dim=1)" in per_case and "1.11x faster than PyTorch [1.07, 1.15]" in per_case

@@ -262,6 +262,9 @@ async def test_a_failed_attempt_shows_its_whole_message_and_d_reaches_the_models
         await pilot.press("d")      # the model's answer, as it came
         await wait_for(pilot, lambda: "Here is my kernel:" in code.text, what="the answer")
         assert "the model's answer" in code.border_title
+        await pilot.press("d")      # its hot loops' assembly (#51): this one failed to build, and says so
+        await wait_for(pilot, lambda: "it does not build, so there is no assembly" in code.text, what="the assembly")
+        assert "hot loops' assembly" in code.border_title
         await pilot.press("d")
         assert code.border_title == "#1 draft · llm"
         await pilot.press("q")

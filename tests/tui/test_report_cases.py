@@ -63,13 +63,14 @@ def test_report_json_says_per_case_for_the_best_kernel_or_the_closest_attempt(wo
     rows = json.loads(proc.stdout)["runs"][0]["per_task"]
     gelu = rows["gelu_cases"]["cases"]
     assert (gelu["of"], gelu["total"], gelu["passed"], gelu["failed"], gelu["failing"]) == ("best", 2, 2, 0, [])
+    # a case by its number, as `verify` and every table name it (#51: 0-based here, 1-based in the text)
     assert [(c["case"], c["latency_ms"], c["reference_ms"], c["speedup"]) for c in gelu["per_case"]] == \
-        [(0, 0.5, 1.0, 2.0), (1, 2.0, 1.0, 0.5)]
+        [(1, 0.5, 1.0, 2.0), (2, 2.0, 1.0, 0.5)]
     assert gelu["timed"] == 2
     # never feasible: the attempt with the most cases correct (2 of 3), its failing case named with its inputs
     abs_ = rows["abs_cases"]["cases"]
     assert (abs_["of"], abs_["total"], abs_["passed"], abs_["failed"]) == ("closest", 3, 2, 1)
-    assert abs_["failing"] == [{"case": 1, "inputs": "x bfloat16[5, 7, 48]", "message": "nan where expected 1.0"}]
+    assert abs_["failing"] == [{"case": 2, "inputs": "x bfloat16[5, 7, 48]", "message": "nan where expected 1.0"}]
     assert abs_["timed"] == 0 and all(c.get("latency_ms") is None for c in abs_["per_case"])
     assert rows["relu"].get("cases") is None
 

@@ -57,3 +57,27 @@ def test_a_best_never_timed_beside_the_first_edit_is_not_measured_together(works
         store.put_task(TaskState("relu", feasible=True, stage="refine", best_id=ids[1], start_points=ids))
     [row] = tsv(evokernel("report", cwd=workspace.root).stdout)
     assert row["best/first"] == "not measured together"
+
+
+def test_the_report_says_each_verdicts_word_and_why_an_option_shows_nothing(workspace):
+    """The findings (#51, 4): the report dropped the "too noisy" flag (0.87x shown for a verdict that judged
+    nothing); `report --tasks --cases` and `--retime` were silently ignored in a workspace with hand edits but
+    no runs."""
+    from store import Experience, Store
+
+    hand_edits(workspace)
+    with Store.open(workspace.memory_path) as store:
+        store.add_experience(Experience(
+            task_id="softmax", kind="human_edit", backend="cpu", stage="draft", source="human", title="softmax edit",
+            files=relu_files("out[i] = x[i];"), outcome={**outcome("softmax", ms=2.3, ref=2.0), "speedup": 0.87,
+                                                          "speedup_ci": [0.52, 1.41], "vs_reference": "noisy"}))
+    proc = evokernel("report", cwd=workspace.root)
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["task"]: r for r in tsv(proc.stdout)}
+    assert rows["softmax"]["first"] == "0.87x too noisy", rows["softmax"]
+    assert rows["relu"]["best"] == "3.00x"     # no verdict stored with it: the figure alone, as before
+    assert rows["softmax"]["best/first"] == "1.00x"   # one edit, the first and the best: itself, not "apart"
+    asked = evokernel("report", "--tasks", "--cases", "--retime", cwd=workspace.root)
+    assert asked.returncode == 0, asked.stderr
+    for option in ("report --retime: no run", "report --tasks: no run", "report --cases: no multi-case task"):
+        assert option in asked.stderr, asked.stderr

@@ -61,3 +61,23 @@ def test_the_task_comes_from_the_folder_and_a_recorded_refinement_is_reused(work
         (other / name).write_text(text)
     refused = evokernel("verify", "scratch", cwd=workspace.root)
     assert refused.returncode == 2 and "--task" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_verify_fresh_then_verify_show_the_same_verdict(workspace):
+    """The finding (#51, 4): `verify --fresh`'s new verdict was not the one a later `verify` showed: the fresh one
+    was timed without the best the workbench timed those files beside (recorded apart), and the next plain
+    `verify` found the workbench's older window. Now both time it beside that best: the fresh verdict replaces
+    the recorded one."""
+    draft, refine, out = record_two_edits(workspace)
+    folder = workspace.kernels_dir / "relu"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in relu(2).items():
+        (folder / name).write_text(text)
+    fresh = evokernel("verify", "kernels/relu", "--fresh", "--json", cwd=workspace.root)
+    assert fresh.returncode == 0, fresh.stderr
+    measured = json.loads(fresh.stdout)
+    assert not measured["from_cache"] and measured["vs_best"], "timed beside the best, as the workbench did"
+    assert measured["created_at"] > out.created_at
+    later = json.loads(evokernel("verify", "kernels/relu", "--json", cwd=workspace.root).stdout)
+    assert later["from_cache"] and later["created_at"] == measured["created_at"]
+    assert (later["latency_ms"], later["vs_best"]) == (measured["latency_ms"], measured["vs_best"])

@@ -39,6 +39,7 @@ class Toolchain:
     device_ok: bool | None = None
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)   # what fails for part of the work (a form), with its fix
+    notes: list[str] = field(default_factory=list)      # what works, and how where a probe chose it (_Float16's flags)
 
     def __post_init__(self) -> None:
         if self.toolchain_ok is None:
@@ -241,6 +242,10 @@ class Backend(abc.ABC):
     def toolchain(self) -> Toolchain:
         """Discover the compiler/SDK and device; never raises. Cached: call it as often as needed."""
 
+    def build_flags(self) -> tuple[str, ...]:
+        """The flags every build uses: ``flags``, and what a probe of this machine adds (the CPU's ``_Float16``)."""
+        return self.flags
+
     @abc.abstractmethod
     def build_key(self) -> str:
         """Everything besides the sources that changes the built library (compiler version, flags, target)."""
@@ -250,6 +255,11 @@ class Backend(abc.ABC):
         function by default (device backends drop device kernels or turn them into launch entries). Raises
         ``verifier.toolchain.cdecl.DeclarationError`` with an actionable message when there are none."""
         return [sig for text in sources.values() for sig in parse_extern_c(text)]
+
+    def preprocess_argv(self, source: str) -> list[str] | None:
+        """The command that writes ``source`` preprocessed to stdout (macros expanded, line markers kept), from which
+        launchers a macro generates are read (``verifier.build``); None: the backend reads its sources as written."""
+        return None
 
     @abc.abstractmethod
     def build_plan(self, sources: list[str], workdir: Path) -> BuildPlan:

@@ -151,7 +151,7 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
     max_abs = max_rel = 0.0
     per_case: dict[int, dict[str, Any]] = {}
     first_failure: Verdict | None = None
-    for i, seed, report, got, what in _numbered_calls(ref, result, outputs, schedule or [], repeats):
+    for i, seed, report, got, what in _numbered_calls(ref, result, outputs, schedule or [], repeats, bool(cases)):
         if seed and report.trial != i:
             return Verdict(False, f"the candidate's job called trial {report.trial + 1} where the harness asked for "
                                   f"trial {i + 1}", trial=i)
@@ -161,7 +161,7 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
         entry = _case_entry(per_case, cases, ref.trials[i].case)
         if entry is not None and not entry["correct"]:
             continue   # this case has failed already: its first failure is what it says
-        where = f"case {entry['case'] + 1} ({entry['inputs']}), " if entry is not None else ""
+        where = f"case {entry['number']} ({entry['inputs']}), " if entry is not None else ""
         found = _check_call(ref, i, seed, report, got, what, where, tolerance)
         if isinstance(found, Agreement):
             max_abs, max_rel = max(max_abs, found.max_abs_error), max(max_rel, found.max_rel_error)
@@ -181,9 +181,11 @@ def judge(ref: Reference, result: CandidateResult, outputs: dict[str, Any],
 
 
 def _numbered_calls(ref: Reference, result: CandidateResult, outputs: dict[str, Any], schedule: list[tuple[int, int]],
-                    repeats: list[tuple[int, int]]) -> list[tuple[int, int, TrialReport, Any, str]]:
+                    repeats: list[tuple[int, int]], cases: bool = False
+                    ) -> list[tuple[int, int, TrialReport, Any, str]]:
     """Every call to judge, (trial, seed, its report, its outputs, how a verdict names it): each trial's first
-    call, then the repeated ones; a call after an instance's first says which of its calls it was."""
+    call, then the repeated ones; a call after an instance's first says which of its calls it was. With ``cases``
+    the verdict names the case (by its number, ``verifier.cases.case_number``), the trial does not again."""
     calls = [(i, 0, report, outputs["trials"][i]) for i, report in enumerate(result.trials[:len(ref.trials)])]
     calls += [(i, seed, report, got) for (i, seed), report, got in zip(repeats, result.repeats, outputs["repeats"])]
     nth: dict[tuple[int, int], int] = {}     # each call's number among its instance's calls
@@ -192,7 +194,7 @@ def _numbered_calls(ref: Reference, result: CandidateResult, outputs: dict[str, 
         counted[ref.trials[i].instance] = nth[(i, seed)] = counted.get(ref.trials[i].instance, 0) + 1
     named = []
     for i, seed, report, got in calls:
-        what = f"trial {i + 1} ({ref.trials[i].describe()})"
+        what = f"trial {i + 1} ({ref.trials[i].describe(case=not cases)})"
         if nth.get((i, seed), 1) > 1:
             what += f", the same instance's call {nth[(i, seed)]}" + (" (called again)" if seed else "")
         named.append((i, seed, report, got, what))
@@ -202,13 +204,13 @@ def _numbered_calls(ref: Reference, result: CandidateResult, outputs: dict[str, 
 def _case_entry(per_case: dict[int, dict[str, Any]], cases: tuple[dict[str, Any], ...], case: int | None
                 ) -> dict[str, Any] | None:
     """The verdict of the trial's case of a multi-case task (made at its first trial), None for a task of one."""
-    from verifier.cases import describe_case
+    from verifier.cases import case_number, describe_case
 
     if not cases or case is None or not 0 <= case < len(cases):
         return None
     if case not in per_case:
-        per_case[case] = {"case": case, "inputs": describe_case(cases[case]), "correct": True, "max_abs_error": 0.0,
-                          "max_rel_error": 0.0, "trials": 0}
+        per_case[case] = {"case": case, "number": case_number(cases, case), "inputs": describe_case(cases[case]),
+                          "correct": True, "max_abs_error": 0.0, "max_rel_error": 0.0, "trials": 0}
     return per_case[case]
 
 
@@ -239,7 +241,7 @@ def _overall(ref: Reference, verdicts: list[dict[str, Any]], first_failure: Verd
     if first_failure is not None:
         bad = [c for c in verdicts if not c["correct"]]
         first_failure.message += (f"; {len(bad)} of {len(verdicts)} cases failed: "
-                                  + ", ".join(f"case {c['case'] + 1} ({c['inputs']})" for c in bad[:6])
+                                  + ", ".join(f"case {c['number']} ({c['inputs']})" for c in bad[:6])
                                   + (", ..." if len(bad) > 6 else "") + suffix)
         first_failure.details = {"cases": verdicts}
         return first_failure

@@ -4,7 +4,7 @@ The harness (``verifier.window.harness``, run by ``verifier.harness.job_runner``
 candidate and, when refining, the task's best interleaved in one window, each in its own process, on the
 same fresh inputs per round. ``check`` is the whole gate, in this order:
 
-1. windows: one for a task, one per timed case for a multi-case task (the largest of each dtype first,
+1. windows: one for a task, one per timed case for a multi-case task (the cases that bring a new dtype first,
    at most ``timed_cases``, every one timed, their rounds sharing the cases' budget), each read by ``measured``:
    - every timed round's candidate output is compared with the reference's output *on the same
      inputs* at random positions, and the two calls after timing at every position (a kernel that
@@ -29,7 +29,7 @@ same fresh inputs per round. ``check`` is the whole gate, in this order:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -148,14 +148,16 @@ def measured(result: dict[str, Any], outputs: dict[str, Any], ref: Reference, to
 
 
 def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Reference]], tolerance: Tolerance,
-                   out: Outcome, *, best_hash: str = "", implausible_speedup: float = 50.0) -> Measured | None:
+                   out: Outcome, *, best_hash: str = "", implausible_speedup: float = 50.0,
+                   named: Sequence[dict[str, Any]] = ()) -> Measured | None:
     """A multi-case task (verifier.cases): ``cases`` holds, per case, (its index, the window's result and
     outputs, the reference restricted to that case's trials), each timed in its own window. Every case is
     read like a single task (checks, re-checks, flags); a failure in any case is the candidate's failure,
     named by case (None). Then speedup and gain over the best are geometric means over the cases of each
     case's paired ratio, with a bootstrap interval over every case's rounds, and the latencies are
-    geometric means; each case is reported in the message and the details (``cases``)."""
-    from verifier.cases import case_geomean
+    geometric means; each case is reported in the message and the details (``cases``), named by its number
+    (``named``: the task's cases, ``verifier.cases.case_number``)."""
+    from verifier.cases import case_geomean, case_number
 
     parts: list[tuple[int, Outcome, Window]] = []
     for case, result, outputs, ref in cases:
@@ -164,11 +166,11 @@ def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Refere
                     implausible_speedup=implausible_speedup) is None:
             assert part.failed_gate is not None
             failed = part.gate(part.failed_gate)
-            out.fail(failed.name, f"case {case + 1}: {failed.message}", **failed.details)
+            out.fail(failed.name, f"case {case_number(named, case)}: {failed.message}", **failed.details)
             if failed.name != FAILED_AS:
                 out.gate(FAILED_AS).status = "failed"
             return None
-        out.flags += [f"case {case + 1}: {f}" for f in part.flags]
+        out.flags += [f"case {case_number(named, case)}: {f}" for f in part.flags]
         parts.append((case, part, Window(**result["window"])))
     speed = geomean_ratio([(w.samples["reference"], w.samples["candidate"]) for _, _, w in parts])
     # every case passed its checks, so each has its times
@@ -187,10 +189,12 @@ def measured_cases(cases: list[tuple[int, dict[str, Any], dict[str, Any], Refere
         out.best_ms = case_geomean([float(p.best_ms or 0.0) for _, p, _ in parts])
         out.gain, out.gain_ci, out.best_hash = gain.value, gain.to_list(), best_hash
     per_case: list[dict[str, Any]] = [
-        {"case": case, "latency_ms": p.latency_ms, "reference_ms": p.reference_ms, "speedup": p.speedup,
-         "speedup_ci": p.speedup_ci, "gain": p.gain, "gain_ci": p.gain_ci, "rounds": w.rounds}
+        {"case": case, "number": case_number(named, case), "latency_ms": p.latency_ms, "reference_ms": p.reference_ms,
+         "speedup": p.speedup, "speedup_ci": p.speedup_ci, "gain": p.gain, "gain_ci": p.gain_ci, "rounds": w.rounds}
         for case, p, w in parts]
-    tail = "; " + ", ".join(f"case {c['case'] + 1}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x" for c in per_case)
+    # each case's figures are its own window's: the medians of each side's calls, and the median of the rounds'
+    # paired ratios (not one median over the other: a round slowed for both sides cancels in its ratio)
+    tail = "; " + ", ".join(f"case {c['number']}: {c['latency_ms']:.3f} ms, {c['speedup']:.2f}x" for c in per_case)
     return Measured(speed, gain, message, tail, {"cases": per_case, "rounds": out.timing_rounds})
 
 
@@ -303,9 +307,10 @@ def _measured_cases(task: TaskSpec, ref: Reference, out: Outcome, cases: list[in
                     ) -> Measured | None:
     """A multi-case task's windows, one per chosen case (``[verifier] timed_cases``, in ``timing_order``), their
     timed rounds sharing the cases' budget; ``notes`` says which cases were not timed."""
-    from verifier.cases import timing_order
+    from verifier.cases import timing_order, untimed_dtypes
 
     chosen = timing_order(task.cases, cases)[:config.timed_cases] if task.cases else cases
+    left_out = untimed_dtypes(task.cases, cases, chosen) if task.cases else []
     # the windows' timed rounds share the cases' budget; a side never gets more than on its own
     budget_s = min(config.timing_budget_s, config.cases_timing_budget_s / (len(chosen) * (2 + bool(with_best))))
     windows: list[tuple[int, dict[str, Any], dict[str, Any], Reference]] = []
@@ -319,12 +324,13 @@ def _measured_cases(task: TaskSpec, ref: Reference, out: Outcome, cases: list[in
             return None
         windows.append((k, *got, sub))
     windows.sort(key=lambda w: w[0])
-    m = measured_cases(windows, tolerance, out, best_hash=best_hash, implausible_speedup=config.implausible_speedup)
+    m = measured_cases(windows, tolerance, out, best_hash=best_hash, implausible_speedup=config.implausible_speedup,
+                       named=task.cases)
     if m is None:
         return None
     timed = [w[0] for w in windows]
     if len(timed) < len(cases):
-        notes.append(timed_words(timed, len(cases), config.timed_cases))
+        notes.append(timed_words(timed, len(cases), config.timed_cases, task.cases, left_out))
         m.details.update(timed_cases=timed, not_timed=sorted(set(cases) - set(timed)))
     return m
 
@@ -344,11 +350,18 @@ def under_memory_floor(out: Outcome, roofline: RooflineMeter) -> bool:
     return any(0 < float(ms or 0) < floor for ms in (out.latency_ms, out.reference_ms))
 
 
-def timed_words(timed: list[int], total: int, most: int) -> str:
-    """Which of a multi-case task's cases the windows timed, in words (1-based, as every case is shown)."""
-    numbers = ", ".join(f"#{k + 1}" for k in sorted(timed))
-    return (f"timed {len(timed)} of {total} cases ({numbers}); the largest of each dtype first, then the "
-            f"largest others, at most {most} ([verifier] timed_cases); the others were checked for correctness only")
+def timed_words(timed: list[int], total: int, most: int, cases: Sequence[dict[str, Any]] = (),
+                left_out: Sequence[str] = ()) -> str:
+    """Which of a multi-case task's cases the windows timed, in words (by their numbers, as every case is
+    shown), and the dtypes no timed case has when there were more dtypes than timed-case slots."""
+    from verifier.cases import case_number
+
+    numbers = ", ".join(f"#{case_number(cases, k)}" for k in sorted(timed))
+    dtypes = ("every dtype timed at least once" if not left_out else
+              f"no slot left to time {', '.join(left_out)} (raise [verifier] timed_cases to time them)")
+    return (f"timed {len(timed)} of {total} cases ({numbers}): first the cases that bring a new dtype, then the "
+            f"largest others, at most {most} ([verifier] timed_cases); {dtypes}; the others were checked for "
+            "correctness only")
 
 
 def check_call(meta: dict[str, Any], pair: dict[str, Any], ref: Reference, tolerance: Tolerance) -> str | None:

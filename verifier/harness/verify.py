@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,11 +49,12 @@ from verifier.jobs import REPEAT_SAMPLES, CandidateJob, CandidateResult
 from verifier.machine.caches import flush_bytes
 from verifier.machine.lock import MachineLock, machine_lock_path
 from verifier.machine.roofline import RooflineMeter
-from verifier.outcome import TOOL, GateResult, Outcome
+from verifier.outcome import TOOL, WAITING, GateResult, Outcome
 from verifier.processes import scrubbed_env
 from verifier.reference import Reference
 from verifier.sandbox.client import ForkServer
 from verifier.sandbox.seccomp import RuntimeNeeds
+from verifier.scratch import release, scratch_dir
 from verifier.task import TaskSpec
 from verifier.tolerance import Tolerance, tolerance_for
 from verifier.window.harness import Observer
@@ -76,10 +76,8 @@ class Verifier:
         self.config = config or VerifyConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.cache_dir.mkdir(parents=True, exist_ok=True)
-        # Jobs exchange outputs through files: in memory (/dev/shm) where there is one.
-        shm = Path("/dev/shm")
-        in_memory = shm.is_dir() and os.access(shm, os.W_OK)
-        self.jobs_root = Path(tempfile.mkdtemp(prefix="evokernel-jobs-", dir=shm if in_memory else None))
+        # Jobs exchange outputs through files: in memory (/dev/shm) where there is one, never left after any exit
+        self.jobs_root = scratch_dir("jobs")
         cfg = self.config
         # Builds and correctness runs hold it shared, timings exclusive (see verifier.machine.lock): one
         # lock per machine and user, whatever the workspace, so two workbenches never time together.
@@ -149,7 +147,7 @@ class Verifier:
         self.reference_server.close()
         priority.end_started_by(f"verifier-{id(self):x}")
         self._pool.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(self.jobs_root, ignore_errors=True)
+        release(self.jobs_root)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
 
     def __enter__(self) -> Verifier:
@@ -254,7 +252,7 @@ class Verifier:
         self._pool.submit(self.roofline.profile, task)  # counted once per task, cached (verifier.machine.roofline)
         self.warm_up()
         t = time.perf_counter()
-        with self._lock.shared():  # compilers stop while something is being timed
+        with self._lock.shared(self._waiting(out, "build")):  # compilers stop while something is being timed
             built = check_build(backend, files, self.cache_dir, timeout=cfg.build_timeout_s, sandbox=cfg.use_bwrap,
                                 hidden=self.hidden_paths, slow_timeout=cfg.project_build_timeout_s)
         build = built.build
@@ -286,6 +284,14 @@ class Verifier:
             out.gate("correctness").seconds = out.gate("correctness").seconds or time.perf_counter() - t
         self.spares.keep(task, nbytes=ref.nbytes)   # after the window: never beside this verification
 
+    @staticmethod
+    def _waiting(out: Outcome, gate: str) -> Callable[[str], None]:
+        """What a gate's wait for the timing lock tells the verification's listener: who holds the lock."""
+        def said(who: str) -> None:
+            if out.listener is not None:
+                out.listener(GateResult(gate, WAITING, f"waiting for the machine's timing lock, held by {who}"))
+        return said
+
     def _correctness(self, task: TaskSpec, files: dict[str, str], build: BuildResult, ref: Reference,
                      out: Outcome) -> bool:
         schedule = call_schedule(list(ref.trials))
@@ -297,7 +303,7 @@ class Verifier:
             return False
         job_dir = self.jobs.new_job("candidate", files, build, job)
         try:
-            with self._lock.shared():  # trials stop while something is being timed
+            with self._lock.shared(self._waiting(out, "correctness")):  # trials stop while something is timed
                 exit_, result, outputs = self.jobs.run(job_dir, background=True, env=self.jobs.job_env(job_dir, build),
                                                        data_bytes=data)
             if not result or not result.get("ok") or outputs is None:

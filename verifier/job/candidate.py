@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.abc
 import importlib.util
 import io
+import linecache
 import os
 import sys
 import traceback
@@ -141,6 +142,9 @@ class _SourceLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         module.__file__ = self._path
+        # its lines known to tracebacks: the file is never read again (#51: "(model.py line 8: )", no excerpt)
+        text = self._source.decode(errors="replace")
+        linecache.cache[self._path] = (len(text), None, text.splitlines(keepends=True), self._path)
         exec(compile(self._source, self._path, "exec"), module.__dict__)  # noqa: S102 - the sandboxed candidate
 
 

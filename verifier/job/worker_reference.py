@@ -231,12 +231,13 @@ class _Outputs:
         except TaskProblem:
             raise
         except Exception as exc:  # the operator is not defined there: the task's precondition
-            self.result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference refuses them "
+            self.result.dropped.append(f"{_named(trial, self.job.task.cases)}: dropped, the reference refuses them "
                                        f"({_describe(exc)})")
             return
         undefined = _undefined_fraction(run[3])
         if undefined > UNDEFINED_LIMIT:
-            self.result.dropped.append(f"{trial.describe(seed=False)}: dropped, the reference is NaN or infinite at "
+            self.result.dropped.append(f"{_named(trial, self.job.task.cases)}: dropped, the reference is NaN or "
+                                       "infinite at "
                                        f"{undefined:.0%} of its output there (a precondition of the task)")
             return
         self.keep(trial, run)
@@ -290,6 +291,14 @@ class _Outputs:
                 continue
             self.keep(trial, run)
             return
+
+
+def _named(trial: Trial, cases: tuple[dict[str, Any], ...]) -> str:
+    """A trial in words, its case named by its number (``verifier.cases.case_number``)."""
+    from verifier.cases import case_number
+
+    text = trial.describe(seed=False, case=False)
+    return text + (f", case {case_number(cases, trial.case)}" if trial.case is not None else "")
 
 
 def _spread(a: torch.Tensor, b: torch.Tensor, mask: torch.Tensor) -> float:

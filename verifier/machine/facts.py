@@ -29,6 +29,8 @@ class Target(Protocol):
     @property
     def flags(self) -> tuple[str, ...]: ...
 
+    def build_flags(self) -> tuple[str, ...]: ...
+
     @property
     def compiler(self) -> str | None: ...
 
@@ -138,7 +140,7 @@ def machine_facts(backend: Target, threads: int) -> dict[str, Any]:
         facts["flush_bytes"], facts["flush_text"] = flush_plan(threads)
     compiler = backend.compiler
     if backend.device == "cpu" and compiler:
-        all_flags = backend.flags
+        all_flags = backend.build_flags()
         target = usable_target(compiler, tuple(f for f in all_flags if f.startswith(("-march", "-mcpu"))))
         facts.update(compiler=Path(compiler).name,
                      flags=" ".join(f for f in all_flags if f.startswith(("-O", "-m", "-fopenmp"))),

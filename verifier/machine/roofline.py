@@ -553,7 +553,7 @@ class RooflineMeter:
             from verifier.machine.caches import last_level_cache_bytes
 
             compiler = self.backend.compiler or shutil.which("g++")
-            flags = self.backend.flags or ("-O3", "-march=native", "-fopenmp")
+            flags = self.backend.build_flags() or ("-O3", "-march=native", "-fopenmp")
             try:
                 with (self._lock.exclusive() if self._lock is not None else nullcontext()):
                     measured = None if remeasure else self._read("ceilings.json").get(self._ceilings_key())

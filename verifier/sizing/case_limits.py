@@ -78,6 +78,8 @@ def _fit(cases: list[dict[str, Any]], ids: list[int],
              f"(largest {max(sizes) / 2**20:.1f} MiB as written; a verification keeps the reference's results "
              "of every trial of every case)"] if shrunk else []
     if dropped:
-        notes.append(f"dropped {len(dropped)} case{'s' * (len(dropped) > 1)} (#{', #'.join(map(str, dropped))}) "
+        # by the case's own number (its place in the case file), else its index in the task's cases plus one
+        numbers = ", ".join(f"#{cases[ids.index(k)].get('number', k + 1)}" for k in dropped)
+        notes.append(f"dropped {len(dropped)} case{'s' * (len(dropped) > 1)} ({numbers}) "
                      "still over the budget at their smallest sizes")
     return tuple(out), notes

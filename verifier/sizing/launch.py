@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from verifier.scratch import release, scratch_dir
 from verifier.sizing.limits import BYTES_CAP, PROBE_TIMEOUT_S
 from verifier.sizing.record import Probe
 
@@ -44,9 +45,7 @@ class ProbeSandbox:
         from verifier.sandbox.client import ForkServer
 
         self.threads = threads
-        shm = Path("/dev/shm")
-        in_memory = shm.is_dir() and os.access(shm, os.W_OK)
-        self.jobs_root = Path(tempfile.mkdtemp(prefix="evokernel-probes-", dir=shm if in_memory else None))
+        self.jobs_root = scratch_dir("probes")   # in memory where the machine has it; never left after any exit
         env = scrubbed_env({"OMP_NUM_THREADS": str(threads)}, home=str(self.jobs_root))
         self.server = ForkServer(self.jobs_root, entry=JOB_ENTRY, env=env,
                                  preload=["torch", JOB_ENTRY.partition(":")[0]], use_bwrap=use_bwrap,
@@ -59,7 +58,7 @@ class ProbeSandbox:
 
     def close(self) -> None:
         self.server.close()
-        shutil.rmtree(self.jobs_root, ignore_errors=True)
+        release(self.jobs_root)
 
     def __enter__(self) -> ProbeSandbox:
         return self

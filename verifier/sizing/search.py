@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from verifier.cases import case_bytes
+from verifier.cases import case_bytes, case_number
 from verifier.sizing.case_limits import case_cap_ms, fit_case_indices
 from verifier.sizing.limits import (
     BUSY_ON_CPU,
@@ -199,12 +199,13 @@ class Search:
     def pin(self, k: int, i: int, what: str) -> None:
         """Case ``k`` (the ``i``-th of the sizes now) failed: kept as written from now on, or dropped when it
         fails as written too."""
+        n = case_number(self.spec.cases, k)
         if self.pinned.get(k) == "keep" or self.spec.cases[k] == self.current.cases[i]:
             self.pinned[k] = "drop"
-            self.notes.append(f"case {k} dropped: its reference fails at its own sizes ({what})")
+            self.notes.append(f"case #{n} dropped: its reference fails at its own sizes ({what})")
         else:
             self.pinned[k] = "keep"
-            self.notes.append(f"case {k} kept as written: its reference fails at scaled sizes ({what})")
+            self.notes.append(f"case #{n} kept as written: its reference fails at scaled sizes ({what})")
 
     def forget(self) -> None:
         """Every size measured so far had a case at other sizes: none of them counts any more."""
@@ -383,17 +384,18 @@ class Search:
             if i >= len(origin):
                 continue
             k = origin[i]
+            n = case_number(self.spec.cases, k)
             before = current.cases[i]
             self.each[k] = self.each.get(k, 1.0) * (0.25 * limit / t) ** 0.5
             shrunk, _, placed = self.at(self.factor)
             after = dict(zip(placed, shrunk.cases)).get(k)
             if pinned.get(k) != "keep" and after is not None and after != before:
-                self.notes.append(f"case {k} shrunk to the {limit:.0f} ms time limit of one case "
+                self.notes.append(f"case #{n} shrunk to the {limit:.0f} ms time limit of one case "
                                   f"(one call took {t:.0f} ms)")
                 changed = True
             elif len([n for n in origin if pinned.get(n) != "drop"]) > 1:
                 pinned[k] = "drop"
-                self.notes.append(f"case {k} dropped: one call takes {t:.0f} ms at its smallest sizes, over "
+                self.notes.append(f"case #{n} dropped: one call takes {t:.0f} ms at its smallest sizes, over "
                                   f"the {limit:.0f} ms time limit of one case")
                 changed = True
         if changed:
@@ -556,7 +558,8 @@ class Search:
         if spec.case_file:
             for k in sorted(set(range(len(spec.cases))) - set(best.origin)):
                 if self.pinned.get(k) != "drop":
-                    self.notes.append(f"case {k} dropped: over the cases' {CASES_BYTES_BUDGET / 2**20:.0f} MiB memory "
+                    self.notes.append(f"case #{case_number(spec.cases, k)} dropped: over the cases' "
+                                      f"{CASES_BYTES_BUDGET / 2**20:.0f} MiB memory "
                                       "budget " + ("as written (its reference fails at other sizes)"
                                                    if self.pinned.get(k) == "keep" else "at its smallest sizes"))
         sized_by = ("" if not (auto and has_sizes) else "counted work" + (f" at {self.rate:g}x the nominal time"

@@ -148,7 +148,7 @@ def _normalise_type(text: str) -> tuple[str, bool]:
     return base, pointer
 
 
-def _parse_params(text: str, func: str) -> tuple[Param, ...]:
+def _parse_params(text: str, func: str, aliases: dict[str, str] | None = None) -> tuple[Param, ...]:
     text = text.strip()
     if text in ("", "void"):
         return ()
@@ -165,6 +165,8 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
             type_text, name = m.group(1), m.group(2)
         base, pointer = _normalise_type(type_text)
         pointer = pointer or array
+        base, through = _resolved(base, aliases or {})
+        pointer = pointer or through
         if base in HANDLES or base.endswith("Stream_t"):
             params.append(Param(name, base, True))
             continue
@@ -172,6 +174,10 @@ def _parse_params(text: str, func: str) -> tuple[Param, ...]:
             raise DeclarationError(
                 f'extern "C" {func}: parameter {index + 1} ({raw.strip()}) has type {base!r}; '
                 "launchers take plain numbers and pointers (float*, int64_t, ...)"
+                + (f": a template parameter cannot be a launcher's type; write one extern \"C\" launcher per "
+                   f"type, calling the template (extern \"C\" void {func}_f32(const float* x, ...) "
+                   f"{{ {func}<float>(x, ...); }}), or generate them with a macro"
+                   if re.fullmatch(r"[A-Z]\w{0,2}", base) else "")
             )
         if base == "void" and not pointer:
             raise DeclarationError(f'extern "C" {func}: parameter {index + 1} is void')
@@ -210,9 +216,39 @@ def _headers_in(segment: str) -> list[tuple[str, str, str]]:
     return found
 
 
+_ALIAS = re.compile(r"(?:^|[;{}])\s*(?:typedef\s+([^;{}()]+?)\s+([A-Za-z_]\w*)\s*;|"
+                    r"using\s+([A-Za-z_]\w*)\s*=\s*([^;{}()]+?)\s*;)")
+
+
+def type_aliases(text: str) -> dict[str, str]:
+    """The plain type aliases ``text`` declares (``typedef uint16_t bf16_t;``, ``using half_t = _Float16;``):
+    alias -> the type it names, as written (a template's aliases are not plain: left out)."""
+    out: dict[str, str] = {}
+    for m in _ALIAS.finditer(text):
+        alias, target = (m.group(2), m.group(1)) if m.group(2) else (m.group(3), m.group(4))
+        if "<" not in target and "template" not in target:
+            out[alias] = " ".join(target.split())
+    return out
+
+
+def _resolved(base: str, aliases: dict[str, str]) -> tuple[str, bool]:
+    """``base`` through the source's plain aliases to a type the runtime knows (and whether one of them was a
+    pointer: ``typedef float* fptr;``); as it is when it names none."""
+    pointer = False
+    for _ in range(8):   # aliases of aliases, never a loop
+        if base in SCALARS or base in POINTER_DTYPES or base not in aliases or base in HANDLES \
+                or base.endswith("Stream_t"):   # a stream handle stays one, however its header spells it
+            break
+        base, through = _normalise_type(aliases[base])
+        pointer = pointer or through
+    return base, pointer
+
+
 def parse_extern_c(source: str) -> list[Signature]:
-    """Every ``extern "C"`` function declared or defined in ``source``, in order."""
+    """Every ``extern "C"`` function declared or defined in ``source``, in order; a parameter's type may be a plain
+    alias the source declares (``using half_t = _Float16;``)."""
     text = strip_comments_and_strings(source, keep_strings=True)
+    aliases = type_aliases(text)
     sigs: list[Signature] = []
     seen: set[str] = set()
     for m in re.finditer(r'extern\s*"C"\s*', text):   # extern"C" is the same to the compiler
@@ -231,7 +267,7 @@ def parse_extern_c(source: str) -> list[Signature]:
                 restype = "void*"
             elif restype not in SCALARS:
                 raise DeclarationError(f'extern "C" {name}: return type {ret!r} is not a plain C type')
-            sigs.append(Signature(name, restype, _parse_params(params, name)))
+            sigs.append(Signature(name, restype, _parse_params(params, name, aliases)))
             seen.add(name)
     return sigs
 
