@@ -15,7 +15,7 @@ mark; a strict xfail that starts passing fails the run, so a fix is seen).
    harness's reading from ``/proc`` agrees and continues the job, whose calls then open ``job.json``. (docs/verifier.md
    names "the phase check counts filters" as open; with 1. it is reachable from a real candidate.)
 
-Smallest fix suggested for 1.: in ``verifier.toolchain.linkage``, every weak undefined dynamic symbol of the empty
+Fixed for 1. (the tests of 1. now assert it is refused): in ``verifier.toolchain.linkage``, every weak undefined dynamic symbol of the empty
 build (``__gmon_start__``, ``_ITM_registerTMCloneTable``, ``_ITM_deregisterTMCloneTable``, ``__cxa_finalize``) must
 still be an undefined symbol of the candidate's library (a library that defines one, even hidden, has the start
 files call its code); ``readelf --dyn-syms``, already read, lists them (``UND``).
@@ -39,10 +39,6 @@ R = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(R)
 LIBC_SYMBOL, PYTORCH_AT_LOAD, _c_string = R.LIBC_SYMBOL, R.PYTORCH_AT_LOAD, R._c_string
 
-HOOK_OPEN = ("crti's _init calls __gmon_start__ (a library may define it) and crtbegin's frame_dummy calls "
-             "_ITM_registerTMCloneTable: load-time code with no .init_array entry, the link check counts sizes only "
-             "(red team irt)")
-
 
 # ----------------------------------------------------------------------------- 1. the start files' hooks
 
@@ -56,7 +52,6 @@ extern "C" void relu_forward(const float* x, float* out, int64_t n) {
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=HOOK_OPEN)
 def test_a_library_defining_gmon_start_is_load_time_code(verifier, suite, make_candidate):
     """On dfd7ef0: "feasible; 1.062 ms, 1.90x slower than the reference", the kernel doing nothing (PyTorch computing
     every output from load-time Python, the op trace off), static rules on."""
@@ -95,7 +90,6 @@ def test_the_start_files_run_a_hook_the_library_defines(tmp_path, hook):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=HOOK_OPEN)
 @pytest.mark.parametrize("hook", sorted(HOOKS))
 def test_a_library_defining_a_start_file_hook_is_refused(tmp_path, hook):
     from verifier.backends import get_backend
@@ -144,7 +138,6 @@ def _opens(boot: str) -> str:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=HOOK_OPEN + "; and the phase's filters are counted, not read")
 def test_two_markers_installed_at_load_do_not_pass_for_the_phase(verifier, suite, make_candidate):
     """On dfd7ef0, every gate on: "correctness: trial 1 ..., the same instance's call 3: the output: 262144 of 262144
     values differ; worst at (0, 0): got 1000.24, expected 0.240367": the calls opened job.json, the phase was off."""
