@@ -134,15 +134,24 @@ class PromptFacts:
         if self.meter is not None:
             self.meter.prepare([t.spec() for t in tasks], ceilings=ceilings)
 
+    def current_ceilings(self) -> dict[str, Any] | None:
+        """The ceilings as the verifier's meter holds them now: the performance gate measures them again during a
+        run (a kernel or PyTorch faster than the floor, a kernel above the FMA ceiling) and keeps the best of all
+        measurements, so a prompt made later says the later ones; every figure of one prompt (the machine, the
+        start point's share, the memory items') is said against these (``roofline_point``)."""
+        if self.meter is not None:
+            found = self.meter.cached_ceilings()
+            if found:
+                self.ceilings = found
+        return self.ceilings
+
     def kind(self, task: Task) -> KernelKind:
         """What the task's kernel is (``core.kinship``): its family from the traced graph, its regime on this
         machine's roofline, its dtypes (a multi-case task's from its cases)."""
         from verifier import case_dtypes
 
         dtypes = [d for case in task.cases for d in case_dtypes(case)]
-        if self.ceilings is None and self.meter is not None:
-            self.ceilings = self.meter.cached_ceilings()
-        return kind_of(task.ops, task.category, self.profile(task), self.ceilings, self.backend, dtypes)
+        return kind_of(task.ops, task.category, self.profile(task), self.current_ceilings(), self.backend, dtypes)
 
     def tolerance_of(self, task: Task) -> Tolerance:
         """``task``'s tolerance per output dtype as the verifier applies it: the verifier's own
@@ -202,9 +211,7 @@ class PromptFacts:
             lines.append(f"- Caches your kernel can count on: {usable_caches(m['caches'])}.")
         elif m.get("caches_text") and backend_device(self.backend) == "cpu" and not short:
             lines.append(f"- Caches: {m['caches_text']}.")
-        if self.ceilings is None and self.meter is not None:   # measured by the first timed candidate
-            self.ceilings = self.meter.cached_ceilings()
-        c = self.ceilings
+        c = self.current_ceilings()   # measured by the first timed candidate, and again when the gate asks
         if c and not short:
             lines.append(f"- Measured ceilings with {c.get('threads', threads)} threads: "
                          f"memory {c['triad_gbps']:.1f} GB/s (STREAM triad), "
@@ -377,20 +384,44 @@ def _unchecked(outcome: Outcome) -> str:
 
 
 def own_time(outcome: Outcome) -> str:
-    """The kernel's own median and spread, said with the window it comes from (or "" when untimed)."""
-    return f"{_ms(outcome)}, its median in the window it was verified in" if outcome.timed else ""
+    """The kernel's own median and spread, said with the window it comes from (or "" when untimed). The spread
+    is the IQR, a width: "10.206 ms ± 4.728 (IQR)" read as a half-width said twice the spread there was."""
+    if not outcome.timed:
+        return ""
+    spread = f" (IQR {outcome.latency_spread_ms:.3f})" if outcome.latency_spread_ms is not None else ""
+    return f"{outcome.latency_ms or 0:.3f} ms{spread}, its median in the window it was verified in"
 
 
 NOISY_SPREAD = 0.10    # a time whose IQR is more than this share of its median gives its roofline share as a range
 
 
-def roofline_line(outcome: Outcome, *, own: bool = False) -> str:
+def roofline_point(outcome: Outcome, ceilings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The kernel's place on the roofline said against ``ceilings`` (the prompt's: ``PromptFacts.current_ceilings``),
+    from the bytes, FLOPs and time its window recorded; the stored point when no ceilings are given or it was
+    already taken against these. A stored point carries the ceilings of the moment it was verified, and the gate
+    measures them again during a run: softmax's refine prompt said "memory 22.1 GB/s ... floor 3.043 ms" above its
+    start point's "72 % of the 24.1 GB/s triad ceiling (...; floor 2.788 ms)"."""
+    point = outcome.roofline
+    if not (isinstance(point, dict) and ceilings and ceilings.get("triad_gbps") and ceilings.get("fma_gflops")):
+        return point
+    if not point.get("latency_ms") or "bytes" not in point or "flops" not in point:
+        return point
+    if (point.get("ceiling_gbps"), point.get("ceiling_gflops")) == (ceilings["triad_gbps"], ceilings["fma_gflops"]):
+        return point
+    from verifier import assess_roofline
+
+    return assess_roofline({"bytes": point["bytes"], "flops": point["flops"]}, float(point["latency_ms"]),
+                           ceilings) or point
+
+
+def roofline_line(outcome: Outcome, *, own: bool = False, ceilings: dict[str, Any] | None = None) -> str:
     """``Roofline: memory-bound: 41 % of the 28.0 GB/s triad ceiling (...)`` or "" when unknown; ``own``:
     the start point's or best's line, said to come from its own time. When PyTorch, in the same window,
     ran faster than the roofline's floor, the line says so: the ceiling was measured too low (one
     measurement under load; a triad is not a read-only stream), and a kernel "at 101 % of the ceiling"
-    while PyTorch is faster beside it must not read as a kernel at its limit."""
-    point = outcome.roofline
+    while PyTorch is faster beside it must not read as a kernel at its limit. ``ceilings``: the prompt's, which
+    the line is said against (``roofline_point``)."""
+    point = roofline_point(outcome, ceilings)
     if not (isinstance(point, dict) and point.get("summary")):
         return ""
     line = f"Roofline: {point['summary']}" + (" (from its own time above)" if own else "")
@@ -431,7 +462,7 @@ def case_speeds(outcome: Outcome, task: Task, facts: PromptFacts | None = None) 
             verdict = judge_ratio(Ratio(float(c["speedup"]), float(ci[0]), float(ci[1])), config.min_speed_change,
                                   config.noise_limit)
         said = speed_words(verdict, float(c["speedup"]), ci, "PyTorch")
-        point = (assess_roofline(counted[k], c.get("latency_ms"), facts.ceilings if facts else None)
+        point = (assess_roofline(counted[k], c.get("latency_ms"), facts.current_ceilings() if facts else None)
                  if k < len(counted) else None)
         roof = (f"; {100 * point['fraction']:.0f} % of its {point['bound']}-bound roofline floor"
                 if point and point.get("fraction") else "")
@@ -470,9 +501,11 @@ def relevant(exp: Experience, task: Task | None, kind: KernelKind | None = None)
     return task.id in others or (bool(others) and max(exp.q1, exp.q2) > 0)
 
 
-def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int = 40) -> str:
+def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int = 40,
+                      ceilings: dict[str, Any] | None = None) -> str:
     """A memory item framed by what it shows: for an attempt, its task, stage and in-window verdict, its
-    change and roofline, the lines that matter; for knowledge, its title and text."""
+    change and roofline (against the prompt's ``ceilings``), the lines that matter; for knowledge, its title
+    and text."""
     head = f"[mem:{exp.id}] "
     refusal = (exp.extra or {}).get("refusal") if exp.kind == "rule" else None
     if refusal:
@@ -498,7 +531,7 @@ def render_experience(exp: Experience, *, with_code: bool = True, max_lines: int
         body += f"\nChange: {change}"
     if not with_code:    # a lesson: what was tried and what it gave
         return body
-    roof = roofline_line(result)
+    roof = roofline_line(result, ceilings=ceilings)
     if roof:
         body += f"\n{roof}"
     if exp.text and exp.text != verdict(result) and exp.text != attempt_text(result):
@@ -565,7 +598,8 @@ CLOSEST_CODE_LINES = {40: 200, 20: 80, 8: 40, 0: 0}   # the closest kernel's lin
 
 
 def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | None = None,
-                    kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> str:
+                    kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset(),
+                    ceilings: dict[str, Any] | None = None) -> str:
     """Items from other tasks: an attempt relevant to ``task`` (``relevant``) with its code, the others as
     lessons (their Change line and verdict). With the task's ``kind``, the section says what the kernel is,
     and the first working kernel of its family (the closest, shown first) comes with all its code that fits,
@@ -587,7 +621,8 @@ def _memory_section(memory: Sequence[Experience], max_lines: int, task: Task | N
         closest = None
     return head + "\n" + "\n\n".join(
         render_experience(e, with_code=relevant(e, task, kind),
-                          max_lines=CLOSEST_CODE_LINES.get(max_lines, max_lines) if e.id == closest else max_lines)
+                          max_lines=CLOSEST_CODE_LINES.get(max_lines, max_lines) if e.id == closest else max_lines,
+                          ceilings=ceilings)
         for e in memory)
 
 
@@ -631,7 +666,8 @@ HISTORY_KEPT = 3
 
 def _fit(head: Sequence[str | Part], api: Sequence[Experience], rules: Sequence[Experience],
          memory: Sequence[Experience], tail: Sequence[str], budget: int = MAX_PROMPT_CHARS, task: Task | None = None,
-         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset()) -> Fitted:
+         kind: KernelKind | None = None, reused: frozenset[str] | set[str] = frozenset(),
+         ceilings: dict[str, Any] | None = None) -> Fitted:
     """``head`` (task, machine, start point...), knowledge, ``tail`` (the ask) within ``budget`` characters, whether
     any item to cite (a rule or a memory item) is left in it, and what was left out.
 
@@ -647,7 +683,7 @@ def _fit(head: Sequence[str | Part], api: Sequence[Experience], rules: Sequence[
 
     def text() -> str:
         return _join([*(p.forms[n][0] for p, n in zip(parts, level)), _api_section(api), _rules_section(rules),
-                      _memory_section(memory, code_lines, task, kind, reused), *tail])
+                      _memory_section(memory, code_lines, task, kind, reused, ceilings), *tail])
 
     def fitted(smallest: bool = False) -> Fitted:
         notes = []
@@ -850,7 +886,7 @@ def draft_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Seq
     tried = _history_part(f"## This task so far\n{windows('so this prompt shows none')}\n", history, None)
     head: list[str | Part] = [_task_section(task), facts.part(task), _rules_enforced(backend, facts.form), tried, fix]
     return _messages(backend, _fit(head, api, rules, memory, [ask], _user_budget(budget, backend, facts.form),
-                                   task=task, kind=kind), facts.form)
+                                   task=task, kind=kind, ceilings=facts.current_ceilings()), facts.form)
 
 
 def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Sequence[Experience],
@@ -863,6 +899,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
     own window; everything else as paired ratios. The prompt says what the variant is judged against:
     the best, timed beside it in one window (``core.methods``: the best is timed beside every attempt)."""
     facts = _facts(facts, backend)
+    ceilings = facts.current_ceilings()    # every share of this prompt against the ceilings its machine part says
     start_text = f"## Start point [mem:{start.id}]: {in_window(outcome_of(start))}"
     if own_time(outcome_of(start)):
         start_text += f"\nIts own time: {own_time(outcome_of(start))}."
@@ -879,8 +916,8 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         goal = "it is timed beside PyTorch"
     if change_of(start):
         start_text += f"\nChange that made it: {change_of(start)}"
-    if roofline_line(outcome_of(start)):
-        start_text += f"\n{roofline_line(outcome_of(start), own=True)}"
+    if roofline_line(outcome_of(start), ceilings=ceilings):
+        start_text += f"\n{roofline_line(outcome_of(start), own=True, ceilings=ceilings)}"
     if case_speeds(outcome_of(start), task, facts):
         start_text += "\n" + case_speeds(outcome_of(start), task, facts)
     start_text += "\n" + _code(start.files)
@@ -895,7 +932,7 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
         said = f"## Best kernel so far [mem:{best.id}]: {in_window(outcome_of(best))}"
         best_text = Part(((said + "\nIt differs from the start point; borrow from it where it helps.\n"
                            + _code(best.files), "", 0), (said, "the best kernel's code", CODE_RANK)))
-    hint = _bound_hint(outcome_of(start).roofline or {})
+    hint = _bound_hint(roofline_point(outcome_of(start), ceilings) or {})
     ask = (f"## Your answer\nWrite a faster variant of the start point ({goal}).{hint}"
            " Keep it correct; change one or two things at a time (parallelism, vectorisation, blocking, fusion, "
            "memory traffic), try an idea not listed as tried, and start with the one-line `Change:` saying what "
@@ -904,4 +941,4 @@ def refine_prompt(task: Task, backend: str, api: Sequence[Experience], rules: Se
                               tried, best_text]
     reused = {str(c) for e in [start, *history] for c in (e.extra or {}).get("cited", [])}
     return _messages(backend, _fit(head, api, rules, memory, [ask], _user_budget(budget, backend, facts.form),
-                                   task=task, kind=kind, reused=reused), facts.form)
+                                   task=task, kind=kind, reused=reused, ceilings=ceilings), facts.form)

@@ -332,6 +332,9 @@ def _link_problem(backend: Backend, sources: list[str], workdir: Path, library: 
     return load_time_problem(parse_load_time(outputs[0]), baseline), True
 
 
+LOAD_TIME_FORMAT = "2"   # what ``parse_load_time`` records: 2, the start files' hooks left undefined (red team irt)
+
+
 def load_time_baseline(backend: Backend, sources: list[str], root: Path, sandbox: bool, hidden: list[str],
                        timeout: float) -> dict[str, int] | str:
     """What a library built by ``backend``'s plan from ``sources`` (their names), each empty, runs at load:
@@ -339,7 +342,8 @@ def load_time_baseline(backend: Backend, sources: list[str], root: Path, sandbox
     statically linked runtime's), ``verifier.toolchain.linkage.parse_load_time``. Built once per build key and file
     names, in the build's sandbox, and kept in ``root/load-time``; a reason (str) where it cannot be built."""
     names = sorted(sources)
-    key = hashlib.sha256("\0".join([str(BUILD_FORMAT), backend.build_key(), *names]).encode()).hexdigest()[:24]
+    key = hashlib.sha256("\0".join([str(BUILD_FORMAT), LOAD_TIME_FORMAT, backend.build_key(), *names]).encode()
+                         ).hexdigest()[:24]
     folder = root / "load-time"
     folder.mkdir(parents=True, exist_ok=True)
     store = folder / f"{key}.json"

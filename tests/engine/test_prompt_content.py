@@ -85,7 +85,7 @@ def test_refine_prompt_carries_machine_roofline_changes_and_best_code(workspace,
     # failed): the start's roofline and Change, the tried variant with its Change line and verdict
     start = third.split("## Start point", 1)[1].split("## API knowledge")[0]
     assert re.search(r"Roofline: memory-bound: \d+ % of the [\d.]+ GB/s triad ceiling \(2\.1 MB moved at [\d.]+ GB/s", start)
-    assert re.search(r"Its own time: [\d.]+ ms ± [\d.]+ \(IQR\), its median in the window it was verified in", start)
+    assert re.search(r"Its own time: [\d.]+ ms \(IQR [\d.]+\), its median in the window it was verified in", start)
     assert "Change that made it: first version, one parallel simd loop" in start
     tried = start.split("### Ideas already tried on this task", 1)[1]
     assert "Change: dropped the max to save a compare (from the start point)\n  -> failed at correctness" in tried

@@ -366,7 +366,7 @@ def test_a_feedback_prompt_never_sets_a_latency_from_another_window_beside_the_p
                                            load=[1.0, 0.8, 1.0], changes=changes)
     third = prompts["relu"][2][1]
     assert TIME.findall(third) == ["10.000 ms"], TIME.findall(third)      # 8.400 ms never beside it
-    assert "10.000 ms ± 0.000 (IQR), its median in the window it was verified in" in third
+    assert "10.000 ms (IQR 0.000), its median in the window it was verified in" in third
     tried = third.split("### Ideas already tried on this task", 1)[-1].split("## Your answer")[0]
     assert "Change: one parallel simd loop (a first version; it is the start point, the best so far)" in tried
     assert "Change: unroll by 4 (from the start point)" in tried
@@ -588,3 +588,71 @@ def test_a_roofline_floor_that_pytorch_beat_in_the_same_window_is_said_to_be_no_
     faster = best(12.0)                                              # PyTorch below the floor: nothing to say
     user = prompts.refine_prompt(task, "cpu", [], [], [], faster, [faster], best=faster)[1][1]
     assert "PyTorch ran at" not in user and "(from its own time above)" in user
+
+
+def test_a_prompt_states_one_set_of_ceilings_the_latest_for_every_kernel_it_shows(tmp_path):
+    """A model-played run (relu, softmax, gemm_bias_relu, linear_layer_norm; load 4-7): the verifier measured the
+    ceilings again mid-run (22.1 -> 24.1 GB/s, 124 -> 139 GFLOP/s), but the prompts kept the first ones in
+    "Where your kernel runs" while the start point and the memory items were said against the ceilings of the
+    moment they were verified: softmax's refine prompt gave "memory 22.1 GB/s ... roofline floor 3.043 ms" above
+    "72 % of the 24.1 GB/s triad ceiling (...; floor 2.788 ms)", and a gemm prompt listed items at "the 124 GFLOP/s"
+    and "the 139 GFLOP/s FMA ceiling" side by side. Every figure of a prompt is now said against the ceilings the
+    meter holds when the prompt is made."""
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+    from verifier.backends import get_backend
+    from verifier.machine.roofline import RooflineMeter, assess
+
+    task = load_suite(SUITE).get("relu")
+    old = {"threads": 2, "triad_gbps": 22.1, "fma_gflops": 124.0}
+    new = {"threads": 2, "triad_gbps": 24.1, "fma_gflops": 139.0}
+    held = dict(old)
+    meter = RooflineMeter(tmp_path / "cache", get_backend("cpu"), 2)
+    meter.cached_ceilings = lambda: dict(held)                 # what the verifier's meter holds now
+    facts = prompts.PromptFacts("cpu", meter=meter)
+    facts.prepare([task], ceilings=False)                      # the task's profile, counted for real
+    profile = facts.profile(task)
+    assert profile and profile["bytes"] > 0
+
+    def attempt(task_id: str, ms: float, n: int) -> Experience:
+        exp = Experience(task_id=task_id, kind="draft_trace", backend="cpu", stage="draft", title=f"{task_id} draft",
+                         files=C.elementwise(C.RELU + f"\nstatic const int kTag{n} = {n};\n"),
+                         extra={"change": f"first {n}"}, signature={"ops": ["relu"], "category": "activation"},
+                         outcome={"verified": True, "feasible": True, "latency_ms": ms, "latency_spread_ms": 0.01,
+                                  "speedup": 1.1, "speedup_ci": [1.05, 1.15], "vs_reference": "faster",
+                                  "roofline": assess(profile, ms, old)})   # said when it was verified
+        exp.id = str(n) * 20
+        return exp
+
+    start, other = attempt("relu", 4.0, 1), attempt("leaky_relu", 5.0, 2)
+    first = prompts.refine_prompt(task, "cpu", [], [], [other], start, [start], best=start, facts=facts)[1][1]
+    assert "memory 22.1 GB/s" in first and "24.1" not in first     # before a new measurement: one set, the old one
+    held.update(new)                                               # the gate measured the ceilings again
+    user = prompts.refine_prompt(task, "cpu", [], [], [other], start, [start], best=start, facts=facts)[1][1]
+    assert "memory 24.1 GB/s (STREAM triad), compute 139 GFLOP/s" in user
+    assert "22.1" not in user and "124 GFLOP/s" not in user, user
+    floors = set(re.findall(r"floor (\d+\.\d+) ms", user))
+    assert floors == {f"{assess(profile, 1.0, new)['floor_ms']:.3f}"}, floors   # one floor for the task
+    share = round(100 * assess(profile, 4.0, new)["fraction"])
+    assert f"memory-bound: {share} % of the 24.1 GB/s triad ceiling" in user
+    assert f"at {share} % of the triad ceiling" in user.split("## Your answer")[1]   # the ask says the same share
+
+
+def test_the_start_point_s_spread_is_said_as_the_width_it_is():
+    """A model-played softmax refine prompt: "Its own time: 10.206 ms ± 4.728 (IQR)" beside "IQR 46 % of its
+    median" in the roofline line: the IQR is the width of the middle half of the times, and "±" made it a
+    half-width, twice the spread there was."""
+    from core import prompts
+    from core.tasks import load_suite
+    from store import Experience
+
+    task = load_suite(SUITE).get("relu")
+    start = Experience(task_id="relu", kind="draft_trace", backend="cpu", stage="draft", title="relu draft",
+                       files=C.elementwise(C.RELU), extra={"change": "first"},
+                       outcome={"verified": True, "feasible": True, "latency_ms": 10.206, "latency_spread_ms": 4.728,
+                                "speedup": 1.1, "speedup_ci": [0.73, 2.12], "vs_reference": "noisy"})
+    start.id = "s" * 20
+    user = prompts.refine_prompt(task, "cpu", [], [], [], start, [start], best=start)[1][1]
+    assert "Its own time: 10.206 ms (IQR 4.728), its median in the window it was verified in." in user
+    assert "±" not in user

@@ -76,11 +76,6 @@ def _progress(job_dir: Path, text: str) -> None:
         (job_dir / "progress.txt").write_text(text)
 
 
-def _timer(job: Any, device_runtime: DeviceRuntime) -> str:
-    """How calls are timed: the backend's declared method, else device events where the device has them."""
-    return _field(job, "timer") or ("wall" if device_runtime.events() is None else "events")
-
-
 def _field(job: Any, name: str, default: Any = None) -> Any:
     """A job's field, whether the job is a dataclass (verifier.jobs) or a plain dict (the timing job)."""
     return job.get(name, default) if isinstance(job, dict) else getattr(job, name, default)

@@ -424,6 +424,16 @@ def stopped(pid: int, wait_s: float = 0.5) -> bool:
     return wait_stopped(pid, time.monotonic() + wait_s)
 
 
+def unstopped(pid: int) -> list[str]:
+    """The threads of ``pid`` not stopped now, each as ``tid (state)`` (``D``: in an uninterruptible system call)."""
+    out = []
+    for tid in sorted(threads(pid)):
+        state = _thread_state(tid)
+        if state not in (None, b"T", b"t", b"Z", b"X"):
+            out.append(f"{tid} ({state.decode(errors='replace')})")
+    return out
+
+
 def release(tids: list[int]) -> None:
     """``PTRACE_DETACH`` each of ``tids`` (held by ``hold`` from this OS thread). A thread of a process in a group stop
     (SIGSTOP) joins it and stays stopped; one that has ended meanwhile (killed) is reaped here, since a traced thread's

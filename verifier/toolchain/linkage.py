@@ -243,7 +243,18 @@ def parse_load_time(readelf_output: str) -> dict[str, int]:
             found["INIT_ELSEWHERE"] = found.get("INIT_ELSEWHERE", 0) + 1
     found["IRELATIVE"] = len(re.findall(r"_IRELATIV", readelf_output))
     found["IFUNC"] = len(re.findall(r"\sIFUNC\s", readelf_output))
+    # the start files' hooks the library leaves to others (``UND`` in --dyn-syms): one it defines is called at load
+    for m in re.finditer(r"^\s*\d+:\s+[0-9a-f]+\s+\d+\s+\w+\s+WEAK\s+\w+\s+UND\s+([\w.]+)", readelf_output, re.M):
+        if m.group(1).split("@")[0] in BENIGN_WEAK:
+            found[HOOK_LEFT + m.group(1).split("@")[0]] = 1
     return found
+
+
+HOOK_LEFT = "undefined "
+"""``parse_load_time``'s key for a start-file hook the library leaves undefined (``undefined __gmon_start__``): the C
+runtime's start files call ``__gmon_start__`` from ``_init`` and ``_ITM_registerTMCloneTable`` from ``frame_dummy``
+(``_ITM_deregisterTMCloneTable`` and ``__cxa_finalize`` at unload) by weak reference, so a library that defines one,
+even hidden, has its own function run by the loader with no ``.init_array`` entry (red team irt)."""
 
 
 _LOAD_TIME_WORDS = {
@@ -260,11 +271,13 @@ _LOAD_TIME_WORDS = {
 def load_time_problem(library: dict[str, int], baseline: dict[str, int]) -> str | None:
     """None when the library runs no more at load (or unload) than ``baseline``, the toolchain's own (a library built
     the same way from the same files, each empty; both from ``parse_load_time``), else a message naming what more."""
-    more = []
+    more = [f"its own {key[len(HOOK_LEFT):]}, which the C runtime's start files call when a library is loaded or "
+            "unloaded, where the toolchain's own leaves it to the system"
+            for key in sorted(baseline) if key.startswith(HOOK_LEFT) and not library.get(key)]
     said = {_ARRAY_TAGS[k] for k in _ARRAY_TAGS if library.get(k, 0) > baseline.get(k, 0)}   # one line, not two
     for key, value in library.items():
         own = baseline.get(key, 0)
-        if value > own and key not in said:
+        if value > own and key not in said and not key.startswith(HOOK_LEFT):
             per = 8 if key.endswith(("array", "ARRAYSZ")) or key in (".ctors", ".dtors") else 1   # 8-byte entries
             more.append(f"{value // per} {_LOAD_TIME_WORDS.get(key, key)} where the toolchain's own have {own // per}")
     if not more:
@@ -272,5 +285,5 @@ def load_time_problem(library: dict[str, int], baseline: dict[str, int]) -> str 
     return ("the library runs code of its own when it is loaded: " + "; ".join(more[:3]) + " (a library built the "
             "same way from empty files). Kernels may not run code at load time, however it is spelled: no "
             "namespace-scope object with a constructor or destructor, no `static T x = f();` outside a function, no "
-            "constructor attribute or section, no ifunc. Keep such state as a `static` local of the launcher that "
-            "uses it (made at its first call) or a plain array")
+            "constructor attribute or section, no ifunc, no function named as a start file's hook. Keep such state as "
+            "a `static` local of the launcher that uses it (made at its first call) or a plain array")

@@ -109,6 +109,9 @@ from verifier.window.stats import Window, paired_ratio
 
 # How long one command may take: a staging copy or a pick is milliseconds, a call is the kernel's time.
 COMMAND_TIMEOUT_S = 30.0
+# How much longer than the stop's own wait (0.5 s) a side whose stop the harness sent itself may take to stop: past it,
+# a thread of the side's own is keeping it running (``Side.pause``), the side's failure.
+STOP_GRACE_S = 2.0
 # A side's process ended while the harness held its threads (``Side.settle`` asks its job how, once they are let go).
 _ENDED_HELD = "ended while its threads were held"
 # The most output tensors one call may report (what the harness reads is bounded by it and the output limit).
@@ -297,6 +300,20 @@ class Side:
         if not self.handle.pause(stop):
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
+            pid = self.handle.host_pid()
+            if stop and pid is not None and not self.trusted:
+                # the harness sent the SIGSTOP itself: a process still there whose threads do not all stop within the
+                # grace is keeping a thread of its own in a system call (MAP_POPULATE of gigabytes, red team irt), the
+                # side's doing, not the tool's
+                if procs.stopped(pid, STOP_GRACE_S):
+                    self.stopped = True
+                    return
+                if not self.handle.done:
+                    late = procs.unstopped(pid)
+                    raise SideFailed(self.name, f"did not stop within {STOP_GRACE_S + 0.5:.1f} s of the harness's "
+                                                f"SIGSTOP: thread(s) {', '.join(late[:4]) or 'of its own'} stayed in a "
+                                                "system call (a side's threads must stop when it is stopped between "
+                                                "calls)")
             # the sandbox worker did not stop or continue a process that is still there: the tool's failure
             what = "stop" if stop else "continue"
             raise SideFailed(self.name, "could not be stopped" if stop else "could not be continued",

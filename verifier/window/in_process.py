@@ -24,11 +24,17 @@ import torch
 
 from verifier.backends import DeviceRuntime
 from verifier.inputs import Trial, make_inputs
-from verifier.job.candidate import _progress, _timer
+from verifier.job.candidate import _progress
 from verifier.job.tensors import _to_device
 from verifier.jobs import ReferenceJob, ReferenceResult
 from verifier.machine.lock import held
 from verifier.window.stats import Timing, Window
+
+
+def clock(declared: str, device_runtime: DeviceRuntime) -> str:
+    """How calls are timed: the backend's declared clock (``Backend.timer``), else device events where the device
+    has them (the reference's own figure, whose settings name no clock)."""
+    return declared or ("wall" if device_runtime.events() is None else "events")
 
 
 def time_reference_alone(job: ReferenceJob, job_dir: Path, module: ModuleType, result: ReferenceResult,
@@ -94,7 +100,7 @@ def time_reference(models: list[Any], module: Any, trials: list[Trial], timing: 
         with torch.no_grad():
             return models[current["k"] % len(models)](*buffers)
 
-    events = device_runtime.events() if _timer({"timer": timing.get("timer", "")}, device_runtime) == "events" else None
+    events = device_runtime.events() if clock(timing.get("timer", ""), device_runtime) == "events" else None
     result = time_calls(call, before, warmup=int(timing["warmup"]), max_calls=int(timing["max_calls"]),
                         budget_s=float(timing["budget_s"]), synchronize=device_runtime.synchronize, events=events)
     input_bytes = sum(x.numel() * x.element_size() for x in buffers if isinstance(x, torch.Tensor))
