@@ -167,8 +167,8 @@ __all__ = [
     "describe_roofline_profile", "disassemble", "display_name", "end_started_by", "fit_cases", "fixed_divisors",
     "FLUSH_SHARED_SHARE", "form_prompt", "get_backend", "human_bytes", "knowledge_folder", "landlock_status",
     "link_check_status", "machine_facts", "machine_fingerprint", "name_problem", "POINTER_DTYPES", "Probe",
-    "PROBE_TIMEOUT_S", "ProbeSandbox", "recorded_outcome", "remove_scratch", "RooflineMeter", "run_probe", "scale_cases",
-    "scale_values", "seccomp_status", "SIZING_BYTES_CAP", "SIZING_WINDOW_MS", "source_suffix",
+    "PROBE_TIMEOUT_S", "ProbeSandbox", "recorded_outcome", "remove_scratch", "RooflineMeter", "run_probe",
+    "scale_cases", "scale_values", "seccomp_status", "SIZING_BYTES_CAP", "SIZING_WINDOW_MS", "source_suffix",
     "VerificationCancelled", "Verifier", "VerifierProtocol",
 ]
 

@@ -301,14 +301,14 @@ class Side:
             if self.handle.done:
                 raise SideFailed(self.name, "ended", self.handle.wait(0))
             pid = self.handle.host_pid()
-            if stop and pid is not None and not self.trusted:
-                # the harness sent the SIGSTOP itself: a process still there whose threads do not all stop within the
-                # grace is keeping a thread of its own in a system call (MAP_POPULATE of gigabytes, red team irt), the
-                # side's doing, not the tool's
+            if stop and pid is not None:
+                # the harness sent the SIGSTOP itself: a candidate's process still there whose threads do not all stop
+                # within the grace is keeping a thread of its own in a system call (MAP_POPULATE of gigabytes, red team
+                # irt), the side's doing, not the tool's
                 if procs.stopped(pid, STOP_GRACE_S):
                     self.stopped = True
                     return
-                if not self.handle.done:
+                if not self.handle.done and not self.trusted:
                     late = procs.unstopped(pid)
                     raise SideFailed(self.name, f"did not stop within {STOP_GRACE_S + 0.5:.1f} s of the harness's "
                                                 f"SIGSTOP: thread(s) {', '.join(late[:4]) or 'of its own'} stayed in a "
