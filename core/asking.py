@@ -91,6 +91,9 @@ class Asking:
                                   sample=f"{run.config.get('sample_key', run.id)}:{task.id}:{attempt.iteration}")
             attempt.max_tokens = max_tokens
             left_out = tuple(getattr(attempt.messages, "left_out", ()))
+            shown = getattr(attempt.messages, "shown", None)
+            if shown is not None:   # the items the prompt left out to fit were never seen: not retrieved, not credited
+                attempt.context = [e for e in attempt.context if e.id in set(shown)]
             self.bus.emit(ev.PromptSent(task.id, attempt.iteration, attempt.stage,
                                         tuple(e.id for e in attempt.context),
                                         attempt.start.id if attempt.start else None, chars))

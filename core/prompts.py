@@ -636,6 +636,7 @@ class Prompt(list["Message"]):
 
     left_out: tuple[str, ...] = ()
     smallest: bool = False      # nothing more could be cut (it may still be over its budget)
+    shown: tuple[str, ...] | None = None   # the memory items it shows, by id (None: not a fitted prompt)
 
     @property
     def chars(self) -> int:
@@ -695,7 +696,7 @@ def _fit(head: Sequence[str | Part], api: Sequence[Experience], rules: Sequence[
             if kept < counts[name]:
                 notes.append(f"{counts[name] - kept} of {counts[name]} {words}")
         notes += [p.forms[n][1] for p, n in zip(parts, level) if n and p.forms[n][1]]
-        return Fitted(text(), bool(rules or memory), tuple(notes), smallest)
+        return Fitted(text(), bool(rules or memory), tuple(notes), smallest, tuple(e.id for e in memory))
 
     if len(text()) <= budget:
         return fitted()
@@ -732,13 +733,14 @@ class Fitted:
     cite: bool
     left_out: tuple[str, ...] = ()
     smallest: bool = False
+    shown: tuple[str, ...] = ()     # the memory items left in it, by id
 
 
 def _messages(backend: str, fitted: Fitted, form: str = "kernel-launch") -> Prompt:
     """The system message (asking for ``MEMORY USED`` only when the user message shows items to cite, and for
     ``form``'s files) and the user message."""
     prompt = Prompt([("system", system_message(backend, cite=fitted.cite, form=form)), ("user", fitted.text)])
-    prompt.left_out, prompt.smallest = fitted.left_out, fitted.smallest
+    prompt.left_out, prompt.smallest, prompt.shown = fitted.left_out, fitted.smallest, fitted.shown
     return prompt
 
 

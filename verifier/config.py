@@ -66,7 +66,8 @@ class VerifyConfig(BaseModel):
     never its side of 1, so stopping early favours no verdict."""
 
     min_speed_change: float = Field(0.03, ge=0, lt=1)
-    """A speed difference smaller than this fraction is "same speed", even when the interval excludes 1."""
+    """A window says "faster" or "slower" only when its whole interval is past this change (``1 + x`` or
+    ``1 / (1 + x)``): an interval that only excludes 1 is "same speed" within the noise limit, else "noisy"."""
 
     noise_limit: float = Field(0.15, gt=0)
     """A window whose speed interval reaches further than this fraction from equal speed (±15 %), without

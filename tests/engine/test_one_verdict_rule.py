@@ -30,11 +30,14 @@ WINDOWS = [  # (ratio, low, high, ratio of the medians, the word every surface m
     (1.05, 0.95, 1.20, None, "too noisy"),
     (1.0, 0.986, 1.014, None, "same speed"),      # an undisturbed window
     (1.02, 1.01, 1.025, None, "same speed"),      # excludes 1, but a change below the 3 % minimum
-    (1.03, 1.01, 1.05, None, "faster"),           # exactly the minimum change
-    (1 / 1.03, 0.95, 0.99, None, "slower"),       # exactly the minimum change, the other way
+    (1.03, 1.01, 1.05, None, "same speed"),       # the ratio at the minimum change, the interval not past it
+    (1.06, 1.031, 1.09, None, "faster"),          # the whole interval past the minimum change
+    (1 / 1.03, 0.95, 0.99, None, "same speed"),   # the other way: the interval not below 1 / 1.03
+    (0.94, 0.92, 0.97, None, "slower"),           # the whole interval below 1 / 1.03
     (1.31, 1.2, 1.4, None, "faster"),
-    (2.0, 1.2, 3.5, None, "faster"),              # wide, yet the whole interval is above 1
-    (0.94, 0.91, 0.98, None, "slower"),
+    (2.0, 1.2, 3.5, None, "faster"),              # wide, yet the whole interval is past the minimum change
+    (1.10, 1.001, 1.222, None, "too noisy"),      # an A/A window of #47: above 1 but not past 1.03, 22 % out
+    (0.94, 0.91, 0.98, None, "same speed"),       # reaches 9 % from equal speed, not below 1 / 1.03
     (1.74, 0.969, 2.626, None, "too noisy"),      # a disturbed window measured here
     (1.20, 1.10, 1.30, 1.05, "too noisy"),        # the medians contradict the paired interval
     (1.0, 0.0, math.inf, None, "too few calls"),  # too few rounds for an interval

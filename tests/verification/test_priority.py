@@ -124,3 +124,29 @@ def test_nothing_inside_a_job_starts_launcher_threads():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert out.stdout.strip() == "False"
+
+
+def test_a_closed_verifier_s_name_stops_no_later_verifier(tmp_path):
+    """A verifier that closes ends what its threads started and lets them start nothing more; its threads were
+    named by the object's id, which Python hands to the next object made at the same address, so a verifier made
+    right after another closed could start no process ("not started: verifier-7f8f..._0's owner is closing", seen in
+    a run paused and resumed, and in test_one_tolerance, on a fresh clone). Names are a count now, and one owner's
+    end matches its own threads only (``verifier-1_`` is not a prefix of ``verifier-10_0``)."""
+    from verifier.harness.verify import Verifier
+
+    first = Verifier("cpu", cache_dir=tmp_path / "cache")
+    first.close()
+    second = Verifier("cpu", cache_dir=tmp_path / "cache")
+    try:
+        assert first._owner != second._owner
+        started = second._pool.submit(lambda: priority.popen(["true"], background=False).wait()).result(30)
+        assert started == 0
+    finally:
+        second.close()
+    priority.end_started_by("evokernel-test-1_")
+    found: list[object] = []
+    thread = threading.Thread(target=lambda: found.append(priority.popen(["true"], background=False).wait()),
+                              name="evokernel-test-10_0")
+    thread.start()
+    thread.join(30)
+    assert found == [0]

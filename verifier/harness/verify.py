@@ -16,6 +16,7 @@ A backend whose toolchain or device is missing is refused when the ``Verifier`` 
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import time
@@ -64,12 +65,18 @@ from verifier.window.harness import Observer
 JOB_ENTRY = "verifier.worker:run_job"
 
 
+_OWNERS = itertools.count(1)
+
+
 class Verifier:
     """Verifies candidates for one backend. Close it (or use ``with``) to stop its sandbox."""
 
     def __init__(self, backend: str | Backend = "cpu", config: VerifyConfig | None = None,
                  cache_dir: str | Path | None = None, hidden_paths: list[str] | None = None):
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        # the name its threads start processes under, never another verifier's (an object's id is reused once it is
+        # gone, and an ended owner's name starts nothing more: verifier.priority.end_started_by)
+        self._owner = f"verifier-{next(_OWNERS)}"
         toolchain = self.backend.toolchain()
         if not toolchain.available:
             raise ToolchainMissing(f"the {self.backend.name} backend cannot run here: {toolchain.reason}")
@@ -105,7 +112,7 @@ class Verifier:
         )
         # References are the user's own trusted code: their fork server runs outside the sandbox, in
         # the cache folder the sandbox hides, so no candidate can see a reference's outputs.
-        reference_jobs = self.cache_dir / "reference" / f"jobs-{os.getpid()}-{id(self):x}"
+        reference_jobs = self.cache_dir / "reference" / f"jobs-{os.getpid()}-{self._owner}"
         reference_jobs.mkdir(parents=True, exist_ok=True)
         self.reference_server = ForkServer(
             reference_jobs, env=scrubbed_env({**self.backend.worker_env(), **omp_env(cfg.threads)},
@@ -122,7 +129,7 @@ class Verifier:
                               int(self._timing["flush_bytes"]))
         self.outcomes = OutcomeCache(self.cache_dir / "outcomes")
         # its own thread names: closing ends the processes its threads started (verifier.priority)
-        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=f"verifier-{id(self):x}")
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix=self._owner)
         self.window_observer: Observer | None = None   # tests: what every timed call saw (verifier.window.harness)
         self._warm: Future[None] | None = None
         # the next verification's reference, made ahead (looked up at each call: bench/fresh_reference_cost.py swaps it)
@@ -145,7 +152,7 @@ class Verifier:
         self._lock.abandon()
         self.server.close()
         self.reference_server.close()
-        priority.end_started_by(f"verifier-{id(self):x}")
+        priority.end_started_by(self._owner + "_")   # its pool's threads are named OWNER_N
         self._pool.shutdown(wait=True, cancel_futures=True)
         release(self.jobs_root)
         shutil.rmtree(self.reference_server.jobs_root, ignore_errors=True)
