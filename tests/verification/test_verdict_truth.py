@@ -130,7 +130,7 @@ def test_the_trusted_reference_goes_the_same_path_as_the_candidate(window_verifi
 def test_the_same_kernel_as_candidate_and_as_best_never_reads_a_difference(window_verifier, suite, dim):
     """The A/A test: relu against a second build of itself as the task's best, ten windows at each of three sizes
     (below, near and above a quarter millisecond a call). On a quiet machine every one reads "same"
-    (``bench/verdict_truth.py --aa`` prints the count); on a machine others load, a window may be too disturbed to
+    (the failing assertion lists the ten words); on a machine others load, a window may be too disturbed to
     judge ("noisy"), never "faster" nor "slower"."""
     spec = _relu(suite, dim)
     words = []
