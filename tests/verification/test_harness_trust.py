@@ -837,7 +837,10 @@ def test_a_kernel_cannot_skip_the_timed_calls_of_a_task_with_places_nobody_judge
                            make_candidate({"model.py": S.SCATTER_MODEL, "kernel.cpp": SCATTER_SKIPS_TIMED_CALLS}),
                            fresh=True)
     assert out.failed_gate == "correctness", (out.failed_gate, out.message)
-    assert "timed call" in out.message and "taken the moment it reported done" in out.message, out.message
+    # caught at a timed call, or, where the window's calibration took one call more (a loaded machine) and every
+    # skipped call fell outside the timed ones, at the call after timing: refused either way, never timed faster
+    assert "taken the moment it reported done" in out.message, out.message
+    assert "timed call" in out.message or "a call after timing" in out.message, out.message
 
 
 # Red team (#35, third pass): in the window the allocator hands each call the block the last call's output was
