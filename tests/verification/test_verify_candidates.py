@@ -87,6 +87,15 @@ def test_only_the_same_bytes_get_the_recorded_verdict(verifier, suite, make_cand
     same = verifier.verify(task, make_candidate(dict(files)))
     tidied = {**files, "kernel.cpp": "// tidied\n" + files["kernel.cpp"].replace("; ++i)", ";  ++i )"),
               "model.py": files["model.py"].replace("lib = load()", "lib = load()   # the library")}
+    # `evokernel verify`'s lookup without a verifier (#47) keys as the verifier does: the same bytes found, the
+    # tidied ones not (it keyed by the comment-blind identity after #48, so it served none: 2.1 s a recorded verdict)
+    from verifier import recorded_outcome
+
+    looked = recorded_outcome(verifier.cache_dir, task, make_candidate(dict(files)), None, verifier.backend,
+                              verifier.config)
+    assert looked is not None and looked.from_cache and looked.latency_ms == first.latency_ms
+    assert recorded_outcome(verifier.cache_dir, task, make_candidate(tidied), None, verifier.backend,
+                            verifier.config) is None
     again = verifier.verify(task, make_candidate(tidied))
     assert first.feasible and same.from_cache and same.latency_ms == first.latency_ms
     assert again.feasible and not again.from_cache

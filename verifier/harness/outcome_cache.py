@@ -71,14 +71,15 @@ def recorded(cache_dir: Path, task: TaskSpec, folder: Path, best: dict[str, str]
     or None (none, or the folder cannot be read: verifying it says why): looked up without a verifier, its sandbox or
     PyTorch (``evokernel verify`` answers a recorded verdict at once). ``backend``: a backend or its name."""
     from verifier.backends import get_backend
-    from verifier.candidate_files import candidate_hash, candidate_identity, read_candidate
+    from verifier.candidate_files import candidate_hash, exact_digest, read_candidate
 
     try:
         files = read_candidate(folder)
     except OSError:
         return None
     backend = get_backend(backend) if isinstance(backend, str) else backend
-    key = OutcomeCache.key(task, candidate_identity(files), candidate_identity(best) if best else "", backend, config)
+    # the verifier's own key: the files' exact bytes (issue #48: never the comment-blind identity)
+    key = OutcomeCache.key(task, exact_digest(files), exact_digest(best) if best else "", backend, config)
     found = OutcomeCache(Path(cache_dir) / "outcomes").get(key)
     if found is not None:
         found.from_cache, found.candidate_hash = True, candidate_hash(files)
