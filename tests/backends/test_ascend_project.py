@@ -555,7 +555,8 @@ def test_a_project_answer_travels_from_the_model_to_the_build(tmp_path, llm_env,
     assert server.requests, [e for e in seen if not isinstance(e, ev.GateChecked)]
     system = server.requests[0]["messages"][0]["content"]
     assert "file=op_host/<op>_tiling.h" in system and "file=op_kernel/<op>.cpp" in system
-    gates = [(e.gate, e.status, e.message) for e in seen if isinstance(e, ev.GateChecked)]
+    # (a wait for the machine's timing lock, held by a test beside this one, is said too: not a gate's result)
+    gates = [(e.gate, e.status, e.message) for e in seen if isinstance(e, ev.GateChecked) and e.status != "waiting"]
     assert [(g, s) for g, s, _ in gates] == [("format", "passed"), ("anti_hack", "passed"), ("build", "failed")], gates
     assert "fake msopgen" in gates[-1][2]
     received = [e for e in seen if isinstance(e, ev.ResponseReceived)]
