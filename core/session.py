@@ -49,18 +49,14 @@ def running_elsewhere(run: RunRecord) -> bool:
     import os
     import socket
 
+    from verifier import process_alive
+
     pid = run.extra.get("pid")
     if run.status != "running" or not isinstance(pid, int) or pid == os.getpid():
         return False
     if run.extra.get("host") not in (None, socket.gethostname()):
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return process_alive(pid)
 
 
 def describe_run(run: RunRecord) -> str:

@@ -80,6 +80,7 @@ if TYPE_CHECKING:
     from verifier.machine.roofline import describe_profile as describe_roofline_profile
     from verifier.priority import end_started_by
     from verifier.sandbox import bwrap_status, landlock_status, seccomp_status
+    from verifier.scratch import process_alive
     from verifier.scratch import remove_all as remove_scratch
     from verifier.sizing.case_limits import fit_cases
     from verifier.sizing.launch import ProbeSandbox, run_probe
@@ -124,6 +125,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "FLUSH_SHARED_SHARE": ("verifier.machine.caches", "FLUSH_SHARED_SHARE"),
     "human_bytes": ("verifier.machine.caches", "human_bytes"),
     "CallCounts": ("verifier.machine.counters", "CallCounts"),
+    "process_alive": ("verifier.scratch", "process_alive"),
     "remove_scratch": ("verifier.scratch", "remove_all"),
     "machine_fingerprint": ("verifier.machine.facts", "fingerprint"),
     "machine_facts": ("verifier.machine.facts", "machine_facts"),
@@ -167,9 +169,9 @@ __all__ = [
     "describe_roofline_profile", "disassemble", "display_name", "end_started_by", "fit_cases", "fixed_divisors",
     "FLUSH_SHARED_SHARE", "form_prompt", "get_backend", "human_bytes", "knowledge_folder", "landlock_status",
     "link_check_status", "machine_facts", "machine_fingerprint", "name_problem", "POINTER_DTYPES", "Probe",
-    "PROBE_TIMEOUT_S", "ProbeSandbox", "recorded_outcome", "remove_scratch", "RooflineMeter", "run_probe",
-    "scale_cases", "scale_values", "seccomp_status", "SIZING_BYTES_CAP", "SIZING_WINDOW_MS", "source_suffix",
-    "VerificationCancelled", "Verifier", "VerifierProtocol",
+    "PROBE_TIMEOUT_S", "ProbeSandbox", "process_alive", "recorded_outcome", "remove_scratch", "RooflineMeter",
+    "run_probe", "scale_cases", "scale_values", "seccomp_status", "SIZING_BYTES_CAP", "SIZING_WINDOW_MS",
+    "source_suffix", "VerificationCancelled", "Verifier", "VerifierProtocol",
 ]
 
 

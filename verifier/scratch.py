@@ -74,7 +74,7 @@ def sweep(where: Path | None = None) -> list[Path]:
         if not m or not entry.is_dir() or entry.is_symlink():
             continue
         pid = int(m.group("pid"))
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or process_alive(pid):
             continue
         try:
             if entry.stat().st_uid != os.getuid():
@@ -86,7 +86,8 @@ def sweep(where: Path | None = None) -> list[Path]:
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this machine (one this process may not signal exists too)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
